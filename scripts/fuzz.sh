@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer drivers with clang and runs each one:
+#   smoke  - a few seconds each (part of make test)
+#   long   - FUZZ_SECONDS each (default 300; make fuzz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-smoke}
+case "$mode" in
+smoke) secs=${FUZZ_SECONDS:-5} ;;
+long) secs=${FUZZ_SECONDS:-300} ;;
+*) echo "usage: fuzz.sh smoke|long" >&2; exit 2 ;;
+esac
+dir=build-fuzz
+if [ ! -f "$dir/build.ninja" ]; then
+    CC=clang meson setup "$dir" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C "$dir"
+shopt -s nullglob
+drivers=("$dir"/tests/fuzz/fuzz_*)
+if [ ${#drivers[@]} -eq 0 ]; then
+    echo "fuzz.sh: no fuzz drivers built yet"
+    exit 0
+fi
+mkdir -p tests/fuzz/artifacts
+for drv in "${drivers[@]}"; do
+    name=$(basename "$drv")
+    name=${name#fuzz_}
+    corpus=tests/fuzz/corpus/$name
+    work=$(mktemp -d)
+    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+    echo "fuzz: $name for ${secs}s"
+    "$drv" -max_total_time="$secs" -max_len=65536 -artifact_prefix=tests/fuzz/artifacts/ \
+        -print_final_stats=0 "$work" 2>&1 | tail -n 3
+    rc=${PIPESTATUS[0]}
+    rm -rf "$work"
+    [ "$rc" -eq 0 ] || { echo "fuzz: $name failed (rc $rc)"; exit 1; }
+done

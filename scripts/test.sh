@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# make test: every test CI runs. Prints one closing line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+passed=0
+failed=0
+failures=()
+
+step() { # name, command...
+    local name=$1
+    shift
+    echo "== $name"
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+    fi
+}
+
+meson_suite() { # build dir, extra setup args...
+    local dir=$1
+    shift
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$@" >/dev/null || return 1
+    fi
+    ninja -C "$dir" || return 1
+    meson test -C "$dir" --print-errorlogs --num-processes "$jobs"
+}
+
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+step "build and tests" meson_suite build
+step "tests under ASan+UBSan" meson_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+step "format check" make -s format-check
+step "fuzz smoke" scripts/fuzz.sh smoke
+if [ -f tests/compat/run.sh ]; then
+    step "openai client compatibility" tests/compat/run.sh build/tokenstorm
+fi
+
+echo
+if [ $failed -gt 0 ]; then
+    echo "failed steps: ${failures[*]}"
+fi
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

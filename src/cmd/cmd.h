@@ -1,0 +1,22 @@
+/*
+ * cmd.h - the subcommands. Each takes the arguments after its name (argv[0]
+ * is the subcommand name) and returns the process exit code:
+ * 0 ok, 1 an SLO or threshold failed, 2 usage or config error,
+ * 3 the run could not be carried out, 130 interrupted.
+ */
+#ifndef TS_CMD_CMD_H
+#define TS_CMD_CMD_H
+
+enum ts_exit {
+    TS_EXIT_OK = 0,
+    TS_EXIT_SLO = 1,
+    TS_EXIT_USAGE = 2,
+    TS_EXIT_FAIL = 3,
+    TS_EXIT_INTERRUPTED = 130,
+};
+
+int cmd_version(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif
