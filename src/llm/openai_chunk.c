@@ -1,0 +1,588 @@
+#include "openai_chunk.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+/*
+ * Where a field sits, printed only when an error message is written:
+ * a[i]b[j]c, with a negative index left out. Keeps the happy path free of
+ * string formatting.
+ */
+struct where {
+    const char *a;
+    long i;
+    const char *b;
+    long j;
+    const char *c;
+};
+
+#define WHERE_TOP ((struct where){"", -1, "", -1, ""})
+
+void openai_decoder_init(struct openai_decoder *d)
+{
+    memset(d, 0, sizeof(*d));
+}
+
+void openai_decoder_release(struct openai_decoder *d)
+{
+    if (d->root)
+        json_decref(d->root);
+    ts_free(d->choices);
+    ts_free(d->calls);
+    ts_free(d->embs);
+    ts_free(d->floats);
+    memset(d, 0, sizeof(*d));
+}
+
+const char *openai_decoder_errmsg(const struct openai_decoder *d)
+{
+    return d->err;
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "?";
+}
+
+static int fail(struct openai_decoder *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int fail(struct openai_decoder *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->err, sizeof(d->err), fmt, ap);
+    va_end(ap);
+    return TS_PARSE;
+}
+
+static int wrong_type(struct openai_decoder *d, struct where w, const char *key, const char *want,
+                      const json_t *got)
+{
+    char ib[24] = "", jb[24] = "";
+    if (w.i >= 0)
+        snprintf(ib, sizeof(ib), "[%ld]", w.i);
+    if (w.j >= 0)
+        snprintf(jb, sizeof(jb), "[%ld]", w.j);
+    return fail(d, "%s%s%s%s%s%s: expected %s, got %s", w.a, ib, w.b, jb, w.c, key, want,
+                type_name(got));
+}
+
+/* Optional string field: absent or null gives NULL. */
+static int get_str(struct openai_decoder *d, const json_t *obj, const char *key, struct where w,
+                   const char **s, size_t *len)
+{
+    const json_t *v = json_object_get(obj, key);
+    *s = NULL;
+    if (len)
+        *len = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return wrong_type(d, w, key, "a string or null", v);
+    *s = json_string_value(v);
+    if (len)
+        *len = json_string_length(v);
+    return 0;
+}
+
+static int int_value(const json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        if (x == floor(x) && x >= -9.2e18 && x <= 9.2e18) {
+            *out = (int64_t)x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Optional integer field (an integral real like 12.0 is accepted):
+ * absent or null leaves -1. */
+static int get_int(struct openai_decoder *d, const json_t *obj, const char *key, struct where w,
+                   int64_t *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = -1;
+    if (!v || json_is_null(v))
+        return 0;
+    if (int_value(v, out) != 0)
+        return wrong_type(d, w, key, "an integer or null", v);
+    return 0;
+}
+
+/* Optional object field: absent or null gives NULL. */
+static int get_obj(struct openai_decoder *d, const json_t *obj, const char *key, struct where w,
+                   const json_t **out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return wrong_type(d, w, key, "an object or null", v);
+    *out = v;
+    return 0;
+}
+
+/* Optional array field: absent or null gives NULL. */
+static int get_arr(struct openai_decoder *d, const json_t *obj, const char *key, struct where w,
+                   const json_t **out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return wrong_type(d, w, key, "an array or null", v);
+    *out = v;
+    return 0;
+}
+
+/* Grows *p to hold need elements of size elem. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 4;
+    while (n < need)
+        n = n > SIZE_MAX / 4 ? need : n * 2;
+    if (n > SIZE_MAX / elem)
+        return -ENOMEM;
+    void *q = ts_realloc(*p, n * elem);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int decode_usage(struct openai_decoder *d, const json_t *u, struct openai_usage *out)
+{
+    struct where w = {"usage.", -1, "", -1, ""};
+    int rc;
+    out->present = true;
+    if ((rc = get_int(d, u, "prompt_tokens", w, &out->prompt_tokens)) ||
+        (rc = get_int(d, u, "completion_tokens", w, &out->completion_tokens)) ||
+        (rc = get_int(d, u, "total_tokens", w, &out->total_tokens)))
+        return rc;
+    const json_t *det;
+    if ((rc = get_obj(d, u, "prompt_tokens_details", w, &det)))
+        return rc;
+    if (det) {
+        w.a = "usage.prompt_tokens_details.";
+        if ((rc = get_int(d, det, "cached_tokens", w, &out->cached_tokens)))
+            return rc;
+        w.a = "usage.";
+    }
+    if ((rc = get_obj(d, u, "completion_tokens_details", w, &det)))
+        return rc;
+    if (det) {
+        w.a = "usage.completion_tokens_details.";
+        if ((rc = get_int(d, det, "reasoning_tokens", w, &out->reasoning_tokens)))
+            return rc;
+    }
+    return 0;
+}
+
+static int decode_error(struct openai_decoder *d, const json_t *e, const char *prefix,
+                        struct openai_chunk_error *out)
+{
+    struct where w = {prefix, -1, "", -1, ""};
+    int rc;
+    if ((rc = get_str(d, e, "message", w, &out->message, NULL)) ||
+        (rc = get_str(d, e, "type", w, &out->type, NULL)) ||
+        (rc = get_str(d, e, "param", w, &out->param, NULL)))
+        return rc;
+    const json_t *code = json_object_get(e, "code");
+    out->code = NULL;
+    out->code_num = -1;
+    if (!code || json_is_null(code))
+        return 0;
+    if (json_is_string(code)) {
+        out->code = json_string_value(code);
+        return 0;
+    }
+    if (json_is_integer(code)) {
+        out->code_num = (int64_t)json_integer_value(code);
+        snprintf(d->code_buf, sizeof(d->code_buf), "%lld", (long long)out->code_num);
+        out->code = d->code_buf;
+        return 0;
+    }
+    return wrong_type(d, w, "code", "a string, an integer or null", code);
+}
+
+static int decode_tool_call(struct openai_decoder *d, const json_t *tc, long ci, long ti,
+                            struct openai_tool_call *out)
+{
+    struct where w = {"choices", ci, ".delta.tool_calls", ti, ""};
+    if (!json_is_object(tc))
+        return wrong_type(d, w, "", "an object", tc);
+    w.c = ".";
+    int rc;
+    if ((rc = get_int(d, tc, "index", w, &out->index)) ||
+        (rc = get_str(d, tc, "id", w, &out->id, NULL)) ||
+        (rc = get_str(d, tc, "type", w, &out->type, NULL)))
+        return rc;
+    const json_t *fn;
+    if ((rc = get_obj(d, tc, "function", w, &fn)))
+        return rc;
+    out->name = NULL;
+    out->arguments = NULL;
+    out->arguments_len = 0;
+    if (!fn)
+        return 0;
+    w.c = ".function.";
+    if ((rc = get_str(d, fn, "name", w, &out->name, NULL)) ||
+        (rc = get_str(d, fn, "arguments", w, &out->arguments, &out->arguments_len)))
+        return rc;
+    return 0;
+}
+
+/* The delta (streamed) or message (whole) object of a choice. */
+static const json_t *choice_body(const json_t *c, const char **key)
+{
+    const json_t *v = json_object_get(c, "delta");
+    *key = "delta";
+    if (!v || json_is_null(v)) {
+        v = json_object_get(c, "message");
+        *key = "message";
+    }
+    return v;
+}
+
+static int decode_choice(struct openai_decoder *d, const json_t *c, long i, size_t *calls_used,
+                         struct openai_choice *out, unsigned *flags)
+{
+    struct where w = {"choices", i, "", -1, ""};
+    memset(out, 0, sizeof(*out));
+    if (!json_is_object(c))
+        return wrong_type(d, w, "", "an object", c);
+    w.b = ".";
+    int rc;
+    if ((rc = get_int(d, c, "index", w, &out->index)) ||
+        (rc = get_str(d, c, "finish_reason", w, &out->finish_reason, NULL)) ||
+        (rc = get_str(d, c, "text", w, &out->text, &out->text_len)))
+        return rc;
+    if (out->finish_reason)
+        *flags |= OPENAI_CHUNK_FINISH;
+    if (out->text_len)
+        *flags |= OPENAI_CHUNK_TEXT;
+    const char *key;
+    const json_t *delta = choice_body(c, &key);
+    if (!delta || json_is_null(delta))
+        return 0;
+    if (!json_is_object(delta))
+        return wrong_type(d, w, key, "an object or null", delta);
+    w.b = strcmp(key, "delta") == 0 ? ".delta." : ".message.";
+    if ((rc = get_str(d, delta, "role", w, &out->role, NULL)) ||
+        (rc = get_str(d, delta, "content", w, &out->content, &out->content_len)) ||
+        (rc = get_str(d, delta, "reasoning_content", w, &out->reasoning, &out->reasoning_len)))
+        return rc;
+    if (!out->reasoning &&
+        (rc = get_str(d, delta, "reasoning", w, &out->reasoning, &out->reasoning_len)))
+        return rc;
+    if (out->role)
+        *flags |= OPENAI_CHUNK_ROLE;
+    if (out->content_len)
+        *flags |= OPENAI_CHUNK_CONTENT;
+    if (out->reasoning_len)
+        *flags |= OPENAI_CHUNK_REASONING;
+    const json_t *tcs;
+    if ((rc = get_arr(d, delta, "tool_calls", w, &tcs)))
+        return rc;
+    if (!tcs || json_array_size(tcs) == 0)
+        return 0;
+    struct openai_tool_call *calls = d->calls + *calls_used;
+    for (size_t t = 0; t < json_array_size(tcs); t++) {
+        if ((rc = decode_tool_call(d, json_array_get(tcs, t), i, (long)t, &calls[t])))
+            return rc;
+    }
+    out->tool_calls = calls;
+    out->n_tool_calls = json_array_size(tcs);
+    *calls_used += out->n_tool_calls;
+    *flags |= OPENAI_CHUNK_TOOL_CALLS;
+    return 0;
+}
+
+static int decode_choices(struct openai_decoder *d, const json_t *arr, struct openai_chunk *out)
+{
+    size_t n = json_array_size(arr);
+    size_t n_calls = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *key;
+        const json_t *body = choice_body(json_array_get(arr, i), &key);
+        const json_t *tcs = json_is_object(body) ? json_object_get(body, "tool_calls") : NULL;
+        if (json_is_array(tcs))
+            n_calls += json_array_size(tcs);
+    }
+    int rc;
+    if ((rc = grow((void **)&d->choices, &d->choices_cap, n, sizeof(*d->choices))) ||
+        (rc = grow((void **)&d->calls, &d->calls_cap, n_calls, sizeof(*d->calls))))
+        return rc;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        rc = decode_choice(d, json_array_get(arr, i), (long)i, &used, &d->choices[i], &out->flags);
+        if (rc)
+            return rc;
+    }
+    out->choices = d->choices;
+    out->n_choices = n;
+    return 0;
+}
+
+static void float_from_le(const unsigned char *b, float *out)
+{
+    uint32_t v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    memcpy(out, &v, sizeof(v));
+}
+
+/* Decodes one base64 vector into floats at dst (room for n/4*3/4+1 floats). */
+static int decode_b64_vector(struct openai_decoder *d, const json_t *v, long i, float *dst,
+                             size_t *dims)
+{
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    unsigned char *tmp = ts_malloc(n / 4 * 3 + 3);
+    if (!tmp)
+        return -ENOMEM;
+    long got = openai_base64_decode(s, n, tmp);
+    int rc = 0;
+    if (got < 0 || got % 4 != 0) {
+        rc = fail(d, "data[%ld].embedding: invalid base64 float32 vector", i);
+        goto out_free_tmp;
+    }
+    *dims = (size_t)got / 4;
+    for (size_t k = 0; k < *dims; k++)
+        float_from_le(tmp + 4 * k, &dst[k]);
+out_free_tmp:
+    ts_free(tmp);
+    return rc;
+}
+
+static int decode_embeddings(struct openai_decoder *d, const json_t *arr, struct openai_chunk *out)
+{
+    size_t n = json_array_size(arr);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *item = json_array_get(arr, i);
+        const json_t *e = json_is_object(item) ? json_object_get(item, "embedding") : NULL;
+        if (json_is_array(e))
+            total += json_array_size(e);
+        else if (json_is_string(e))
+            total += json_string_length(e) / 4 * 3 / 4 + 1;
+    }
+    int rc;
+    if ((rc = grow((void **)&d->embs, &d->embs_cap, n, sizeof(*d->embs))) ||
+        (rc = grow((void **)&d->floats, &d->floats_cap, total, sizeof(*d->floats))))
+        return rc;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct where w = {"data", (long)i, ".", -1, ""};
+        const json_t *item = json_array_get(arr, i);
+        struct openai_embedding *em = &d->embs[i];
+        if (!json_is_object(item))
+            return wrong_type(d, (struct where){"data", (long)i, "", -1, ""}, "", "an object",
+                              item);
+        if ((rc = get_int(d, item, "index", w, &em->index)))
+            return rc;
+        const json_t *e = json_object_get(item, "embedding");
+        em->values = d->floats ? d->floats + used : NULL;
+        em->dims = 0;
+        if (e && json_is_string(e)) {
+            if ((rc = decode_b64_vector(d, e, (long)i, d->floats + used, &em->dims)))
+                return rc;
+        } else if (e && json_is_array(e)) {
+            for (size_t k = 0; k < json_array_size(e); k++) {
+                const json_t *x = json_array_get(e, k);
+                if (!json_is_number(x))
+                    return wrong_type(d, (struct where){"data", (long)i, ".embedding", (long)k, ""},
+                                      "", "a number", x);
+                d->floats[used + k] = (float)json_number_value(x);
+            }
+            em->dims = json_array_size(e);
+        } else {
+            return wrong_type(d, w, "embedding", "an array of numbers or a base64 string",
+                              e ? e : json_null());
+        }
+        used += em->dims;
+    }
+    out->embeddings = d->embs;
+    out->n_embeddings = n;
+    out->flags |= OPENAI_CHUNK_EMBEDDINGS;
+    return 0;
+}
+
+static enum openai_object classify(const char *s)
+{
+    if (!s)
+        return OPENAI_OBJECT_NONE;
+    if (strcmp(s, "chat.completion.chunk") == 0)
+        return OPENAI_OBJECT_CHAT_CHUNK;
+    if (strcmp(s, "chat.completion") == 0)
+        return OPENAI_OBJECT_CHAT;
+    if (strcmp(s, "text_completion") == 0)
+        return OPENAI_OBJECT_TEXT;
+    if (strcmp(s, "list") == 0)
+        return OPENAI_OBJECT_LIST;
+    if (strcmp(s, "error") == 0)
+        return OPENAI_OBJECT_ERROR;
+    return OPENAI_OBJECT_OTHER;
+}
+
+static int decode_errors(struct openai_decoder *d, const json_t *root, bool body,
+                         struct openai_chunk *out)
+{
+    const json_t *e = json_object_get(root, "error");
+    int rc = 0;
+    if (e && !json_is_null(e)) {
+        if (json_is_object(e))
+            rc = decode_error(d, e, "error.", &out->error);
+        else if (json_is_string(e))
+            out->error.message = json_string_value(e);
+        else
+            return wrong_type(d, WHERE_TOP, "error", "an object, a string or null", e);
+        out->flags |= OPENAI_CHUNK_ERROR;
+    } else if (out->object == OPENAI_OBJECT_ERROR) {
+        rc = decode_error(d, root, "", &out->error);
+        out->flags |= OPENAI_CHUNK_ERROR;
+    } else if (body) {
+        const json_t *detail = json_object_get(root, "detail");
+        if (json_is_string(detail)) {
+            out->error.message = json_string_value(detail);
+            out->flags |= OPENAI_CHUNK_ERROR;
+        }
+    }
+    return rc;
+}
+
+static int decode_json(struct openai_decoder *d, const char *s, size_t n, bool body,
+                       struct openai_chunk *out)
+{
+    json_error_t je;
+    json_t *root = json_loadb(s, n, JSON_ALLOW_NUL, &je);
+    if (!root) {
+        if (json_error_code(&je) == json_error_out_of_memory)
+            return -ENOMEM;
+        return fail(d, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+    }
+    d->root = root;
+    if (!json_is_object(root))
+        return fail(d, "expected a JSON object, got %s", type_name(root));
+    int rc;
+    struct where w = WHERE_TOP;
+    if ((rc = get_str(d, root, "object", w, &out->object_str, NULL)))
+        return rc;
+    out->object = classify(out->object_str);
+    if ((rc = decode_errors(d, root, body, out)) ||
+        (rc = get_str(d, root, "id", w, &out->id, NULL)) ||
+        (rc = get_str(d, root, "model", w, &out->model, NULL)) ||
+        (rc = get_int(d, root, "created", w, &out->created)))
+        return rc;
+    const json_t *u;
+    if ((rc = get_obj(d, root, "usage", w, &u)))
+        return rc;
+    if (u) {
+        if ((rc = decode_usage(d, u, &out->usage)))
+            return rc;
+        out->flags |= OPENAI_CHUNK_USAGE;
+    }
+    const json_t *choices;
+    if ((rc = get_arr(d, root, "choices", w, &choices)))
+        return rc;
+    if (choices && (rc = decode_choices(d, choices, out)))
+        return rc;
+    if (body && (out->object == OPENAI_OBJECT_LIST || out->object == OPENAI_OBJECT_NONE)) {
+        const json_t *data = json_object_get(root, "data");
+        if (json_is_array(data) && (rc = decode_embeddings(d, data, out)))
+            return rc;
+    }
+    return 0;
+}
+
+static void clear(struct openai_decoder *d, struct openai_chunk *out)
+{
+    if (d->root) {
+        json_decref(d->root);
+        d->root = NULL;
+    }
+    d->err[0] = '\0';
+    memset(out, 0, sizeof(*out));
+    out->created = -1;
+    out->error.code_num = -1;
+    openai_usage_clear(&out->usage);
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static int decode(struct openai_decoder *d, const char *s, size_t n, bool body,
+                  struct openai_chunk *out)
+{
+    clear(d, out);
+    while (n && is_space(*s)) {
+        s++;
+        n--;
+    }
+    while (n && is_space(s[n - 1]))
+        n--;
+    int rc;
+    if (n == 6 && memcmp(s, "[DONE]", 6) == 0) {
+        if (!body) {
+            out->flags = OPENAI_CHUNK_DONE;
+            return 0;
+        }
+        rc = fail(d, "unexpected [DONE] in a response body");
+    } else {
+        rc = decode_json(d, s, n, body, out);
+    }
+    if (rc) {
+        if (rc == -ENOMEM && !d->err[0])
+            snprintf(d->err, sizeof(d->err), "out of memory");
+        char keep[sizeof(d->err)];
+        memcpy(keep, d->err, sizeof(keep));
+        clear(d, out);
+        memcpy(d->err, keep, sizeof(keep));
+    }
+    return rc;
+}
+
+int openai_decode_chunk(struct openai_decoder *d, const char *data, size_t len,
+                        struct openai_chunk *out)
+{
+    return decode(d, data, len, false, out);
+}
+
+int openai_decode_body(struct openai_decoder *d, const char *body, size_t len,
+                       struct openai_chunk *out)
+{
+    return decode(d, body, len, true, out);
+}

@@ -1,0 +1,399 @@
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "llm/openai_chunk.h"
+
+static int decode(struct openai_decoder *d, const char *s, struct openai_chunk *c)
+{
+    return openai_decode_chunk(d, s, strlen(s), c);
+}
+
+static int decode_body(struct openai_decoder *d, const char *s, struct openai_chunk *c)
+{
+    return openai_decode_body(d, s, strlen(s), c);
+}
+
+static void test_done(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    assert_int_equal(decode(&d, "[DONE]", &c), 0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_DONE);
+    assert_int_equal(decode(&d, " [DONE]\r\n", &c), 0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_DONE);
+    assert_int_equal(decode(&d, "[DONE", &c), TS_PARSE);
+    assert_int_equal(decode(&d, "[DONE]x", &c), TS_PARSE);
+    assert_int_equal(decode_body(&d, "[DONE]", &c), TS_PARSE);
+    openai_decoder_release(&d);
+}
+
+static void test_chat_chunks(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+
+    /* OpenAI's first chunk: role and empty content */
+    assert_int_equal(
+        decode(&d,
+               "{\"id\":\"chatcmpl-123\",\"object\":\"chat.completion.chunk\",\"created\":"
+               "1694268190,\"model\":\"gpt-4o-mini\",\"system_fingerprint\":\"fp_44709d6fcb\","
+               "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+               "\"logprobs\":null,\"finish_reason\":null}]}",
+               &c),
+        0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ROLE);
+    assert_int_equal(c.object, OPENAI_OBJECT_CHAT_CHUNK);
+    assert_string_equal(c.id, "chatcmpl-123");
+    assert_string_equal(c.model, "gpt-4o-mini");
+    assert_int_equal(c.created, 1694268190);
+    assert_int_equal(c.n_choices, 1);
+    assert_int_equal(c.choices[0].index, 0);
+    assert_string_equal(c.choices[0].role, "assistant");
+    assert_non_null(c.choices[0].content);
+    assert_int_equal(c.choices[0].content_len, 0);
+    assert_null(c.choices[0].finish_reason);
+    assert_false(c.usage.present);
+
+    /* content with escapes and a NUL */
+    assert_int_equal(decode(&d,
+                            "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+                            "\"delta\":{\"content\":\"H\\u00e9\\n\\\"\\u0000x\"},"
+                            "\"finish_reason\":null}],\"usage\":null}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_CONTENT);
+    assert_int_equal(c.choices[0].content_len, 7);
+    assert_memory_equal(c.choices[0].content, "H\xc3\xa9\n\"\0x", 7);
+    assert_null(c.choices[0].role);
+    assert_null(c.id);
+    assert_int_equal(c.created, -1);
+
+    /* finish with empty delta */
+    assert_int_equal(decode(&d,
+                            "{\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,"
+                            "\"finish_reason\":\"length\"}]}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_FINISH);
+    assert_string_equal(c.choices[0].finish_reason, "length");
+    assert_null(c.choices[0].content);
+    assert_int_equal(c.object, OPENAI_OBJECT_NONE);
+
+    /* usage-only chunk */
+    assert_int_equal(
+        decode(&d,
+               "{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+               "\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":12,"
+               "\"total_tokens\":21,\"prompt_tokens_details\":{\"cached_tokens\":4},"
+               "\"completion_tokens_details\":{\"reasoning_tokens\":3}}}",
+               &c),
+        0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_USAGE);
+    assert_int_equal(c.n_choices, 0);
+    assert_true(c.usage.present);
+    assert_int_equal(c.usage.prompt_tokens, 9);
+    assert_int_equal(c.usage.completion_tokens, 12);
+    assert_int_equal(c.usage.total_tokens, 21);
+    assert_int_equal(c.usage.cached_tokens, 4);
+    assert_int_equal(c.usage.reasoning_tokens, 3);
+
+    /* vLLM: usage with choices null, usage counts as 12.0 */
+    assert_int_equal(decode(&d, "{\"choices\":null,\"usage\":{\"prompt_tokens\":12.0}}", &c), 0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_USAGE);
+    assert_int_equal(c.usage.prompt_tokens, 12);
+    assert_int_equal(c.usage.completion_tokens, -1);
+    openai_decoder_release(&d);
+}
+
+static void test_reasoning_and_tools(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    assert_int_equal(decode(&d,
+                            "{\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":"
+                            "\"think\",\"content\":null}}]}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_REASONING);
+    assert_string_equal(c.choices[0].reasoning, "think");
+    assert_int_equal(c.choices[0].reasoning_len, 5);
+    assert_null(c.choices[0].content);
+    assert_int_equal(decode(&d, "{\"choices\":[{\"delta\":{\"reasoning\":\"r2\"}}]}", &c), 0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_REASONING);
+    assert_string_equal(c.choices[0].reasoning, "r2");
+    assert_int_equal(c.choices[0].index, -1);
+
+    /* two choices, tool calls in the second */
+    assert_int_equal(
+        decode(&d,
+               "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}},"
+               "{\"index\":1,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+               "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}},"
+               "{\"index\":1,\"function\":{\"arguments\":\"{\\\"lo\"}}]},"
+               "\"finish_reason\":\"tool_calls\"}]}",
+               &c),
+        0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TOOL_CALLS | OPENAI_CHUNK_FINISH);
+    assert_int_equal(c.n_choices, 2);
+    assert_int_equal(c.choices[0].n_tool_calls, 0);
+    assert_int_equal(c.choices[1].n_tool_calls, 2);
+    const struct openai_tool_call *t = c.choices[1].tool_calls;
+    assert_int_equal(t[0].index, 0);
+    assert_string_equal(t[0].id, "call_1");
+    assert_string_equal(t[0].type, "function");
+    assert_string_equal(t[0].name, "get_weather");
+    assert_int_equal(t[0].arguments_len, 0);
+    assert_int_equal(t[1].index, 1);
+    assert_null(t[1].id);
+    assert_null(t[1].name);
+    assert_string_equal(t[1].arguments, "{\"lo");
+    assert_string_equal(c.choices[1].finish_reason, "tool_calls");
+    openai_decoder_release(&d);
+}
+
+static void test_completions_chunk(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    assert_int_equal(decode(&d,
+                            "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":5,"
+                            "\"choices\":[{\"text\":\" world\",\"index\":0,\"logprobs\":null,"
+                            "\"finish_reason\":null}],\"model\":\"m\"}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_TEXT);
+    assert_int_equal(c.object, OPENAI_OBJECT_TEXT);
+    assert_string_equal(c.choices[0].text, " world");
+    assert_int_equal(c.choices[0].text_len, 6);
+    assert_int_equal(decode(&d,
+                            "{\"choices\":[{\"text\":\"\",\"index\":0,\"finish_reason\":"
+                            "\"length\",\"stop_reason\":null}]}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_FINISH);
+    openai_decoder_release(&d);
+}
+
+static void test_errors_mid_stream(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    assert_int_equal(decode(&d,
+                            "{\"error\":{\"message\":\"The server had an error\",\"type\":"
+                            "\"server_error\",\"param\":null,\"code\":null}}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ERROR);
+    assert_string_equal(c.error.message, "The server had an error");
+    assert_string_equal(c.error.type, "server_error");
+    assert_null(c.error.param);
+    assert_null(c.error.code);
+    assert_int_equal(c.error.code_num, -1);
+
+    /* vLLM: nested object "error" with numeric code */
+    assert_int_equal(decode(&d,
+                            "{\"error\":{\"object\":\"error\",\"message\":\"boom\",\"type\":"
+                            "\"BadRequestError\",\"param\":null,\"code\":400}}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ERROR);
+    assert_int_equal(c.error.code_num, 400);
+    assert_string_equal(c.error.code, "400");
+
+    /* older vLLM: the error is the top-level object */
+    assert_int_equal(decode(&d,
+                            "{\"object\":\"error\",\"message\":\"too long\",\"type\":"
+                            "\"invalid_request_error\",\"param\":\"messages\",\"code\":"
+                            "\"context_length_exceeded\"}",
+                            &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ERROR);
+    assert_int_equal(c.object, OPENAI_OBJECT_ERROR);
+    assert_string_equal(c.error.message, "too long");
+    assert_string_equal(c.error.param, "messages");
+    assert_string_equal(c.error.code, "context_length_exceeded");
+
+    assert_int_equal(decode(&d, "{\"error\":\"plain\"}", &c), 0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ERROR);
+    assert_string_equal(c.error.message, "plain");
+    openai_decoder_release(&d);
+}
+
+static void test_malformed(void **state)
+{
+    static const struct {
+        const char *in;
+        const char *msg; /* expected start of the message */
+    } cases[] = {
+        {"", "invalid JSON"},
+        {"{", "invalid JSON"},
+        {"{\"choices\":[}", "invalid JSON"},
+        {"\xff", "invalid JSON"},
+        {"[1,2]", "expected a JSON object, got an array"},
+        {"\"s\"", "invalid JSON"},
+        {"{\"id\":5}", "id: expected a string or null, got an integer"},
+        {"{\"created\":\"x\"}", "created: expected an integer or null, got a string"},
+        {"{\"created\":1.5}", "created: expected an integer or null, got a number"},
+        {"{\"choices\":{}}", "choices: expected an array or null, got an object"},
+        {"{\"choices\":[1]}", "choices[0]: expected an object, got an integer"},
+        {"{\"choices\":[{\"delta\":[]}]}", "choices[0].delta: expected an object or null"},
+        {"{\"choices\":[{},{\"delta\":{\"content\":5}}]}",
+         "choices[1].delta.content: expected a string or null, got an integer"},
+        {"{\"choices\":[{\"finish_reason\":true}]}",
+         "choices[0].finish_reason: expected a string or null, got a boolean"},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"name\":1}}]}}]}",
+         "choices[0].delta.tool_calls[0].function.name: expected a string or null"},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":{}}}]}",
+         "choices[0].delta.tool_calls: expected an array or null"},
+        {"{\"usage\":{\"prompt_tokens\":\"9\"}}",
+         "usage.prompt_tokens: expected an integer or null, got a string"},
+        {"{\"usage\":[]}", "usage: expected an object or null, got an array"},
+        {"{\"error\":5}", "error: expected an object, a string or null"},
+        {"{\"error\":{\"code\":[]}}", "error.code: expected a string, an integer or null"},
+    };
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = decode(&d, cases[i].in, &c);
+        if (rc != TS_PARSE ||
+            strncmp(openai_decoder_errmsg(&d), cases[i].msg, strlen(cases[i].msg)) != 0)
+            fail_msg("case %zu: rc %d msg '%s', want '%s'", i, rc, openai_decoder_errmsg(&d),
+                     cases[i].msg);
+        assert_int_equal(c.flags, 0);
+        assert_int_equal(c.n_choices, 0);
+    }
+    /* a success clears the message */
+    assert_int_equal(decode(&d, "{}", &c), 0);
+    assert_string_equal(openai_decoder_errmsg(&d), "");
+    assert_int_equal(c.flags, 0);
+    openai_decoder_release(&d);
+}
+
+static void test_bodies(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    assert_int_equal(
+        decode_body(&d,
+                    "{\"id\":\"chatcmpl-9\",\"object\":\"chat.completion\",\"created\":7,"
+                    "\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                    "\"assistant\",\"content\":\"Hello there\",\"refusal\":null},"
+                    "\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{"
+                    "\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}",
+                    &c),
+        0);
+    assert_int_equal(c.object, OPENAI_OBJECT_CHAT);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ROLE | OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_FINISH |
+                                  OPENAI_CHUNK_USAGE);
+    assert_string_equal(c.choices[0].content, "Hello there");
+    assert_int_equal(c.usage.total_tokens, 7);
+
+    assert_int_equal(decode_body(&d,
+                                 "{\"object\":\"text_completion\",\"choices\":[{\"text\":\"abc\","
+                                 "\"index\":0,\"finish_reason\":\"length\"}],\"usage\":{"
+                                 "\"prompt_tokens\":1,\"completion_tokens\":3,\"total_tokens\":4}}",
+                                 &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_TEXT | OPENAI_CHUNK_FINISH | OPENAI_CHUNK_USAGE);
+    assert_string_equal(c.choices[0].text, "abc");
+
+    /* embeddings, float arrays */
+    assert_int_equal(decode_body(&d,
+                                 "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\","
+                                 "\"index\":0,\"embedding\":[0.5,-1,2.25]},{\"object\":"
+                                 "\"embedding\",\"index\":1,\"embedding\":[1e-3,0,3]}],"
+                                 "\"model\":\"e\",\"usage\":{\"prompt_tokens\":8,"
+                                 "\"total_tokens\":8}}",
+                                 &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_EMBEDDINGS | OPENAI_CHUNK_USAGE);
+    assert_int_equal(c.n_embeddings, 2);
+    assert_int_equal(c.embeddings[0].dims, 3);
+    assert_true(c.embeddings[0].values[0] == 0.5f);
+    assert_true(c.embeddings[0].values[1] == -1.0f);
+    assert_true(c.embeddings[0].values[2] == 2.25f);
+    assert_int_equal(c.embeddings[1].index, 1);
+    assert_true(c.embeddings[1].values[0] == 1e-3f);
+    assert_int_equal(c.usage.prompt_tokens, 8);
+
+    /* base64: 1.0f = 00 00 80 3f, -2.0f = 00 00 00 c0 -> "AACAPwAAAMA=" */
+    assert_int_equal(decode_body(&d,
+                                 "{\"object\":\"list\",\"data\":[{\"index\":0,\"embedding\":"
+                                 "\"AACAPwAAAMA=\"}]}",
+                                 &c),
+                     0);
+    assert_int_equal(c.embeddings[0].dims, 2);
+    assert_true(c.embeddings[0].values[0] == 1.0f);
+    assert_true(c.embeddings[0].values[1] == -2.0f);
+    assert_int_equal(
+        decode_body(&d, "{\"object\":\"list\",\"data\":[{\"embedding\":\"AACA\"}]}", &c), TS_PARSE);
+    assert_int_equal(
+        decode_body(&d, "{\"object\":\"list\",\"data\":[{\"embedding\":[1,\"x\"]}]}", &c),
+        TS_PARSE);
+    assert_string_equal(openai_decoder_errmsg(&d),
+                        "data[0].embedding[1]: expected a number, got a string");
+
+    /* error bodies */
+    assert_int_equal(decode_body(&d,
+                                 "{\"error\":{\"message\":\"Rate limit\",\"type\":\"requests\","
+                                 "\"param\":null,\"code\":\"rate_limit_exceeded\"}}",
+                                 &c),
+                     0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ERROR);
+    assert_string_equal(c.error.code, "rate_limit_exceeded");
+    assert_int_equal(decode_body(&d, "{\"detail\":\"Not Found\"}", &c), 0);
+    assert_int_equal(c.flags, OPENAI_CHUNK_ERROR);
+    assert_string_equal(c.error.message, "Not Found");
+    /* detail means nothing in a stream chunk */
+    assert_int_equal(decode(&d, "{\"detail\":\"Not Found\"}", &c), 0);
+    assert_int_equal(c.flags, 0);
+    openai_decoder_release(&d);
+}
+
+static void test_alloc_failure(void **state)
+{
+    static const char s[] = "{\"choices\":[{\"delta\":{\"content\":\"a\",\"tool_calls\":[{}]}}]}";
+    struct openai_decoder d;
+    struct openai_chunk c;
+    /* jansson allocates with malloc; fail each of our own allocations */
+    for (long n = 0; n < 3; n++) {
+        openai_decoder_init(&d);
+        ts_alloc_fail_after(n);
+        int rc = decode(&d, s, &c);
+        ts_alloc_fail_after(-1);
+        assert_true(rc == 0 || rc == -ENOMEM);
+        if (rc == -ENOMEM)
+            assert_int_equal(c.flags, 0);
+        else
+            assert_int_equal(c.flags, OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TOOL_CALLS);
+        openai_decoder_release(&d);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_done),
+        cmocka_unit_test(test_chat_chunks),
+        cmocka_unit_test(test_reasoning_and_tools),
+        cmocka_unit_test(test_completions_chunk),
+        cmocka_unit_test(test_errors_mid_stream),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_bodies),
+        cmocka_unit_test(test_alloc_failure),
+    };
+    return cmocka_run_group_tests_name("openai_chunk", tests, NULL, NULL);
+}
