@@ -1,0 +1,530 @@
+/*
+ * slo.c - the --slo grammar (see slo.h): a small hand-written scanner that
+ * keeps the column of every part, so a bad expression is answered with where
+ * it went wrong and, for a misspelt name, the nearest known one.
+ */
+#include "analysis/slo.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/units.h"
+
+#define NAME_MAX_LEN 64 /* longer names are unknown without further ado */
+
+struct scalar_def {
+    const char *name;
+    enum slo_scalar id;
+    enum slo_kind kind;
+};
+
+/* Canonical names first (slo_scalar order), then aliases. */
+static const struct scalar_def scalars[] = {
+    {"error_rate", SLO_ERROR_RATE, SLO_KIND_RATE},
+    {"goodput", SLO_GOODPUT, SLO_KIND_PER_S},
+    {"request_throughput", SLO_REQUEST_THROUGHPUT, SLO_KIND_PER_S},
+    {"output_throughput", SLO_OUTPUT_THROUGHPUT, SLO_KIND_PER_S},
+    {"total_token_throughput", SLO_TOTAL_TOKEN_THROUGHPUT, SLO_KIND_PER_S},
+    {"max_output_tokens_per_s", SLO_MAX_OUTPUT_TOKENS_PER_S, SLO_KIND_PER_S},
+    {"requests", SLO_REQUESTS, SLO_KIND_COUNT},
+    {"completed", SLO_COMPLETED, SLO_KIND_COUNT},
+    {"failed", SLO_FAILED, SLO_KIND_COUNT},
+    {"cut", SLO_CUT, SLO_KIND_COUNT},
+    {"good", SLO_GOOD, SLO_KIND_COUNT},
+    {"total_input_tokens", SLO_TOTAL_INPUT_TOKENS, SLO_KIND_COUNT},
+    {"total_output_tokens", SLO_TOTAL_OUTPUT_TOKENS, SLO_KIND_COUNT},
+    {"request_goodput", SLO_GOODPUT, SLO_KIND_PER_S},
+};
+#define NSCALARS (sizeof(scalars) / sizeof(scalars[0]))
+
+struct stat_def {
+    const char *name;
+    enum slo_stat stat;
+    double pct;
+};
+
+static const struct stat_def stats[] = {
+    {"mean", SLO_STAT_MEAN, 0},   {"avg", SLO_STAT_MEAN, 0}, {"min", SLO_STAT_MIN, 0},
+    {"max", SLO_STAT_MAX, 0},     {"std", SLO_STAT_STD, 0},  {"stddev", SLO_STAT_STD, 0},
+    {"median", SLO_STAT_PCT, 50},
+};
+#define NSTATS (sizeof(stats) / sizeof(stats[0]))
+
+/* Parser state: the expression and where the error message goes. */
+struct slo_scan {
+    const char *expr;
+    const char *p;
+    char *err;
+    size_t errlen;
+};
+
+static size_t column(const struct slo_scan *sc, const char *at)
+{
+    return (size_t)(at - sc->expr) + 1;
+}
+
+/*
+ * Writes "slo 'EXPR': MESSAGE at column N[SUFFIX]" into the caller's buffer.
+ * Control characters of the expression are shown as '?', so a message never
+ * carries a terminal escape from outside.
+ */
+static int fail(struct slo_scan *sc, const char *at, const char *suffix, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(struct slo_scan *sc, const char *at, const char *suffix, const char *fmt, ...)
+{
+    char shown[SLO_EXPR_MAX];
+    char msg[192];
+    size_t i;
+    va_list ap;
+
+    if (!sc->err || !sc->errlen)
+        return -EINVAL;
+    for (i = 0; sc->expr[i] && i < sizeof(shown) - 1; i++) {
+        unsigned char c = (unsigned char)sc->expr[i];
+        shown[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    shown[i] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    snprintf(sc->err, sc->errlen, "slo '%s': %s at column %zu%s", shown, msg, column(sc, at),
+             suffix ? suffix : "");
+    return -EINVAL;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static const char *skip_blanks(const char *p)
+{
+    while (is_blank(*p))
+        p++;
+    return p;
+}
+
+/* Lower-cases the name [p, p + len) into out (NAME_MAX_LEN + 1 bytes); false if too long. */
+static bool lower_name(const char *p, size_t len, char *out)
+{
+    if (len > NAME_MAX_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        out[i] = (p[i] >= 'A' && p[i] <= 'Z') ? (char)(p[i] - 'A' + 'a') : p[i];
+    out[len] = '\0';
+    return true;
+}
+
+/* Optimal string alignment distance: edits, with a swap of neighbours as one. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d[NAME_MAX_LEN + 1][NAME_MAX_LEN + 1];
+
+    if (la > NAME_MAX_LEN || lb > NAME_MAX_LEN)
+        return SIZE_MAX;
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (unsigned char)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (unsigned char)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1u < best)
+                best = d[i - 1][j] + 1u;
+            if (d[i][j - 1] + 1u < best)
+                best = d[i][j - 1] + 1u;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1u < best)
+                best = d[i - 2][j - 2] + 1u;
+            d[i][j] = (unsigned char)best;
+        }
+    }
+    return d[la][lb];
+}
+
+/* Keeps candidate in *best if it is closer to name than what *best holds. */
+static void consider(const char *name, const char *candidate, const char **best, size_t *best_d)
+{
+    size_t d = edit_distance(name, candidate);
+    if (d < *best_d) {
+        *best_d = d;
+        *best = candidate;
+    }
+}
+
+/* " (did you mean 'X'?)" when a candidate is within a typo or two, else fallback. */
+static void suggestion(const char *best, size_t best_d, size_t name_len, const char *fallback,
+                       char *out, size_t n)
+{
+    size_t limit = name_len <= 4 ? 1 : 2;
+    if (best && best_d <= limit)
+        snprintf(out, n, " (did you mean '%s'?)", best);
+    else
+        snprintf(out, n, "%s", fallback);
+}
+
+static int parse_metric(struct slo_scan *sc, struct slo *s)
+{
+    const char *start = sc->p;
+    char name[NAME_MAX_LEN + 1];
+    char hint[96];
+
+    while (is_name_char(*sc->p))
+        sc->p++;
+    size_t len = (size_t)(sc->p - start);
+    if (!len)
+        return fail(sc, start, NULL, "expected a metric name");
+    if (lower_name(start, len, name)) {
+        int m = stat_metric_from_name(name, len);
+        if (m >= 0) {
+            s->latency = true;
+            s->metric = m;
+            s->kind = SLO_KIND_LATENCY;
+            return 0;
+        }
+        for (size_t i = 0; i < NSCALARS; i++) {
+            if (strcmp(scalars[i].name, name) == 0) {
+                s->latency = false;
+                s->metric = scalars[i].id;
+                s->kind = scalars[i].kind;
+                return 0;
+            }
+        }
+    }
+
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    if (len <= NAME_MAX_LEN) {
+        for (int i = 0; i < STAT_METRIC_COUNT; i++)
+            consider(name, stat_metric_name((enum stat_metric)i), &best, &best_d);
+        for (size_t i = 0; i < NSCALARS; i++)
+            consider(name, scalars[i].name, &best, &best_d);
+    }
+    suggestion(best, best_d, len, " (see the METRIC list in docs/METRICS.md)", hint, sizeof(hint));
+    return fail(sc, start, hint, "unknown metric '%.*s'", (int)(len > 40 ? 40 : len), start);
+}
+
+/* STAT after the '.', for a latency metric. */
+static int parse_stat(struct slo_scan *sc, struct slo *s)
+{
+    const char *start = sc->p;
+    char name[NAME_MAX_LEN + 1];
+    char hint[96];
+
+    while (is_name_char(*sc->p) || *sc->p == '.')
+        sc->p++;
+    size_t len = (size_t)(sc->p - start);
+    if (!len)
+        return fail(sc, start, NULL, "expected a statistic (mean, min, max, std, median, pNN)");
+
+    if ((*start == 'p' || *start == 'P') && len > 1 && (is_digit(start[1]) || start[1] == '.')) {
+        const char *end = NULL;
+        double pct = 0;
+        bool ok = true;
+        int dots = 0;
+        for (const char *q = start + 1; q < sc->p; q++) {
+            if (*q == '.')
+                dots++;
+            else if (!is_digit(*q))
+                ok = false;
+        }
+        ok = ok && dots <= 1 && units_scan_number(start + 1, &end, &pct) == 0 && end == sc->p;
+        if (!ok)
+            return fail(sc, start, NULL, "bad percentile '%.*s' (write p50, p99, p99.9)",
+                        (int)(len > 40 ? 40 : len), start);
+        if (pct > 100)
+            return fail(sc, start, NULL, "percentile %g is above 100", pct);
+        s->stat = SLO_STAT_PCT;
+        s->pct = pct;
+        return 0;
+    }
+    if (lower_name(start, len, name)) {
+        for (size_t i = 0; i < NSTATS; i++) {
+            if (strcmp(stats[i].name, name) == 0) {
+                s->stat = stats[i].stat;
+                s->pct = stats[i].pct;
+                return 0;
+            }
+        }
+    }
+
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    if (len <= NAME_MAX_LEN) {
+        for (size_t i = 0; i < NSTATS; i++)
+            consider(name, stats[i].name, &best, &best_d);
+    }
+    suggestion(best, best_d, len, " (use mean, min, max, std, median or pNN)", hint, sizeof(hint));
+    return fail(sc, start, hint, "unknown statistic '%.*s'", (int)(len > 40 ? 40 : len), start);
+}
+
+static int parse_op(struct slo_scan *sc, struct slo *s)
+{
+    static const struct {
+        const char *text;
+        enum slo_op op;
+    } ops[] = {{"<=", SLO_LE}, {">=", SLO_GE}, {"==", SLO_EQ},
+               {"!=", SLO_NE}, {"<", SLO_LT},  {">", SLO_GT}};
+
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        size_t n = strlen(ops[i].text);
+        if (strncmp(sc->p, ops[i].text, n) == 0) {
+            s->op = ops[i].op;
+            sc->p += n;
+            return 0;
+        }
+    }
+    return fail(sc, sc->p, NULL, "expected an operator (<, <=, >, >=, ==, !=)");
+}
+
+struct unit_def {
+    const char *name;
+    double factor; /* to the canonical unit */
+};
+
+static const struct unit_def latency_units[] = {
+    {"", 1.0},     {"ms", 1.0},          {"s", 1000.0},
+    {"us", 0.001}, {"\xc2\xb5s", 0.001}, {"\xce\xbcs", 0.001},
+};
+static const struct unit_def rate_units[] = {{"", 1.0}, {"%", 0.01}};
+static const struct unit_def per_s_units[] = {{"", 1.0}, {"/s", 1.0}};
+static const struct unit_def count_units[] = {{"", 1.0}};
+
+static int parse_value(struct slo_scan *sc, struct slo *s)
+{
+    const struct unit_def *units;
+    size_t nunits;
+    const char *advice;
+    const char *end = NULL;
+    double v = 0;
+
+    if (!is_digit(*sc->p) && *sc->p != '.')
+        return fail(sc, sc->p, NULL, "expected a number");
+    if (units_scan_number(sc->p, &end, &v) < 0)
+        return fail(sc, sc->p, NULL, "expected a number");
+    sc->p = skip_blanks(end);
+
+    switch (s->kind) {
+    case SLO_KIND_LATENCY:
+        units = latency_units;
+        nunits = sizeof(latency_units) / sizeof(latency_units[0]);
+        advice = "use us, ms or s; no unit means ms";
+        break;
+    case SLO_KIND_RATE:
+        units = rate_units;
+        nunits = sizeof(rate_units) / sizeof(rate_units[0]);
+        advice = "use % or no unit for a fraction";
+        break;
+    case SLO_KIND_PER_S:
+        units = per_s_units;
+        nunits = sizeof(per_s_units) / sizeof(per_s_units[0]);
+        advice = "use /s or no unit";
+        break;
+    default:
+        units = count_units;
+        nunits = 1;
+        advice = "a count takes no unit";
+        break;
+    }
+
+    const char *ustart = sc->p;
+    while (*sc->p && !is_blank(*sc->p))
+        sc->p++;
+    size_t ulen = (size_t)(sc->p - ustart);
+    for (size_t i = 0; i < nunits; i++) {
+        if (strlen(units[i].name) == ulen && memcmp(units[i].name, ustart, ulen) == 0) {
+            s->value = v * units[i].factor;
+            return 0;
+        }
+    }
+    return fail(sc, ustart, NULL, "unknown unit '%.*s' (%s)", (int)(ulen > 16 ? 16 : ulen), ustart,
+                advice);
+}
+
+int slo_parse(const char *expr, struct slo *out, char *err, size_t errlen)
+{
+    struct slo s;
+    struct slo_scan sc = {.expr = expr, .p = expr, .err = err, .errlen = errlen};
+    int rc;
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!expr || !out) {
+        if (err && errlen)
+            snprintf(err, errlen, "slo: no expression");
+        return -EINVAL;
+    }
+    if (strlen(expr) >= SLO_EXPR_MAX) {
+        if (err && errlen)
+            snprintf(err, errlen, "slo expression longer than %d characters", SLO_EXPR_MAX - 1);
+        return -EINVAL;
+    }
+    memset(&s, 0, sizeof(s));
+    memcpy(s.expr, expr, strlen(expr) + 1);
+
+    sc.p = skip_blanks(sc.p);
+    if ((rc = parse_metric(&sc, &s)) < 0)
+        return rc;
+    if (*sc.p == '.') {
+        if (!s.latency)
+            return fail(&sc, sc.p, NULL, "'%s' takes no statistic", scalars[s.metric].name);
+        sc.p++;
+        if ((rc = parse_stat(&sc, &s)) < 0)
+            return rc;
+    } else if (s.latency) {
+        return fail(&sc, sc.p, NULL, "'%s' needs a statistic such as %s.p95 or %s.mean",
+                    stat_metric_name((enum stat_metric)s.metric),
+                    stat_metric_name((enum stat_metric)s.metric),
+                    stat_metric_name((enum stat_metric)s.metric));
+    }
+    sc.p = skip_blanks(sc.p);
+    if ((rc = parse_op(&sc, &s)) < 0)
+        return rc;
+    sc.p = skip_blanks(sc.p);
+    if ((rc = parse_value(&sc, &s)) < 0)
+        return rc;
+    sc.p = skip_blanks(sc.p);
+    if (*sc.p)
+        return fail(&sc, sc.p, NULL, "unexpected text after the value");
+    *out = s;
+    return 0;
+}
+
+static double scalar_actual(enum slo_scalar id, const struct run_summary *sum)
+{
+    switch (id) {
+    case SLO_ERROR_RATE:
+        return sum->error_rate;
+    case SLO_GOODPUT:
+        return sum->goodput_enabled ? sum->request_goodput : NAN;
+    case SLO_REQUEST_THROUGHPUT:
+        return sum->request_throughput;
+    case SLO_OUTPUT_THROUGHPUT:
+        return sum->output_throughput;
+    case SLO_TOTAL_TOKEN_THROUGHPUT:
+        return sum->total_token_throughput;
+    case SLO_MAX_OUTPUT_TOKENS_PER_S:
+        return sum->max_output_tokens_per_s;
+    case SLO_REQUESTS:
+        return (double)sum->requests;
+    case SLO_COMPLETED:
+        return (double)sum->completed;
+    case SLO_FAILED:
+        return (double)sum->failed;
+    case SLO_CUT:
+        return (double)sum->cut;
+    case SLO_GOOD:
+        return sum->goodput_enabled ? (double)sum->good : NAN;
+    case SLO_TOTAL_INPUT_TOKENS:
+        return (double)sum->total_input_tokens;
+    case SLO_TOTAL_OUTPUT_TOKENS:
+        return (double)sum->total_output_tokens;
+    default:
+        return NAN;
+    }
+}
+
+static double latency_actual(const struct slo *slo, const struct run_summary *sum)
+{
+    if (slo->metric < 0 || slo->metric >= STAT_METRIC_COUNT)
+        return NAN;
+    const struct latency_summary *l = &sum->lat[slo->metric];
+    if (!l->count)
+        return NAN;
+    switch (slo->stat) {
+    case SLO_STAT_MEAN:
+        return l->mean;
+    case SLO_STAT_MIN:
+        return l->min;
+    case SLO_STAT_MAX:
+        return l->max;
+    case SLO_STAT_STD:
+        return l->std;
+    case SLO_STAT_PCT:
+        return run_summary_percentile_ms(sum, (enum stat_metric)slo->metric, slo->pct);
+    default:
+        return NAN;
+    }
+}
+
+/* -1, 0, 1; values within a relative 1e-9 compare equal. */
+static int compare(double a, double b)
+{
+    double tol = 1e-9 * fmax(fabs(a), fabs(b));
+    if (fabs(a - b) <= tol)
+        return 0;
+    return a < b ? -1 : 1;
+}
+
+bool slo_eval(const struct slo *slo, const struct run_summary *sum, double *actual)
+{
+    double v =
+        slo->latency ? latency_actual(slo, sum) : scalar_actual((enum slo_scalar)slo->metric, sum);
+    if (actual)
+        *actual = v;
+    if (isnan(v))
+        return false;
+    int c = compare(v, slo->value);
+    switch (slo->op) {
+    case SLO_LT:
+        return c < 0;
+    case SLO_LE:
+        return c <= 0;
+    case SLO_GT:
+        return c > 0;
+    case SLO_GE:
+        return c >= 0;
+    case SLO_EQ:
+        return c == 0;
+    case SLO_NE:
+        return c != 0;
+    }
+    return false;
+}
+
+char *slo_format_value(const struct slo *slo, double v, char *buf, size_t n)
+{
+    if (!n)
+        return buf;
+    if (isnan(v)) {
+        snprintf(buf, n, "n/a");
+        return buf;
+    }
+    switch (slo->kind) {
+    case SLO_KIND_LATENCY:
+        snprintf(buf, n, "%.2f ms", v);
+        break;
+    case SLO_KIND_RATE:
+        snprintf(buf, n, "%.3f%%", v * 100.0);
+        break;
+    case SLO_KIND_PER_S:
+        snprintf(buf, n, "%.2f/s", v);
+        break;
+    default:
+        snprintf(buf, n, "%.0f", v);
+        break;
+    }
+    return buf;
+}
+
+const char *slo_op_name(enum slo_op op)
+{
+    static const char *const names[] = {"<", "<=", ">", ">=", "==", "!="};
+    if ((unsigned)op >= sizeof(names) / sizeof(names[0]))
+        return "?";
+    return names[op];
+}

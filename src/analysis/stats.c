@@ -1,0 +1,279 @@
+/*
+ * stats.c - per-worker measurement state and its exact merge (see stats.h).
+ */
+#include "analysis/stats.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+static const char *const metric_names[STAT_METRIC_COUNT] = {
+    [STAT_TTFT] = "ttft",       [STAT_TTFT_UNCORRECTED] = "ttft_uncorrected",
+    [STAT_TTFC] = "ttfc",       [STAT_ITL] = "itl",
+    [STAT_TPOT] = "tpot",       [STAT_TPOT_INCL_TTFT] = "tpot_incl_ttft",
+    [STAT_E2EL] = "e2el",       [STAT_E2EL_UNCORRECTED] = "e2el_uncorrected",
+    [STAT_LAG] = "lag",         [STAT_DNS] = "dns",
+    [STAT_CONNECT] = "connect", [STAT_TLS] = "tls",
+    [STAT_SENT] = "sent",       [STAT_TTFB] = "ttfb",
+};
+
+static const char *const http_class_names[HTTP_CLASS_COUNT] = {
+    [HTTP_CLASS_NONE] = "none",   [HTTP_CLASS_1XX] = "1xx", [HTTP_CLASS_2XX] = "2xx",
+    [HTTP_CLASS_3XX] = "3xx",     [HTTP_CLASS_4XX] = "4xx", [HTTP_CLASS_5XX] = "5xx",
+    [HTTP_CLASS_OTHER] = "other",
+};
+
+const char *stat_metric_name(enum stat_metric m)
+{
+    if ((unsigned)m >= STAT_METRIC_COUNT)
+        return "unknown";
+    return metric_names[m];
+}
+
+int stat_metric_from_name(const char *name, size_t len)
+{
+    if (!name)
+        return -EINVAL;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
+        if (strlen(metric_names[i]) == len && memcmp(metric_names[i], name, len) == 0)
+            return i;
+    }
+    return -EINVAL;
+}
+
+const char *http_class_name(enum http_class c)
+{
+    if ((unsigned)c >= HTTP_CLASS_COUNT)
+        return "unknown";
+    return http_class_names[c];
+}
+
+enum http_class http_class_of(int status)
+{
+    if (status == 0)
+        return HTTP_CLASS_NONE;
+    if (status < 100 || status > 599)
+        return HTTP_CLASS_OTHER;
+    return (enum http_class)(HTTP_CLASS_1XX + (status / 100 - 1));
+}
+
+bool goodput_cfg_enabled(const struct goodput_cfg *cfg)
+{
+    return cfg && (cfg->ttft_ms > 0 || cfg->tpot_ms > 0 || cfg->e2el_ms > 0);
+}
+
+int run_stats_new(struct run_stats **out)
+{
+    struct run_stats *s = ts_calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
+        int rc = hdr_new_latency(&s->hist[i]);
+        if (rc < 0) {
+            run_stats_free(s);
+            return rc;
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void run_stats_free(struct run_stats *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        hdr_free(s->hist[i]);
+    ts_free(s);
+}
+
+void run_stats_reset(struct run_stats *s)
+{
+    struct hdr *hist[STAT_METRIC_COUNT];
+
+    memcpy(hist, s->hist, sizeof(hist));
+    memset(s, 0, sizeof(*s));
+    memcpy(s->hist, hist, sizeof(hist));
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        hdr_reset(s->hist[i]);
+}
+
+int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
+{
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
+        int rc = hdr_add(dst->hist[i], src->hist[i]);
+        if (rc < 0)
+            return rc;
+    }
+    dst->requests += src->requests;
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++)
+        dst->outcomes[i] += src->outcomes[i];
+    for (int i = 0; i < HTTP_CLASS_COUNT; i++)
+        dst->http_class[i] += src->http_class[i];
+    dst->good += src->good;
+    dst->streams += src->streams;
+    dst->no_done += src->no_done;
+    dst->no_finish += src->no_finish;
+    dst->id_changed += src->id_changed;
+    dst->usage_mismatch += src->usage_mismatch;
+    dst->reused_conn += src->reused_conn;
+    dst->warmup_requests += src->warmup_requests;
+    dst->warmup_ok += src->warmup_ok;
+    dst->input_tokens += src->input_tokens;
+    dst->output_tokens += src->output_tokens;
+    for (int i = 0; i < TOKEN_SOURCE_COUNT; i++)
+        dst->token_source[i] += src->token_source[i];
+    dst->usage_input += src->usage_input;
+    dst->content_chunks += src->content_chunks;
+    dst->choice_chunks += src->choice_chunks;
+    dst->output_tokens_all += src->output_tokens_all;
+    return 0;
+}
+
+/* Nanoseconds to the nearest microsecond, as the histograms store them. */
+static inline int64_t ns_to_us(uint64_t ns)
+{
+    return (int64_t)((ns + 500) / 1000);
+}
+
+static inline void record_ns(struct run_stats *s, enum stat_metric m, uint64_t ns)
+{
+    (void)hdr_record(s->hist[m], ns_to_us(ns));
+}
+
+/* Records to - from when both happened and to is not earlier. */
+static inline void record_span(struct run_stats *s, enum stat_metric m, uint64_t from, uint64_t to)
+{
+    if (from && to && to >= from)
+        record_ns(s, m, to - from);
+}
+
+static void add_phases(struct run_stats *s, const struct req_record *rec)
+{
+    if (!(rec->flags & REQF_REUSED_CONN)) {
+        if (rec->dns_us)
+            (void)hdr_record(s->hist[STAT_DNS], rec->dns_us);
+        if (rec->connect_us && rec->connect_us >= rec->dns_us)
+            (void)hdr_record(s->hist[STAT_CONNECT], rec->connect_us - rec->dns_us);
+        if (rec->tls_us && rec->tls_us >= rec->connect_us)
+            (void)hdr_record(s->hist[STAT_TLS], rec->tls_us - rec->connect_us);
+    }
+    if (rec->sent_us)
+        (void)hdr_record(s->hist[STAT_SENT], rec->sent_us);
+    if (rec->ttfb_us)
+        (void)hdr_record(s->hist[STAT_TTFB], rec->ttfb_us);
+}
+
+static bool within_ms(uint64_t ns, double limit_ms)
+{
+    return limit_ms <= 0 || (double)ns <= limit_ms * 1e6;
+}
+
+/* The latency metrics of a successful request, and its goodput verdict. */
+static void add_ok(struct run_stats *s, const struct req_record *rec, const struct goodput_cfg *cfg)
+{
+    uint32_t out = rec->output_tokens;
+    uint64_t end = rec->last_chunk_ns ? rec->last_chunk_ns : rec->end_ns;
+    bool has_e2el = rec->intended_ns && end >= rec->intended_ns;
+    uint64_t e2el = has_e2el ? end - rec->intended_ns : 0;
+
+    s->input_tokens +=
+        rec->usage_prompt_tokens >= 0 ? (uint64_t)rec->usage_prompt_tokens : rec->prompt_tokens;
+    if (rec->usage_prompt_tokens >= 0)
+        s->usage_input++;
+    s->output_tokens += out;
+    if ((unsigned)rec->token_source < TOKEN_SOURCE_COUNT)
+        s->token_source[rec->token_source]++;
+    s->content_chunks += rec->content_chunks;
+    s->choice_chunks += rec->choice_chunks;
+
+    record_span(s, STAT_TTFT, rec->intended_ns, rec->first_chunk_ns);
+    record_span(s, STAT_TTFT_UNCORRECTED, rec->start_ns, rec->first_chunk_ns);
+    record_span(s, STAT_TTFC, rec->intended_ns, rec->first_token_ns);
+    if (has_e2el)
+        record_ns(s, STAT_E2EL, e2el);
+    record_span(s, STAT_E2EL_UNCORRECTED, rec->start_ns, end);
+
+    /* vLLM: (latency - ttft) / (output_len - 1), undefined for one token. */
+    uint64_t tpot_ns = 0;
+    bool has_tpot = out > 1 && rec->first_chunk_ns && rec->last_chunk_ns >= rec->first_chunk_ns;
+    if (has_tpot) {
+        double ns = (double)(rec->last_chunk_ns - rec->first_chunk_ns) / (double)(out - 1);
+        tpot_ns = (uint64_t)llround(ns);
+        record_ns(s, STAT_TPOT, tpot_ns);
+    }
+    if (has_e2el && out >= 1)
+        record_ns(s, STAT_TPOT_INCL_TTFT, (uint64_t)llround((double)e2el / (double)out));
+
+    if (!goodput_cfg_enabled(cfg))
+        return;
+    uint64_t ttft = e2el;
+    if (rec->first_chunk_ns && rec->first_chunk_ns >= rec->intended_ns)
+        ttft = rec->first_chunk_ns - rec->intended_ns;
+    if (has_e2el && within_ms(ttft, cfg->ttft_ms) && within_ms(tpot_ns, cfg->tpot_ms) &&
+        within_ms(e2el, cfg->e2el_ms))
+        s->good++;
+}
+
+void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
+                          const struct goodput_cfg *cfg)
+{
+    enum req_outcome o = (unsigned)rec->outcome < REQ_OUTCOME_COUNT ? rec->outcome : REQ_OTHER;
+
+    if (rec->flags & REQF_WARMUP) {
+        s->warmup_requests++;
+        if (o == REQ_OK)
+            s->warmup_ok++;
+        return;
+    }
+    s->requests++;
+    s->outcomes[o]++;
+    s->http_class[http_class_of(rec->http_status)]++;
+    s->output_tokens_all += rec->output_tokens;
+    s->streams += (rec->flags & REQF_STREAM) != 0;
+    s->no_done += (rec->flags & REQF_NO_DONE) != 0;
+    s->no_finish += (rec->flags & REQF_NO_FINISH) != 0;
+    s->id_changed += (rec->flags & REQF_ID_CHANGED) != 0;
+    s->usage_mismatch += (rec->flags & REQF_USAGE_MISMATCH) != 0;
+    s->reused_conn += (rec->flags & REQF_REUSED_CONN) != 0;
+
+    /* A timer may fire a hair early: a start before its intended time is no lag. */
+    if (rec->intended_ns && rec->start_ns)
+        record_ns(s, STAT_LAG,
+                  rec->start_ns > rec->intended_ns ? rec->start_ns - rec->intended_ns : 0);
+    add_phases(s, rec);
+    if (o == REQ_OK)
+        add_ok(s, rec, cfg);
+}
+
+void run_stats_add_itl(struct run_stats *s, uint64_t gap_ns)
+{
+    record_ns(s, STAT_ITL, gap_ns);
+}
+
+uint64_t run_stats_failed(const struct run_stats *s)
+{
+    return s->requests - s->outcomes[REQ_OK] - s->outcomes[REQ_CUT];
+}
+
+double run_stats_error_rate(const struct run_stats *s)
+{
+    uint64_t failed = run_stats_failed(s);
+    uint64_t done = s->outcomes[REQ_OK] + failed;
+    return done ? (double)failed / (double)done : 0.0;
+}
+
+const char *run_stats_token_method(const struct run_stats *s)
+{
+    const char *method = "none";
+    int used = 0;
+
+    for (int i = 0; i < TOKEN_SOURCE_COUNT; i++) {
+        if (s->token_source[i]) {
+            method = token_source_name((enum token_source)i);
+            used++;
+        }
+    }
+    return used > 1 ? "mixed" : method;
+}

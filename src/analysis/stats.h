@@ -1,0 +1,167 @@
+/*
+ * stats.h - what a load run measured, in a form that merges exactly.
+ *
+ * A struct run_stats holds one HDR histogram per latency metric and a set of
+ * counters. Each worker thread owns one and feeds it from its own loop
+ * (run_stats_add_record() when a request ends, run_stats_add_itl() for each
+ * gap between chunks while a stream runs); the owner merges the workers' stats
+ * with run_stats_merge() when they are quiescent. Nothing here locks, reads a
+ * clock or allocates after run_stats_new(): the add functions are a few
+ * histogram increments and counter additions.
+ *
+ * Units. Histograms record MICROSECONDS (1 us .. 1 h, 3 significant digits,
+ * hdr_new_latency()); nanosecond inputs are rounded to the nearest
+ * microsecond. Values above 1 h are clamped to 1 h (hdr.h counts them as
+ * saturated).
+ *
+ * What goes where (docs/METRICS.md is the full definition):
+ *  - Requests flagged REQF_WARMUP only count in warmup_requests / warmup_ok.
+ *  - ttft, ttft_uncorrected, ttfc, tpot, tpot_incl_ttft, e2el,
+ *    e2el_uncorrected: successful requests (outcome ok) only, as vLLM does.
+ *    Latencies run from the intended send time; the *_uncorrected twins run
+ *    from the actual start (what vLLM and closed-loop tools report).
+ *  - itl: every gap reported by run_stats_add_itl().
+ *  - lag and the connection phases: every request that measured them.
+ *  - Tokens (input, output, per method): successful requests; output tokens of
+ *    every request are also summed in output_tokens_all.
+ */
+#ifndef TS_ANALYSIS_STATS_H
+#define TS_ANALYSIS_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/hdr.h"
+#include "load/record.h"
+
+enum stat_metric {
+    STAT_TTFT = 0,         /* intended send -> first chunk with choices */
+    STAT_TTFT_UNCORRECTED, /* actual start -> first chunk with choices (vLLM's TTFT) */
+    STAT_TTFC,             /* intended send -> first chunk with non-empty content */
+    STAT_ITL,              /* gap between consecutive chunks with choices */
+    STAT_TPOT,             /* (last chunk - first chunk) / (output tokens - 1) */
+    STAT_TPOT_INCL_TTFT,   /* e2el / output tokens */
+    STAT_E2EL,             /* intended send -> last chunk with choices (or end) */
+    STAT_E2EL_UNCORRECTED, /* actual start -> last chunk with choices (or end) */
+    STAT_LAG,              /* actual start - intended send */
+    STAT_DNS,              /* name resolution (new connections) */
+    STAT_CONNECT,          /* TCP handshake after DNS (new connections) */
+    STAT_TLS,              /* TLS handshake after TCP (new TLS connections) */
+    STAT_SENT,             /* actual start -> request fully sent */
+    STAT_TTFB,             /* actual start -> first response byte */
+    STAT_METRIC_COUNT,
+};
+
+/* Stable lower-case name ("ttft", "ttft_uncorrected", ...), "unknown" out of range. */
+const char *stat_metric_name(enum stat_metric m);
+/* The metric whose name is the first len bytes of name, or -EINVAL. */
+int stat_metric_from_name(const char *name, size_t len);
+
+/* HTTP status classes counted in run_stats.http_class[]. */
+enum http_class {
+    HTTP_CLASS_NONE = 0, /* no status received */
+    HTTP_CLASS_1XX,
+    HTTP_CLASS_2XX,
+    HTTP_CLASS_3XX,
+    HTTP_CLASS_4XX,
+    HTTP_CLASS_5XX,
+    HTTP_CLASS_OTHER, /* outside 100..599 */
+    HTTP_CLASS_COUNT,
+};
+
+/* "none", "1xx", ..., "5xx", "other". */
+const char *http_class_name(enum http_class c);
+enum http_class http_class_of(int status);
+
+#define TOKEN_SOURCE_COUNT 3
+
+/*
+ * vLLM's --goodput: a request is good when it succeeded and each threshold
+ * that is set (> 0) holds: ttft <= ttft_ms, tpot <= tpot_ms (tpot counts as 0
+ * for outputs of one token), e2el <= e2el_ms. All thresholds 0 = goodput off.
+ * TTFT and E2EL are measured from the intended send time; a non-streamed
+ * request's TTFT is its E2EL (nothing is seen before the body).
+ */
+struct goodput_cfg {
+    double ttft_ms;
+    double tpot_ms;
+    double e2el_ms;
+};
+
+/* true if any threshold of cfg (which may be NULL) is set. */
+bool goodput_cfg_enabled(const struct goodput_cfg *cfg);
+
+struct run_stats {
+    struct hdr *hist[STAT_METRIC_COUNT]; /* microseconds, owned */
+
+    uint64_t requests;                     /* records added (not warm-up) */
+    uint64_t outcomes[REQ_OUTCOME_COUNT];  /* by outcome; sums to requests */
+    uint64_t http_class[HTTP_CLASS_COUNT]; /* by status class; sums to requests */
+    uint64_t good;                         /* ok and within every goodput threshold */
+    uint64_t streams;                      /* REQF_STREAM requests */
+    uint64_t no_done;                      /* REQF_NO_DONE */
+    uint64_t no_finish;                    /* REQF_NO_FINISH */
+    uint64_t id_changed;                   /* REQF_ID_CHANGED */
+    uint64_t usage_mismatch;               /* REQF_USAGE_MISMATCH */
+    uint64_t reused_conn;                  /* REQF_REUSED_CONN */
+    uint64_t warmup_requests;              /* REQF_WARMUP records (kept out of the rest) */
+    uint64_t warmup_ok;
+
+    /* Successful requests only (as vLLM sums them). */
+    uint64_t input_tokens;  /* usage prompt_tokens when given, else the intended count */
+    uint64_t output_tokens; /* req_record.output_tokens */
+    uint64_t token_source[TOKEN_SOURCE_COUNT]; /* ok requests by the method of their count */
+    uint64_t usage_input;                      /* ok requests whose input came from usage */
+    uint64_t content_chunks;
+    uint64_t choice_chunks;
+    /* Every request, whatever its outcome: tokens the service produced. */
+    uint64_t output_tokens_all;
+};
+
+/*
+ * Allocates empty stats with one latency histogram per metric. Returns 0 and
+ * sets *out (run_stats_free() it), or -ENOMEM (*out untouched). Memory: about
+ * 184 KiB per histogram, 2.6 MiB in all.
+ */
+TS_MUST_CHECK int run_stats_new(struct run_stats **out);
+/* Frees s and its histograms; NULL is a no-op. */
+void run_stats_free(struct run_stats *s);
+/* Forgets everything recorded; keeps the memory. */
+void run_stats_reset(struct run_stats *s);
+/*
+ * Adds everything of src to dst (histograms and counters). Returns 0, or
+ * -EOVERFLOW if a histogram's total count would overflow (dst is then
+ * partly merged). Merging is exact: merging a and b equals recording both
+ * into one.
+ */
+TS_MUST_CHECK int run_stats_merge(struct run_stats *dst, const struct run_stats *src);
+
+/*
+ * Accounts one finished request. cfg may be NULL (no goodput). Cheap: at most
+ * 13 histogram increments and some counter additions, no allocation. Records
+ * with REQF_WARMUP only count in warmup_requests / warmup_ok. Timestamps that
+ * are 0 ("did not happen") or earlier than the point they are measured from
+ * skip the metric that needs them.
+ */
+void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
+                          const struct goodput_cfg *cfg);
+
+/*
+ * Records one inter-token gap (between two consecutive chunks with choices)
+ * as it happens. Call it only for requests that are not warm-up; the first
+ * chunk of a stream has no gap.
+ */
+void run_stats_add_itl(struct run_stats *s, uint64_t gap_ns);
+
+/* Requests that failed: neither ok nor cut. */
+uint64_t run_stats_failed(const struct run_stats *s);
+/* failed / (ok + failed); 0 when there were none. */
+double run_stats_error_rate(const struct run_stats *s);
+/*
+ * How ok requests' output tokens were counted: "usage", "tokenizer",
+ * "chunks", "mixed" (more than one method), or "none" (no ok request).
+ */
+const char *run_stats_token_method(const struct run_stats *s);
+
+#endif

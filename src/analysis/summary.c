@@ -1,0 +1,79 @@
+/*
+ * summary.c - run_stats to headline numbers (see summary.h).
+ */
+#include "analysis/summary.h"
+
+#include <math.h>
+#include <string.h>
+
+const double summary_percentiles[SUMMARY_NPCT] = {50.0, 90.0, 95.0, 99.0, 99.9};
+
+void latency_summary_from_hdr(struct latency_summary *out, const struct hdr *h)
+{
+    int64_t v[SUMMARY_NPCT];
+
+    memset(out, 0, sizeof(*out));
+    out->count = (uint64_t)hdr_total_count(h);
+    if (!out->count)
+        return;
+    out->mean = hdr_mean(h) / 1000.0;
+    out->std = hdr_stddev(h) / 1000.0;
+    out->min = (double)hdr_min(h) / 1000.0;
+    out->max = (double)hdr_max(h) / 1000.0;
+    if (hdr_values_at_percentiles(h, summary_percentiles, v, SUMMARY_NPCT) == 0) {
+        for (int i = 0; i < SUMMARY_NPCT; i++)
+            out->pct[i] = (double)v[i] / 1000.0;
+    }
+}
+
+void run_summary_compute(struct run_summary *out, const struct run_stats *s, double duration_s,
+                         double peak_output_tokens_per_s, const struct goodput_cfg *goodput)
+{
+    memset(out, 0, sizeof(*out));
+    out->stats = s;
+    out->requests = s->requests;
+    out->completed = s->outcomes[REQ_OK];
+    out->failed = run_stats_failed(s);
+    out->cut = s->outcomes[REQ_CUT];
+    out->warmup_requests = s->warmup_requests;
+    out->good = s->good;
+    out->duration_s = duration_s > 0 ? duration_s : 0;
+    out->total_input_tokens = s->input_tokens;
+    out->total_output_tokens = s->output_tokens;
+    out->goodput_enabled = goodput_cfg_enabled(goodput);
+    if (out->goodput_enabled)
+        out->goodput = *goodput;
+    if (duration_s > 0) {
+        out->request_throughput = (double)out->completed / duration_s;
+        out->output_throughput = (double)s->output_tokens / duration_s;
+        out->total_token_throughput = (double)(s->input_tokens + s->output_tokens) / duration_s;
+        if (out->goodput_enabled)
+            out->request_goodput = (double)s->good / duration_s;
+    }
+    out->error_rate = run_stats_error_rate(s);
+    out->max_output_tokens_per_s = peak_output_tokens_per_s > 0 ? peak_output_tokens_per_s : 0;
+    out->token_method = run_stats_token_method(s);
+    if (s->choice_chunks)
+        out->tokens_per_chunk = (double)s->output_tokens / (double)s->choice_chunks;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        latency_summary_from_hdr(&out->lat[i], s->hist[i]);
+}
+
+double run_summary_percentile_ms(const struct run_summary *sum, enum stat_metric m, double p)
+{
+    if ((unsigned)m >= STAT_METRIC_COUNT || !(p >= 0 && p <= 100))
+        return NAN;
+    if (sum->stats) {
+        const struct hdr *h = sum->stats->hist[m];
+        if (!hdr_total_count(h))
+            return NAN;
+        return (double)hdr_value_at_percentile(h, p) / 1000.0;
+    }
+    if (!sum->lat[m].count)
+        return NAN;
+    for (int i = 0; i < SUMMARY_NPCT; i++) {
+        if (summary_percentiles[i] == p)
+            return sum->lat[m].pct[i];
+    }
+    return NAN;
+}

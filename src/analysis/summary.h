@@ -1,0 +1,84 @@
+/*
+ * summary.h - the numbers a run is judged by, computed from merged run_stats.
+ *
+ * Names follow vLLM's benchmark_serving result keys where it has them
+ * (completed, request_throughput, output_throughput, total_token_throughput,
+ * request_goodput, max_output_tokens_per_s, total_input_tokens,
+ * total_output_tokens, mean/median/std/pNN_{ttft,tpot,itl,e2el}_ms);
+ * docs/METRICS.md states each definition and where it differs from vLLM.
+ *
+ * Latency figures are milliseconds (doubles) read from the microsecond HDR
+ * histograms: percentiles are the highest value equivalent to the bucket that
+ * holds the percentile (HdrHistogram semantics, within 0.1% of the value),
+ * not numpy's linear interpolation. An empty histogram gives count 0 and
+ * zeros everywhere (as vLLM reports an empty list).
+ */
+#ifndef TS_ANALYSIS_SUMMARY_H
+#define TS_ANALYSIS_SUMMARY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "analysis/stats.h"
+
+/* The percentiles every latency summary carries, ascending. */
+#define SUMMARY_NPCT 5
+extern const double summary_percentiles[SUMMARY_NPCT]; /* 50, 90, 95, 99, 99.9 */
+
+struct latency_summary {
+    uint64_t count;
+    double mean, std, min, max; /* ms; std is the population standard deviation */
+    double pct[SUMMARY_NPCT];   /* ms at summary_percentiles[] */
+};
+
+struct run_summary {
+    /* Borrowed from the caller of run_summary_compute(), for percentiles
+     * other than the fixed ones (SLOs like ttft.p75); may be NULL. */
+    const struct run_stats *stats;
+
+    uint64_t requests;        /* started after warm-up (every outcome) */
+    uint64_t completed;       /* outcome ok */
+    uint64_t failed;          /* neither ok nor cut */
+    uint64_t cut;             /* still running when the run ended and not waited for */
+    uint64_t warmup_requests; /* excluded from everything else */
+    uint64_t good;            /* ok and within every goodput threshold */
+    double duration_s;        /* measured duration, warm-up excluded */
+
+    double request_throughput;     /* completed / duration */
+    double output_throughput;      /* total_output_tokens / duration */
+    double total_token_throughput; /* (total_input_tokens + total_output_tokens) / duration */
+    bool goodput_enabled;
+    struct goodput_cfg goodput;     /* thresholds used (zeros when off) */
+    double request_goodput;         /* good / duration (0 when off) */
+    double error_rate;              /* failed / (completed + failed), a fraction */
+    double max_output_tokens_per_s; /* peak 1-second bucket, from the caller */
+
+    uint64_t total_input_tokens;  /* ok requests: usage prompt tokens, else intended */
+    uint64_t total_output_tokens; /* ok requests */
+    const char *token_method;     /* run_stats_token_method(), static */
+    double tokens_per_chunk;      /* ok requests: output tokens / chunks with choices (0 if none) */
+
+    struct latency_summary lat[STAT_METRIC_COUNT];
+};
+
+/*
+ * Fills *out from s. duration_s is the measured time after warm-up (<= 0
+ * gives throughputs of 0); peak_output_tokens_per_s is the highest 1-second
+ * bucket of output tokens from the caller's timeline; goodput (may be NULL)
+ * is the configuration s was recorded with. out->stats points to s, which
+ * must outlive the summary's use of percentiles beyond the fixed ones.
+ */
+void run_summary_compute(struct run_summary *out, const struct run_stats *s, double duration_s,
+                         double peak_output_tokens_per_s, const struct goodput_cfg *goodput);
+
+/* Fills one latency summary (ms) from a microsecond histogram. */
+void latency_summary_from_hdr(struct latency_summary *out, const struct hdr *h);
+
+/*
+ * The value in ms at percentile p (0..100) of metric m: from the summary's
+ * stats when it has them, else from the fixed percentiles when p is one of
+ * them. Returns NAN when the metric has no samples or p is not available.
+ */
+double run_summary_percentile_ms(const struct run_summary *sum, enum stat_metric m, double p);
+
+#endif

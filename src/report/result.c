@@ -1,0 +1,633 @@
+/*
+ * result.c - result.json and requests.jsonl (see result.h).
+ */
+#include "report/result.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/hdr.h"
+#include "ts_config.h"
+
+/* ---- building blocks ------------------------------------------------------ */
+
+/* A JSON number, or null for NAN and infinities (JSON has neither). */
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *jcount(uint64_t v)
+{
+    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+/* Sets key to v (stolen, may be NULL after a failed allocation); 0 or -ENOMEM. */
+static int put(json_t *obj, const char *key, json_t *v)
+{
+    return json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
+}
+
+static const char *const secret_keys[] = {
+    "api_key",  "apikey", "api-key", "x-api-key", "authorization", "proxy-authorization",
+    "password", "secret", "token",
+};
+
+static bool is_secret_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof(secret_keys) / sizeof(secret_keys[0]); i++) {
+        if (strcasecmp(key, secret_keys[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Removes credential-named keys from v, at any depth. */
+static void drop_secrets(json_t *v)
+{
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *child;
+        void *tmp;
+        json_object_foreach_safe(v, tmp, key, child)
+        {
+            if (is_secret_key(key))
+                json_object_del(v, key);
+            else
+                drop_secrets(child);
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *child;
+        json_array_foreach(v, i, child)
+        {
+            drop_secrets(child);
+        }
+    }
+}
+
+/* "p50", "p99.9": vLLM's spelling of a percentile (an integer when it is one). */
+static void pct_word(double p, char *out, size_t n)
+{
+    if (p == floor(p))
+        snprintf(out, n, "p%.0f", p);
+    else
+        snprintf(out, n, "p%g", p);
+}
+
+/* ---- result.json ------------------------------------------------------------ */
+
+static json_t *latency_object(const struct latency_summary *l)
+{
+    json_t *o = json_object();
+    char key[16];
+    int rc = 0;
+
+    if (!o)
+        return NULL;
+    rc |= put(o, "count", jcount(l->count));
+    rc |= put(o, "mean", jnum(l->mean));
+    rc |= put(o, "std", jnum(l->std));
+    rc |= put(o, "min", jnum(l->min));
+    for (int i = 0; i < SUMMARY_NPCT; i++) {
+        pct_word(summary_percentiles[i], key, sizeof(key));
+        rc |= put(o, key, jnum(l->pct[i]));
+    }
+    rc |= put(o, "max", jnum(l->max));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* mean_/median_/std_/pNN_<name>_ms, as vLLM names them. */
+static int put_vllm_latency(json_t *o, const char *name, const struct latency_summary *l)
+{
+    char key[64], word[16];
+    int rc = 0;
+
+    snprintf(key, sizeof(key), "mean_%s_ms", name);
+    rc |= put(o, key, jnum(l->mean));
+    snprintf(key, sizeof(key), "median_%s_ms", name);
+    rc |= put(o, key, jnum(l->pct[0]));
+    snprintf(key, sizeof(key), "std_%s_ms", name);
+    rc |= put(o, key, jnum(l->std));
+    for (int i = 0; i < SUMMARY_NPCT; i++) {
+        pct_word(summary_percentiles[i], word, sizeof(word));
+        snprintf(key, sizeof(key), "%s_%s_ms", word, name);
+        rc |= put(o, key, jnum(l->pct[i]));
+    }
+    return rc;
+}
+
+static json_t *summary_object(const struct run_summary *sum)
+{
+    static const enum stat_metric headline[] = {STAT_TTFT, STAT_TPOT, STAT_ITL,
+                                                STAT_E2EL, STAT_TTFC, STAT_LAG};
+    json_t *o = json_object();
+    int rc = 0;
+
+    if (!o)
+        return NULL;
+    rc |= put(o, "completed", jcount(sum->completed));
+    rc |= put(o, "failed", jcount(sum->failed));
+    rc |= put(o, "duration", jnum(sum->duration_s));
+    rc |= put(o, "total_input_tokens", jcount(sum->total_input_tokens));
+    rc |= put(o, "total_output_tokens", jcount(sum->total_output_tokens));
+    rc |= put(o, "request_throughput", jnum(sum->request_throughput));
+    rc |=
+        put(o, "request_goodput", sum->goodput_enabled ? jnum(sum->request_goodput) : json_null());
+    rc |= put(o, "output_throughput", jnum(sum->output_throughput));
+    rc |= put(o, "total_token_throughput", jnum(sum->total_token_throughput));
+    rc |= put(o, "max_output_tokens_per_s", jnum(sum->max_output_tokens_per_s));
+    for (size_t i = 0; i < sizeof(headline) / sizeof(headline[0]); i++)
+        rc |= put_vllm_latency(o, stat_metric_name(headline[i]), &sum->lat[headline[i]]);
+
+    rc |= put(o, "requests", jcount(sum->requests));
+    rc |= put(o, "cut", jcount(sum->cut));
+    rc |= put(o, "good", sum->goodput_enabled ? jcount(sum->good) : json_null());
+    rc |= put(o, "error_rate", jnum(sum->error_rate));
+    rc |= put(o, "token_method", json_string(sum->token_method ? sum->token_method : "none"));
+    rc |= put(o, "tokens_per_chunk", jnum(sum->tokens_per_chunk));
+    if (sum->goodput_enabled) {
+        json_t *g = json_object();
+        if (g && sum->goodput.ttft_ms > 0)
+            rc |= put(g, "ttft_ms", jnum(sum->goodput.ttft_ms));
+        if (g && sum->goodput.tpot_ms > 0)
+            rc |= put(g, "tpot_ms", jnum(sum->goodput.tpot_ms));
+        if (g && sum->goodput.e2el_ms > 0)
+            rc |= put(g, "e2el_ms", jnum(sum->goodput.e2el_ms));
+        rc |= put(o, "goodput_config", g);
+    }
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *run_object(const struct run_summary *sum, const struct result_info *info)
+{
+    json_t *o;
+    char when[40];
+    int rc = 0;
+
+    if (info->config) {
+        if (!json_is_object(info->config))
+            return NULL;
+        o = json_deep_copy(info->config);
+    } else {
+        o = json_object();
+    }
+    if (!o)
+        return NULL;
+    drop_secrets(o);
+    rc |= put(o, "started_at",
+              info->started_wall_ns
+                  ? json_string(ts_wall_format(info->started_wall_ns, when, sizeof(when)))
+                  : json_null());
+    rc |= put(o, "duration_s", jnum(sum->duration_s));
+    rc |= put(o, "warmup_s", jnum(info->warmup_s));
+    rc |= put(o, "end_mode", json_string(info->end_cut ? "cut" : "waited"));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int put_counters(json_t *doc, const struct run_stats *s)
+{
+    json_t *outcomes = json_object(), *http = json_object(), *streams = json_object();
+    json_t *tokens = json_object(), *by_method = json_object(), *warmup = json_object();
+    int rc = 0;
+
+    /* Attached first (put() frees a value it cannot attach), filled after. */
+    rc |= put(doc, "outcomes", outcomes);
+    rc |= put(doc, "http_status", http);
+    rc |= put(doc, "streams", streams);
+    rc |= put(doc, "warmup", warmup);
+    rc |= put(doc, "tokens", tokens);
+    if (rc) {
+        json_decref(by_method);
+        return -ENOMEM;
+    }
+    if (put(tokens, "by_method", by_method))
+        return -ENOMEM;
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++)
+        rc |= put(outcomes, req_outcome_name((enum req_outcome)i), jcount(s->outcomes[i]));
+    for (int i = 0; i < HTTP_CLASS_COUNT; i++)
+        rc |= put(http, http_class_name((enum http_class)i), jcount(s->http_class[i]));
+
+    rc |= put(streams, "streamed", jcount(s->streams));
+    rc |= put(streams, "no_done", jcount(s->no_done));
+    rc |= put(streams, "no_finish", jcount(s->no_finish));
+    rc |= put(streams, "id_changed", jcount(s->id_changed));
+    rc |= put(streams, "reused_connections", jcount(s->reused_conn));
+
+    rc |= put(tokens, "method", json_string(run_stats_token_method(s)));
+    for (int i = 0; i < TOKEN_SOURCE_COUNT; i++)
+        rc |= put(by_method, token_source_name((enum token_source)i), jcount(s->token_source[i]));
+    rc |= put(tokens, "input", jcount(s->input_tokens));
+    rc |= put(tokens, "output", jcount(s->output_tokens));
+    rc |= put(tokens, "output_all", jcount(s->output_tokens_all));
+    rc |= put(tokens, "usage_input", jcount(s->usage_input));
+    rc |= put(tokens, "usage_mismatch", jcount(s->usage_mismatch));
+    rc |= put(tokens, "content_chunks", jcount(s->content_chunks));
+    rc |= put(tokens, "choice_chunks", jcount(s->choice_chunks));
+
+    rc |= put(warmup, "requests", jcount(s->warmup_requests));
+    rc |= put(warmup, "ok", jcount(s->warmup_ok));
+    return rc ? -ENOMEM : 0;
+}
+
+static int put_slos(json_t *doc, const struct run_summary *sum, const struct result_info *info)
+{
+    json_t *arr = json_array();
+    int rc = put(doc, "slo", arr);
+
+    for (size_t i = 0; !rc && i < info->nslos; i++) {
+        double actual = NAN;
+        bool pass = slo_eval(&info->slos[i], sum, &actual);
+        json_t *o = json_pack("{s:s, s:o, s:b}", "expr", info->slos[i].expr, "actual", jnum(actual),
+                              "pass", pass);
+        if (!o || json_array_append_new(arr, o))
+            rc = -ENOMEM;
+    }
+    return rc;
+}
+
+static int put_histograms(json_t *doc, const struct run_stats *s)
+{
+    json_t *h = json_object();
+    int rc = put(doc, "histograms", h);
+
+    for (int i = 0; !rc && i < STAT_METRIC_COUNT; i++) {
+        char *text = NULL;
+        rc = hdr_encode_base64(s->hist[i], &text, NULL);
+        if (rc < 0)
+            break;
+        rc = put(h, stat_metric_name((enum stat_metric)i), json_string(text));
+        ts_free(text);
+    }
+    return rc;
+}
+
+int result_build(const struct run_stats *stats, const struct run_summary *sum,
+                 const struct result_info *info, json_t **out)
+{
+    json_t *doc, *latency, *section;
+    int rc = 0;
+
+    if ((info->config && !json_is_object(info->config)) ||
+        (info->timeline && !json_is_array(info->timeline)))
+        return -EINVAL;
+    doc = json_object();
+    if (!doc)
+        return -ENOMEM;
+    rc |= put(doc, "schema", json_string(RESULT_SCHEMA));
+    rc |= put(doc, "tool",
+              json_pack("{s:s, s:s}", "name", "tokenstorm", "version",
+                        info->tool_version ? info->tool_version : TS_VERSION));
+    rc |= put(doc, "run", run_object(sum, info));
+    rc |= put(doc, "summary", summary_object(sum));
+    latency = json_object();
+    rc |= put(doc, "latency", latency);
+    if (rc)
+        goto out_fail;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        rc |= put(latency, stat_metric_name((enum stat_metric)i), latency_object(&sum->lat[i]));
+    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0)
+        goto out_fail;
+    section = info->timeline ? json_deep_copy(info->timeline) : json_array();
+    if ((rc = put(doc, "timeline", section)) < 0 || (rc = put_histograms(doc, stats)) < 0)
+        goto out_fail;
+    *out = doc;
+    return 0;
+
+out_fail:
+    json_decref(doc);
+    return rc < 0 ? rc : -ENOMEM;
+}
+
+int result_write_file(const json_t *doc, const char *path, char *err, size_t errlen)
+{
+    size_t n = strlen(path) + 5;
+    char *tmp = ts_malloc(n);
+    int rc = 0;
+
+    if (!tmp) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    snprintf(tmp, n, "%s.tmp", path);
+    errno = 0;
+    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(12)) != 0) {
+        rc = errno ? -errno : -EIO;
+        snprintf(err, errlen, "%s: %s", tmp, strerror(-rc));
+        unlink(tmp);
+    } else if (rename(tmp, path) != 0) {
+        rc = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    ts_free(tmp);
+    return rc;
+}
+
+/* ---- reading result.json back ----------------------------------------------- */
+
+struct reader {
+    char *err;
+    size_t errlen;
+};
+
+static int bad(struct reader *r, const char *what, const char *key)
+{
+    snprintf(r->err, r->errlen, "result: %s%s%s", what, key ? " " : "", key ? key : "");
+    return TS_PARSE;
+}
+
+/* *dst = obj.key as a count; a missing key (or section) is 0. */
+static int get_count(struct reader *r, const json_t *obj, const char *section, const char *key,
+                     uint64_t *dst)
+{
+    const json_t *v = obj ? json_object_get(obj, key) : NULL;
+    char name[96];
+
+    if (!v || json_is_null(v)) {
+        *dst = 0;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        snprintf(name, sizeof(name), "'%s.%s'", section, key);
+        return bad(r, "not a count:", name);
+    }
+    *dst = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static const json_t *section_of(const json_t *doc, const char *name)
+{
+    const json_t *v = json_object_get(doc, name);
+    return json_is_object(v) ? v : NULL;
+}
+
+static int read_counters(struct reader *r, const json_t *doc, struct run_stats *s)
+{
+    const json_t *sum = section_of(doc, "summary"), *oc = section_of(doc, "outcomes");
+    const json_t *http = section_of(doc, "http_status"), *st = section_of(doc, "streams");
+    const json_t *tok = section_of(doc, "tokens"), *wu = section_of(doc, "warmup");
+    const json_t *bym = tok ? section_of(tok, "by_method") : NULL;
+    int rc = 0;
+
+    rc = rc ? rc : get_count(r, sum, "summary", "requests", &s->requests);
+    rc = rc ? rc : get_count(r, sum, "summary", "good", &s->good);
+    for (int i = 0; !rc && i < REQ_OUTCOME_COUNT; i++)
+        rc = get_count(r, oc, "outcomes", req_outcome_name((enum req_outcome)i), &s->outcomes[i]);
+    for (int i = 0; !rc && i < HTTP_CLASS_COUNT; i++)
+        rc = get_count(r, http, "http_status", http_class_name((enum http_class)i),
+                       &s->http_class[i]);
+    rc = rc ? rc : get_count(r, st, "streams", "streamed", &s->streams);
+    rc = rc ? rc : get_count(r, st, "streams", "no_done", &s->no_done);
+    rc = rc ? rc : get_count(r, st, "streams", "no_finish", &s->no_finish);
+    rc = rc ? rc : get_count(r, st, "streams", "id_changed", &s->id_changed);
+    rc = rc ? rc : get_count(r, st, "streams", "reused_connections", &s->reused_conn);
+    for (int i = 0; !rc && i < TOKEN_SOURCE_COUNT; i++)
+        rc = get_count(r, bym, "tokens.by_method", token_source_name((enum token_source)i),
+                       &s->token_source[i]);
+    rc = rc ? rc : get_count(r, tok, "tokens", "input", &s->input_tokens);
+    rc = rc ? rc : get_count(r, tok, "tokens", "output", &s->output_tokens);
+    rc = rc ? rc : get_count(r, tok, "tokens", "output_all", &s->output_tokens_all);
+    rc = rc ? rc : get_count(r, tok, "tokens", "usage_input", &s->usage_input);
+    rc = rc ? rc : get_count(r, tok, "tokens", "usage_mismatch", &s->usage_mismatch);
+    rc = rc ? rc : get_count(r, tok, "tokens", "content_chunks", &s->content_chunks);
+    rc = rc ? rc : get_count(r, tok, "tokens", "choice_chunks", &s->choice_chunks);
+    rc = rc ? rc : get_count(r, wu, "warmup", "requests", &s->warmup_requests);
+    rc = rc ? rc : get_count(r, wu, "warmup", "ok", &s->warmup_ok);
+    return rc;
+}
+
+static int read_histograms(struct reader *r, const json_t *doc, struct run_stats *s)
+{
+    const json_t *hs = json_object_get(doc, "histograms");
+
+    if (!hs)
+        return 0;
+    if (!json_is_object(hs))
+        return bad(r, "'histograms' is not an object", NULL);
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
+        const char *name = stat_metric_name((enum stat_metric)i);
+        const json_t *v = json_object_get(hs, name);
+        struct hdr *h = NULL;
+        int rc;
+
+        if (!v)
+            continue;
+        if (!json_is_string(v))
+            return bad(r, "histogram is not a string:", name);
+        rc = hdr_decode_base64(json_string_value(v), json_string_length(v), &h);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            return bad(r, "histogram does not decode:", name);
+        rc = hdr_add(s->hist[i], h);
+        hdr_free(h);
+        if (rc < 0)
+            return bad(r, "histogram count overflows:", name);
+    }
+    return 0;
+}
+
+int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size_t errlen)
+{
+    char dummy[1];
+    struct reader r = {.err = err && errlen ? err : dummy, .errlen = err && errlen ? errlen : 1};
+    struct run_stats *s = NULL;
+    const json_t *schema = json_is_object(doc) ? json_object_get(doc, "schema") : NULL;
+    int rc;
+
+    if (!json_is_string(schema) || strcmp(json_string_value(schema), RESULT_SCHEMA) != 0)
+        return bad(&r, "not a " RESULT_SCHEMA " document", NULL);
+    if ((rc = run_stats_new(&s)) < 0) {
+        snprintf(r.err, r.errlen, "result: out of memory");
+        return rc;
+    }
+    if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0) {
+        run_stats_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+/* ---- requests.jsonl ------------------------------------------------------------ */
+
+/* Appends s (at most max bytes, up to a NUL) as a JSON string: escaped, valid UTF-8. */
+static int append_json_string(struct buf *b, const char *s, size_t max)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strnlen(s, max);
+    int rc = buf_append_char(b, '"');
+
+    for (size_t i = 0; !rc && i < n;) {
+        unsigned c = p[i];
+        size_t len = 0;
+        if (c < 0x80) {
+            if (c == '"' || c == '\\') {
+                char esc[2] = {'\\', (char)c};
+                rc = buf_append(b, esc, 2);
+            } else if (c < 0x20) {
+                char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+                rc = buf_append(b, esc, 6);
+            } else {
+                rc = buf_append_char(b, (char)c);
+            }
+            i++;
+            continue;
+        }
+        /* Length of a well-formed sequence starting here, 0 if none (RFC 3629). */
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf)
+            len = 2;
+        else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            lo = c == 0xe0 ? 0xa0 : 0x80;
+            hi = c == 0xed ? 0x9f : 0xbf;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf;
+        }
+        bool ok = len && i + len <= n && p[i + 1] >= lo && p[i + 1] <= hi;
+        for (size_t k = 2; ok && k < len; k++)
+            ok = p[i + k] >= 0x80 && p[i + k] <= 0xbf;
+        if (ok) {
+            rc = buf_append(b, p + i, len);
+            i += len;
+        } else {
+            rc = buf_append(b, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    return rc ? rc : buf_append_char(b, '"');
+}
+
+/* ,"key":<ns as ms with 3 decimals> (signed), or null when !present. */
+static int append_ms(struct buf *b, const char *key, int64_t ns, bool present)
+{
+    if (!present)
+        return buf_appendf(b, ",\"%s\":null", key);
+    bool neg = ns < 0;
+    uint64_t mag = neg ? (uint64_t)(-(ns + 1)) + 1 : (uint64_t)ns;
+    uint64_t us = (mag + 500) / 1000;
+    return buf_appendf(b, ",\"%s\":%s%" PRIu64 ".%03" PRIu64, key, neg && us ? "-" : "", us / 1000,
+                       us % 1000);
+}
+
+/* A time point relative to the run start. */
+static int append_at(struct buf *b, const char *key, uint64_t t, uint64_t start)
+{
+    return append_ms(b, key, (int64_t)(t - start), t != 0);
+}
+
+/* A span between two time points, when both happened. */
+static int append_span(struct buf *b, const char *key, uint64_t from, uint64_t to)
+{
+    return append_ms(b, key, (int64_t)(to - from), from && to);
+}
+
+static int append_bool(struct buf *b, const char *key, bool v)
+{
+    return buf_appendf(b, ",\"%s\":%s", key, v ? "true" : "false");
+}
+
+int result_append_request(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
+{
+    size_t mark = out->len;
+    uint64_t end = rec->last_chunk_ns ? rec->last_chunk_ns : rec->end_ns;
+    int rc = 0;
+
+    rc = buf_appendf(out,
+                     "{\"id\":%" PRIu64 ",\"worker\":%" PRIu32 ",\"tenant\":%u,\"outcome\":\"%s\","
+                     "\"http_status\":%d",
+                     rec->id, rec->worker, (unsigned)rec->tenant, req_outcome_name(rec->outcome),
+                     rec->http_status);
+    rc = rc ? rc : append_bool(out, "stream", rec->flags & REQF_STREAM);
+    rc = rc ? rc : append_bool(out, "warmup", rec->flags & REQF_WARMUP);
+    rc = rc ? rc : append_bool(out, "reused_conn", rec->flags & REQF_REUSED_CONN);
+    rc = rc ? rc : append_at(out, "intended_ms", rec->intended_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "start_ms", rec->start_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "first_byte_ms", rec->first_byte_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "first_chunk_ms", rec->first_chunk_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "first_token_ms", rec->first_token_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "last_chunk_ms", rec->last_chunk_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "end_ms", rec->end_ns, run_start_ns);
+    rc = rc ? rc : append_span(out, "lag_ms", rec->intended_ns, rec->start_ns);
+    rc = rc ? rc : append_span(out, "ttft_ms", rec->intended_ns, rec->first_chunk_ns);
+    rc = rc ? rc : append_span(out, "ttfc_ms", rec->intended_ns, rec->first_token_ns);
+    rc = rc ? rc : append_span(out, "e2el_ms", rec->intended_ns, end);
+    if (!rc) {
+        bool has = rec->output_tokens > 1 && rec->first_chunk_ns &&
+                   rec->last_chunk_ns >= rec->first_chunk_ns;
+        int64_t tpot = has ? llround((double)(rec->last_chunk_ns - rec->first_chunk_ns) /
+                                     (double)(rec->output_tokens - 1))
+                           : 0;
+        rc = append_ms(out, "tpot_ms", tpot, has);
+    }
+    rc = rc ? rc : append_ms(out, "dns_ms", (int64_t)rec->dns_us * 1000, rec->dns_us);
+    rc = rc ? rc : append_ms(out, "connect_ms", (int64_t)rec->connect_us * 1000, rec->connect_us);
+    rc = rc ? rc : append_ms(out, "tls_ms", (int64_t)rec->tls_us * 1000, rec->tls_us);
+    rc = rc ? rc : append_ms(out, "sent_ms", (int64_t)rec->sent_us * 1000, rec->sent_us);
+    rc = rc ? rc : append_ms(out, "ttfb_ms", (int64_t)rec->ttfb_us * 1000, rec->ttfb_us);
+    rc = rc ? rc
+            : buf_appendf(out,
+                          ",\"prompt_tokens\":%" PRIu32 ",\"max_tokens\":%" PRIu32
+                          ",\"client_tokens\":%" PRIu32 ",\"content_chunks\":%" PRIu32
+                          ",\"choice_chunks\":%" PRIu32 ",\"output_tokens\":%" PRIu32
+                          ",\"token_source\":\"%s\"",
+                          rec->prompt_tokens, rec->max_tokens, rec->client_tokens,
+                          rec->content_chunks, rec->choice_chunks, rec->output_tokens,
+                          token_source_name(rec->token_source));
+    if (!rc && rec->usage_prompt_tokens >= 0)
+        rc = buf_appendf(out, ",\"usage_prompt_tokens\":%" PRId32, rec->usage_prompt_tokens);
+    else if (!rc)
+        rc = buf_append_str(out, ",\"usage_prompt_tokens\":null");
+    if (!rc && rec->usage_completion_tokens >= 0)
+        rc =
+            buf_appendf(out, ",\"usage_completion_tokens\":%" PRId32, rec->usage_completion_tokens);
+    else if (!rc)
+        rc = buf_append_str(out, ",\"usage_completion_tokens\":null");
+    if (!rc) {
+        bool has = rec->choice_chunks > 1;
+        int64_t mean = has ? (int64_t)(rec->itl_sum_ns / (rec->choice_chunks - 1)) : 0;
+        rc = append_ms(out, "itl_mean_ms", mean, has);
+    }
+    rc = rc ? rc : append_ms(out, "itl_max_ms", (int64_t)rec->itl_max_ns, rec->choice_chunks > 1);
+    rc = rc ? rc : append_bool(out, "no_done", rec->flags & REQF_NO_DONE);
+    rc = rc ? rc : append_bool(out, "no_finish", rec->flags & REQF_NO_FINISH);
+    rc = rc ? rc : append_bool(out, "id_changed", rec->flags & REQF_ID_CHANGED);
+    rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
+    rc = rc ? rc : buf_append_str(out, ",\"finish_reason\":");
+    if (!rc && rec->finish_reason[0])
+        rc = append_json_string(out, rec->finish_reason, sizeof(rec->finish_reason));
+    else if (!rc)
+        rc = buf_append_str(out, "null");
+    rc = rc ? rc : buf_append_str(out, ",\"error\":");
+    if (!rc && rec->error[0])
+        rc = append_json_string(out, rec->error, sizeof(rec->error));
+    else if (!rc)
+        rc = buf_append_str(out, "null");
+    rc = rc ? rc : buf_append_str(out, "}\n");
+    if (rc)
+        buf_truncate(out, mark);
+    return rc;
+}

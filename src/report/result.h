@@ -1,0 +1,94 @@
+/*
+ * result.h - the files a run leaves behind: result.json (the whole run in one
+ * versioned document) and requests.jsonl (one line per request).
+ *
+ * result.json, schema "tokenstorm.result/1" (docs/METRICS.md lists every key):
+ *   schema, tool {name, version},
+ *   run        the caller's configuration echo, plus started_at (RFC 3339
+ *              UTC), duration_s, warmup_s, end_mode ("waited" | "cut"),
+ *   summary    vLLM's benchmark_serving keys (completed, failed, duration,
+ *              request_throughput, request_goodput, output_throughput,
+ *              total_token_throughput, max_output_tokens_per_s,
+ *              total_input_tokens, total_output_tokens, mean_/median_/std_/
+ *              p50_/p90_/p95_/p99_/p99.9_{ttft,tpot,itl,e2el}_ms) plus ours
+ *              (requests, cut, good, error_rate, token_method, ttfc and lag),
+ *   latency    {metric: {count, mean, std, min, p50, p90, p95, p99, p99.9,
+ *              max}} in ms for every metric of stats.h,
+ *   outcomes, http_status, streams, tokens, warmup: the counters,
+ *   slo        [{expr, actual, pass}] (actual null when there was nothing to judge),
+ *   timeline   the caller's per-second points,
+ *   histograms {metric: base64 of the HdrHistogram V2 encoding, in microseconds}.
+ *
+ * The histograms and counters are enough to rebuild the run_stats exactly
+ * (result_read_stats), so results of several processes merge without loss.
+ *
+ * Secrets: the configuration echo is copied with every key named like a
+ * credential (api_key, apikey, api-key, x-api-key, authorization,
+ * proxy-authorization, password, secret, token; any case, at any depth)
+ * removed; callers should still not pass them in.
+ */
+#ifndef TS_REPORT_RESULT_H
+#define TS_REPORT_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "analysis/slo.h"
+#include "analysis/stats.h"
+#include "analysis/summary.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "load/record.h"
+
+#define RESULT_SCHEMA "tokenstorm.result/1"
+
+struct result_info {
+    const char *tool_version; /* NULL: the build's TS_VERSION */
+    const json_t *config;     /* object echoed under "run" (copied, secrets dropped); may be NULL */
+    uint64_t started_wall_ns; /* ts_wall_ns() when the run started; 0 writes null */
+    double warmup_s;
+    bool end_cut;           /* in-flight requests at the end were cut, not waited for */
+    const struct slo *slos; /* evaluated against the summary; may be NULL with nslos 0 */
+    size_t nslos;
+    const json_t *timeline; /* array of per-second points (copied); may be NULL */
+};
+
+/*
+ * Builds the result document of a run. stats is what sum was computed from
+ * (counters and histograms). Returns 0 and a new reference in *out
+ * (json_decref it), -ENOMEM, or -EINVAL (config or timeline of the wrong type).
+ */
+TS_MUST_CHECK int result_build(const struct run_stats *stats, const struct run_summary *sum,
+                               const struct result_info *info, json_t **out);
+
+/*
+ * Writes doc to path (2-space indent, 12 significant digits), through a
+ * temporary file renamed over path, so a reader never sees half a file.
+ * Returns 0 or a negative errno with "path: reason" in err.
+ */
+TS_MUST_CHECK int result_write_file(const json_t *doc, const char *path, char *err, size_t errlen);
+
+/*
+ * Rebuilds run_stats from a result document (its "histograms" and counter
+ * sections). Returns 0 and *out (run_stats_free it), TS_PARSE with a message
+ * in err when the document is not a tokenstorm.result/1 or a section is
+ * malformed, or -ENOMEM.
+ */
+TS_MUST_CHECK int result_read_stats(const json_t *doc, struct run_stats **out, char *err,
+                                    size_t errlen);
+
+/*
+ * Appends one requests.jsonl line (a JSON object and '\n') for rec to out.
+ * Times are milliseconds since run_start_ns with microsecond precision
+ * (null for "did not happen"); derived latencies (lag, ttft, ttfc, e2el,
+ * tpot) follow stats.h; outcome and token source by name; strings are
+ * escaped and invalid UTF-8 replaced by U+FFFD. The record holds no secret,
+ * and none is added. Returns 0 or a buf error (out keeps what it had).
+ */
+TS_MUST_CHECK int result_append_request(struct buf *out, const struct req_record *rec,
+                                        uint64_t run_start_ns);
+
+#endif

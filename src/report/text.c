@@ -1,0 +1,127 @@
+/*
+ * text.c - the end-of-run summary for people (see text.h).
+ */
+#include "report/text.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+static const struct {
+    enum stat_metric metric;
+    const char *label;
+} rows[] = {
+    {STAT_TTFT, "TTFT"}, {STAT_TTFC, "TTFC"}, {STAT_ITL, "ITL"},
+    {STAT_TPOT, "TPOT"}, {STAT_E2EL, "E2EL"}, {STAT_LAG, "lag"},
+};
+
+static void print_outcomes(FILE *f, const struct run_stats *s, const struct run_summary *sum)
+{
+    fprintf(f, "requests      %" PRIu64 " sent: %" PRIu64 " ok, %" PRIu64 " failed", sum->requests,
+            sum->completed, sum->failed);
+    if (sum->failed) {
+        const char *sep = " (";
+        for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
+            if (!req_outcome_is_error((enum req_outcome)i) || !s->outcomes[i])
+                continue;
+            fprintf(f, "%s%s %" PRIu64, sep, req_outcome_name((enum req_outcome)i), s->outcomes[i]);
+            sep = ", ";
+        }
+        fputc(')', f);
+    }
+    fprintf(f, ", %" PRIu64 " cut\n", sum->cut);
+    if (sum->warmup_requests)
+        fprintf(f, "warm-up       %" PRIu64 " requests excluded from everything below\n",
+                sum->warmup_requests);
+}
+
+static void print_headlines(FILE *f, const struct run_stats *s, const struct run_summary *sum)
+{
+    fprintf(f, "duration      %.2f s\n", sum->duration_s);
+    fprintf(f, "throughput    %.2f req/s, output %.2f tok/s (peak %.0f tok/s), total %.2f tok/s\n",
+            sum->request_throughput, sum->output_throughput, sum->max_output_tokens_per_s,
+            sum->total_token_throughput);
+    if (sum->goodput_enabled) {
+        const char *sep = "";
+        fprintf(f, "goodput       %.2f req/s, %" PRIu64 " good (", sum->request_goodput, sum->good);
+        if (sum->goodput.ttft_ms > 0) {
+            fprintf(f, "%sttft <= %g ms", sep, sum->goodput.ttft_ms);
+            sep = ", ";
+        }
+        if (sum->goodput.tpot_ms > 0) {
+            fprintf(f, "%stpot <= %g ms", sep, sum->goodput.tpot_ms);
+            sep = ", ";
+        }
+        if (sum->goodput.e2el_ms > 0)
+            fprintf(f, "%se2el <= %g ms", sep, sum->goodput.e2el_ms);
+        fputs(")\n", f);
+    }
+    fprintf(f, "error rate    %.2f%%\n", sum->error_rate * 100.0);
+    fprintf(f,
+            "tokens        input %" PRIu64 ", output %" PRIu64 " (counted by %s; %" PRIu64
+            " usage disagreements)\n",
+            sum->total_input_tokens, sum->total_output_tokens, sum->token_method,
+            s->usage_mismatch);
+    if (s->streams)
+        fprintf(f,
+                "streams       %" PRIu64 " streamed: %" PRIu64 " without [DONE], %" PRIu64
+                " without finish_reason, %" PRIu64 " with a changed id\n",
+                s->streams, s->no_done, s->no_finish, s->id_changed);
+}
+
+static void print_cell(FILE *f, double v, bool have)
+{
+    if (have)
+        fprintf(f, " %9.2f", v);
+    else
+        fprintf(f, " %9s", "-");
+}
+
+static void print_latency(FILE *f, const struct run_summary *sum)
+{
+    fprintf(f, "\n%-12s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p95",
+            "p99", "p99.9", "max");
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const struct latency_summary *l = &sum->lat[rows[i].metric];
+        bool have = l->count > 0;
+        fprintf(f, "%-12s", rows[i].label);
+        print_cell(f, l->mean, have);
+        for (int p = 0; p < SUMMARY_NPCT; p++)
+            print_cell(f, l->pct[p], have);
+        print_cell(f, l->max, have);
+        fputc('\n', f);
+    }
+}
+
+int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)
+{
+    print_outcomes(f, s, sum);
+    print_headlines(f, s, sum);
+    print_latency(f, sum);
+    return ferror(f) ? -EIO : 0;
+}
+
+int report_text_slo(FILE *f, const struct slo *slos, size_t n, const struct run_summary *sum,
+                    size_t *failed)
+{
+    size_t width = 3, nfailed = 0;
+    char actual[48];
+
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(slos[i].expr);
+        if (len > width)
+            width = len > 60 ? 60 : len;
+    }
+    if (n)
+        fprintf(f, "\n%-*s  %-14s %s\n", (int)width, "SLO", "actual", "verdict");
+    for (size_t i = 0; i < n; i++) {
+        double v = NAN;
+        bool pass = slo_eval(&slos[i], sum, &v);
+        nfailed += !pass;
+        fprintf(f, "%-*.*s  %-14s %s\n", (int)width, (int)width, slos[i].expr,
+                slo_format_value(&slos[i], v, actual, sizeof(actual)), pass ? "pass" : "FAIL");
+    }
+    if (failed)
+        *failed = nfailed;
+    return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,199 @@
+/*
+ * test_report_text.c - the end-of-run summary and the SLO verdict table.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "report/text.h"
+
+#define MS   1000000ull
+#define BASE (1000000ull * MS)
+
+/* Requests with TTFT i ms and E2EL 10 i ms (i = 1..10), 10 output tokens each. */
+static struct run_stats *sample(void)
+{
+    struct run_stats *s = NULL;
+    assert_int_equal(run_stats_new(&s), 0);
+    for (uint64_t i = 1; i <= 10; i++) {
+        struct req_record r;
+        memset(&r, 0, sizeof(r));
+        r.outcome = REQ_OK;
+        r.http_status = 200;
+        r.flags = REQF_STREAM;
+        r.intended_ns = r.start_ns = BASE;
+        r.first_chunk_ns = r.first_token_ns = BASE + i * MS;
+        r.last_chunk_ns = r.end_ns = BASE + 10 * i * MS;
+        r.prompt_tokens = 20;
+        r.usage_prompt_tokens = -1;
+        r.output_tokens = 10;
+        r.choice_chunks = 10;
+        r.token_source = TOKENS_TOKENIZER;
+        run_stats_add_record(s, &r, NULL);
+    }
+    struct req_record r;
+    memset(&r, 0, sizeof(r));
+    r.intended_ns = r.start_ns = BASE;
+    r.outcome = REQ_HTTP_429;
+    r.http_status = 429;
+    run_stats_add_record(s, &r, NULL);
+    r.outcome = REQ_TIMEOUT_TTFB;
+    r.http_status = 0;
+    run_stats_add_record(s, &r, NULL);
+    run_stats_add_record(s, &r, NULL);
+    r.outcome = REQ_CUT;
+    run_stats_add_record(s, &r, NULL);
+    r.flags = REQF_WARMUP;
+    run_stats_add_record(s, &r, NULL);
+    return s;
+}
+
+/* Runs fn into memory and returns what it printed (free it). */
+static char *capture_summary(const struct run_stats *s, const struct run_summary *sum)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(report_text_summary(f, s, sum), 0);
+    assert_int_equal(fclose(f), 0);
+    return text;
+}
+
+/* The line of text that starts with prefix (static copy), or fails. */
+static const char *line_starting(const char *text, const char *prefix)
+{
+    static char line[512];
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (strncmp(p, prefix, strlen(prefix)) == 0) {
+            assert_true(n < sizeof(line));
+            memcpy(line, p, n);
+            line[n] = '\0';
+            return line;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    fail_msg("no line starts with '%s' in:\n%s", prefix, text);
+    return NULL;
+}
+
+static void test_summary_text(void **state)
+{
+    struct run_stats *s = sample();
+    struct run_summary sum;
+    struct goodput_cfg cfg = {.ttft_ms = 5, .e2el_ms = 60};
+
+    run_summary_compute(&sum, s, 2.0, 35, &cfg);
+    sum.good = 5;
+    sum.request_goodput = 2.5;
+    char *text = capture_summary(s, &sum);
+
+    assert_string_equal(
+        line_starting(text, "requests"),
+        "requests      14 sent: 10 ok, 3 failed (http_429 1, timeout_ttfb 2), 1 cut");
+    assert_string_equal(line_starting(text, "warm-up"),
+                        "warm-up       1 requests excluded from everything below");
+    assert_string_equal(line_starting(text, "duration"), "duration      2.00 s");
+    assert_string_equal(line_starting(text, "throughput"),
+                        "throughput    5.00 req/s, output 50.00 tok/s (peak 35 tok/s), total "
+                        "150.00 tok/s");
+    assert_string_equal(line_starting(text, "goodput"),
+                        "goodput       2.50 req/s, 5 good (ttft <= 5 ms, e2el <= 60 ms)");
+    assert_string_equal(line_starting(text, "error rate"), "error rate    23.08%");
+    assert_string_equal(line_starting(text, "tokens"),
+                        "tokens        input 200, output 100 (counted by tokenizer; 0 usage "
+                        "disagreements)");
+    assert_string_equal(line_starting(text, "latency (ms)"),
+                        "latency (ms)      mean       p50       p90       p95       p99     p99.9 "
+                        "      max");
+    /*
+     * TTFT 1..10 ms. Percentiles are the highest value of their histogram
+     * bucket: 9000 us sits in [9000, 9007] and 10000 us in [10000, 10007]
+     * (buckets 8 us wide above 8192 us), so p90 is 9.007 and max 10.007 ms.
+     * The mean weighs bucket midpoints: 1000 + 2000 + 3001 + 4001 + 5002 +
+     * 6002 + 7002 + 8002 + 9004 + 10004 = 55018 us / 10.
+     */
+    assert_string_equal(line_starting(text, "TTFT"),
+                        "TTFT              5.50      5.00      9.01     10.01     10.01     10.01 "
+                        "    10.01");
+    /* E2EL 10..100 ms, 3 significant digits. */
+    assert_non_null(strstr(line_starting(text, "E2EL"), "  55."));
+    /* No ITL gaps were reported. */
+    assert_string_equal(line_starting(text, "ITL"),
+                        "ITL                  -         -         -         -         -         - "
+                        "        -");
+    /* TPOT = (10 i - i) / 9 ms = i ms. */
+    assert_string_equal(line_starting(text, "TPOT"),
+                        "TPOT              5.50      5.00      9.01     10.01     10.01     10.01 "
+                        "    10.01");
+    assert_non_null(line_starting(text, "TTFC"));
+    assert_non_null(line_starting(text, "lag"));
+    /* Row order as documented. */
+    assert_true(strstr(text, "\nTTFT") < strstr(text, "\nTTFC"));
+    assert_true(strstr(text, "\nTTFC") < strstr(text, "\nITL"));
+    assert_true(strstr(text, "\nITL") < strstr(text, "\nTPOT"));
+    assert_true(strstr(text, "\nTPOT") < strstr(text, "\nE2EL"));
+    assert_true(strstr(text, "\nE2EL") < strstr(text, "\nlag"));
+    free(text);
+
+    /* Without goodput there is no goodput line; without streams no streams line. */
+    run_summary_compute(&sum, s, 2.0, 35, NULL);
+    text = capture_summary(s, &sum);
+    assert_null(strstr(text, "\ngoodput"));
+    assert_non_null(strstr(text, "\nstreams       10 streamed: 0 without [DONE]"));
+    free(text);
+    run_stats_free(s);
+}
+
+static void test_slo_table(void **state)
+{
+    struct run_stats *s = sample();
+    struct run_summary sum;
+    struct slo slos[3];
+    char err[256];
+    char *text = NULL;
+    size_t len = 0, failed = 99;
+
+    run_summary_compute(&sum, s, 2.0, 35, NULL);
+    assert_int_equal(slo_parse("ttft.p95<11ms", &slos[0], err, sizeof(err)), 0);
+    assert_int_equal(slo_parse("error_rate < 5%", &slos[1], err, sizeof(err)), 0);
+    assert_int_equal(slo_parse("goodput>1/s", &slos[2], err, sizeof(err)), 0);
+
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(report_text_slo(f, slos, 3, &sum, &failed), 0);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(failed, 2);
+    assert_string_equal(text, "\n"
+                              "SLO              actual         verdict\n"
+                              "ttft.p95<11ms    10.01 ms       pass\n"
+                              "error_rate < 5%  23.077%        FAIL\n"
+                              "goodput>1/s      n/a            FAIL\n");
+    free(text);
+
+    /* No SLOs: nothing printed, nothing failed. */
+    text = NULL;
+    f = open_memstream(&text, &len);
+    assert_int_equal(report_text_slo(f, NULL, 0, &sum, &failed), 0);
+    assert_int_equal(fclose(f), 0);
+    assert_string_equal(text, "");
+    assert_int_equal(failed, 0);
+    free(text);
+    run_stats_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_summary_text),
+        cmocka_unit_test(test_slo_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

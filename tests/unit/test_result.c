@@ -1,0 +1,501 @@
+/*
+ * test_result.c - result.json (keys, values, secrets dropped, a round trip
+ * through jansson back into run_stats) and requests.jsonl lines.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "report/result.h"
+#include "ts_config.h"
+
+#define MS   1000000ull
+#define US   1000ull
+#define BASE (1000000ull * MS)
+
+static struct req_record ok_record(uint64_t ttft_ms, uint64_t e2el_ms)
+{
+    struct req_record r;
+    memset(&r, 0, sizeof(r));
+    r.id = 7;
+    r.worker = 2;
+    r.outcome = REQ_OK;
+    r.http_status = 200;
+    r.flags = REQF_STREAM;
+    r.intended_ns = BASE + 1 * MS;
+    r.start_ns = r.intended_ns + 500 * US;
+    r.first_byte_ns = r.intended_ns + (ttft_ms - 1) * MS;
+    r.first_chunk_ns = r.intended_ns + ttft_ms * MS;
+    r.first_token_ns = r.first_chunk_ns + 2 * MS;
+    r.last_chunk_ns = r.intended_ns + e2el_ms * MS;
+    r.end_ns = r.last_chunk_ns + 1 * MS;
+    r.prompt_tokens = 50;
+    r.max_tokens = 11;
+    r.usage_prompt_tokens = 52;
+    r.usage_completion_tokens = 11;
+    r.client_tokens = 11;
+    r.content_chunks = 11;
+    r.choice_chunks = 12;
+    r.output_tokens = 11;
+    r.token_source = TOKENS_USAGE;
+    r.itl_sum_ns = (e2el_ms - ttft_ms) * MS;
+    r.itl_max_ns = 30 * MS;
+    r.sent_us = 120;
+    r.ttfb_us = (uint32_t)((ttft_ms - 1) * 1000 - 500);
+    strcpy(r.finish_reason, "length");
+    return r;
+}
+
+struct fixture {
+    struct run_stats *stats;
+    struct run_summary sum;
+    struct slo slos[2];
+    json_t *config;
+    json_t *timeline;
+    struct result_info info;
+    json_t *doc;
+};
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof(*fx));
+    struct goodput_cfg cfg = {.ttft_ms = 150};
+    char err[256];
+
+    assert_non_null(fx);
+    assert_int_equal(run_stats_new(&fx->stats), 0);
+    for (uint64_t i = 1; i <= 4; i++) {
+        struct req_record r = ok_record(50 * i, 500 + 10 * i); /* TTFT 50..200 ms */
+        run_stats_add_record(fx->stats, &r, &cfg);
+        for (int k = 0; k < 11; k++)
+            run_stats_add_itl(fx->stats, (40 + i) * MS);
+    }
+    struct req_record r = ok_record(50, 60);
+    r.outcome = REQ_HTTP_5XX;
+    r.http_status = 502;
+    run_stats_add_record(fx->stats, &r, &cfg);
+    r.flags |= REQF_WARMUP;
+    run_stats_add_record(fx->stats, &r, &cfg);
+    run_summary_compute(&fx->sum, fx->stats, 10.0, 42.0, &cfg);
+
+    assert_int_equal(slo_parse("ttft.p95<2s", &fx->slos[0], err, sizeof(err)), 0);
+    assert_int_equal(slo_parse("error_rate<1%", &fx->slos[1], err, sizeof(err)), 0);
+    fx->config =
+        json_pack("{s:s, s:s, s:{s:s, s:s}, s:f, s:[{s:s}]}", "target", "http://127.0.0.1:9/v1",
+                  "api_key", "sk-secret", "headers", "Authorization", "Bearer sk-secret", "X-Trace",
+                  "1", "rate", 5.0, "steps", "Token", "sk-also-secret");
+    fx->timeline = json_pack("[{s:i, s:i}]", "t", 0, "sent", 3);
+    assert_non_null(fx->config);
+    assert_non_null(fx->timeline);
+    fx->info = (struct result_info){
+        .config = fx->config,
+        .started_wall_ns = 1700000000123000000ull,
+        .warmup_s = 5,
+        .end_cut = false,
+        .slos = fx->slos,
+        .nslos = 2,
+        .timeline = fx->timeline,
+    };
+    assert_int_equal(result_build(fx->stats, &fx->sum, &fx->info, &fx->doc), 0);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    json_decref(fx->doc);
+    json_decref(fx->config);
+    json_decref(fx->timeline);
+    run_stats_free(fx->stats);
+    free(fx);
+    return 0;
+}
+
+static const json_t *path(const json_t *doc, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(doc, a);
+    if (v && b)
+        v = json_object_get(v, b);
+    if (!v)
+        fail_msg("missing %s%s%s", a, b ? "." : "", b ? b : "");
+    return v;
+}
+
+static double real(const json_t *doc, const char *a, const char *b)
+{
+    const json_t *v = path(doc, a, b);
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+static long long integer(const json_t *doc, const char *a, const char *b)
+{
+    const json_t *v = path(doc, a, b);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+static void test_document_keys(void **state)
+{
+    struct fixture *fx = *state;
+    const json_t *doc = fx->doc;
+
+    assert_string_equal(json_string_value(path(doc, "schema", NULL)), "tokenstorm.result/1");
+    assert_string_equal(json_string_value(path(doc, "tool", "name")), "tokenstorm");
+    assert_string_equal(json_string_value(path(doc, "tool", "version")), TS_VERSION);
+
+    /* run: the echo without credentials, plus the run's own facts. */
+    const json_t *run = path(doc, "run", NULL);
+    assert_string_equal(json_string_value(json_object_get(run, "target")), "http://127.0.0.1:9/v1");
+    assert_null(json_object_get(run, "api_key"));
+    assert_null(json_object_get(json_object_get(run, "headers"), "Authorization"));
+    assert_non_null(json_object_get(json_object_get(run, "headers"), "X-Trace"));
+    assert_int_equal(json_object_size(json_array_get(json_object_get(run, "steps"), 0)), 0);
+    assert_string_equal(json_string_value(json_object_get(run, "started_at")),
+                        "2023-11-14T22:13:20.123Z");
+    assert_true(real(doc, "run", "duration_s") == 10.0);
+    assert_true(real(doc, "run", "warmup_s") == 5.0);
+    assert_string_equal(json_string_value(json_object_get(run, "end_mode")), "waited");
+    /* The caller's object is untouched. */
+    assert_non_null(json_object_get(fx->config, "api_key"));
+
+    /* summary: vLLM's keys and values. */
+    assert_int_equal(integer(doc, "summary", "completed"), 4);
+    assert_int_equal(integer(doc, "summary", "failed"), 1);
+    assert_true(real(doc, "summary", "duration") == 10.0);
+    assert_int_equal(integer(doc, "summary", "total_input_tokens"), 4 * 52);
+    assert_int_equal(integer(doc, "summary", "total_output_tokens"), 44);
+    assert_true(real(doc, "summary", "request_throughput") == 0.4);
+    assert_true(real(doc, "summary", "request_goodput") == 0.3); /* TTFT 50, 100, 150 <= 150 */
+    assert_true(real(doc, "summary", "output_throughput") == 4.4);
+    assert_true(fabs(real(doc, "summary", "total_token_throughput") - 25.2) < 1e-12);
+    assert_true(real(doc, "summary", "max_output_tokens_per_s") == 42.0);
+    assert_true(real(doc, "summary", "mean_ttft_ms") == fx->sum.lat[STAT_TTFT].mean);
+    assert_true(real(doc, "summary", "median_ttft_ms") == fx->sum.lat[STAT_TTFT].pct[0]);
+    assert_true(real(doc, "summary", "p50_ttft_ms") == fx->sum.lat[STAT_TTFT].pct[0]);
+    assert_true(real(doc, "summary", "p99.9_e2el_ms") == fx->sum.lat[STAT_E2EL].pct[4]);
+    assert_true(fabs(real(doc, "summary", "p99_ttft_ms") - 200.0) <= 0.2);
+    assert_true(fabs(real(doc, "summary", "mean_itl_ms") - 42.5) <= 0.05);
+    assert_non_null(path(doc, "summary", "std_tpot_ms"));
+    assert_non_null(path(doc, "summary", "mean_ttfc_ms"));
+    assert_non_null(path(doc, "summary", "p99_lag_ms"));
+    assert_int_equal(integer(doc, "summary", "requests"), 5);
+    assert_int_equal(integer(doc, "summary", "cut"), 0);
+    assert_int_equal(integer(doc, "summary", "good"), 3);
+    assert_true(real(doc, "summary", "error_rate") == 0.2);
+    assert_string_equal(json_string_value(path(doc, "summary", "token_method")), "usage");
+    assert_true(real(path(doc, "summary", "goodput_config"), "ttft_ms", NULL) == 150.0);
+
+    /* latency: every metric, ms. */
+    const json_t *lat = path(doc, "latency", NULL);
+    assert_int_equal(json_object_size(lat), STAT_METRIC_COUNT);
+    assert_int_equal(integer(lat, "ttft", "count"), 4);
+    assert_true(fabs(real(lat, "ttft", "min") - 50.0) <= 0.05);
+    assert_true(fabs(real(lat, "ttft", "max") - 200.0) <= 0.2);
+    assert_non_null(path(lat, "e2el_uncorrected", "p99.9"));
+    assert_int_equal(integer(lat, "itl", "count"), 44);
+    assert_int_equal(integer(lat, "dns", "count"), 0);
+
+    /* counters */
+    assert_int_equal(integer(doc, "outcomes", "ok"), 4);
+    assert_int_equal(integer(doc, "outcomes", "http_5xx"), 1);
+    assert_int_equal(integer(doc, "outcomes", "cut"), 0);
+    assert_int_equal(json_object_size(path(doc, "outcomes", NULL)), REQ_OUTCOME_COUNT);
+    assert_int_equal(integer(doc, "http_status", "2xx"), 4);
+    assert_int_equal(integer(doc, "http_status", "5xx"), 1);
+    assert_int_equal(integer(doc, "streams", "streamed"), 5);
+    assert_string_equal(json_string_value(path(doc, "tokens", "method")), "usage");
+    assert_int_equal(integer(path(doc, "tokens", "by_method"), "usage", NULL), 4);
+    assert_int_equal(integer(doc, "tokens", "output_all"), 55);
+    assert_int_equal(integer(doc, "warmup", "requests"), 1);
+
+    /* slo verdicts */
+    const json_t *slo = path(doc, "slo", NULL);
+    assert_int_equal(json_array_size(slo), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(slo, 0), "expr")),
+                        "ttft.p95<2s");
+    assert_true(json_is_true(json_object_get(json_array_get(slo, 0), "pass")));
+    assert_true(json_is_false(json_object_get(json_array_get(slo, 1), "pass")));
+    assert_true(json_number_value(json_object_get(json_array_get(slo, 1), "actual")) == 0.2);
+
+    /* timeline copied, histograms encoded */
+    assert_true(json_equal(path(doc, "timeline", NULL), fx->timeline));
+    assert_int_equal(json_object_size(path(doc, "histograms", NULL)), STAT_METRIC_COUNT);
+    assert_true(json_string_length(path(doc, "histograms", "ttft")) > 20);
+}
+
+static void assert_stats_equal(const struct run_stats *a, const struct run_stats *b)
+{
+    for (int m = 0; m < STAT_METRIC_COUNT; m++)
+        assert_true(hdr_equal(a->hist[m], b->hist[m]));
+    size_t off = offsetof(struct run_stats, requests);
+    assert_memory_equal((const char *)a + off, (const char *)b + off, sizeof(*a) - off);
+}
+
+static void test_round_trip(void **state)
+{
+    struct fixture *fx = *state;
+    char err[256];
+    json_error_t jerr;
+    struct run_stats *back = NULL;
+
+    char *text = json_dumps(fx->doc, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+    assert_non_null(text);
+    json_t *again = json_loads(text, 0, &jerr);
+    free(text);
+    assert_non_null(again);
+    assert_int_equal(result_read_stats(again, &back, err, sizeof(err)), 0);
+    assert_stats_equal(back, fx->stats);
+
+    /* The same summary comes out of the rebuilt stats. */
+    struct run_summary sum2;
+    run_summary_compute(&sum2, back, 10.0, 42.0, &(struct goodput_cfg){.ttft_ms = 150});
+    for (int m = 0; m < STAT_METRIC_COUNT; m++) {
+        assert_int_equal(sum2.lat[m].count, fx->sum.lat[m].count);
+        assert_true(sum2.lat[m].pct[3] == fx->sum.lat[m].pct[3]);
+        assert_true(sum2.lat[m].max == fx->sum.lat[m].max);
+    }
+    assert_true(sum2.request_goodput == fx->sum.request_goodput);
+
+    /* Merging two read-back results doubles every count. */
+    struct run_stats *twice = NULL;
+    assert_int_equal(result_read_stats(again, &twice, err, sizeof(err)), 0);
+    assert_int_equal(run_stats_merge(twice, back), 0);
+    assert_int_equal(twice->requests, 10);
+    assert_int_equal(hdr_total_count(twice->hist[STAT_ITL]), 88);
+    run_stats_free(twice);
+    run_stats_free(back);
+    json_decref(again);
+}
+
+static void test_read_errors(void **state)
+{
+    struct fixture *fx = *state;
+    char err[256];
+    struct run_stats *s = NULL;
+    json_t *doc;
+
+    doc = json_pack("{s:s}", "schema", "something/2");
+    assert_int_equal(result_read_stats(doc, &s, err, sizeof(err)), TS_PARSE);
+    assert_string_equal(err, "result: not a tokenstorm.result/1 document");
+    json_decref(doc);
+    assert_int_equal(result_read_stats(NULL, &s, err, sizeof(err)), TS_PARSE);
+
+    doc = json_deep_copy(fx->doc);
+    json_object_set_new(json_object_get(doc, "outcomes"), "ok", json_string("x"));
+    assert_int_equal(result_read_stats(doc, &s, err, sizeof(err)), TS_PARSE);
+    assert_string_equal(err, "result: not a count: 'outcomes.ok'");
+    json_decref(doc);
+
+    doc = json_deep_copy(fx->doc);
+    json_object_set_new(json_object_get(doc, "tokens"), "input", json_integer(-1));
+    assert_int_equal(result_read_stats(doc, &s, err, sizeof(err)), TS_PARSE);
+    assert_string_equal(err, "result: not a count: 'tokens.input'");
+    json_decref(doc);
+
+    doc = json_deep_copy(fx->doc);
+    json_object_set_new(json_object_get(doc, "histograms"), "tpot", json_string("AAAA"));
+    assert_int_equal(result_read_stats(doc, &s, err, sizeof(err)), TS_PARSE);
+    assert_string_equal(err, "result: histogram does not decode: tpot");
+    json_decref(doc);
+    assert_null(s);
+
+    /* Sections that are missing count as zero (older or hand-made documents). */
+    doc = json_pack("{s:s}", "schema", RESULT_SCHEMA);
+    assert_int_equal(result_read_stats(doc, &s, NULL, 0), 0);
+    assert_int_equal(s->requests, 0);
+    run_stats_free(s);
+    json_decref(doc);
+}
+
+static void test_build_rejects_wrong_types(void **state)
+{
+    struct fixture *fx = *state;
+    struct result_info info = fx->info;
+    json_t *doc = NULL;
+    json_t *arr = json_array();
+
+    info.config = arr;
+    assert_int_equal(result_build(fx->stats, &fx->sum, &info, &doc), -EINVAL);
+    info.config = NULL;
+    info.timeline = fx->config;
+    assert_int_equal(result_build(fx->stats, &fx->sum, &info, &doc), -EINVAL);
+    assert_null(doc);
+
+    /* Minimal: no config, no timeline, no SLOs, goodput off, end cut. */
+    struct run_summary sum = fx->sum;
+    sum.goodput_enabled = false;
+    info = (struct result_info){.end_cut = true, .tool_version = "9.9"};
+    assert_int_equal(result_build(fx->stats, &sum, &info, &doc), 0);
+    assert_true(json_is_null(json_object_get(json_object_get(doc, "summary"), "request_goodput")));
+    assert_true(json_is_null(json_object_get(json_object_get(doc, "run"), "started_at")));
+    assert_string_equal(json_string_value(path(doc, "run", "end_mode")), "cut");
+    assert_string_equal(json_string_value(path(doc, "tool", "version")), "9.9");
+    assert_int_equal(json_array_size(path(doc, "slo", NULL)), 0);
+    assert_int_equal(json_array_size(path(doc, "timeline", NULL)), 0);
+    json_decref(doc);
+    json_decref(arr);
+}
+
+static void test_build_out_of_memory(void **state)
+{
+    struct fixture *fx = *state;
+    /* Fail each allocation in turn (histogram encoding allocates through ts_malloc). */
+    for (long n = 0; n < 200; n++) {
+        json_t *doc = NULL;
+        ts_alloc_fail_after(n);
+        int rc = result_build(fx->stats, &fx->sum, &fx->info, &doc);
+        ts_alloc_fail_after(-1);
+        if (rc == 0) {
+            json_decref(doc);
+            return;
+        }
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(doc);
+    }
+    fail_msg("result_build never succeeded");
+}
+
+static void test_write_file(void **state)
+{
+    struct fixture *fx = *state;
+    char dir[] = "/tmp/test_result.XXXXXX";
+    char file[128], tmp[160], err[256];
+    json_error_t jerr;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof(file), "%s/result.json", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+    assert_int_equal(result_write_file(fx->doc, file, err, sizeof(err)), 0);
+    assert_int_equal(access(tmp, F_OK), -1);
+    json_t *back = json_load_file(file, 0, &jerr);
+    assert_non_null(back);
+    assert_string_equal(json_string_value(json_object_get(back, "schema")), RESULT_SCHEMA);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(back, "summary"), "completed")), 4);
+    json_decref(back);
+    assert_int_equal(unlink(file), 0);
+
+    snprintf(file, sizeof(file), "%s/missing/result.json", dir);
+    assert_true(result_write_file(fx->doc, file, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "missing/result.json.tmp: "));
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static char *line_of(const struct req_record *r, uint64_t start)
+{
+    struct buf b;
+    buf_init(&b, 4096);
+    assert_int_equal(result_append_request(&b, r, start), 0);
+    char *s = buf_take(&b, NULL);
+    buf_release(&b);
+    return s;
+}
+
+static void test_request_line(void **state)
+{
+    json_error_t jerr;
+    struct req_record r = ok_record(100, 500);
+    char *line = line_of(&r, BASE);
+
+    /* One line, exactly. */
+    assert_non_null(strchr(line, '\n'));
+    assert_int_equal(strchr(line, '\n')[1], '\0');
+    /* Times relative to the run start, ms with 3 decimals. */
+    assert_non_null(strstr(line, "\"intended_ms\":1.000,"));
+    assert_non_null(strstr(line, "\"start_ms\":1.500,"));
+    assert_non_null(strstr(line, "\"first_chunk_ms\":101.000,"));
+    assert_non_null(strstr(line, "\"lag_ms\":0.500,"));
+    assert_non_null(strstr(line, "\"ttft_ms\":100.000,"));
+    assert_non_null(strstr(line, "\"ttfc_ms\":102.000,"));
+    assert_non_null(strstr(line, "\"e2el_ms\":500.000,"));
+    assert_non_null(strstr(line, "\"tpot_ms\":40.000,"));
+    assert_non_null(strstr(line, "\"dns_ms\":null,"));
+    assert_non_null(strstr(line, "\"sent_ms\":0.120,"));
+    assert_non_null(strstr(line, "\"itl_mean_ms\":36.364,")); /* 400 ms / 11 gaps */
+
+    json_t *o = json_loads(line, 0, &jerr);
+    assert_non_null(o);
+    assert_int_equal(json_integer_value(json_object_get(o, "id")), 7);
+    assert_int_equal(json_integer_value(json_object_get(o, "worker")), 2);
+    assert_string_equal(json_string_value(json_object_get(o, "outcome")), "ok");
+    assert_string_equal(json_string_value(json_object_get(o, "token_source")), "usage");
+    assert_string_equal(json_string_value(json_object_get(o, "finish_reason")), "length");
+    assert_true(json_is_null(json_object_get(o, "error")));
+    assert_true(json_is_true(json_object_get(o, "stream")));
+    assert_true(json_is_false(json_object_get(o, "warmup")));
+    assert_int_equal(json_integer_value(json_object_get(o, "usage_prompt_tokens")), 52);
+    assert_true(json_number_value(json_object_get(o, "end_ms")) == 502.0);
+    json_decref(o);
+    free(line);
+}
+
+static void test_request_line_edge_cases(void **state)
+{
+    json_error_t jerr;
+    struct req_record r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = REQ_STREAM_ERROR;
+    r.http_status = 200;
+    r.intended_ns = BASE - 500 * US; /* scheduled before the run start mark */
+    r.start_ns = BASE + 1499;        /* rounds to 0.001 ms */
+    r.usage_prompt_tokens = -1;
+    r.usage_completion_tokens = -1;
+    r.token_source = TOKENS_CHUNKS;
+    /* Quotes, a newline, a control byte, and UTF-8: valid, truncated, invalid. */
+    strcpy(r.error, "bad \"x\"\n\x01 caf\xc3\xa9 \xe2\x82 \xff end");
+    memcpy(r.finish_reason, "0123456789abcdef", 16); /* no NUL: bounded by the array */
+
+    char *line = line_of(&r, BASE);
+    assert_non_null(strstr(line, "\"intended_ms\":-0.500,"));
+    assert_non_null(strstr(line, "\"start_ms\":0.001,"));
+    assert_non_null(strstr(line, "\"first_chunk_ms\":null,"));
+    assert_non_null(strstr(line, "\"ttft_ms\":null,"));
+    assert_non_null(strstr(line, "\"tpot_ms\":null,"));
+    assert_non_null(strstr(line, "\"itl_mean_ms\":null,"));
+    assert_non_null(strstr(line, "\"usage_prompt_tokens\":null,"));
+    assert_non_null(strstr(line, "\"error\":\"bad \\\"x\\\"\\u000a\\u0001 caf\xc3\xa9 "
+                                 "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd end\"}"));
+
+    json_t *o = json_loads(line, 0, &jerr);
+    if (!o)
+        fail_msg("not JSON: %s (%s)", jerr.text, line);
+    assert_string_equal(json_string_value(json_object_get(o, "outcome")), "stream_error");
+    assert_string_equal(json_string_value(json_object_get(o, "finish_reason")), "0123456789abcdef");
+    assert_string_equal(json_string_value(json_object_get(o, "error")),
+                        "bad \"x\"\n\x01 caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd end");
+    json_decref(o);
+    free(line);
+
+    /* A full buffer fails and leaves what was there. */
+    struct buf b;
+    buf_init(&b, 64);
+    assert_int_equal(buf_append_str(&b, "keep"), 0);
+    assert_int_equal(result_append_request(&b, &r, BASE), TS_TOOBIG);
+    assert_string_equal(buf_cstr(&b), "keep");
+    buf_release(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_document_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_rejects_wrong_types, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_out_of_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_file, setup, teardown),
+        cmocka_unit_test(test_request_line),
+        cmocka_unit_test(test_request_line_edge_cases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
