@@ -1,0 +1,392 @@
+/*
+ * exchange.c - one request of the load engine on the wire: send it, read its
+ * stream event by event with the time each event arrived, and turn what
+ * happened into one struct req_record with exactly one outcome.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "llm/text.h"
+#include "load/runner_int.h"
+#include "report/result.h"
+
+#define EXCH_MAX_EVENT      (4u << 20)  /* one SSE event */
+#define EXCH_MAX_BODY       (64u << 20) /* a non-streamed body */
+#define EXCH_MAX_ERROR_BODY (64u << 10) /* kept of an error body */
+
+/* Keeps the first error of a request: prefix followed by detail. */
+static void set_error(struct exch *x, const char *prefix, const char *detail)
+{
+    if (x->rec.error[0])
+        return;
+    snprintf(x->rec.error, sizeof(x->rec.error), "%s%s", prefix, detail ? detail : "");
+}
+
+static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
+{
+    struct req_record *r = &x->rec;
+    if (c->flags & OPENAI_CHUNK_DONE) {
+        x->saw_done = true;
+        return;
+    }
+    if (c->flags & OPENAI_CHUNK_ERROR) {
+        x->saw_error = true;
+        set_error(x, "", c->error.code ? c->error.code : c->error.message);
+    }
+    if (c->id) {
+        if (!x->have_id) {
+            snprintf(x->first_id, sizeof(x->first_id), "%s", c->id);
+            x->have_id = true;
+        } else if (strncmp(x->first_id, c->id, sizeof(x->first_id) - 1)) {
+            r->flags |= REQF_ID_CHANGED;
+        }
+    }
+    if (c->n_choices) {
+        /* vLLM's benchmark: the first chunk with choices is the first token,
+         * each later one adds an inter-token gap */
+        if (!r->first_chunk_ns) {
+            r->first_chunk_ns = at;
+        } else {
+            uint64_t gap = at - x->last_choice_ns;
+            r->itl_sum_ns += gap;
+            if (gap > r->itl_max_ns)
+                r->itl_max_ns = gap;
+            if (!(r->flags & REQF_WARMUP))
+                run_stats_add_itl(x->w->active, gap);
+        }
+        x->last_choice_ns = at;
+        r->choice_chunks++;
+        if (c->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TEXT | OPENAI_CHUNK_REASONING |
+                        OPENAI_CHUNK_TOOL_CALLS)) {
+            r->content_chunks++;
+            atomic_fetch_add_explicit(&x->w->chunks_rx, 1, memory_order_relaxed);
+            if (!r->first_token_ns)
+                r->first_token_ns = at;
+        }
+        for (size_t i = 0; i < c->n_choices; i++) {
+            if (c->choices[i].finish_reason) {
+                x->saw_finish = true;
+                snprintf(r->finish_reason, sizeof(r->finish_reason), "%s",
+                         c->choices[i].finish_reason);
+            }
+        }
+    }
+    if (c->flags & OPENAI_CHUNK_USAGE) {
+        if (c->usage.prompt_tokens >= 0)
+            r->usage_prompt_tokens = (int32_t)c->usage.prompt_tokens;
+        if (c->usage.completion_tokens >= 0)
+            r->usage_completion_tokens = (int32_t)c->usage.completion_tokens;
+    }
+}
+
+static int on_sse_event(void *ctx, const struct sse_event *ev)
+{
+    struct exch *x = ctx;
+    struct openai_chunk c;
+    if (openai_decode_chunk(&x->w->decoder, ev->data, ev->data_len, &c)) {
+        x->malformed = true;
+        set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
+        return 0; /* go on: later chunks may still be fine */
+    }
+    on_chunk(x, &c, ev->arrival_ns);
+    return 0;
+}
+
+static void on_headers(struct http_call *call, long status, void *user)
+{
+    struct exch *x = user;
+    x->rec.http_status = (int)status;
+    const char *ct = http_call_header(call, "content-type");
+    x->sse_mode = status >= 200 && status < 300 && ct && !strncasecmp(ct, "text/event-stream", 17);
+}
+
+static int on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
+                   void *user)
+{
+    struct exch *x = user;
+    if (!x->rec.first_byte_ns)
+        x->rec.first_byte_ns = now_ns;
+    if (x->sse_mode) {
+        int rc = sse_parser_feed(&x->sse, data, len, now_ns);
+        if (rc) {
+            x->malformed = true;
+            set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
+            return 1; /* abort: the stream cannot be read further */
+        }
+        return 0;
+    }
+    size_t cap =
+        x->rec.http_status >= 200 && x->rec.http_status < 300 ? EXCH_MAX_BODY : EXCH_MAX_ERROR_BODY;
+    if (x->body.len + len > cap)
+        len = cap > x->body.len ? cap - x->body.len : 0;
+    if (len && buf_append(&x->body, data, len)) {
+        set_error(x, "", "response body over the limit");
+        return 1;
+    }
+    return 0;
+}
+
+static enum req_outcome outcome_of_transport(enum http_call_error e)
+{
+    switch (e) {
+    case HTTP_CALL_OK:
+        return REQ_OK;
+    case HTTP_CALL_ERR_CONNECT:
+    case HTTP_CALL_ERR_DNS:
+        return REQ_CONNECT;
+    case HTTP_CALL_ERR_TLS:
+        return REQ_TLS;
+    case HTTP_CALL_ERR_TIMEOUT_CONNECT:
+        return REQ_TIMEOUT_CONNECT;
+    case HTTP_CALL_ERR_TIMEOUT_TTFB:
+        return REQ_TIMEOUT_TTFB;
+    case HTTP_CALL_ERR_TIMEOUT_IDLE:
+        return REQ_TIMEOUT_IDLE;
+    case HTTP_CALL_ERR_TIMEOUT_TOTAL:
+        return REQ_TIMEOUT_TOTAL;
+    case HTTP_CALL_ERR_SEND:
+    case HTTP_CALL_ERR_RECV:
+        return REQ_RECV;
+    case HTTP_CALL_ERR_ABORTED:
+        return REQ_CUT;
+    default:
+        return REQ_OTHER;
+    }
+}
+
+/* A non-streamed body (or an error body): decode it for the outcome, tokens and error code. */
+static void finish_body(struct exch *x)
+{
+    struct req_record *r = &x->rec;
+    struct openai_chunk c;
+    if (openai_decode_body(&x->w->decoder, buf_cstr(&x->body), x->body.len, &c)) {
+        if (r->http_status >= 200 && r->http_status < 300) {
+            x->malformed = true;
+            set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
+        }
+        return;
+    }
+    if (c.flags & OPENAI_CHUNK_ERROR) {
+        x->saw_error = r->http_status >= 200 && r->http_status < 300;
+        set_error(x, "", c.error.code ? c.error.code : c.error.message);
+        return;
+    }
+    r->first_chunk_ns = r->first_token_ns = r->last_chunk_ns = x->last_choice_ns = r->end_ns;
+    x->saw_done = x->saw_finish = true;
+    size_t text = 0;
+    for (size_t i = 0; i < c.n_choices; i++) {
+        const struct openai_choice *ch = &c.choices[i];
+        if (ch->content)
+            text += text_count_tokens(ch->content, ch->content_len);
+        if (ch->text)
+            text += text_count_tokens(ch->text, ch->text_len);
+        if (ch->finish_reason)
+            snprintf(r->finish_reason, sizeof(r->finish_reason), "%s", ch->finish_reason);
+    }
+    r->client_tokens = (uint32_t)text;
+    if (c.n_choices)
+        r->choice_chunks = r->content_chunks = 1;
+    if (c.usage.present) {
+        if (c.usage.prompt_tokens >= 0)
+            r->usage_prompt_tokens = (int32_t)c.usage.prompt_tokens;
+        if (c.usage.completion_tokens >= 0)
+            r->usage_completion_tokens = (int32_t)c.usage.completion_tokens;
+    }
+}
+
+static void classify(struct exch *x, const struct http_call_result *res)
+{
+    struct req_record *r = &x->rec;
+    int st = r->http_status;
+    enum req_outcome o = outcome_of_transport(res->error);
+    if (x->cut)
+        o = REQ_CUT;
+    if (o == REQ_RECV && x->saw_done && x->saw_finish)
+        o = REQ_OK; /* the connection broke after the whole answer arrived */
+    else if (o == REQ_RECV && x->sse_mode && r->first_byte_ns) {
+        o = REQ_TRUNCATED; /* the stream had begun: the answer was cut */
+        set_error(x, "connection closed mid-stream: ", res->error_text);
+    }
+    if (o == REQ_OK || (res->error == HTTP_CALL_ERR_ABORTED && !x->cut)) {
+        if (st == 429)
+            o = REQ_HTTP_429;
+        else if (st >= 500)
+            o = REQ_HTTP_5XX;
+        else if (st >= 400)
+            o = REQ_HTTP_4XX;
+        else if (st < 200 || st >= 300)
+            o = REQ_OTHER;
+        else if (x->saw_error)
+            o = REQ_STREAM_ERROR;
+        else if (x->malformed)
+            o = REQ_MALFORMED;
+        else if (x->item.stream && (!x->saw_done || !x->saw_finish))
+            o = REQ_TRUNCATED;
+        else
+            o = REQ_OK;
+    }
+    if (o != REQ_OK && !r->error[0])
+        set_error(x, "", res->error != HTTP_CALL_OK ? res->error_text : NULL);
+    if (x->item.stream) {
+        r->flags |= REQF_STREAM;
+        if (!x->saw_done)
+            r->flags |= REQF_NO_DONE;
+        if (!x->saw_finish)
+            r->flags |= REQF_NO_FINISH;
+    }
+    r->outcome = o;
+}
+
+static uint32_t us_of(uint64_t ns)
+{
+    uint64_t us = ns / 1000;
+    return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static void on_done(struct http_call *call, const struct http_call_result *res, void *user)
+{
+    struct exch *x = user;
+    struct worker *w = x->w;
+    struct req_record *r = &x->rec;
+    r->end_ns = res->end_ns ? res->end_ns : ts_now_ns();
+    if (!r->http_status)
+        r->http_status = (int)res->status;
+    if (res->reused)
+        r->flags |= REQF_REUSED_CONN;
+    r->dns_us = us_of(res->dns_ns);
+    r->connect_us = us_of(res->connect_ns);
+    r->tls_us = us_of(res->tls_ns);
+    r->sent_us = us_of(res->pretransfer_ns);
+    r->ttfb_us = us_of(res->starttransfer_ns);
+    if (x->sse_mode) {
+        size_t discarded = 0;
+        (void)sse_parser_finish(&x->sse, &discarded);
+    } else if (res->error == HTTP_CALL_OK || x->body.len) {
+        finish_body(x);
+    }
+    if (x->sse_mode)
+        r->last_chunk_ns = x->last_choice_ns;
+    classify(x, res);
+    /* tokens: server usage first, else what the client counted */
+    if (x->sse_mode)
+        r->client_tokens = r->content_chunks;
+    if (r->usage_completion_tokens >= 0) {
+        r->output_tokens = (uint32_t)r->usage_completion_tokens;
+        r->token_source = TOKENS_USAGE;
+        if (x->sse_mode && (uint32_t)r->usage_completion_tokens != r->client_tokens)
+            r->flags |= REQF_USAGE_MISMATCH;
+    } else {
+        r->output_tokens = r->client_tokens;
+        r->token_source = x->sse_mode ? TOKENS_CHUNKS : TOKENS_TOKENIZER;
+    }
+    x->call = NULL;
+    worker_request_done(w, x, x->user);
+}
+
+static const struct http_call_ops exch_ops = {
+    .on_headers = on_headers,
+    .on_body = on_body,
+    .on_done = on_done,
+};
+
+void exch_cut(struct exch *x)
+{
+    x->cut = true;
+    if (x->call)
+        http_call_cancel(x->call);
+}
+
+void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
+{
+    struct runner *run = w->run;
+    const struct runner_config *cfg = run->cfg;
+    struct exch *x = ts_calloc(1, sizeof(*x));
+    if (!x) {
+        ts_error("worker %u: out of memory", w->index);
+        return;
+    }
+    x->w = w;
+    x->user = user;
+    struct req_record *r = &x->rec;
+    r->id = index;
+    r->worker = w->index;
+    r->intended_ns = intended_ns;
+    r->usage_prompt_tokens = -1;
+    r->usage_completion_tokens = -1;
+    if (intended_ns < run->warmup_end_ns)
+        r->flags |= REQF_WARMUP;
+    buf_init(&x->body, EXCH_MAX_BODY);
+    sse_parser_init(&x->sse, EXCH_MAX_EVENT, on_sse_event, x);
+    x->prev = NULL;
+    x->next = w->inflight;
+    if (w->inflight)
+        w->inflight->prev = x;
+    w->inflight = x;
+    w->n_inflight++;
+    atomic_fetch_add(&w->in_flight_now, 1);
+    atomic_fetch_add(&w->sent, 1);
+
+    int rc = workload_item(cfg->workload, index, &x->item);
+    if (rc) {
+        r->start_ns = ts_now_ns();
+        r->end_ns = r->start_ns;
+        r->outcome = REQ_OTHER;
+        set_error(x, "cannot build the request: ", ts_strerror(rc));
+        worker_request_done(w, x, user);
+        return;
+    }
+    r->prompt_tokens = x->item.prompt_tokens;
+    r->max_tokens = x->item.max_tokens;
+    /* the request id lets a server's logs (the simulator's trace log) be joined */
+    const char *headers[RUNNER_MAX_HEADERS + 1];
+    char request_id[64];
+    snprintf(request_id, sizeof(request_id), "X-Request-Id: ts-%016llx-%llu",
+             (unsigned long long)run->run_id, (unsigned long long)index);
+    memcpy(headers, cfg->headers, cfg->n_headers * sizeof(*headers));
+    headers[cfg->n_headers] = request_id;
+    struct http_call_spec spec = {
+        .method = "POST",
+        .url = cfg->url,
+        .headers = headers,
+        .n_headers = cfg->n_headers + 1,
+        .body = x->item.body,
+        .body_len = x->item.body_len,
+    };
+    r->start_ns = ts_now_ns();
+    rc = http_client_request(&w->client, &spec, &exch_ops, x, &x->call);
+    if (rc) {
+        r->end_ns = ts_now_ns();
+        r->outcome = REQ_OTHER;
+        set_error(x, "cannot send: ", ts_strerror(rc));
+        worker_request_done(w, x, user);
+    }
+}
+
+void exch_finish(struct exch *x)
+{
+    struct worker *w = x->w;
+    const struct runner_config *cfg = w->run->cfg;
+    run_stats_add_record(w->active, &x->rec, &cfg->goodput);
+    if (cfg->requests_out) {
+        struct buf line;
+        buf_init(&line, 64 * 1024);
+        if (!result_append_request(&line, &x->rec, w->run->start_ns))
+            (void)asyncw_write(cfg->requests_out, line.data, line.len);
+        buf_release(&line);
+    }
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        w->inflight = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    w->n_inflight--;
+    atomic_fetch_sub(&w->in_flight_now, 1);
+    sse_parser_release(&x->sse);
+    buf_release(&x->body);
+    work_item_release(&x->item);
+    ts_free(x);
+}

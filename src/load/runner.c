@@ -1,0 +1,427 @@
+/*
+ * runner.c - the coordinator of a load run: starts the workers, collects
+ * their measurements once a second (timeline, interval log, progress), ends
+ * the run and hands back the merged result.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/hlog.h"
+#include "base/log.h"
+#include "load/runner_int.h"
+
+static atomic_bool stop_requested;
+static uv_async_t *stop_async; /* set while a run is in progress */
+
+void runner_stop(void)
+{
+    atomic_store(&stop_requested, true);
+    uv_async_t *a = stop_async;
+    if (a)
+        uv_async_send(a); /* async-signal-safe */
+}
+
+int runner_config_check(const struct runner_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->n_headers > RUNNER_MAX_HEADERS) {
+        snprintf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
+        return -EINVAL;
+    }
+    if (!cfg->url || !cfg->workload) {
+        snprintf(err, errlen, "no target or no workload");
+        return -EINVAL;
+    }
+    if (cfg->workers < 1 || cfg->workers > RUNNER_MAX_WORKERS) {
+        snprintf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
+        return -EINVAL;
+    }
+    if (cfg->mode == RUNNER_CLOSED && (cfg->users < 1 || cfg->users > RUNNER_MAX_USERS)) {
+        snprintf(err, errlen, "users (--concurrency) must be 1..%u", RUNNER_MAX_USERS);
+        return -EINVAL;
+    }
+    if (cfg->mode == RUNNER_OPEN && !cfg->arrival.stages && !(cfg->arrival.rate > 0) &&
+        !(cfg->arrival.ramp_to > 0)) {
+        snprintf(err, errlen, "the open loop needs a rate > 0 (--rate) or stages");
+        return -EINVAL;
+    }
+    if (!cfg->duration_ns && !cfg->max_requests &&
+        !(cfg->mode == RUNNER_OPEN && (cfg->arrival.stages || cfg->arrival.ramp_ns))) {
+        snprintf(err, errlen, "the run needs an end: a duration or a number of requests");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+struct coord {
+    struct runner run;
+    uv_loop_t loop;
+    uv_timer_t tick;
+    uv_timer_t drain;
+    uv_async_t stop;
+    uv_signal_t sigint, sigterm;
+    struct run_stats *total;
+    struct run_stats *interval;
+    struct hlog_writer hlog;
+    struct runner_point *timeline;
+    size_t ntimeline, timeline_cap;
+    uint64_t last_tick_ns;
+    uint64_t last_sent;
+    uint64_t last_chunks;
+    uint64_t pending_close; /* end time of an interval waiting for the workers' stats */
+    uint32_t delivered; /* workers whose stats arrived since the last tick */
+    double peak_tps;
+    bool sending_over;
+    bool cut_sent;
+    bool quitting;
+    bool end_cut;
+    bool interrupted;
+    uint64_t last_end_ns; /* when the last request ended */
+    char err[256];
+};
+
+static void broadcast(struct coord *c, unsigned bits)
+{
+    for (uint32_t i = 0; i < c->run.nworkers; i++)
+        worker_post(&c->run.workers[i], bits);
+}
+
+static uint64_t total_sent(struct coord *c)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < c->run.nworkers; i++)
+        n += atomic_load(&c->run.workers[i].sent);
+    return n;
+}
+
+static uint64_t total_in_flight(struct coord *c)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < c->run.nworkers; i++)
+        n += atomic_load(&c->run.workers[i].in_flight_now);
+    return n;
+}
+
+static uint64_t total_chunks(struct coord *c)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < c->run.nworkers; i++)
+        n += atomic_load_explicit(&c->run.workers[i].chunks_rx, memory_order_relaxed);
+    return n;
+}
+
+static double pct_ms(const struct run_stats *s, enum stat_metric m, double p)
+{
+    const struct hdr *h = s->hist[m];
+    if (!h || !hdr_total_count(h))
+        return 0;
+    return (double)hdr_value_at_percentile(h, p) / 1000.0;
+}
+
+/* Closes one interval: a timeline point, .hlog lines, the progress callback. */
+static void close_interval(struct coord *c, uint64_t now)
+{
+    const struct runner_config *cfg = c->run.cfg;
+    struct run_stats *iv = c->interval;
+    double t0 = (double)(c->last_tick_ns - c->run.start_ns) / 1e9;
+    double t1 = (double)(now - c->run.start_ns) / 1e9;
+    uint64_t sent = total_sent(c);
+    struct runner_point p = {
+        .t_s = t1,
+        .sent = sent - c->last_sent,
+        .completed = iv->outcomes[REQ_OK],
+        .errors = iv->requests - iv->outcomes[REQ_OK] - iv->outcomes[REQ_CUT],
+        .in_flight = total_in_flight(c),
+        .output_tokens = iv->output_tokens_all,
+        .chunks = total_chunks(c) - c->last_chunks,
+        .ttft_p50_ms = pct_ms(iv, STAT_TTFT, 50),
+        .ttft_p99_ms = pct_ms(iv, STAT_TTFT, 99),
+        .e2el_p50_ms = pct_ms(iv, STAT_E2EL, 50),
+        .lag_p99_ms = pct_ms(iv, STAT_LAG, 99),
+    };
+    c->last_sent = sent;
+    c->last_chunks += p.chunks;
+    if (c->ntimeline == c->timeline_cap) {
+        size_t cap = c->timeline_cap ? c->timeline_cap * 2 : 64;
+        struct runner_point *tl = ts_realloc(c->timeline, cap * sizeof(*tl));
+        if (tl) {
+            c->timeline = tl;
+            c->timeline_cap = cap;
+        }
+    }
+    if (c->ntimeline < c->timeline_cap)
+        c->timeline[c->ntimeline++] = p;
+    double len = t1 - t0;
+    if (len > 0.5 && (double)p.chunks / len > c->peak_tps &&
+        c->last_tick_ns >= c->run.warmup_end_ns)
+        c->peak_tps = (double)p.chunks / len;
+    if (cfg->hlog) {
+        static const struct {
+            const char *tag;
+            enum stat_metric m;
+        } tags[] = {{"ttft", STAT_TTFT},
+                    {"itl", STAT_ITL},
+                    {"tpot", STAT_TPOT},
+                    {"e2el", STAT_E2EL},
+                    {"lag", STAT_LAG}};
+        for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++)
+            if (iv->hist[tags[i].m] && hdr_total_count(iv->hist[tags[i].m]))
+                if (hlog_write_interval(&c->hlog, tags[i].tag, t0, len, iv->hist[tags[i].m]))
+                    ts_warn("latency.hlog: write failed");
+        fflush(cfg->hlog);
+    }
+    c->last_tick_ns = now;
+    run_stats_reset(iv);
+    if (cfg->on_tick) {
+        uint64_t done = c->total->outcomes[REQ_OK];
+        struct runner_progress pr = {
+            .elapsed_s = t1,
+            .total_s = cfg->duration_ns ? (double)cfg->duration_ns / 1e9 : 0,
+            .sent = sent,
+            .completed = done,
+            .errors = c->total->requests - done - c->total->outcomes[REQ_CUT],
+            .in_flight = p.in_flight,
+            .last = &c->timeline[c->ntimeline - 1],
+            .rate = len > 0 ? (double)p.completed / len : 0,
+            .tokens_per_s = len > 0 ? (double)p.chunks / len : 0,
+            .draining = c->sending_over,
+        };
+        cfg->on_tick(&pr, cfg->tick_arg);
+    }
+}
+
+/* Takes the stats each worker posted, merges them, hands back empty ones. */
+static void collect(struct coord *c)
+{
+    for (uint32_t i = 0; i < c->run.nworkers; i++) {
+        struct worker *w = &c->run.workers[i];
+        pthread_mutex_lock(&w->mail_lock);
+        struct run_stats *full = w->mailbox;
+        w->mailbox = NULL;
+        pthread_mutex_unlock(&w->mail_lock);
+        if (!full)
+            continue;
+        if (run_stats_merge(c->total, full) || run_stats_merge(c->interval, full))
+            ts_warn("runner: out of memory merging measurements");
+        run_stats_reset(full);
+        pthread_mutex_lock(&w->mail_lock);
+        if (!w->spare)
+            w->spare = full;
+        else
+            run_stats_free(full);
+        pthread_mutex_unlock(&w->mail_lock);
+        c->delivered++;
+    }
+}
+
+static void on_worker_event(uv_async_t *h)
+{
+    struct coord *c = h->data;
+    collect(c);
+    if (c->pending_close && c->delivered >= c->run.nworkers) {
+        close_interval(c, c->pending_close);
+        c->pending_close = 0;
+    }
+    if (!c->quitting && atomic_load(&c->run.workers_done) == c->run.nworkers) {
+        c->quitting = true;
+        c->last_end_ns = ts_now_ns();
+        uv_timer_stop(&c->tick);
+        uv_timer_stop(&c->drain);
+        broadcast(c, WCMD_QUIT);
+        uv_close((uv_handle_t *)&c->tick, NULL);
+        uv_close((uv_handle_t *)&c->drain, NULL);
+        uv_close((uv_handle_t *)&c->stop, NULL);
+        uv_close((uv_handle_t *)&c->run.worker_event, NULL);
+        if (c->run.cfg->handle_signals) {
+            uv_close((uv_handle_t *)&c->sigint, NULL);
+            uv_close((uv_handle_t *)&c->sigterm, NULL);
+        }
+    }
+}
+
+static void on_drain_timeout(uv_timer_t *h)
+{
+    struct coord *c = h->data;
+    if (!c->cut_sent) {
+        c->cut_sent = true;
+        c->end_cut = total_in_flight(c) > 0;
+        broadcast(c, WCMD_CUT);
+    }
+}
+
+static void begin_end(struct coord *c)
+{
+    if (c->sending_over)
+        return;
+    c->sending_over = true;
+    broadcast(c, WCMD_STOP);
+    uint64_t drain_ms = c->run.cfg->drain_ns / TS_NS_PER_MS;
+    if (c->interrupted)
+        drain_ms = 0;
+    uv_timer_start(&c->drain, on_drain_timeout, drain_ms, 0);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    struct coord *c = h->data;
+    uint64_t now = ts_now_ns();
+    collect(c);
+    if (c->pending_close) /* a worker was too busy to answer within a second */
+        close_interval(c, c->pending_close);
+    c->pending_close = now;
+    c->delivered = 0;
+    broadcast(c, WCMD_ROTATE);
+    if (now >= c->run.end_send_ns)
+        begin_end(c);
+}
+
+static void on_stop(uv_async_t *h)
+{
+    struct coord *c = h->data;
+    if (!atomic_load(&stop_requested) || c->interrupted)
+        return;
+    c->interrupted = true;
+    atomic_store(&c->run.stop, true);
+    c->sending_over = false; /* begin_end again with no drain */
+    begin_end(c);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    ts_info("%s: stopping; results so far are kept", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    runner_stop();
+}
+
+int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err, size_t errlen)
+{
+    int rc = runner_config_check(cfg, err, errlen);
+    if (rc)
+        return rc;
+    memset(out, 0, sizeof(*out));
+    struct coord *c = ts_calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    struct runner *run = &c->run;
+    run->cfg = cfg;
+    run->nworkers = cfg->workers;
+    atomic_store(&stop_requested, false);
+    run->workers = ts_calloc(cfg->workers, sizeof(*run->workers));
+    if (!run->workers || run_stats_new(&c->total) || run_stats_new(&c->interval)) {
+        snprintf(err, errlen, "out of memory");
+        rc = -ENOMEM;
+        goto out_free;
+    }
+    uint32_t inited = 0;
+    for (; inited < cfg->workers; inited++) {
+        if ((rc = worker_init(&run->workers[inited], run, inited, err, errlen))) {
+            inited++;
+            goto out_workers;
+        }
+    }
+    if ((rc = uv_loop_init(&c->loop))) {
+        snprintf(err, errlen, "event loop: %s", uv_strerror(rc));
+        goto out_workers;
+    }
+    uv_timer_init(&c->loop, &c->tick);
+    uv_timer_init(&c->loop, &c->drain);
+    uv_async_init(&c->loop, &c->stop, on_stop);
+    uv_async_init(&c->loop, &run->worker_event, on_worker_event);
+    c->tick.data = c->drain.data = c->stop.data = run->worker_event.data = c;
+    if (cfg->handle_signals) {
+        uv_signal_init(&c->loop, &c->sigint);
+        uv_signal_init(&c->loop, &c->sigterm);
+        c->sigint.data = c->sigterm.data = c;
+        uv_signal_start(&c->sigint, on_signal, SIGINT);
+        uv_signal_start(&c->sigterm, on_signal, SIGTERM);
+    }
+    stop_async = &c->stop;
+
+    /* time 0: a little ahead, so every worker is running when it comes */
+    out->started_wall_ns = ts_wall_ns();
+    run->start_ns = ts_now_ns() + 20 * TS_NS_PER_MS;
+    run->warmup_end_ns = run->start_ns + cfg->warmup_ns;
+    run->run_id = splitmix64_next(&(uint64_t){ts_wall_ns() ^ run->start_ns});
+    run->end_send_ns =
+        cfg->duration_ns ? run->start_ns + cfg->warmup_ns + cfg->duration_ns : UINT64_MAX;
+    c->last_tick_ns = run->start_ns;
+    if (cfg->hlog) {
+        hlog_writer_init(&c->hlog, cfg->hlog, HLOG_RATIO_US_TO_MS);
+        if (hlog_write_header(&c->hlog, "tokenstorm run: latencies in microseconds",
+                              (double)out->started_wall_ns / 1e9, 0))
+            ts_warn("latency.hlog: write failed");
+    }
+    uint32_t started = 0;
+    for (; started < cfg->workers; started++) {
+        struct worker *w = &run->workers[started];
+        if ((rc = pthread_create(&w->thread, NULL, worker_main, w))) {
+            snprintf(err, errlen, "cannot start worker thread: %s", strerror(rc));
+            rc = -rc;
+            break;
+        }
+        w->thread_started = true;
+    }
+    if (rc) {
+        atomic_store(&run->stop, true);
+        for (uint32_t i = 0; i < started; i++)
+            worker_post(&run->workers[i], WCMD_CUT);
+    }
+    uv_timer_start(&c->tick, on_tick, 1000, 1000);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    stop_async = NULL;
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(run->workers[i].thread, NULL);
+    /* the last measurements: what the workers hold now */
+    for (uint32_t i = 0; i < cfg->workers; i++) {
+        struct worker *w = &run->workers[i];
+        struct run_stats *held[] = {w->mailbox, w->active};
+        for (size_t k = 0; k < 2; k++) {
+            if (!held[k])
+                continue;
+            if (run_stats_merge(c->interval, held[k]) || run_stats_merge(c->total, held[k]))
+                ts_warn("runner: out of memory merging measurements");
+            run_stats_reset(held[k]);
+        }
+    }
+    uint64_t end = c->last_end_ns ? c->last_end_ns : ts_now_ns();
+    if (c->pending_close)
+        close_interval(c, c->pending_close);
+    if (end > c->last_tick_ns + 50 * TS_NS_PER_MS || c->interval->requests)
+        close_interval(c, end > c->last_tick_ns ? end : c->last_tick_ns + 1);
+    if (uv_loop_close(&c->loop))
+        ts_warn("runner: coordinator loop closed with open handles");
+    if (!rc) {
+        out->total = c->total;
+        c->total = NULL;
+        out->timeline = c->timeline;
+        c->timeline = NULL;
+        out->ntimeline = c->ntimeline;
+        out->sent = total_sent(c);
+        out->start_mono_ns = run->start_ns;
+        out->run_id = run->run_id;
+        out->duration_s = end > run->warmup_end_ns ? (double)(end - run->warmup_end_ns) / 1e9 : 0;
+        out->peak_output_tps = c->peak_tps;
+        out->interrupted = c->interrupted;
+        out->end_cut = c->end_cut || c->interrupted;
+    }
+out_workers:
+    for (uint32_t i = 0; i < inited; i++)
+        worker_release(&run->workers[i]);
+out_free:
+    run_stats_free(c->total);
+    run_stats_free(c->interval);
+    ts_free(c->timeline);
+    ts_free(run->workers);
+    ts_free(c);
+    return rc;
+}
+
+void runner_result_release(struct runner_result *r)
+{
+    run_stats_free(r->total);
+    ts_free(r->timeline);
+    memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,155 @@
+/*
+ * runner.h - the load engine: workers that send requests on a schedule (open
+ * loop) or as users (closed loop), measure every stream, and a coordinator
+ * that collects the measurements once a second.
+ *
+ * Threads. runner_run() runs on the caller's thread (the coordinator, with a
+ * libuv loop of its own for the 1-second tick, signals and worker events)
+ * and starts `workers` threads, each with its own libuv loop, HTTP client
+ * (libcurl multi on libuv) and nanosecond timer. Requests are dealt to
+ * workers deterministically: in the open loop, arrival i of the one global
+ * schedule goes to worker i % workers; in the closed loop, user u lives on
+ * worker u % workers. Measurements are recorded into the worker's own
+ * struct run_stats (no locks on the hot path); once a second each worker
+ * swaps it for an empty one on its own thread and posts the full one to the
+ * coordinator, which merges it into the interval (timeline, .hlog) and the
+ * total.
+ *
+ * Time. Every request has an intended send time: in the open loop the
+ * schedule's, in the closed loop the moment its user became ready (after
+ * its think time). Latencies are measured from it; the lag to the actual
+ * send is a histogram of its own (see docs/METRICS.md). Requests whose
+ * intended time falls in the warm-up window are sent but kept out of the
+ * statistics.
+ *
+ * End. Sending stops when the duration is over, the request count is
+ * reached, the open-loop schedule ends, or runner_stop() is called (SIGINT /
+ * SIGTERM when handle_signals). Requests in flight are then waited for up to
+ * `drain_ns` and cut after it (outcome "cut"); after a stop by signal they
+ * are cut at once. Every request started appears in exactly one outcome.
+ */
+#ifndef TS_LOAD_RUNNER_H
+#define TS_LOAD_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/stats.h"
+#include "base/asyncw.h"
+#include "base/dist.h"
+#include "base/err.h"
+#include "load/arrival.h"
+#include "load/workload.h"
+#include "net/http_client.h"
+
+#define RUNNER_MAX_WORKERS 64
+#define RUNNER_MAX_USERS 1000000u
+#define RUNNER_MAX_HEADERS 64
+
+struct runner_progress;
+
+enum runner_mode {
+    RUNNER_OPEN = 0,   /* requests arrive on a schedule */
+    RUNNER_CLOSED = 1, /* N users, each sends, waits for the answer, thinks, sends again */
+};
+
+/* How the open-loop schedule is built (each worker builds the same one). */
+struct runner_arrival {
+    struct arrival_process process; /* constant, poisson, gamma:B */
+    double rate;                    /* requests/s (start rate for a ramp) */
+    double ramp_to;                 /* > 0: linear ramp from rate to ramp_to over ramp_ns */
+    uint64_t ramp_ns;
+    const char *stages; /* "30s:10,1m:50,30s:0" k6-like stages, or NULL */
+};
+
+struct runner_config {
+    const char *url; /* the full endpoint URL */
+    const char *const *headers;
+    size_t n_headers;
+    const struct workload *workload; /* read-only, shared by the workers */
+
+    enum runner_mode mode;
+    struct runner_arrival arrival; /* RUNNER_OPEN */
+    uint32_t users;                /* RUNNER_CLOSED */
+    const struct dist *think;      /* RUNNER_CLOSED, seconds; NULL = none */
+    uint64_t ramp_users_ns;        /* start users evenly over this long */
+    uint32_t max_concurrency;      /* open loop: cap on requests in flight; 0 = none */
+
+    uint64_t duration_ns;  /* sending window; 0 = until max_requests */
+    uint64_t max_requests; /* 0 = no limit */
+    uint64_t warmup_ns;
+    uint64_t drain_ns; /* wait this long for in-flight requests at the end */
+    uint32_t workers;  /* 1..RUNNER_MAX_WORKERS */
+    uint64_t seed;
+
+    struct http_client_config client;
+    struct goodput_cfg goodput;
+
+    struct asyncw *requests_out; /* NULL, or requests.jsonl: one line per request */
+    FILE *hlog;                  /* NULL, or the interval log (the runner writes the header) */
+    bool handle_signals;         /* SIGINT/SIGTERM stop the run */
+
+    /* Called on the coordinator's thread once a second with the newest point. */
+    void (*on_tick)(const struct runner_progress *p, void *arg);
+    void *tick_arg;
+};
+
+/* One second of the run, as the timeline and the progress display show it. */
+struct runner_point {
+    double t_s;             /* end of the interval, seconds since the start */
+    uint64_t sent;          /* requests sent in the interval */
+    uint64_t completed;     /* ended ok */
+    uint64_t errors;        /* ended with any other outcome but cut */
+    uint64_t in_flight;     /* at the end of the interval */
+    uint64_t output_tokens; /* tokens of the requests that ended in the interval */
+    uint64_t chunks;        /* content chunks received in the interval (live tokens) */
+    double ttft_p50_ms;     /* of requests that ended in the interval; 0 if none */
+    double ttft_p99_ms;
+    double e2el_p50_ms;
+    double lag_p99_ms;
+};
+
+struct runner_progress {
+    double elapsed_s;
+    double total_s; /* planned sending window, 0 if unknown */
+    uint64_t sent, completed, errors, in_flight;
+    const struct runner_point *last; /* the newest interval */
+    double rate;                     /* completed/s over the last interval */
+    double tokens_per_s; /* content chunks received per second */
+    bool draining; /* sending is over, waiting for in-flight requests */
+};
+
+struct runner_result {
+    struct run_stats *total; /* owned: run_stats_free() */
+    struct runner_point *timeline; /* owned: ts_free() */
+    size_t ntimeline;
+    uint64_t started_wall_ns;
+    uint64_t start_mono_ns; /* time 0 of the schedule, monotonic (ts_now_ns) */
+    uint64_t run_id;        /* in every request's X-Request-Id: ts-<run_id hex>-<index> */
+    uint64_t sent;
+    double duration_s;       /* from the end of warm-up to the end of the last request */
+    double peak_output_tps;  /* highest 1-second rate of content chunks received */
+    bool interrupted;        /* stopped by runner_stop() / a signal */
+    bool end_cut;            /* requests were still in flight and were cut */
+};
+
+/* Checks a config; 0 or -EINVAL with a message. */
+TS_MUST_CHECK int runner_config_check(const struct runner_config *cfg, char *err, size_t errlen);
+
+/*
+ * Runs the load to its end. Returns 0 and fills *out (release it with
+ * runner_result_release) -- also when stopped by a signal, which sets
+ * out->interrupted; or a negative code with a message in err when the run
+ * could not be carried out (nothing in *out then).
+ */
+TS_MUST_CHECK int runner_run(const struct runner_config *cfg, struct runner_result *out,
+                             char *err, size_t errlen);
+
+/* Asks the running run to stop (thread-safe, async-signal-safe). */
+void runner_stop(void);
+
+void runner_result_release(struct runner_result *r);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * runner_int.h - what runner.c (the coordinator), worker.c and exchange.c
+ * share. Not a public API.
+ */
+#ifndef TS_LOAD_RUNNER_INT_H
+#define TS_LOAD_RUNNER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "base/rng.h"
+#include "llm/openai_chunk.h"
+#include "load/record.h"
+#include "load/runner.h"
+#include "net/ptimer.h"
+#include "net/sse.h"
+
+struct runner;
+struct exch;
+
+/* A user of the closed loop waiting for its next turn (a binary heap entry). */
+struct wake {
+    uint64_t at_ns;
+    uint32_t user;
+};
+
+enum worker_cmd_bits {
+    WCMD_ROTATE = 1 << 0, /* hand the stats to the coordinator */
+    WCMD_STOP = 1 << 1,   /* stop sending; keep waiting for in-flight requests */
+    WCMD_CUT = 1 << 2,    /* cancel in-flight requests (outcome cut) */
+    WCMD_QUIT = 1 << 3,   /* close everything; the thread ends */
+};
+
+struct worker {
+    struct runner *run;
+    uint32_t index;
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t loop;
+    uv_async_t cmd;
+    atomic_uint cmd_bits;
+    struct http_client client;
+    struct ptimer timer;
+    struct openai_decoder decoder; /* chunks are decoded synchronously: one per worker */
+    struct rng rng;                /* think times */
+    int handles;
+    bool loop_inited, cmd_inited, timer_inited, client_inited;
+
+    /* stats: recorded here, swapped once a second */
+    struct run_stats *active;
+    pthread_mutex_t mail_lock;
+    struct run_stats *mailbox; /* full stats for the coordinator, or NULL */
+    struct run_stats *spare;   /* empty stats from the coordinator, or NULL */
+
+    /* open loop */
+    struct arrival arrival;
+    struct rng arrival_rng;
+    uint64_t next_index; /* global index of this worker's next arrival */
+    uint64_t next_at;    /* its intended time, absolute ns; 0 = schedule over */
+    uint64_t skipped;    /* arrivals of other workers consumed */
+    /* closed loop: users waiting for their turn */
+    struct wake *heap;
+    size_t heap_len, heap_cap;
+    uint32_t users_active;
+
+    struct exch *inflight; /* list of requests in flight */
+    uint64_t n_inflight;
+    bool sending_over;
+    bool reported_done;
+    bool closing;
+
+    atomic_uint_fast64_t sent;
+    atomic_uint_fast64_t in_flight_now;
+    atomic_uint_fast64_t chunks_rx; /* content chunks received (live token rate) */
+};
+
+struct runner {
+    const struct runner_config *cfg;
+    uint64_t start_ns; /* monotonic: time 0 of the schedule */
+    uint64_t end_send_ns; /* no request is sent at or after this; UINT64_MAX = none */
+    uint64_t warmup_end_ns;
+    uint64_t run_id; /* random, in every X-Request-Id */
+    atomic_uint_fast64_t closed_next_index; /* closed loop: the next request index */
+    atomic_bool stop;
+    struct worker *workers;
+    uint32_t nworkers;
+    uv_async_t worker_event; /* a worker posted stats or finished */
+    atomic_uint workers_done;
+};
+
+/* worker.c */
+/* Sets up a worker (loop, client, timer, stats); on error call worker_release(). */
+int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err, size_t errlen);
+/* Closes what is open (running the worker's loop until it is) and frees. */
+void worker_release(struct worker *w);
+void *worker_main(void *arg);
+void worker_request_done(struct worker *w, struct exch *x, uint32_t user);
+/* Posts a command to a worker (thread-safe). */
+void worker_post(struct worker *w, unsigned bits);
+
+/* exchange.c: one request on the wire */
+struct exch {
+    struct worker *w;
+    struct exch *prev, *next;
+    struct req_record rec;
+    struct work_item item;
+    struct http_call *call;
+    struct sse_parser sse;
+    struct buf body; /* non-streamed responses and error bodies */
+    uint32_t user;   /* closed loop */
+    uint64_t last_choice_ns;
+    char first_id[64];
+    bool have_id;
+    bool saw_done;
+    bool saw_finish;
+    bool saw_error;
+    bool malformed;
+    bool cut; /* cancelled by the runner at the end */
+    bool sse_mode;
+};
+
+/* Starts request `index` with the given intended time. 0 or a negative code
+ * (the request is then recorded as failed and worker_request_done is called). */
+void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user);
+/* Records a finished request into the worker's stats (and requests.jsonl) and frees it. */
+void exch_finish(struct exch *x);
+/* Cancels a request in flight as "cut". */
+void exch_cut(struct exch *x);
+
+#endif
