@@ -1,0 +1,749 @@
+#include "sim/engine.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/dist.h"
+#include "base/rng.h"
+
+enum seq_state {
+    SEQ_FREE = 0,
+    SEQ_WAITING = 1,
+    SEQ_RUNNING = 2,
+    SEQ_DONE = 3, /* finished or cancelled during dispatch; recycled after it */
+};
+
+/*
+ * One request. known tokens = prompt + generated; computed = tokens whose KV
+ * is in the cache. While running, a step schedules `sched` of the
+ * known - computed tokens still to compute; when computed reaches known, the
+ * seq yields its next output token.
+ */
+struct sim_seq {
+    void *req;
+    struct sim_seq *prev, *next; /* running, waiting or limbo list; free list */
+    uint32_t prompt;
+    uint32_t output;
+    uint32_t generated;
+    uint32_t computed;
+    uint32_t blocks;
+    uint32_t sched; /* tokens in the step in progress */
+    uint32_t preemptions;
+    uint8_t state;
+    bool decoding;  /* yielded a token since its last admission */
+    bool cancelled; /* gone from the caller's view: no more callbacks */
+    uint64_t arrival_ns;
+    uint64_t admitted_ns;
+    uint64_t first_token_ns;
+    uint64_t last_token_ns;
+};
+
+struct seq_list {
+    struct sim_seq *head, *tail;
+    uint32_t n;
+};
+
+enum ev_type {
+    EV_TOKEN,
+    EV_FINISH,
+    EV_PREEMPT,
+    EV_ADMIT,
+};
+
+struct sim_event {
+    struct sim_seq *seq;
+    uint32_t index;
+    uint32_t type;
+};
+
+#define FREE_SEQS_MAX 1024 /* records kept for reuse; beyond, they are freed */
+#define STEP_MS_MAX   1e9  /* clamp of one step (11.6 days) before the ns conversion */
+
+struct sim_engine {
+    struct sim_profile prof;
+    struct sim_profile_caps caps;  /* in effect (KV may be resized) */
+    struct sim_profile_caps caps0; /* from the profile */
+    struct sim_engine_ops ops;
+    void *ctx;
+
+    struct seq_list running; /* admission order: tail = most recently admitted */
+    struct seq_list waiting; /* FCFS; preempted seqs go to the head */
+    struct seq_list limbo;   /* done during dispatch, recycled after it */
+    struct sim_seq *free_seqs;
+    uint32_t n_free_seqs;
+
+    struct sim_seq **slots; /* req -> seq, open addressing, linear probing */
+    size_t nslots;          /* power of two */
+    size_t nused;
+
+    uint64_t blocks_used;
+
+    bool busy;
+    uint64_t step_start;
+    uint64_t step_end; /* without a stall */
+    uint64_t step_ns;
+    uint32_t batch_tokens;
+    uint32_t batch_seqs;
+    uint64_t stall_until;
+    uint64_t ready_at;
+
+    struct sim_event *ev;
+    size_t nev, ev_cap;
+    bool dispatching;
+
+    struct rng rng;
+    struct dist jitter; /* truncnormal(1, sigma) cut at 1 +- 3 sigma; unused if sigma 0 */
+
+    uint64_t preemptions_total;
+    uint64_t generation_tokens_total;
+    uint64_t prompt_tokens_total;
+    uint64_t prefill_tokens_total;
+    uint64_t steps_total;
+    uint64_t requests_finished;
+    uint64_t requests_cancelled;
+    uint64_t requests_rejected;
+};
+
+/* ---- lists ---- */
+
+static void list_push_tail(struct seq_list *l, struct sim_seq *s)
+{
+    s->next = NULL;
+    s->prev = l->tail;
+    if (l->tail)
+        l->tail->next = s;
+    else
+        l->head = s;
+    l->tail = s;
+    l->n++;
+}
+
+static void list_push_head(struct seq_list *l, struct sim_seq *s)
+{
+    s->prev = NULL;
+    s->next = l->head;
+    if (l->head)
+        l->head->prev = s;
+    else
+        l->tail = s;
+    l->head = s;
+    l->n++;
+}
+
+static void list_remove(struct seq_list *l, struct sim_seq *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        l->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        l->tail = s->prev;
+    s->prev = s->next = NULL;
+    l->n--;
+}
+
+/* ---- req -> seq map ---- */
+
+static size_t ptr_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Slot index of req, or SIZE_MAX. */
+static size_t map_find(const struct sim_engine *e, const void *req)
+{
+    size_t mask = e->nslots - 1;
+    for (size_t i = ptr_hash(req) & mask;; i = (i + 1) & mask) {
+        if (!e->slots[i])
+            return SIZE_MAX;
+        if (e->slots[i]->req == req)
+            return i;
+    }
+}
+
+static void map_put(struct sim_seq **slots, size_t nslots, struct sim_seq *s)
+{
+    size_t mask = nslots - 1;
+    size_t i = ptr_hash(s->req) & mask;
+    while (slots[i])
+        i = (i + 1) & mask;
+    slots[i] = s;
+}
+
+static int map_insert(struct sim_engine *e, struct sim_seq *s)
+{
+    if ((e->nused + 1) * 2 > e->nslots) {
+        size_t n = e->nslots * 2;
+        struct sim_seq **slots = ts_calloc(n, sizeof(*slots));
+        if (!slots)
+            return -ENOMEM;
+        for (size_t i = 0; i < e->nslots; i++) {
+            if (e->slots[i])
+                map_put(slots, n, e->slots[i]);
+        }
+        ts_free(e->slots);
+        e->slots = slots;
+        e->nslots = n;
+    }
+    map_put(e->slots, e->nslots, s);
+    e->nused++;
+    return 0;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void map_remove_at(struct sim_engine *e, size_t i)
+{
+    size_t mask = e->nslots - 1;
+    e->slots[i] = NULL;
+    e->nused--;
+    for (size_t j = (i + 1) & mask; e->slots[j]; j = (j + 1) & mask) {
+        size_t home = ptr_hash(e->slots[j]->req) & mask;
+        /* Move j back to the hole at i unless its home lies cyclically in (i, j]. */
+        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            e->slots[i] = e->slots[j];
+            e->slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+/* ---- records ---- */
+
+static struct sim_seq *seq_get(struct sim_engine *e)
+{
+    struct sim_seq *s = e->free_seqs;
+    if (s) {
+        e->free_seqs = s->next;
+        e->n_free_seqs--;
+    } else {
+        s = ts_malloc(sizeof(*s));
+        if (!s)
+            return NULL;
+    }
+    memset(s, 0, sizeof(*s));
+    return s;
+}
+
+static void seq_put(struct sim_engine *e, struct sim_seq *s)
+{
+    if (e->n_free_seqs >= FREE_SEQS_MAX) {
+        ts_free(s);
+        return;
+    }
+    s->state = SEQ_FREE;
+    s->req = NULL;
+    s->next = e->free_seqs;
+    e->free_seqs = s;
+    e->n_free_seqs++;
+}
+
+static uint64_t blocks_for(const struct sim_engine *e, uint64_t tokens)
+{
+    return (tokens + e->prof.block_size - 1) / e->prof.block_size;
+}
+
+static uint64_t free_blocks(const struct sim_engine *e)
+{
+    return e->caps.kv_blocks > e->blocks_used ? e->caps.kv_blocks - e->blocks_used : 0;
+}
+
+static void ev_push(struct sim_engine *e, struct sim_seq *s, enum ev_type type, uint32_t index)
+{
+    /* ev_cap bounds one dispatch: 2 per running seq + preemptions + admissions. */
+    assert(e->nev < e->ev_cap);
+    e->ev[e->nev++] = (struct sim_event){.seq = s, .index = index, .type = type};
+}
+
+/* ---- lifecycle ---- */
+
+struct sim_engine *sim_engine_new(const struct sim_profile *p, const struct sim_engine_ops *ops,
+                                  void *ctx)
+{
+    if (!p || !ops || !ops->on_token || !ops->on_finish)
+        return NULL;
+    if (sim_profile_validate(p, NULL, 0) != 0)
+        return NULL;
+    struct sim_engine *e = ts_calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->prof = *p;
+    if (sim_profile_derive(p, &e->caps0) != 0)
+        goto out_free_engine;
+    e->caps = e->caps0;
+    e->ops = *ops;
+    e->ctx = ctx;
+    e->nslots = 64;
+    e->slots = ts_calloc(e->nslots, sizeof(*e->slots));
+    if (!e->slots)
+        goto out_free_engine;
+    e->ev_cap = 4 * (size_t)p->max_num_seqs + 8;
+    e->ev = ts_malloc(e->ev_cap * sizeof(*e->ev));
+    if (!e->ev)
+        goto out_free_slots;
+    rng_seed(&e->rng, p->seed);
+    double sd = p->jitter_sigma;
+    if (sd > 0 && dist_init_truncnormal(&e->jitter, 1.0, sd, 1.0 - 3 * sd, 1.0 + 3 * sd) != 0)
+        goto out_free_ev;
+    return e;
+
+out_free_ev:
+    ts_free(e->ev);
+out_free_slots:
+    ts_free(e->slots);
+out_free_engine:
+    ts_free(e);
+    return NULL;
+}
+
+static void list_free(struct seq_list *l)
+{
+    struct sim_seq *s = l->head;
+    while (s) {
+        struct sim_seq *next = s->next;
+        ts_free(s);
+        s = next;
+    }
+    l->head = l->tail = NULL;
+    l->n = 0;
+}
+
+void sim_engine_free(struct sim_engine *e)
+{
+    if (!e)
+        return;
+    assert(!e->dispatching);
+    list_free(&e->running);
+    list_free(&e->waiting);
+    list_free(&e->limbo);
+    while (e->free_seqs) {
+        struct sim_seq *s = e->free_seqs;
+        e->free_seqs = s->next;
+        ts_free(s);
+    }
+    ts_free(e->ev);
+    ts_free(e->slots);
+    ts_free(e);
+}
+
+/* ---- requests ---- */
+
+int sim_engine_submit(struct sim_engine *e, void *req, uint32_t prompt_tokens,
+                      uint32_t output_tokens, uint64_t now_ns)
+{
+    if (prompt_tokens == 0 || output_tokens == 0)
+        return -EINVAL;
+    if (map_find(e, req) != SIZE_MAX)
+        return -EEXIST;
+    if (now_ns < e->ready_at) {
+        e->requests_rejected++;
+        return -EAGAIN;
+    }
+    uint64_t total = (uint64_t)prompt_tokens + output_tokens;
+    if (total > e->prof.max_model_len ||
+        blocks_for(e, prompt_tokens) + e->caps.watermark_blocks > e->caps.kv_blocks ||
+        blocks_for(e, total) > e->caps.kv_blocks) {
+        e->requests_rejected++;
+        return -E2BIG;
+    }
+    if (e->prof.max_waiting && e->waiting.n >= e->prof.max_waiting) {
+        e->requests_rejected++;
+        return -EBUSY;
+    }
+    struct sim_seq *s = seq_get(e);
+    if (!s)
+        return -ENOMEM;
+    s->req = req;
+    s->prompt = prompt_tokens;
+    s->output = output_tokens;
+    s->arrival_ns = now_ns;
+    if (map_insert(e, s) != 0) {
+        seq_put(e, s);
+        return -ENOMEM;
+    }
+    s->state = SEQ_WAITING;
+    list_push_tail(&e->waiting, s);
+    return 0;
+}
+
+void sim_engine_cancel(struct sim_engine *e, void *req)
+{
+    size_t i = map_find(e, req);
+    if (i == SIZE_MAX)
+        return;
+    struct sim_seq *s = e->slots[i];
+    map_remove_at(e, i);
+    s->cancelled = true;
+    switch (s->state) {
+    case SEQ_RUNNING:
+        list_remove(&e->running, s);
+        e->blocks_used -= s->blocks;
+        s->blocks = 0;
+        break;
+    case SEQ_WAITING:
+        list_remove(&e->waiting, s);
+        break;
+    default: /* SEQ_DONE: finished in this dispatch, already in limbo */
+        return;
+    }
+    e->requests_cancelled++;
+    if (e->dispatching) {
+        /* Events of this dispatch may still point at s: recycle it after. */
+        s->state = SEQ_DONE;
+        list_push_tail(&e->limbo, s);
+    } else {
+        seq_put(e, s);
+    }
+}
+
+/* ---- steps ---- */
+
+static void preempt(struct sim_engine *e, struct sim_seq *s)
+{
+    list_remove(&e->running, s);
+    e->blocks_used -= s->blocks;
+    s->blocks = 0;
+    s->computed = 0;
+    s->sched = 0;
+    s->decoding = false;
+    s->preemptions++;
+    e->preemptions_total++;
+    s->state = SEQ_WAITING;
+    /* Victims come newest first, so pushing each to the head keeps admission order. */
+    list_push_head(&e->waiting, s);
+    ev_push(e, s, EV_PREEMPT, 0);
+}
+
+/* Applies the step in progress: computed tokens, output tokens, finished seqs. */
+static void step_complete(struct sim_engine *e, uint64_t now)
+{
+    e->busy = false;
+    e->steps_total++;
+    struct sim_seq *s = e->running.head;
+    while (s) {
+        struct sim_seq *next = s->next;
+        if (s->sched) {
+            if (!s->decoding)
+                e->prefill_tokens_total += s->sched;
+            s->computed += s->sched;
+            s->sched = 0;
+            if (s->computed == s->prompt + s->generated) {
+                uint32_t index = s->generated++;
+                if (index == 0) {
+                    s->first_token_ns = now;
+                    e->prompt_tokens_total += s->prompt;
+                }
+                s->last_token_ns = now;
+                s->decoding = true;
+                e->generation_tokens_total++;
+                ev_push(e, s, EV_TOKEN, index);
+                if (s->generated == s->output) {
+                    list_remove(&e->running, s);
+                    e->blocks_used -= s->blocks;
+                    s->blocks = 0;
+                    s->state = SEQ_DONE;
+                    list_push_tail(&e->limbo, s);
+                    e->requests_finished++;
+                    ev_push(e, s, EV_FINISH, 0);
+                }
+            }
+        }
+        s = next;
+    }
+}
+
+struct batch {
+    uint32_t budget;
+    uint32_t tokens;
+    uint32_t seqs;
+    uint64_t sum_ctx;
+    double sum_chunk2;
+};
+
+static void batch_prefill(struct batch *b, struct sim_seq *s)
+{
+    uint32_t left = s->prompt + s->generated - s->computed;
+    uint32_t chunk = left < b->budget ? left : b->budget;
+    s->sched = chunk;
+    b->budget -= chunk;
+    b->tokens += chunk;
+    b->seqs++;
+    b->sum_chunk2 += (double)chunk * (double)chunk;
+}
+
+/* Pass 1: one token per decoding seq, preempting from the tail for new blocks. */
+static bool schedule_decodes(struct sim_engine *e, struct batch *b)
+{
+    bool preempted = false;
+    struct sim_seq *s = e->running.head;
+    while (s && b->budget > 0) {
+        if (!s->decoding) {
+            s = s->next;
+            continue;
+        }
+        uint64_t need = blocks_for(e, (uint64_t)s->computed + 1);
+        bool self = false;
+        while (s->blocks < need) {
+            if (free_blocks(e) > 0) {
+                s->blocks++;
+                e->blocks_used++;
+                continue;
+            }
+            struct sim_seq *victim = e->running.tail;
+            preempt(e, victim);
+            preempted = true;
+            if (victim == s) {
+                self = true;
+                break;
+            }
+        }
+        if (self)
+            break; /* s was the tail: nothing after it */
+        s->sched = 1;
+        b->budget--;
+        b->tokens++;
+        b->seqs++;
+        b->sum_ctx += (uint64_t)s->computed + 1;
+        s = s->next;
+    }
+    return preempted;
+}
+
+/* Pass 3: FCFS admission while the head fits above the watermark. */
+static void schedule_admissions(struct sim_engine *e, struct batch *b, uint64_t now)
+{
+    struct sim_seq *s;
+    while ((s = e->waiting.head) != NULL && e->running.n < e->caps.max_seqs && b->budget > 0) {
+        uint64_t need = blocks_for(e, (uint64_t)s->prompt + s->generated);
+        if (free_blocks(e) < need + e->caps.watermark_blocks)
+            break;
+        list_remove(&e->waiting, s);
+        list_push_tail(&e->running, s);
+        s->state = SEQ_RUNNING;
+        s->blocks = (uint32_t)need;
+        e->blocks_used += need;
+        s->computed = 0;
+        s->decoding = false;
+        if (!s->admitted_ns)
+            s->admitted_ns = now;
+        batch_prefill(b, s);
+        ev_push(e, s, EV_ADMIT, 0);
+    }
+}
+
+static uint64_t step_duration_ns(struct sim_engine *e, const struct batch *b)
+{
+    const struct sim_profile *p = &e->prof;
+    double ms = p->t_fix_ms + fmax(p->t_w_ms, p->b_ms_per_token * (double)b->tokens) +
+                e->caps.k_kv_ms_per_token * (double)b->sum_ctx + p->c_pf_ms * b->sum_chunk2;
+    if (p->noise) {
+        /* Only noisy steps draw: a seed and a sequence of steps give one sequence of times. */
+        double m = p->jitter_sigma > 0 ? dist_sample(&e->jitter, &e->rng) : 1.0;
+        double u = rng_uniform01(&e->rng);
+        ms *= m;
+        if (u < p->stall_prob)
+            ms += p->stall_ms;
+    }
+    if (!(ms < STEP_MS_MAX))
+        ms = STEP_MS_MAX;
+    long long ns = llround(ms * 1e6);
+    return ns < 1 ? 1 : (uint64_t)ns;
+}
+
+/* Builds the next step at `now`; leaves the engine idle if there is nothing to do. */
+static void step_schedule(struct sim_engine *e, uint64_t now)
+{
+    struct batch b = {.budget = e->prof.max_num_batched_tokens};
+    bool preempted = schedule_decodes(e, &b);
+    for (struct sim_seq *s = e->running.head; s && b.budget > 0; s = s->next) {
+        if (!s->decoding)
+            batch_prefill(&b, s);
+    }
+    /* Like vLLM, no admissions in a step that had to preempt (unless it is empty). */
+    if (!preempted || b.tokens == 0)
+        schedule_admissions(e, &b, now);
+
+    e->batch_tokens = b.tokens;
+    e->batch_seqs = b.seqs;
+    if (b.tokens == 0) {
+        e->busy = false;
+        e->step_ns = 0;
+        return;
+    }
+    e->busy = true;
+    e->step_ns = step_duration_ns(e, &b);
+    e->step_start = now;
+    e->step_end = (now > e->stall_until ? now : e->stall_until) + e->step_ns;
+}
+
+/* Runs the callbacks collected since the last dispatch, then recycles done seqs. */
+static void dispatch(struct sim_engine *e, uint64_t now)
+{
+    e->dispatching = true;
+    for (size_t i = 0; i < e->nev; i++) {
+        struct sim_event ev = e->ev[i];
+        struct sim_seq *s = ev.seq;
+        if (s->cancelled)
+            continue;
+        switch (ev.type) {
+        case EV_TOKEN:
+            e->ops.on_token(e->ctx, s->req, ev.index, now);
+            break;
+        case EV_FINISH:
+            e->ops.on_finish(e->ctx, s->req, now);
+            if (!s->cancelled) {
+                size_t slot = map_find(e, s->req);
+                assert(slot != SIZE_MAX);
+                map_remove_at(e, slot);
+                s->cancelled = true;
+            }
+            break;
+        case EV_PREEMPT:
+            if (e->ops.on_preempt)
+                e->ops.on_preempt(e->ctx, s->req, now);
+            break;
+        case EV_ADMIT:
+            if (e->ops.on_admit)
+                e->ops.on_admit(e->ctx, s->req, now);
+            break;
+        }
+    }
+    e->nev = 0;
+    e->dispatching = false;
+    struct sim_seq *s;
+    while ((s = e->limbo.head) != NULL) {
+        list_remove(&e->limbo, s);
+        seq_put(e, s);
+    }
+}
+
+static uint64_t due(const struct sim_engine *e)
+{
+    return e->step_end > e->stall_until ? e->step_end : e->stall_until;
+}
+
+uint64_t sim_engine_step(struct sim_engine *e, uint64_t now_ns)
+{
+    assert(!e->dispatching);
+    if (e->busy) {
+        uint64_t d = due(e);
+        if (now_ns < d)
+            return d - now_ns;
+        step_complete(e, now_ns);
+    }
+    /* A second round only when callbacks submitted work to an engine left idle. */
+    for (int round = 0; round < 2; round++) {
+        step_schedule(e, now_ns);
+        dispatch(e, now_ns);
+        if (e->busy || (e->running.n == 0 && e->waiting.n == 0))
+            break;
+    }
+    return e->busy ? due(e) - now_ns : 0;
+}
+
+uint64_t sim_engine_next_due(const struct sim_engine *e)
+{
+    return e->busy ? due(e) : 0;
+}
+
+/* ---- introspection ---- */
+
+void sim_engine_stats(const struct sim_engine *e, struct sim_engine_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->running = e->running.n;
+    st->waiting = e->waiting.n;
+    st->kv_blocks_used = e->blocks_used;
+    st->kv_blocks_total = e->caps.kv_blocks;
+    st->kv_usage = e->caps.kv_blocks ? (double)e->blocks_used / (double)e->caps.kv_blocks : 0;
+    st->preemptions_total = e->preemptions_total;
+    st->generation_tokens_total = e->generation_tokens_total;
+    st->prompt_tokens_total = e->prompt_tokens_total;
+    st->prefill_tokens_total = e->prefill_tokens_total;
+    st->steps_total = e->steps_total;
+    st->requests_finished = e->requests_finished;
+    st->requests_cancelled = e->requests_cancelled;
+    st->requests_rejected = e->requests_rejected;
+    if (e->busy) {
+        st->batch_tokens = e->batch_tokens;
+        st->batch_seqs = e->batch_seqs;
+        st->step_ns = e->step_ns;
+    }
+}
+
+int sim_engine_req_info(const struct sim_engine *e, const void *req, struct sim_req_info *info)
+{
+    size_t i = map_find(e, req);
+    if (i == SIZE_MAX)
+        return -ENOENT;
+    const struct sim_seq *s = e->slots[i];
+    memset(info, 0, sizeof(*info));
+    info->state = s->state == SEQ_RUNNING   ? SIM_REQ_RUNNING
+                  : s->state == SEQ_WAITING ? SIM_REQ_WAITING
+                                            : SIM_REQ_FINISHED;
+    info->prompt_tokens = s->prompt;
+    info->output_tokens = s->output;
+    info->generated = s->generated;
+    info->preemptions = s->preemptions;
+    info->arrival_ns = s->arrival_ns;
+    info->admitted_ns = s->admitted_ns;
+    info->first_token_ns = s->first_token_ns;
+    info->last_token_ns = s->last_token_ns;
+    return 0;
+}
+
+const struct sim_profile *sim_engine_profile(const struct sim_engine *e)
+{
+    return &e->prof;
+}
+
+void sim_engine_caps(const struct sim_engine *e, struct sim_profile_caps *caps)
+{
+    *caps = e->caps;
+}
+
+/* ---- admin hooks ---- */
+
+int sim_engine_set_kv_capacity(struct sim_engine *e, uint64_t tokens, uint64_t now_ns)
+{
+    if (e->dispatching)
+        return -EBUSY;
+    uint64_t blocks = tokens ? tokens / e->prof.block_size : e->caps0.kv_blocks;
+    uint64_t wm = (uint64_t)floor(e->prof.watermark * (double)blocks);
+    if (blocks == 0 || blocks_for(e, e->prof.max_model_len) + wm > blocks)
+        return -EINVAL;
+    e->caps.kv_blocks = blocks;
+    e->caps.kv_tokens = blocks * e->prof.block_size;
+    e->caps.watermark_blocks = wm;
+    e->caps.max_seqs = e->prof.max_num_seqs;
+    if ((uint64_t)e->caps.max_seqs > blocks)
+        e->caps.max_seqs = (uint32_t)blocks;
+    while (e->blocks_used > blocks && e->running.tail)
+        preempt(e, e->running.tail);
+    dispatch(e, now_ns);
+    return 0;
+}
+
+void sim_engine_stall_until(struct sim_engine *e, uint64_t until_ns)
+{
+    e->stall_until = until_ns;
+}
+
+void sim_engine_set_ready_at(struct sim_engine *e, uint64_t ready_ns)
+{
+    e->ready_at = ready_ns;
+}
+
+bool sim_engine_ready(const struct sim_engine *e, uint64_t now_ns)
+{
+    return now_ns >= e->ready_at;
+}

@@ -1,0 +1,220 @@
+/*
+ * engine.h - the model of one continuous-batching LLM server (vLLM-like).
+ *
+ * Pure and deterministic: no I/O, no clock, no threads. Time only enters
+ * through the now_ns arguments, so tests drive it in virtual time and the
+ * simulator's endpoints drive it in real time (monotonic ns, ts_now_ns()).
+ * One engine belongs to one thread; nothing here locks.
+ *
+ * Requests are identified by the caller's pointer `req` (never dereferenced).
+ * The engine keeps a small record per request from sim_engine_submit() until
+ * on_finish returns or sim_engine_cancel(); it allocates nothing per token
+ * or per step.
+ *
+ * Steps. The engine runs steps back to back while it has work:
+ *
+ *     d = sim_engine_step(e, now);      // returns ns until the next call, 0 = idle
+ *     ... at now + d (or as soon as possible after), call sim_engine_step again
+ *
+ * sim_engine_step(now) completes the step in progress, if it is due (emitting
+ * its tokens through the callbacks), then schedules the next one starting at
+ * `now` (the real time given, not the planned end) and returns its duration.
+ * Calling it before the step in progress is due changes nothing and returns
+ * the time left, so calling sim_engine_step(now) after every submit is always
+ * safe: that is how an idle engine is started.
+ *
+ * Scheduling of a step (vLLM V0 with chunked prefill):
+ *  1. every decoding seq (in admission order) gets 1 token; if it needs a new
+ *     KV block and none is free, the most recently admitted running seq is
+ *     preempted (possibly itself) until one is;
+ *  2. seqs still in prefill get chunks of their remaining prefill, in
+ *     admission order, from what is left of the token budget
+ *     (max_num_batched_tokens);
+ *  3. if nothing was preempted in this step, waiting requests are admitted
+ *     FCFS (the head blocks the rest) while running < max_num_seqs, budget is
+ *     left and the request's blocks fit with free blocks after admission >=
+ *     floor(watermark * kv_blocks); each gets a first chunk of the remaining
+ *     budget.
+ * A step with no tokens leaves the engine idle; with the profile rules
+ * checked by sim_profile_validate() that happens only when nothing is
+ * running or waiting.
+ *
+ * Step time: t_fix + max(t_w, b * N_new) + k_kv * sum(ctx) + c_pf * sum(chunk^2)
+ * in ms, where N_new = all tokens scheduled (decode + prefill chunks), ctx of a
+ * decoding seq = its prompt + generated tokens (the context the new token
+ * attends over, itself included), and chunk = each prefill chunk. With noise
+ * on it is multiplied by a truncated normal (1 + sigma * z, |z| <= 3) and, with
+ * probability stall_prob, stall_ms is added. It is rounded to the nearest
+ * ns, at least 1 ns.
+ *
+ * Tokens. A seq's known tokens are prompt + generated. When a step has
+ * computed all known tokens of a seq, the step yields that seq's next output
+ * token: the step that finishes a prefill yields the first token (TTFT), and
+ * each decode step after yields one more. A request ends when it has produced
+ * output_tokens tokens.
+ *
+ * KV cache: blocks of block_size tokens. Admission allocates the blocks of
+ * all known tokens at once; a decoding seq takes one more block when its next
+ * token starts a block. Preemption is by recompute: the victim's blocks are
+ * freed, its computed tokens reset to 0, and it goes back to the head of the
+ * waiting queue (several victims keep their admission order). Its
+ * `generated` count is kept: tokens already delivered are never delivered
+ * again. On readmission it prefills prompt + generated tokens (chunked like
+ * any prefill, costing c_pf * chunk^2) and the step that completes that
+ * prefill yields output token number `generated` (0-based), i.e. the
+ * next token the client has not seen. So every request gets on_token exactly
+ * output_tokens times, with indexes 0, 1, ..., output_tokens - 1.
+ *
+ * Callbacks run inside sim_engine_step (and sim_engine_set_kv_capacity) after
+ * the engine's state is updated, all with now = the time passed in, in this
+ * order: tokens and finishes of the completed step, then preemptions and
+ * admissions of the next step. From a callback the caller MAY call
+ * sim_engine_cancel (any request, including the one called about; no more
+ * callbacks for it follow), sim_engine_submit (picked up by the next
+ * scheduling; if the engine was about to go idle, the same sim_engine_step
+ * call starts a step for it), sim_engine_stats, sim_engine_req_info, sim_engine_ready,
+ * sim_engine_stall_until. It must NOT call sim_engine_step,
+ * sim_engine_set_kv_capacity (returns -EBUSY) or sim_engine_free.
+ */
+#ifndef TS_SIM_ENGINE_H
+#define TS_SIM_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "sim/profile.h"
+
+struct sim_engine;
+
+struct sim_engine_ops {
+    /* The request entered the running batch (again, after a preemption). Optional. */
+    void (*on_admit)(void *ctx, void *req, uint64_t now_ns);
+    /* Output token number `index` (0-based, each exactly once) is ready. Required. */
+    void (*on_token)(void *ctx, void *req, uint32_t index, uint64_t now_ns);
+    /* All output tokens were delivered; the engine forgets req when this returns. Required. */
+    void (*on_finish)(void *ctx, void *req, uint64_t now_ns);
+    /* The request was preempted and waits to be recomputed. Optional. */
+    void (*on_preempt)(void *ctx, void *req, uint64_t now_ns);
+};
+
+/*
+ * Creates an engine for a copy of *p. ops->on_token and ops->on_finish are
+ * required; ctx is passed to every callback. Returns NULL when p does not
+ * pass sim_profile_validate() (call it first for the message), when a
+ * required callback is missing, or when memory runs out. Free with
+ * sim_engine_free(), never from a callback.
+ */
+struct sim_engine *sim_engine_new(const struct sim_profile *p, const struct sim_engine_ops *ops,
+                                  void *ctx);
+/* Frees the engine and its records without any callback. NULL is a no-op. */
+void sim_engine_free(struct sim_engine *e);
+
+/*
+ * Queues a request: prompt_tokens to prefill, then exactly output_tokens to
+ * generate. Returns 0 (queued; on_admit/on_token/on_finish follow), or
+ *   -EINVAL  prompt_tokens or output_tokens is 0 (caller: 400),
+ *   -E2BIG   prompt + output > max_model_len, or it could never fit in the
+ *            KV cache (caller: OpenAI 400 context_length_exceeded),
+ *   -EBUSY   the waiting queue is bounded and full (caller: 429),
+ *   -EAGAIN  not ready: a cold start is in progress (caller: 503),
+ *   -EEXIST  req is already in the engine,
+ *   -ENOMEM.
+ * On error no callback ever runs for req. To start an idle engine, call
+ * sim_engine_step(now) afterwards (always safe, see above).
+ */
+TS_MUST_CHECK int sim_engine_submit(struct sim_engine *e, void *req, uint32_t prompt_tokens,
+                                    uint32_t output_tokens, uint64_t now_ns);
+
+/*
+ * The client went away: drops req wherever it is (waiting or running), frees
+ * its KV blocks at once, and guarantees no further callback for it. Unknown
+ * req (finished, never submitted) is a no-op.
+ */
+void sim_engine_cancel(struct sim_engine *e, void *req);
+
+/*
+ * Completes the step in progress if now_ns >= its end (see "Steps" above),
+ * schedules the next, and returns the ns until sim_engine_step should be
+ * called again: the new step's duration, the time left of a step not yet due,
+ * or 0 when idle (nothing running or waiting; call again after a submit).
+ */
+uint64_t sim_engine_step(struct sim_engine *e, uint64_t now_ns);
+
+/* Absolute time the step in progress is due (including a stall), or 0 if idle. */
+uint64_t sim_engine_next_due(const struct sim_engine *e);
+
+struct sim_engine_stats {
+    uint32_t running; /* seqs in the running batch */
+    uint32_t waiting; /* seqs waiting (new or preempted) */
+    uint64_t kv_blocks_used;
+    uint64_t kv_blocks_total;
+    double kv_usage; /* used / total, 0..1 */
+    uint64_t preemptions_total;
+    uint64_t generation_tokens_total; /* output tokens produced */
+    uint64_t prompt_tokens_total;     /* prompt tokens of requests that got their first token */
+    uint64_t prefill_tokens_total;    /* tokens prefilled, recomputation included */
+    uint64_t steps_total;             /* steps completed */
+    uint64_t requests_finished;
+    uint64_t requests_cancelled;
+    uint64_t requests_rejected; /* submits refused with -E2BIG, -EBUSY or -EAGAIN */
+    uint32_t batch_tokens;      /* tokens in the step in progress (N_new) */
+    uint32_t batch_seqs;        /* seqs in the step in progress */
+    uint64_t step_ns;           /* duration of the step in progress, 0 if idle */
+};
+
+/* Fills *st with a snapshot; O(1). */
+void sim_engine_stats(const struct sim_engine *e, struct sim_engine_stats *st);
+
+enum sim_req_state {
+    SIM_REQ_WAITING = 1,
+    SIM_REQ_RUNNING = 2,
+    SIM_REQ_FINISHED = 3, /* only seen from inside on_finish or an earlier callback of its step */
+};
+
+struct sim_req_info {
+    enum sim_req_state state;
+    uint32_t prompt_tokens;
+    uint32_t output_tokens;
+    uint32_t generated; /* output tokens delivered so far */
+    uint32_t preemptions;
+    uint64_t arrival_ns;     /* submit time */
+    uint64_t admitted_ns;    /* first admission, 0 before */
+    uint64_t first_token_ns; /* 0 before */
+    uint64_t last_token_ns;  /* 0 before */
+};
+
+/* Fills *info for a request the engine holds. Returns 0 or -ENOENT. */
+TS_MUST_CHECK int sim_engine_req_info(const struct sim_engine *e, const void *req,
+                                      struct sim_req_info *info);
+
+/* ---- admin hooks (chaos) ---- */
+
+/*
+ * Resizes the KV cache to `tokens` (rounded down to whole blocks; 0 restores
+ * the profile's capacity). When shrinking below what is in use, running seqs
+ * are preempted from the most recently admitted (on_preempt runs now). It may
+ * not go below max_model_len plus the watermark, so every accepted request
+ * can still run alone. Returns 0, -EINVAL (too small), or -EBUSY from a
+ * callback.
+ */
+TS_MUST_CHECK int sim_engine_set_kv_capacity(struct sim_engine *e, uint64_t tokens,
+                                             uint64_t now_ns);
+
+/*
+ * The engine hangs until until_ns: the step in progress is not due before
+ * it, and a step started while stalled (now < until_ns) ends at until_ns +
+ * its duration. A caller whose timer fires early just gets the time left
+ * back from sim_engine_step. 0 (or a past time) ends a stall.
+ */
+void sim_engine_stall_until(struct sim_engine *e, uint64_t until_ns);
+
+/* Cold start: until ready_ns, sim_engine_ready() is false and submits get -EAGAIN. */
+void sim_engine_set_ready_at(struct sim_engine *e, uint64_t ready_ns);
+bool sim_engine_ready(const struct sim_engine *e, uint64_t now_ns);
+
+/* The engine's copy of its profile and the derived numbers in effect. */
+const struct sim_profile *sim_engine_profile(const struct sim_engine *e);
+void sim_engine_caps(const struct sim_engine *e, struct sim_profile_caps *caps);
+
+#endif
