@@ -2,8 +2,10 @@
  * tokenstorm - load, chaos and SLA testing for LLM services.
  * This file is only the subcommand table; each command lives in src/cmd/.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cmd/cmd.h"
 #include "ts_config.h"
@@ -15,6 +17,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"run", cmd_run, "load-test an OpenAI-compatible service (default: the built-in simulator)"},
+    {"sim", cmd_sim, "an OpenAI-compatible simulator of a continuous-batching LLM server"},
     {"version", cmd_version, "print the version"},
 };
 
@@ -29,8 +33,24 @@ static void usage(FILE *out)
     fprintf(out, "\nRun 'tokenstorm COMMAND --help' for a command's options and examples.\n");
 }
 
+/*
+ * Process-wide settings every command needs: a peer that closes a socket
+ * must give EPIPE, not kill the process; thousands of streams need as many
+ * file descriptors as the hard limit allows.
+ */
+static void process_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    process_setup();
     if (argc < 2) {
         usage(stderr);
         return TS_EXIT_USAGE;

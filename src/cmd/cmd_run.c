@@ -1,0 +1,879 @@
+/*
+ * tokenstorm run - the main job: load a target (or the built-in simulator),
+ * measure every stream, print a summary and write the result files.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/slo.h"
+#include "analysis/summary.h"
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/units.h"
+#include "cmd/cmd.h"
+#include "load/runner.h"
+#include "load/target.h"
+#include "report/result.h"
+#include "report/text.h"
+#include "sim/thread.h"
+#include "ts_config.h"
+
+#define RUN_MAX_HEADERS 64
+#define RUN_MAX_SLOS    64
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: tokenstorm run [OPTIONS]\n\n"
+        "Loads an OpenAI-compatible service with streaming requests and measures what users\n"
+        "feel: TTFT, ITL, TPOT, end-to-end latency, throughput, goodput, errors by class.\n"
+        "With no --target it starts the built-in simulator on a loopback port.\n\n"
+        "target:\n"
+        "  --target URL           server root, base URL ending in /v1, or a full endpoint URL\n"
+        "  --model NAME           model to ask for (default: the first of /v1/models)\n"
+        "  --api-key KEY          bearer token (default: $OPENAI_API_KEY); never printed or saved\n"
+        "  --header 'K: V'        extra request header (repeatable)\n"
+        "  --endpoint E           chat (default), completions or embeddings\n"
+        "  --insecure             do not verify TLS certificates\n"
+        "  --http2                use HTTP/2 where the server offers it\n"
+        "load (open loop when --rate is given, else closed loop):\n"
+        "  --rate R               requests per second (open loop)\n"
+        "  --arrival A            poisson (default), constant, gamma:B (B = burstiness)\n"
+        "  --ramp-to R2           open loop: rise linearly from --rate to R2 over --duration\n"
+        "  --stages S             open loop, k6-like: '30s:10,1m:50,30s:0' (duration:rate, ...)\n"
+        "  --concurrency N        closed loop: N users; with --rate: cap on requests in flight\n"
+        "  --think DIST           closed loop: think time in seconds between requests\n"
+        "  --ramp-users DUR       closed loop: start users evenly over DUR\n"
+        "  --duration DUR         sending window after warm-up (default 20s)\n"
+        "  --requests N           stop after N requests\n"
+        "  --warmup DUR           sent but not counted (default 0s)\n"
+        "  --drain DUR            at the end wait this long for requests in flight, then cut\n"
+        "                         them (default 30s)\n"
+        "  --workers N            load threads (default: number of cores)\n"
+        "  --seed N               seed of prompts, lengths and arrivals (default 1)\n"
+        "workload:\n"
+        "  --input-len DIST       prompt tokens: fixed:N, uniform:A-B, normal:M,S,\n"
+        "                         lognormal:MEAN,SIGMA, empirical:FILE (default "
+        "lognormal:512,0.5)\n"
+        "  --output-len DIST      max_tokens per request (default uniform:64-256)\n"
+        "  --prompts FILE.jsonl   prompts from a file ({\"prompt\"} or {\"messages\"} lines)\n"
+        "  --system-prompt TEXT   a system message for every chat request\n"
+        "  --no-ignore-eos        let the server stop early (default sends ignore_eos)\n"
+        "  --no-stream            non-streamed requests\n"
+        "  --body JSON            merged into every request body, e.g. '{\"temperature\":0}'\n"
+        "timeouts:\n"
+        "  --timeout-connect DUR  (default 10s)    --timeout-ttfb DUR (default 5m)\n"
+        "  --timeout-idle DUR     between chunks (default 2m)   --timeout DUR total (none)\n"
+        "checks:\n"
+        "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
+        "                         (repeatable; exit code 1 when one fails)\n"
+        "  --goodput 'ttft:MS tpot:MS e2el:MS'  what a good request is (vLLM's --goodput)\n"
+        "output:\n"
+        "  --out DIR              result directory (default ./tokenstorm-results/<time>-run)\n"
+        "  --save-requests        write requests.jsonl, one line per request\n"
+        "  --json                 print result.json on stdout instead of the summary\n"
+        "  -q, --quiet            no progress display\n"
+        "  -v, --verbose          debug logging\n"
+        "built-in simulator (no --target):\n"
+        "  --sim-profile NAME     (default llama3-8b-a100)   --sim-set KEY=VALUE (repeatable)\n"
+        "\nexamples:\n"
+        "  tokenstorm run\n"
+        "  tokenstorm run --target http://127.0.0.1:8000/v1 --rate 20 --duration 60s\n"
+        "  tokenstorm run --target http://gpu:8000 --concurrency 64 --requests 2000 \\\n"
+        "      --input-len lognormal:1024,0.6 --slo 'ttft.p95<2s' --slo 'error_rate<1%%'\n"
+        "  tokenstorm run --rate 5 --stages '20s:50,20s:50,10s:0' --goodput 'ttft:500 tpot:50'\n"
+        "\nexit codes: 0 ok, 1 an SLO failed, 2 usage error, 3 the run failed, 130 interrupted\n");
+}
+
+struct run_opts {
+    const char *target, *model, *api_key, *endpoint, *arrival, *stages, *think, *input_len,
+        *output_len, *prompts, *system_prompt, *body, *out_dir, *goodput, *sim_profile;
+    const char *headers[RUN_MAX_HEADERS];
+    size_t nheaders;
+    const char *slos[RUN_MAX_SLOS];
+    size_t nslos;
+    const char *sim_sets[64];
+    size_t nsim_sets;
+    double rate, ramp_to;
+    uint32_t concurrency, workers;
+    uint64_t requests, seed;
+    uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
+    uint64_t t_connect, t_ttfb, t_idle, t_total;
+    bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
+};
+
+static int parse_u64(const char *opt, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') {
+        fprintf(stderr, "tokenstorm run: %s: expected a whole number, got '%s'\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_dur(const char *opt, const char *s, uint64_t *out)
+{
+    if (units_parse_duration_ns(s, out)) {
+        fprintf(stderr, "tokenstorm run: %s: expected a duration like 500ms, 30s, 5m; got '%s'\n",
+                opt, s);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_rate(const char *opt, const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || (*end && strcmp(end, "/s")) || !(v >= 0) || v > 1e7) {
+        fprintf(stderr, "tokenstorm run: %s: expected requests per second, got '%s'\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_goodput(const char *s, struct goodput_cfg *g)
+{
+    char copy[256];
+    snprintf(copy, sizeof(copy), "%s", s);
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *colon = strchr(tok, ':');
+        char *end;
+        double v = colon ? strtod(colon + 1, &end) : 0;
+        if (!colon || end == colon + 1 || *end || !(v > 0)) {
+            fprintf(stderr,
+                    "tokenstorm run: --goodput: expected 'ttft:MS tpot:MS e2el:MS', "
+                    "got '%s'\n",
+                    tok);
+            return -1;
+        }
+        *colon = '\0';
+        if (!strcmp(tok, "ttft"))
+            g->ttft_ms = v;
+        else if (!strcmp(tok, "tpot"))
+            g->tpot_ms = v;
+        else if (!strcmp(tok, "e2el"))
+            g->e2el_ms = v;
+        else {
+            fprintf(stderr, "tokenstorm run: --goodput: unknown metric '%s' (ttft, tpot, e2el)\n",
+                    tok);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+enum {
+    O_TARGET = 256,
+    O_MODEL,
+    O_API_KEY,
+    O_HEADER,
+    O_ENDPOINT,
+    O_INSECURE,
+    O_HTTP2,
+    O_RATE,
+    O_ARRIVAL,
+    O_RAMP_TO,
+    O_STAGES,
+    O_CONCURRENCY,
+    O_THINK,
+    O_RAMP_USERS,
+    O_DURATION,
+    O_REQUESTS,
+    O_WARMUP,
+    O_DRAIN,
+    O_WORKERS,
+    O_SEED,
+    O_INPUT_LEN,
+    O_OUTPUT_LEN,
+    O_PROMPTS,
+    O_SYSTEM,
+    O_NO_EOS,
+    O_NO_STREAM,
+    O_BODY,
+    O_T_CONNECT,
+    O_T_TTFB,
+    O_T_IDLE,
+    O_T_TOTAL,
+    O_SLO,
+    O_GOODPUT,
+    O_OUT,
+    O_SAVE,
+    O_JSON,
+    O_SIM_PROFILE,
+    O_SIM_SET,
+    O_VERSION,
+};
+
+static const struct option run_options[] = {
+    {"target", required_argument, NULL, O_TARGET},
+    {"model", required_argument, NULL, O_MODEL},
+    {"api-key", required_argument, NULL, O_API_KEY},
+    {"header", required_argument, NULL, O_HEADER},
+    {"endpoint", required_argument, NULL, O_ENDPOINT},
+    {"insecure", no_argument, NULL, O_INSECURE},
+    {"http2", no_argument, NULL, O_HTTP2},
+    {"rate", required_argument, NULL, O_RATE},
+    {"arrival", required_argument, NULL, O_ARRIVAL},
+    {"ramp-to", required_argument, NULL, O_RAMP_TO},
+    {"stages", required_argument, NULL, O_STAGES},
+    {"concurrency", required_argument, NULL, O_CONCURRENCY},
+    {"think", required_argument, NULL, O_THINK},
+    {"ramp-users", required_argument, NULL, O_RAMP_USERS},
+    {"duration", required_argument, NULL, O_DURATION},
+    {"requests", required_argument, NULL, O_REQUESTS},
+    {"warmup", required_argument, NULL, O_WARMUP},
+    {"drain", required_argument, NULL, O_DRAIN},
+    {"workers", required_argument, NULL, O_WORKERS},
+    {"seed", required_argument, NULL, O_SEED},
+    {"input-len", required_argument, NULL, O_INPUT_LEN},
+    {"output-len", required_argument, NULL, O_OUTPUT_LEN},
+    {"prompts", required_argument, NULL, O_PROMPTS},
+    {"system-prompt", required_argument, NULL, O_SYSTEM},
+    {"no-ignore-eos", no_argument, NULL, O_NO_EOS},
+    {"no-stream", no_argument, NULL, O_NO_STREAM},
+    {"body", required_argument, NULL, O_BODY},
+    {"timeout-connect", required_argument, NULL, O_T_CONNECT},
+    {"timeout-ttfb", required_argument, NULL, O_T_TTFB},
+    {"timeout-idle", required_argument, NULL, O_T_IDLE},
+    {"timeout", required_argument, NULL, O_T_TOTAL},
+    {"slo", required_argument, NULL, O_SLO},
+    {"goodput", required_argument, NULL, O_GOODPUT},
+    {"out", required_argument, NULL, O_OUT},
+    {"save-requests", no_argument, NULL, O_SAVE},
+    {"json", no_argument, NULL, O_JSON},
+    {"sim-profile", required_argument, NULL, O_SIM_PROFILE},
+    {"sim-set", required_argument, NULL, O_SIM_SET},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+/* Returns 0 to go on, or the exit code to return. */
+static int parse_args(int argc, char **argv, struct run_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->seed = 1;
+    o->duration_ns = 20 * TS_NS_PER_S;
+    o->drain_ns = 30 * TS_NS_PER_S;
+    o->t_connect = 10 * TS_NS_PER_S;
+    o->t_ttfb = 300 * TS_NS_PER_S;
+    o->t_idle = 120 * TS_NS_PER_S;
+    bool duration_given = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qvh", run_options, NULL)) != -1) {
+        int bad = 0;
+        uint64_t v;
+        switch (c) {
+        case O_TARGET:
+            o->target = optarg;
+            break;
+        case O_MODEL:
+            o->model = optarg;
+            break;
+        case O_API_KEY:
+            o->api_key = optarg;
+            break;
+        case O_HEADER:
+            if (o->nheaders == RUN_MAX_HEADERS - 2 || !strchr(optarg, ':') ||
+                strpbrk(optarg, "\r\n")) {
+                fprintf(stderr, "tokenstorm run: --header: expected 'Name: value'\n");
+                return TS_EXIT_USAGE;
+            }
+            o->headers[o->nheaders++] = optarg;
+            break;
+        case O_ENDPOINT:
+            o->endpoint = optarg;
+            break;
+        case O_INSECURE:
+            o->insecure = true;
+            break;
+        case O_HTTP2:
+            o->http2 = true;
+            break;
+        case O_RATE:
+            bad = parse_rate("--rate", optarg, &o->rate);
+            break;
+        case O_ARRIVAL:
+            o->arrival = optarg;
+            break;
+        case O_RAMP_TO:
+            bad = parse_rate("--ramp-to", optarg, &o->ramp_to);
+            break;
+        case O_STAGES:
+            o->stages = optarg;
+            break;
+        case O_CONCURRENCY:
+            bad = parse_u64("--concurrency", optarg, &v);
+            if (!bad && (v < 1 || v > RUNNER_MAX_USERS)) {
+                fprintf(stderr, "tokenstorm run: --concurrency must be 1..%u\n", RUNNER_MAX_USERS);
+                bad = 1;
+            }
+            o->concurrency = (uint32_t)v;
+            break;
+        case O_THINK:
+            o->think = optarg;
+            break;
+        case O_RAMP_USERS:
+            bad = parse_dur("--ramp-users", optarg, &o->ramp_users_ns);
+            break;
+        case O_DURATION:
+            bad = parse_dur("--duration", optarg, &o->duration_ns);
+            duration_given = true;
+            break;
+        case O_REQUESTS:
+            bad = parse_u64("--requests", optarg, &o->requests);
+            break;
+        case O_WARMUP:
+            bad = parse_dur("--warmup", optarg, &o->warmup_ns);
+            break;
+        case O_DRAIN:
+            bad = parse_dur("--drain", optarg, &o->drain_ns);
+            break;
+        case O_WORKERS:
+            bad = parse_u64("--workers", optarg, &v);
+            if (!bad && (v < 1 || v > RUNNER_MAX_WORKERS)) {
+                fprintf(stderr, "tokenstorm run: --workers must be 1..%d\n", RUNNER_MAX_WORKERS);
+                bad = 1;
+            }
+            o->workers = (uint32_t)v;
+            break;
+        case O_SEED:
+            bad = parse_u64("--seed", optarg, &o->seed);
+            break;
+        case O_INPUT_LEN:
+            o->input_len = optarg;
+            break;
+        case O_OUTPUT_LEN:
+            o->output_len = optarg;
+            break;
+        case O_PROMPTS:
+            o->prompts = optarg;
+            break;
+        case O_SYSTEM:
+            o->system_prompt = optarg;
+            break;
+        case O_NO_EOS:
+            o->no_ignore_eos = true;
+            break;
+        case O_NO_STREAM:
+            o->no_stream = true;
+            break;
+        case O_BODY:
+            o->body = optarg;
+            break;
+        case O_T_CONNECT:
+            bad = parse_dur("--timeout-connect", optarg, &o->t_connect);
+            break;
+        case O_T_TTFB:
+            bad = parse_dur("--timeout-ttfb", optarg, &o->t_ttfb);
+            break;
+        case O_T_IDLE:
+            bad = parse_dur("--timeout-idle", optarg, &o->t_idle);
+            break;
+        case O_T_TOTAL:
+            bad = parse_dur("--timeout", optarg, &o->t_total);
+            break;
+        case O_SLO:
+            if (o->nslos == RUN_MAX_SLOS) {
+                fprintf(stderr, "tokenstorm run: too many --slo\n");
+                return TS_EXIT_USAGE;
+            }
+            o->slos[o->nslos++] = optarg;
+            break;
+        case O_GOODPUT:
+            o->goodput = optarg;
+            break;
+        case O_OUT:
+            o->out_dir = optarg;
+            break;
+        case O_SAVE:
+            o->save_requests = true;
+            break;
+        case O_JSON:
+            o->json = true;
+            break;
+        case O_SIM_PROFILE:
+            o->sim_profile = optarg;
+            break;
+        case O_SIM_SET:
+            if (o->nsim_sets == sizeof(o->sim_sets) / sizeof(o->sim_sets[0])) {
+                fprintf(stderr, "tokenstorm run: too many --sim-set\n");
+                return TS_EXIT_USAGE;
+            }
+            o->sim_sets[o->nsim_sets++] = optarg;
+            break;
+        case 'q':
+            o->quiet = true;
+            break;
+        case 'v':
+            ts_log_set_level(TS_LOG_DEBUG);
+            break;
+        case 'h':
+            usage(stdout);
+            return TS_EXIT_OK;
+        case O_VERSION:
+            printf("tokenstorm %s\n", TS_VERSION);
+            return TS_EXIT_OK;
+        default:
+            usage(stderr);
+            return TS_EXIT_USAGE;
+        }
+        if (bad)
+            return TS_EXIT_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(stderr,
+                "tokenstorm run: unexpected argument '%s' (scenario files are not "
+                "supported yet)\n",
+                argv[optind]);
+        return TS_EXIT_USAGE;
+    }
+    if (o->requests && !duration_given)
+        o->duration_ns = 0; /* --requests alone: run until they are done */
+    if (!o->rate && !o->concurrency && !o->stages)
+        o->rate = 10; /* the default workload: 10 requests/s, Poisson */
+    if (o->stages)
+        o->duration_ns = duration_given ? o->duration_ns : 0;
+    return -1;
+}
+
+/* ---- progress ---- */
+
+struct progress {
+    bool tty;
+    bool quiet;
+    uint64_t last_line_ns;
+};
+
+static void on_tick(const struct runner_progress *p, void *arg)
+{
+    struct progress *pg = arg;
+    if (pg->quiet)
+        return;
+    char remain[32] = "";
+    if (p->total_s > 0 && !p->draining)
+        snprintf(remain, sizeof(remain), "/%.0fs", p->total_s);
+    char line[256];
+    snprintf(line, sizeof(line),
+             "%s%5.0fs%s  sent %llu  done %llu  err %llu  in-flight %llu  %.1f req/s  %.0f tok/s"
+             "  TTFT p50 %.0f ms p99 %.0f ms",
+             p->draining ? "draining " : "", p->elapsed_s, remain, (unsigned long long)p->sent,
+             (unsigned long long)p->completed, (unsigned long long)p->errors,
+             (unsigned long long)p->in_flight, p->rate, p->tokens_per_s, p->last->ttft_p50_ms,
+             p->last->ttft_p99_ms);
+    if (pg->tty) {
+        fprintf(stderr, "\r\033[K%s", line);
+    } else {
+        uint64_t now = ts_now_ns();
+        if (now - pg->last_line_ns < 5 * TS_NS_PER_S)
+            return;
+        pg->last_line_ns = now;
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+/* ---- result files ---- */
+
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) && errno != EEXIST)
+            goto fail;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) && errno != EEXIST)
+        goto fail;
+    return 0;
+fail:;
+    int e = errno;
+    snprintf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
+    return -e;
+}
+
+static json_t *timeline_json(const struct runner_result *r)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < r->ntimeline; i++) {
+        const struct runner_point *p = &r->timeline[i];
+        json_array_append_new(
+            a,
+            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "t_s", p->t_s,
+                      "sent", (json_int_t)p->sent, "completed", (json_int_t)p->completed, "errors",
+                      (json_int_t)p->errors, "in_flight", (json_int_t)p->in_flight, "output_tokens",
+                      (json_int_t)p->output_tokens, "chunks", (json_int_t)p->chunks, "ttft_p50_ms",
+                      p->ttft_p50_ms, "ttft_p99_ms", p->ttft_p99_ms, "e2el_p50_ms", p->e2el_p50_ms,
+                      "lag_p99_ms", p->lag_p99_ms));
+    }
+    return a;
+}
+
+static json_t *config_json(const struct run_opts *o, const char *url, const char *model,
+                           const char *sim_profile)
+{
+    json_t *j =
+        json_pack("{s:s, s:s, s:s?, s:s}", "target", url, "model", model, "simulator_profile",
+                  sim_profile, "endpoint", o->endpoint ? o->endpoint : "chat");
+    if (!j)
+        return NULL;
+    if (o->concurrency && !o->rate && !o->stages) {
+        json_object_set_new(j, "mode", json_string("closed"));
+        json_object_set_new(j, "users", json_integer(o->concurrency));
+        if (o->think)
+            json_object_set_new(j, "think", json_string(o->think));
+    } else {
+        json_object_set_new(j, "mode", json_string("open"));
+        json_object_set_new(j, "rate", json_real(o->rate));
+        json_object_set_new(j, "arrival", json_string(o->arrival ? o->arrival : "poisson"));
+        if (o->stages)
+            json_object_set_new(j, "stages", json_string(o->stages));
+        if (o->ramp_to > 0)
+            json_object_set_new(j, "ramp_to", json_real(o->ramp_to));
+        if (o->concurrency)
+            json_object_set_new(j, "max_concurrency", json_integer(o->concurrency));
+    }
+    json_object_set_new(j, "duration_s", json_real((double)o->duration_ns / 1e9));
+    json_object_set_new(j, "requests", json_integer((json_int_t)o->requests));
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "input_len",
+                        json_string(o->input_len ? o->input_len : "lognormal:512,0.5"));
+    json_object_set_new(j, "output_len",
+                        json_string(o->output_len ? o->output_len : "uniform:64-256"));
+    json_object_set_new(j, "stream", json_boolean(!o->no_stream));
+    json_object_set_new(j, "ignore_eos", json_boolean(!o->no_ignore_eos));
+    if (o->prompts)
+        json_object_set_new(j, "prompts", json_string(o->prompts));
+    return j;
+}
+
+/* ---- main ---- */
+
+int cmd_run(int argc, char **argv)
+{
+    struct run_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char err[1024];
+    int exit_code = TS_EXIT_OK;
+
+    struct slo slos[RUN_MAX_SLOS];
+    for (size_t i = 0; i < o.nslos; i++) {
+        if (slo_parse(o.slos[i], &slos[i], err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: --slo: %s\n", err);
+            return TS_EXIT_USAGE;
+        }
+    }
+    struct goodput_cfg goodput = {0};
+    if (o.goodput && parse_goodput(o.goodput, &goodput))
+        return TS_EXIT_USAGE;
+    enum workload_endpoint ep = WORKLOAD_CHAT;
+    if (o.endpoint && workload_endpoint_parse(o.endpoint, &ep)) {
+        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
+        return TS_EXIT_USAGE;
+    }
+    struct dist think;
+    memset(&think, 0, sizeof(think));
+    if (o.think && dist_parse(&think, o.think, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: --think: %s\n", err);
+        return TS_EXIT_USAGE;
+    }
+    json_t *overrides = NULL;
+    if (o.body) {
+        json_error_t jerr;
+        overrides = json_loads(o.body, 0, &jerr);
+        if (!json_is_object(overrides)) {
+            fprintf(stderr, "tokenstorm run: --body: expected a JSON object%s%s\n",
+                    overrides ? "" : ": ", overrides ? "" : jerr.text);
+            json_decref(overrides);
+            dist_release(&think);
+            return TS_EXIT_USAGE;
+        }
+    }
+    if (http_client_global_init()) {
+        fprintf(stderr, "tokenstorm run: cannot initialise libcurl\n");
+        return TS_EXIT_FAIL;
+    }
+
+    /* the target: given, or the built-in simulator */
+    struct sim_thread *sim = NULL;
+    char target_buf[128];
+    const char *target = o.target;
+    char model[256] = "";
+    const char *sim_profile = NULL;
+    if (!target) {
+        struct sim_server_config scfg = {0};
+        sim_profile = o.sim_profile ? o.sim_profile : "llama3-8b-a100";
+        if (sim_profile_preset(sim_profile, &scfg.profile)) {
+            fprintf(stderr, "tokenstorm run: unknown --sim-profile '%s'\n", sim_profile);
+            exit_code = TS_EXIT_USAGE;
+            goto out;
+        }
+        for (size_t i = 0; i < o.nsim_sets; i++) {
+            if (sim_profile_set_kv(&scfg.profile, o.sim_sets[i], err, sizeof(err))) {
+                fprintf(stderr, "tokenstorm run: --sim-set %s: %s\n", o.sim_sets[i], err);
+                exit_code = TS_EXIT_USAGE;
+                goto out;
+            }
+        }
+        if (sim_profile_validate(&scfg.profile, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: simulator profile: %s\n", err);
+            exit_code = TS_EXIT_USAGE;
+            goto out;
+        }
+        scfg.host = "127.0.0.1";
+        scfg.quiet = true;
+        scfg.any_model = true;
+        if (sim_thread_start(&scfg, &sim, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", err);
+            exit_code = TS_EXIT_FAIL;
+            goto out;
+        }
+        snprintf(target_buf, sizeof(target_buf), "http://127.0.0.1:%d/v1", sim_thread_port(sim));
+        target = target_buf;
+        snprintf(model, sizeof(model), "%s", scfg.profile.model);
+        if (!o.quiet && !o.json)
+            fprintf(stderr, "tokenstorm run: no --target: simulator '%s' on %s\n", sim_profile,
+                    target);
+    }
+    char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
+    if (target_resolve(target, ep, url, models_url, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_USAGE;
+        goto out;
+    }
+    /* headers: the API key never leaves this process except to the target */
+    char auth[1024] = "";
+    const char *headers[RUN_MAX_HEADERS];
+    size_t nheaders = 0;
+    const char *key = o.api_key ? o.api_key : getenv("OPENAI_API_KEY");
+    if (key && *key) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
+        headers[nheaders++] = auth;
+    }
+    headers[nheaders++] = "Content-Type: application/json";
+    for (size_t i = 0; i < o.nheaders; i++)
+        headers[nheaders++] = o.headers[i];
+    if (o.model)
+        snprintf(model, sizeof(model), "%s", o.model);
+    else if (!model[0] && target_discover_model(models_url, headers, nheaders, o.insecure, model,
+                                                sizeof(model), err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_FAIL;
+        goto out;
+    }
+
+    struct workload_cfg wcfg;
+    workload_cfg_init(&wcfg);
+    wcfg.endpoint = ep;
+    wcfg.model = model;
+    wcfg.input_tokens = o.input_len ? o.input_len : "lognormal:512,0.5";
+    wcfg.output_tokens = o.output_len ? o.output_len : "uniform:64-256";
+    wcfg.ignore_eos = !o.no_ignore_eos;
+    wcfg.stream = !o.no_stream && ep != WORKLOAD_EMBEDDINGS;
+    wcfg.system_prompt = o.system_prompt;
+    wcfg.prompts_path = o.prompts;
+    wcfg.body_overrides = overrides;
+    wcfg.seed = o.seed;
+    struct workload wl;
+    if (workload_init(&wl, &wcfg, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_USAGE;
+        goto out;
+    }
+
+    /* the result directory */
+    char dir[1024];
+    if (o.out_dir) {
+        snprintf(dir, sizeof(dir), "%s", o.out_dir);
+    } else {
+        char stamp[32];
+        ts_wall_format(ts_wall_ns(), stamp, sizeof(stamp));
+        stamp[19] = '\0'; /* 2026-11-29T17:31:48 */
+        for (char *p = stamp; *p; p++)
+            if (*p == ':')
+                *p = '-';
+        snprintf(dir, sizeof(dir), "tokenstorm-results/%sZ-run", stamp);
+    }
+    if (make_dirs(dir, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_FAIL;
+        goto out_workload;
+    }
+    char path[1200];
+    struct asyncw *requests_out = NULL;
+    if (o.save_requests) {
+        snprintf(path, sizeof(path), "%s/requests.jsonl", dir);
+        if (asyncw_open(path, 0, &requests_out, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", err);
+            exit_code = TS_EXIT_FAIL;
+            goto out_workload;
+        }
+    }
+    snprintf(path, sizeof(path), "%s/latency.hlog", dir);
+    FILE *hlog = fopen(path, "w");
+    if (!hlog)
+        ts_warn("cannot write %s: %s", path, strerror(errno));
+
+    struct runner_config rcfg = {
+        .url = url,
+        .headers = headers,
+        .n_headers = nheaders,
+        .workload = &wl,
+        .mode = (o.rate > 0 || o.stages) ? RUNNER_OPEN : RUNNER_CLOSED,
+        .users = o.concurrency,
+        .think = o.think ? &think : NULL,
+        .ramp_users_ns = o.ramp_users_ns,
+        .max_concurrency = (o.rate > 0 || o.stages) ? o.concurrency : 0,
+        .duration_ns = o.duration_ns,
+        .max_requests = o.requests,
+        .warmup_ns = o.warmup_ns,
+        .drain_ns = o.drain_ns,
+        .workers = o.workers,
+        .seed = o.seed,
+        .goodput = goodput,
+        .requests_out = requests_out,
+        .hlog = hlog,
+        .handle_signals = true,
+        .on_tick = on_tick,
+    };
+    if (!rcfg.workers) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        rcfg.workers = n < 1 ? 1 : n > RUNNER_MAX_WORKERS ? RUNNER_MAX_WORKERS : (uint32_t)n;
+    }
+    if (o.arrival && arrival_process_parse(&rcfg.arrival.process, o.arrival, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: --arrival: %s\n", err);
+        exit_code = TS_EXIT_USAGE;
+        goto out_files;
+    } else if (!o.arrival) {
+        rcfg.arrival.process.kind = ARRIVAL_POISSON;
+    }
+    rcfg.arrival.rate = o.rate;
+    rcfg.arrival.stages = o.stages;
+    if (o.ramp_to > 0) {
+        rcfg.arrival.ramp_to = o.ramp_to;
+        rcfg.arrival.ramp_ns = o.duration_ns;
+    }
+    http_client_config_default(&rcfg.client);
+    rcfg.client.connect_timeout_ms = (uint32_t)(o.t_connect / TS_NS_PER_MS);
+    rcfg.client.ttfb_timeout_ms = (uint32_t)(o.t_ttfb / TS_NS_PER_MS);
+    rcfg.client.idle_timeout_ms = (uint32_t)(o.t_idle / TS_NS_PER_MS);
+    rcfg.client.total_timeout_ms = (uint32_t)(o.t_total / TS_NS_PER_MS);
+    rcfg.client.insecure = o.insecure;
+    rcfg.client.version = o.http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
+    struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json};
+    rcfg.tick_arg = &pg;
+    if (runner_config_check(&rcfg, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_USAGE;
+        goto out_files;
+    }
+
+    struct runner_result res;
+    if (runner_run(&rcfg, &res, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: the run failed: %s\n", err);
+        exit_code = TS_EXIT_FAIL;
+        goto out_files;
+    }
+    if (pg.tty && !pg.quiet)
+        fprintf(stderr, "\n");
+
+    struct run_summary sum;
+    run_summary_compute(&sum, res.total, res.duration_s, res.peak_output_tps, &goodput);
+    json_t *tl = timeline_json(&res);
+    json_t *conf = config_json(&o, url, model, sim_profile);
+    if (conf) {
+        char id[32];
+        snprintf(id, sizeof(id), "%016llx", (unsigned long long)res.run_id);
+        json_object_set_new(conf, "run_id", json_string(id));
+        json_object_set_new(conf, "start_mono_ns", json_integer((json_int_t)res.start_mono_ns));
+        json_object_set_new(conf, "workers", json_integer(rcfg.workers));
+    }
+    struct result_info info = {
+        .config = conf,
+        .started_wall_ns = res.started_wall_ns,
+        .warmup_s = (double)o.warmup_ns / 1e9,
+        .end_cut = res.end_cut,
+        .slos = slos,
+        .nslos = o.nslos,
+        .timeline = tl,
+    };
+    json_t *doc = NULL;
+    if (result_build(res.total, &sum, &info, &doc)) {
+        fprintf(stderr, "tokenstorm run: cannot build result.json\n");
+        exit_code = TS_EXIT_FAIL;
+    } else {
+        snprintf(path, sizeof(path), "%s/result.json", dir);
+        if (result_write_file(doc, path, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", err);
+            exit_code = TS_EXIT_FAIL;
+        }
+    }
+    size_t failed = 0;
+    if (o.json) {
+        if (doc) {
+            char *text = json_dumps(doc, JSON_INDENT(2));
+            if (text)
+                printf("%s\n", text);
+            free(text);
+        }
+        for (size_t i = 0; i < o.nslos; i++) {
+            double actual;
+            failed += !slo_eval(&slos[i], &sum, &actual);
+        }
+    } else {
+        if (report_text_summary(stdout, res.total, &sum) ||
+            (o.nslos && report_text_slo(stdout, slos, o.nslos, &sum, &failed)))
+            ts_warn("cannot print the summary");
+        printf("\nresults: %s/\n", dir);
+    }
+    if (exit_code == TS_EXIT_OK && failed)
+        exit_code = TS_EXIT_SLO;
+    if (res.interrupted)
+        exit_code = TS_EXIT_INTERRUPTED;
+    json_decref(doc);
+    json_decref(tl);
+    json_decref(conf);
+    runner_result_release(&res);
+out_files:
+    if (hlog)
+        fclose(hlog);
+    if (requests_out) {
+        uint64_t dropped = asyncw_dropped(requests_out);
+        if (asyncw_close(requests_out))
+            ts_warn("requests.jsonl: write error");
+        if (dropped)
+            ts_warn("requests.jsonl: %llu bytes dropped (the disk did not keep up)",
+                    (unsigned long long)dropped);
+    }
+out_workload:
+    workload_release(&wl);
+out:
+    if (sim)
+        sim_thread_stop(sim, 0);
+    json_decref(overrides);
+    dist_release(&think);
+    http_client_global_cleanup();
+    return exit_code;
+}

@@ -1,0 +1,546 @@
+/*
+ * gen.c - chat and completion requests of the simulator: from the request
+ * body to the engine, and from the engine's tokens to the wire.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/rng.h"
+#include "llm/openai_request.h"
+#include "llm/text.h"
+#include "sim/server_int.h"
+
+#define SIM_MAX_TEXT (64u << 20)
+
+struct sim_req {
+    struct sim_server *s;
+    struct http_request *http; /* NULL once the response is finished */
+    struct sim_req *next_dead;
+    enum openai_endpoint ep;
+    bool stream;
+    bool include_usage;
+    bool in_engine;
+    const char *finish_reason; /* "stop" or "length" */
+    uint32_t prompt_tokens;
+    uint32_t output_tokens;
+    uint32_t preemptions;
+    uint64_t seed;
+    /* rendered text, when the pieces are not the word model's (answers, stop) */
+    char *text;
+    uint32_t *piece_end; /* end offset of each piece in text */
+    uint32_t npieces;
+    struct openai_stream_enc enc;
+    struct buf out; /* stream: one write's chunks; otherwise the whole answer */
+    char *model;
+    char id[48];
+    char request_id[80];
+    uint64_t arrival_ns, admitted_ns, first_token_ns, last_token_ns;
+    uint64_t *token_ns; /* write time of each token, with --trace-log */
+};
+
+static uint64_t mix(uint64_t x)
+{
+    return splitmix64_next(&x);
+}
+
+/* ---- pieces of the answer ---- */
+
+struct piece_collect {
+    struct buf *text;
+    uint32_t *ends;
+    uint32_t n, cap;
+};
+
+static int collect_piece(const char *p, size_t n, void *ctx)
+{
+    struct piece_collect *c = ctx;
+    if (c->n == c->cap) {
+        uint32_t cap = c->cap ? c->cap * 2 : 64;
+        uint32_t *e = ts_realloc(c->ends, cap * sizeof(*e));
+        if (!e)
+            return -ENOMEM;
+        c->ends = e;
+        c->cap = cap;
+    }
+    int rc = buf_append(c->text, p, n);
+    if (rc)
+        return rc;
+    c->ends[c->n++] = (uint32_t)c->text->len;
+    return 0;
+}
+
+/* The text of piece i (answers/stop text when rendered, else the word model). */
+static const char *piece(const struct sim_req *r, uint32_t i, size_t *len)
+{
+    if (r->text && i < r->npieces) {
+        uint32_t start = i ? r->piece_end[i - 1] : 0;
+        *len = r->piece_end[i] - start;
+        return r->text + start;
+    }
+    const char *t = text_token(r->seed, i);
+    *len = strlen(t);
+    return t;
+}
+
+/*
+ * Renders the first `count` pieces (answer first, then the word model) so
+ * stop strings can be searched, and cuts at the earliest stop string.
+ * Returns the number of pieces to send (>= 1), or a negative error.
+ */
+static int render_pieces(struct sim_req *r, const char *answer, uint32_t count,
+                         const struct openai_request *q, bool *stopped)
+{
+    struct buf text;
+    buf_init(&text, SIM_MAX_TEXT);
+    struct piece_collect c = {&text, NULL, 0, 0};
+    int rc = 0;
+    uint32_t from_answer = 0;
+    if (answer) {
+        rc = text_split_tokens(answer, strlen(answer), collect_piece, &c);
+        from_answer = c.n;
+        if (c.n > count)
+            c.n = count;
+        text.len = c.n ? c.ends[c.n - 1] : 0;
+    }
+    for (uint32_t i = c.n; !rc && i < count; i++) {
+        const char *t = text_token(r->seed, i - from_answer + (answer ? 1000003u : 0));
+        rc = collect_piece(t, strlen(t), &c);
+    }
+    *stopped = false;
+    if (!rc && q->n_stop) {
+        size_t cut = text.len;
+        for (size_t k = 0; k < q->n_stop; k++) {
+            if (!q->stop[k].len)
+                continue;
+            const char *hit =
+                memmem(text.data ? text.data : "", text.len, q->stop[k].s, q->stop[k].len);
+            if (hit && (size_t)(hit - text.data) < cut)
+                cut = (size_t)(hit - text.data);
+        }
+        if (cut < text.len) {
+            *stopped = true;
+            uint32_t n = 0;
+            while (n < c.n && c.ends[n] <= cut)
+                n++;
+            if (n < c.n && (n == 0 || c.ends[n - 1] < cut)) {
+                c.ends[n] = (uint32_t)cut; /* a part of the piece the stop string begins in */
+                n++;
+            }
+            if (n == 0) { /* the stop string starts the answer: one empty piece */
+                c.ends[0] = 0;
+                n = 1;
+            }
+            c.n = n;
+            buf_truncate(&text, cut);
+        }
+    }
+    if (rc) {
+        buf_release(&text);
+        ts_free(c.ends);
+        return rc;
+    }
+    if (buf_reserve(&text, 0)) {
+        buf_release(&text);
+        ts_free(c.ends);
+        return -ENOMEM;
+    }
+    r->text = buf_take(&text, NULL);
+    r->piece_end = c.ends;
+    r->npieces = c.n;
+    return (int)c.n;
+}
+
+/* ---- lifecycle ---- */
+
+static void req_free(struct sim_req *r)
+{
+    if (r->stream)
+        openai_stream_enc_release(&r->enc);
+    buf_release(&r->out);
+    ts_free(r->text);
+    ts_free(r->piece_end);
+    ts_free(r->token_ns);
+    ts_free(r->model);
+    ts_free(r);
+}
+
+static void free_dead(struct sim_server *s)
+{
+    while (s->dead) {
+        struct sim_req *r = s->dead;
+        s->dead = r->next_dead;
+        req_free(r);
+    }
+}
+
+static void trace_write(struct sim_req *r, const char *status, uint64_t finish_ns)
+{
+    struct sim_server *s = r->s;
+    if (!s->trace)
+        return;
+    struct buf b;
+    buf_init(&b, 16u << 20);
+    int rc =
+        buf_appendf(&b,
+                    "{\"request_id\":\"%s\",\"id\":\"%s\",\"endpoint\":\"%s\",\"stream\":%s,"
+                    "\"status\":\"%s\",\"prompt_tokens\":%u,\"output_tokens\":%u,"
+                    "\"preemptions\":%u,\"arrival_ns\":%llu,\"admitted_ns\":%llu,"
+                    "\"first_token_ns\":%llu,\"finish_ns\":%llu,\"token_ns\":[",
+                    r->request_id, r->id, openai_endpoint_name(r->ep), r->stream ? "true" : "false",
+                    status, r->prompt_tokens, r->output_tokens, r->preemptions,
+                    (unsigned long long)r->arrival_ns, (unsigned long long)r->admitted_ns,
+                    (unsigned long long)r->first_token_ns, (unsigned long long)finish_ns);
+    for (uint32_t i = 0; !rc && r->token_ns && i < r->output_tokens && r->token_ns[i]; i++)
+        rc = buf_appendf(&b, "%s%llu", i ? "," : "", (unsigned long long)r->token_ns[i]);
+    if (!rc)
+        rc = buf_append_str(&b, "]}\n");
+    if (!rc)
+        (void)asyncw_write(s->trace, b.data, b.len);
+    buf_release(&b);
+}
+
+static void on_abort(struct http_request *req)
+{
+    struct sim_req *r = req->user;
+    struct sim_server *s = r->s;
+    if (r->in_engine) {
+        sim_engine_cancel(s->engine, r);
+        r->in_engine = false;
+    }
+    s->stats.cancelled++;
+    trace_write(r, "cancelled", ts_now_ns());
+    if (r->stream)
+        (void)http_stream_end(req);
+    else
+        (void)http_respond(req, 499, NULL, NULL, NULL, 0);
+    r->http = NULL;
+    req_free(r);
+}
+
+/* ---- stepping the engine in real time ---- */
+
+static void on_step(struct ptimer *t);
+
+static void run_step(struct sim_server *s, uint64_t model_now)
+{
+    s->model_now = model_now;
+    uint64_t d = sim_engine_step(s->engine, model_now);
+    free_dead(s);
+    if (!d || s->timer_closing) {
+        s->step_due = 0;
+        return;
+    }
+    s->step_due = sim_engine_next_due(s->engine);
+    if (!s->step_due)
+        s->step_due = model_now + d;
+    int rc = ptimer_start_at(&s->step_timer, s->step_due, on_step);
+    if (rc) {
+        ts_error("sim: cannot arm the step timer: %s", strerror(-rc));
+        s->step_due = 0;
+    }
+}
+
+static void on_step(struct ptimer *t)
+{
+    struct sim_server *s = t->data;
+    uint64_t now = ts_now_ns();
+    uint64_t due = s->step_due;
+    /* stay on the model's schedule unless the loop fell more than 1 ms behind */
+    run_step(s, now - due <= TS_NS_PER_MS ? due : now);
+}
+
+static void kick(struct sim_server *s)
+{
+    if (!s->step_due && !s->timer_closing)
+        run_step(s, ts_now_ns());
+}
+
+/* ---- engine callbacks ---- */
+
+void sim_gen_on_admit(void *ctx, void *req, uint64_t now_ns)
+{
+    struct sim_req *r = req;
+    if (!r->admitted_ns) {
+        r->admitted_ns = now_ns;
+        prom_hist_observe(&r->s->h_queue, (double)(now_ns - r->arrival_ns) / 1e9);
+    }
+}
+
+void sim_gen_on_preempt(void *ctx, void *req, uint64_t now_ns)
+{
+    struct sim_req *r = req;
+    r->preemptions++;
+}
+
+static void stream_write(struct sim_req *r)
+{
+    if (!r->out.len)
+        return;
+    int rc = http_stream_write(r->http, r->out.data, r->out.len);
+    buf_reset(&r->out);
+    (void)rc; /* TS_AGAIN: queued anyway (a real server buffers too); TS_CLOSED: abort follows */
+}
+
+void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns)
+{
+    struct sim_server *s = ctx;
+    struct sim_req *r = req;
+    size_t len;
+    const char *t = piece(r, index, &len);
+    if (index == 0) {
+        r->first_token_ns = now_ns;
+        prom_hist_observe(&s->h_ttft, (double)(now_ns - r->arrival_ns) / 1e9);
+    } else {
+        prom_hist_observe(&s->h_tpot, (double)(now_ns - r->last_token_ns) / 1e9);
+    }
+    r->last_token_ns = now_ns;
+    int rc = 0;
+    if (r->stream) {
+        if (index == 0)
+            rc = openai_stream_enc_role(&r->enc, &r->out);
+        if (!rc)
+            rc = openai_stream_enc_content(&r->enc, &r->out, t, len);
+        if (!rc)
+            stream_write(r);
+    } else {
+        rc = buf_append(&r->out, t, len);
+    }
+    if (rc)
+        ts_warn("sim: %s: cannot encode token %u: %s", r->id, index, ts_strerror(rc));
+    uint64_t written = ts_now_ns();
+    if (r->token_ns)
+        r->token_ns[index] = written;
+    prom_hist_observe(&s->h_send_lag, (double)(written - now_ns) / 1e9);
+    s->stats.tokens_sent++;
+}
+
+void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
+{
+    struct sim_server *s = ctx;
+    struct sim_req *r = req;
+    r->in_engine = false;
+    int rc = 0;
+    if (r->stream) {
+        rc = openai_stream_enc_finish(&r->enc, &r->out, r->finish_reason);
+        if (!rc && r->include_usage)
+            rc = openai_stream_enc_usage(&r->enc, &r->out, r->prompt_tokens, r->output_tokens);
+        if (!rc)
+            rc = openai_stream_enc_done(&r->out);
+        if (!rc)
+            stream_write(r);
+        (void)http_stream_end(r->http);
+    } else {
+        struct buf body;
+        buf_init(&body, SIM_MAX_TEXT * 2);
+        rc = openai_encode_response(&body, r->ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
+                                    r->model, buf_cstr(&r->out), r->out.len, r->finish_reason,
+                                    r->prompt_tokens, r->output_tokens);
+        if (rc)
+            (void)http_respond(r->http, 500, NULL, NULL, NULL, 0);
+        else
+            (void)http_respond(r->http, 200, "application/json", NULL, body.data, body.len);
+        buf_release(&body);
+    }
+    r->http = NULL;
+    prom_hist_observe(&s->h_e2e, (double)(now_ns - r->arrival_ns) / 1e9);
+    s->finished_by[r->finish_reason[0] == 'l']++;
+    s->stats.finished++;
+    trace_write(r, "finished", ts_now_ns());
+    r->next_dead = s->dead;
+    s->dead = r;
+}
+
+/* ---- the request ---- */
+
+static uint32_t count_prompt(const struct openai_request *q, const char **last_user,
+                             size_t *last_user_len)
+{
+    uint64_t n = 0;
+    *last_user = NULL;
+    *last_user_len = 0;
+    if (q->endpoint == OPENAI_CHAT) {
+        /* chat template overhead: 3 tokens per message and 3 to prime the reply */
+        for (size_t i = 0; i < q->n_messages; i++) {
+            const struct openai_message *m = &q->messages[i];
+            n += 3;
+            for (size_t k = 0; k < m->n_parts; k++)
+                n += text_count_tokens(m->parts[k].s, m->parts[k].len);
+            if (!strcmp(m->role, "user") && m->n_parts) {
+                *last_user = m->parts[m->n_parts - 1].s;
+                *last_user_len = m->parts[m->n_parts - 1].len;
+            }
+        }
+        n += 3;
+    } else {
+        for (size_t i = 0; i < q->n_inputs; i++) {
+            const struct openai_input *in = &q->inputs[i];
+            n += in->text ? text_count_tokens(in->text, in->len) : (uint64_t)in->n_tokens;
+            if (in->text) {
+                *last_user = in->text;
+                *last_user_len = in->len;
+            }
+        }
+    }
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+static void reject(struct sim_server *s, struct http_request *req, int rc, uint32_t prompt,
+                   uint32_t out, const char *param)
+{
+    struct openai_error e;
+    const char *extra = NULL;
+    if (rc == -E2BIG) {
+        openai_error_set(&e, 400, "invalid_request_error", param, "context_length_exceeded",
+                         "This model's maximum context length is %u tokens. However, you "
+                         "requested %llu tokens (%u in the messages, %u in the completion). "
+                         "Please reduce the length of the messages or completion.",
+                         s->profile.max_model_len, (unsigned long long)prompt + out, prompt, out);
+        s->stats.rejected_400++;
+    } else if (rc == -EBUSY) {
+        openai_error_set(&e, 429, "rate_limit_error", NULL, "rate_limit_exceeded",
+                         "The server is overloaded: its waiting queue is full (%u requests). "
+                         "Please retry after a short wait.",
+                         s->profile.max_waiting);
+        extra = "Retry-After: 1\r\n";
+        s->stats.rejected_429++;
+    } else if (rc == -EAGAIN) {
+        openai_error_set(&e, 503, "server_error", NULL, "model_loading",
+                         "The model is loading. Please retry shortly.");
+        extra = "Retry-After: 5\r\n";
+    } else {
+        openai_error_set(&e, 500, "server_error", NULL, NULL, "Internal error: %s",
+                         ts_strerror(rc));
+    }
+    sim_send_error(req, &e, extra);
+}
+
+static void copy_request_id(struct sim_req *r, const struct http_request *req)
+{
+    const char *id = http_request_header(req, "x-request-id");
+    size_t j = 0;
+    /* keep it JSON-safe without escaping: printable ASCII but quote and backslash */
+    for (size_t i = 0; id && id[i] && j + 1 < sizeof(r->request_id); i++)
+        if (id[i] > 0x20 && id[i] < 0x7f && id[i] != '"' && id[i] != '\\')
+            r->request_id[j++] = id[i];
+    r->request_id[j] = '\0';
+}
+
+void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep)
+{
+    struct openai_request q;
+    struct openai_error e;
+    openai_request_init(&q);
+    if (openai_request_parse(&q, ep, req->body, req->body_len, NULL, &e)) {
+        s->stats.rejected_400++;
+        sim_send_error(req, &e, NULL);
+        return;
+    }
+    if (!sim_model_ok(s, req, q.model))
+        goto out_release;
+    if (ep == OPENAI_COMPLETIONS && q.n_inputs != 1) {
+        openai_error_set(&e, 400, "invalid_request_error", "prompt", "invalid_value",
+                         "The simulator answers one prompt per request, got %zu.", q.n_inputs);
+        sim_send_error(req, &e, NULL);
+        goto out_release;
+    }
+    struct sim_req *r = ts_calloc(1, sizeof(*r));
+    if (!r) {
+        (void)http_respond(req, 500, NULL, NULL, NULL, 0);
+        goto out_release;
+    }
+    r->s = s;
+    r->http = req;
+    r->ep = ep;
+    r->stream = q.stream;
+    r->include_usage = q.include_usage;
+    r->arrival_ns = ts_now_ns();
+    buf_init(&r->out, SIM_MAX_TEXT);
+    copy_request_id(r, req);
+    uint64_t serial = ++s->next_id;
+    snprintf(r->id, sizeof(r->id), "%s-%016llx", ep == OPENAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)mix(s->id_seed + serial));
+    r->model = ts_strdup(q.model ? q.model : s->profile.model);
+
+    const char *key;
+    size_t key_len;
+    r->prompt_tokens = count_prompt(&q, &key, &key_len);
+    if (q.has_seed)
+        r->seed = (uint64_t)q.seed;
+    else if (q.has_temperature && q.temperature == 0)
+        r->seed = key ? text_hash(key, key_len, 0) : 0;
+    else
+        r->seed = mix(s->id_seed ^ (serial * 0x9e3779b97f4a7c15ull));
+
+    uint64_t room = s->profile.max_model_len > r->prompt_tokens
+                        ? s->profile.max_model_len - r->prompt_tokens
+                        : 1;
+    uint64_t max = q.max_tokens > 0 ? (uint64_t)q.max_tokens : room;
+    if (max > UINT32_MAX)
+        max = UINT32_MAX;
+    const char *answer = key && s->answers ? answers_find(s->answers, key, key_len) : NULL;
+    uint64_t natural;
+    if (answer) {
+        natural = text_count_tokens(answer, strlen(answer));
+    } else {
+        struct rng rng;
+        rng_seed(&rng, r->seed ^ 0x6e61747572616cull);
+        natural = dist_sample_uint(&s->output_len, &rng, 1, UINT32_MAX);
+    }
+    if (natural == 0)
+        natural = 1;
+    uint64_t out = q.ignore_eos ? max : (natural < max ? natural : max);
+    r->finish_reason = (q.ignore_eos || natural > max) ? "length" : "stop";
+    if ((uint64_t)q.min_tokens > out) {
+        out = (uint64_t)q.min_tokens < max ? (uint64_t)q.min_tokens : max;
+        r->finish_reason = out == max ? "length" : "stop";
+    }
+    int rc = 0;
+    if (answer || q.n_stop) {
+        bool stopped;
+        /* a stop string can only shorten; render no more than can be sent */
+        uint64_t limit = out < (1u << 20) ? out : (1u << 20);
+        rc = render_pieces(r, answer, (uint32_t)limit, &q, &stopped);
+        if (rc > 0) {
+            if (stopped) {
+                out = (uint64_t)rc;
+                r->finish_reason = "stop";
+            }
+            rc = 0;
+        }
+    }
+    r->output_tokens = (uint32_t)out;
+    if (!rc && s->trace) {
+        r->token_ns = ts_calloc(r->output_tokens ? r->output_tokens : 1, sizeof(uint64_t));
+        if (!r->token_ns)
+            rc = -ENOMEM;
+    }
+    if (!rc && r->stream)
+        rc = openai_stream_enc_init(&r->enc, ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
+                                    r->model);
+    if (rc) {
+        r->stream = false;
+        reject(s, req, rc, r->prompt_tokens, r->output_tokens, NULL);
+        req_free(r);
+        goto out_release;
+    }
+    rc = sim_engine_submit(s->engine, r, r->prompt_tokens, r->output_tokens, r->arrival_ns);
+    if (rc) {
+        reject(s, req, rc, r->prompt_tokens, r->output_tokens,
+               ep == OPENAI_CHAT ? "messages" : "prompt");
+        req_free(r);
+        goto out_release;
+    }
+    r->in_engine = true;
+    s->stats.requests++;
+    req->user = r;
+    http_request_on_abort(req, on_abort);
+    if (r->stream)
+        (void)http_stream_begin(req, 200, "text/event-stream",
+                                "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n");
+    kick(s);
+out_release:
+    openai_request_release(&q);
+}

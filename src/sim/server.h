@@ -1,0 +1,84 @@
+/*
+ * server.h - the OpenAI-compatible simulator: HTTP endpoints over the engine.
+ *
+ * One struct sim_server runs on one libuv loop (its own thread in `run`, the
+ * main thread in `tokenstorm sim`). It answers:
+ *   POST /v1/chat/completions, /v1/completions   (streamed or not)
+ *   POST /v1/embeddings
+ *   GET  /v1/models, /health, /metrics (vLLM metric names)
+ * and drives the engine in real time: a nanosecond timer fires at each step
+ * boundary, and the tokens of the finished step are written to their streams
+ * at once. The model's clock stays on its schedule while the loop keeps up
+ * (each step starts when the previous one was due); when the loop is late by
+ * more than 1 ms it restarts from the real time. The difference between the
+ * time a token was due and the time it was written is kept as a histogram
+ * (tokenstorm_sim_send_lag_seconds at /metrics).
+ *
+ * What is generated: see docs/SIMULATOR.md. Output length: max_tokens with
+ * ignore_eos; otherwise the reference answer (--answers) or a natural length
+ * drawn from output_len (seeded per request), cut to max_tokens (finish
+ * "length") or at a stop string (finish "stop"), and at least min_tokens.
+ */
+#ifndef TS_SIM_SERVER_H
+#define TS_SIM_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/err.h"
+#include "sim/profile.h"
+
+struct sim_server;
+
+struct sim_server_config {
+    struct sim_profile profile; /* validated by the caller */
+    const char *host;           /* "127.0.0.1" */
+    int port;                   /* 0 = any */
+    bool any_model;             /* accept any model name instead of 404 */
+    const char *answers_path;   /* NULL: no reference answers */
+    const char *trace_log_path; /* NULL: no ground-truth log */
+    const char *output_len;     /* natural output length distribution; NULL = "lognormal:180,0.7" */
+    uint64_t header_timeout_ms; /* 0 = the HTTP server's default (10 s) */
+    uint64_t idle_timeout_ms;   /* 0 = default (60 s) */
+    size_t max_body_bytes;      /* 0 = default (16 MiB) */
+    uint32_t embed_dims;        /* default embedding size, 0 = 1024 */
+    bool quiet;                 /* no access log lines */
+};
+
+/*
+ * Creates the server on loop and starts listening. Returns 0 and *out, or a
+ * negative code with a message in err (bad option, answers file, trace log,
+ * address in use...). On error nothing is left on the loop.
+ */
+TS_MUST_CHECK int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg,
+                                   struct sim_server **out, char *err, size_t errlen);
+
+/* The port actually bound. */
+int sim_server_port(const struct sim_server *s);
+
+/*
+ * Stops accepting; streams in progress may finish for grace_ms, then are cut.
+ * on_closed(s, arg) runs on the loop when every handle is closed; then call
+ * sim_server_free(). Calling it twice is a no-op.
+ */
+void sim_server_shutdown(struct sim_server *s, uint64_t grace_ms,
+                         void (*on_closed)(struct sim_server *s, void *arg), void *arg);
+
+/* Frees a server whose shutdown completed (or NULL). Flushes the trace log. */
+void sim_server_free(struct sim_server *s);
+
+/* Counters for tests and progress lines. */
+struct sim_server_stats {
+    uint64_t requests;     /* generation requests accepted by the engine */
+    uint64_t finished;     /* completed */
+    uint64_t cancelled;    /* client went away */
+    uint64_t rejected_429; /* waiting queue full */
+    uint64_t rejected_400; /* bad request or context too long */
+    uint64_t tokens_sent;  /* content chunks written */
+    uint64_t embeddings;   /* embedding requests answered */
+};
+void sim_server_stats(const struct sim_server *s, struct sim_server_stats *st);
+
+#endif

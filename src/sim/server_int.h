@@ -1,0 +1,65 @@
+/*
+ * server_int.h - what the simulator's own files share (not a public API).
+ */
+#ifndef TS_SIM_SERVER_INT_H
+#define TS_SIM_SERVER_INT_H
+
+#include "base/asyncw.h"
+#include "base/dist.h"
+#include "llm/openai.h"
+#include "llm/openai_encode.h"
+#include "net/http_server.h"
+#include "net/ptimer.h"
+#include "report/prom.h"
+#include "sim/answers.h"
+#include "sim/engine.h"
+#include "sim/server.h"
+
+struct sim_req;
+
+struct sim_server {
+    uv_loop_t *loop;
+    struct sim_profile profile;
+    struct sim_engine *engine;
+    struct http_server http;
+    struct ptimer step_timer;
+    uint64_t step_due;  /* when the step in progress is due, 0 if idle */
+    uint64_t model_now; /* the time of the step being completed (for send lag) */
+    struct answers *answers;
+    struct asyncw *trace;
+    struct dist output_len;
+    uint32_t embed_dims;
+    bool any_model;
+    bool quiet;
+    uint64_t started_wall_ns;
+    uint64_t id_seed;
+    uint64_t next_id;
+
+    struct sim_req *dead; /* finished requests, freed after the step */
+
+    struct sim_server_stats stats;
+    uint64_t finished_by[2]; /* stop, length */
+    struct prom_hist h_ttft, h_tpot, h_e2e, h_queue, h_send_lag;
+
+    int handles; /* libuv handles (or the HTTP server) not yet closed */
+    bool http_inited;
+    bool shutting_down;
+    bool timer_closing;
+    void (*on_closed)(struct sim_server *s, void *arg);
+    void *on_closed_arg;
+};
+
+/* server.c */
+int sim_send_error(struct http_request *req, const struct openai_error *e, const char *extra);
+/* true if model is served; else answers 404 and returns false */
+bool sim_model_ok(struct sim_server *s, struct http_request *req, const char *model);
+void sim_server_close_timer(struct sim_server *s);
+
+/* gen.c */
+void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep);
+void sim_gen_on_admit(void *ctx, void *req, uint64_t now_ns);
+void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns);
+void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns);
+void sim_gen_on_preempt(void *ctx, void *req, uint64_t now_ns);
+
+#endif
