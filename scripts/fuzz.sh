@@ -16,7 +16,10 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 ninja -C "$dir"
 shopt -s nullglob
-drivers=("$dir"/tests/fuzz/fuzz_*)
+drivers=()
+for f in "$dir"/tests/fuzz/fuzz_*; do
+    [ -f "$f" ] && [ -x "$f" ] && drivers+=("$f")
+done
 if [ ${#drivers[@]} -eq 0 ]; then
     echo "fuzz.sh: no fuzz drivers built yet"
     exit 0

@@ -11,7 +11,7 @@
 #include "alloc.h"
 #include "buf.h"
 
-#define ASYNCW_BATCH (256 * 1024)
+#define ASYNCW_BATCH     (256 * 1024)
 #define ASYNCW_PERIOD_MS 200
 
 struct asyncw {
@@ -81,8 +81,7 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-int asyncw_open(const char *path, size_t max_pending, struct asyncw **out, char *err,
-                size_t errlen)
+int asyncw_open(const char *path, size_t max_pending, struct asyncw **out, char *err, size_t errlen)
 {
     struct asyncw *w = ts_calloc(1, sizeof(*w));
     if (!w) {

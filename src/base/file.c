@@ -6,8 +6,7 @@
 #include "alloc.h"
 #include "buf.h"
 
-int file_read_all(const char *path, size_t max, char **data, size_t *len, char *err,
-                  size_t errlen)
+int file_read_all(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {

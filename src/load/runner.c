@@ -71,7 +71,7 @@ struct coord {
     uint64_t last_sent;
     uint64_t last_chunks;
     uint64_t pending_close; /* end time of an interval waiting for the workers' stats */
-    uint32_t delivered; /* workers whose stats arrived since the last tick */
+    uint32_t delivered;     /* workers whose stats arrived since the last tick */
     double peak_tps;
     bool sending_over;
     bool cut_sent;

@@ -45,7 +45,7 @@
 #include "net/http_client.h"
 
 #define RUNNER_MAX_WORKERS 64
-#define RUNNER_MAX_USERS 1000000u
+#define RUNNER_MAX_USERS   1000000u
 #define RUNNER_MAX_HEADERS 64
 
 struct runner_progress;
@@ -117,22 +117,22 @@ struct runner_progress {
     uint64_t sent, completed, errors, in_flight;
     const struct runner_point *last; /* the newest interval */
     double rate;                     /* completed/s over the last interval */
-    double tokens_per_s; /* content chunks received per second */
-    bool draining; /* sending is over, waiting for in-flight requests */
+    double tokens_per_s;             /* content chunks received per second */
+    bool draining;                   /* sending is over, waiting for in-flight requests */
 };
 
 struct runner_result {
-    struct run_stats *total; /* owned: run_stats_free() */
+    struct run_stats *total;       /* owned: run_stats_free() */
     struct runner_point *timeline; /* owned: ts_free() */
     size_t ntimeline;
     uint64_t started_wall_ns;
     uint64_t start_mono_ns; /* time 0 of the schedule, monotonic (ts_now_ns) */
     uint64_t run_id;        /* in every request's X-Request-Id: ts-<run_id hex>-<index> */
     uint64_t sent;
-    double duration_s;       /* from the end of warm-up to the end of the last request */
-    double peak_output_tps;  /* highest 1-second rate of content chunks received */
-    bool interrupted;        /* stopped by runner_stop() / a signal */
-    bool end_cut;            /* requests were still in flight and were cut */
+    double duration_s;      /* from the end of warm-up to the end of the last request */
+    double peak_output_tps; /* highest 1-second rate of content chunks received */
+    bool interrupted;       /* stopped by runner_stop() / a signal */
+    bool end_cut;           /* requests were still in flight and were cut */
 };
 
 /* Checks a config; 0 or -EINVAL with a message. */
@@ -144,8 +144,8 @@ TS_MUST_CHECK int runner_config_check(const struct runner_config *cfg, char *err
  * out->interrupted; or a negative code with a message in err when the run
  * could not be carried out (nothing in *out then).
  */
-TS_MUST_CHECK int runner_run(const struct runner_config *cfg, struct runner_result *out,
-                             char *err, size_t errlen);
+TS_MUST_CHECK int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err,
+                             size_t errlen);
 
 /* Asks the running run to stop (thread-safe, async-signal-safe). */
 void runner_stop(void);

@@ -76,10 +76,10 @@ struct worker {
 
 struct runner {
     const struct runner_config *cfg;
-    uint64_t start_ns; /* monotonic: time 0 of the schedule */
+    uint64_t start_ns;    /* monotonic: time 0 of the schedule */
     uint64_t end_send_ns; /* no request is sent at or after this; UINT64_MAX = none */
     uint64_t warmup_end_ns;
-    uint64_t run_id; /* random, in every X-Request-Id */
+    uint64_t run_id;                        /* random, in every X-Request-Id */
     atomic_uint_fast64_t closed_next_index; /* closed loop: the next request index */
     atomic_bool stop;
     struct worker *workers;

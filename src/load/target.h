@@ -20,8 +20,8 @@
  * http(s), too long) with a message.
  */
 TS_MUST_CHECK int target_resolve(const char *target, enum workload_endpoint ep,
-                                 char endpoint_url[TARGET_URL_MAX],
-                                 char models_url[TARGET_URL_MAX], char *err, size_t errlen);
+                                 char endpoint_url[TARGET_URL_MAX], char models_url[TARGET_URL_MAX],
+                                 char *err, size_t errlen);
 
 /*
  * Asks models_url for the served models (a blocking GET, for startup only)

@@ -19,11 +19,11 @@
 #include "base/buf.h"
 
 #define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
-#define PROM_MAX_BUCKETS 32
+#define PROM_MAX_BUCKETS  32
 
 struct prom_hist {
-    const double *bounds; /* ascending upper bounds, not owned */
-    size_t nbounds;       /* <= PROM_MAX_BUCKETS */
+    const double *bounds;                  /* ascending upper bounds, not owned */
+    size_t nbounds;                        /* <= PROM_MAX_BUCKETS */
     uint64_t counts[PROM_MAX_BUCKETS + 1]; /* per bucket, last = above all bounds */
     double sum;
     uint64_t count;

@@ -106,6 +106,8 @@ static void conn_write(struct srv_conn *conn, const char *data, size_t len, bool
 }
 
 static void conn_writef(struct srv_conn *conn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void conn_writef(struct srv_conn *conn, const char *fmt, ...)
 {
     char out[8192];
     va_list ap;
