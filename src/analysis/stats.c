@@ -117,6 +117,14 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->no_finish += src->no_finish;
     dst->id_changed += src->id_changed;
     dst->usage_mismatch += src->usage_mismatch;
+    dst->integrity.streams += src->integrity.streams;
+    dst->integrity.violated += src->integrity.violated;
+    dst->integrity.ok += src->integrity.ok;
+    dst->integrity.missing += src->integrity.missing;
+    dst->integrity.duplicates += src->integrity.duplicates;
+    dst->integrity.reorders += src->integrity.reorders;
+    dst->integrity.forged += src->integrity.forged;
+    dst->integrity.unsigned_events += src->integrity.unsigned_events;
     dst->reused_conn += src->reused_conn;
     dst->warmup_requests += src->warmup_requests;
     dst->warmup_ok += src->warmup_ok;
@@ -236,6 +244,17 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
     s->no_finish += (rec->flags & REQF_NO_FINISH) != 0;
     s->id_changed += (rec->flags & REQF_ID_CHANGED) != 0;
     s->usage_mismatch += (rec->flags & REQF_USAGE_MISMATCH) != 0;
+    if (rec->flags & REQF_SIGNED) {
+        s->integrity.streams++;
+        s->integrity.violated += (rec->sig.missing | rec->sig.duplicates | rec->sig.reorders |
+                                  rec->sig.forged | rec->sig.unsigned_events) != 0;
+        s->integrity.ok += rec->sig.ok;
+        s->integrity.missing += rec->sig.missing;
+        s->integrity.duplicates += rec->sig.duplicates;
+        s->integrity.reorders += rec->sig.reorders;
+        s->integrity.forged += rec->sig.forged;
+        s->integrity.unsigned_events += rec->sig.unsigned_events;
+    }
     s->reused_conn += (rec->flags & REQF_REUSED_CONN) != 0;
 
     /* A timer may fire a hair early: a start before its intended time is no lag. */

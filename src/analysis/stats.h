@@ -115,6 +115,12 @@ struct run_stats {
     uint64_t usage_input;                      /* ok requests whose input came from usage */
     uint64_t content_chunks;
     uint64_t choice_chunks;
+    /* --integrity hmac: signed streams and what their chunks showed. */
+    struct {
+        uint64_t streams;  /* requests whose chunks were verified */
+        uint64_t violated; /* of those, streams with any problem below */
+        uint64_t ok, missing, duplicates, reorders, forged, unsigned_events;
+    } integrity;
     /* Every request, whatever its outcome: tokens the service produced. */
     uint64_t output_tokens_all;
 };

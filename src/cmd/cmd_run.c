@@ -74,6 +74,8 @@ static void usage(FILE *out)
         "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
         "                         (repeatable; exit code 1 when one fails)\n"
         "  --goodput 'ttft:MS tpot:MS e2el:MS'  what a good request is (vLLM's --goodput)\n"
+        "  --integrity hmac       verify chained chunk signatures (sim --sign-chunks KEY);\n"
+        "                         key from --integrity-key or $TOKENSTORM_INTEGRITY_KEY\n"
         "output:\n"
         "  --out DIR              result directory (default ./tokenstorm-results/<time>-run)\n"
         "  --save-requests        write requests.jsonl, one line per request\n"
@@ -93,7 +95,8 @@ static void usage(FILE *out)
 
 struct run_opts {
     const char *target, *model, *api_key, *endpoint, *arrival, *stages, *think, *input_len,
-        *output_len, *prompts, *system_prompt, *body, *out_dir, *goodput, *sim_profile;
+        *output_len, *prompts, *system_prompt, *body, *out_dir, *goodput, *sim_profile, *integrity,
+        *integrity_key;
     const char *headers[RUN_MAX_HEADERS];
     size_t nheaders;
     const char *slos[RUN_MAX_SLOS];
@@ -215,6 +218,8 @@ enum {
     O_SIM_PROFILE,
     O_SIM_SET,
     O_VERSION,
+    O_INTEGRITY,
+    O_INTEGRITY_KEY,
 };
 
 static const struct option run_options[] = {
@@ -251,6 +256,8 @@ static const struct option run_options[] = {
     {"timeout", required_argument, NULL, O_T_TOTAL},
     {"slo", required_argument, NULL, O_SLO},
     {"goodput", required_argument, NULL, O_GOODPUT},
+    {"integrity", required_argument, NULL, O_INTEGRITY},
+    {"integrity-key", required_argument, NULL, O_INTEGRITY_KEY},
     {"out", required_argument, NULL, O_OUT},
     {"save-requests", no_argument, NULL, O_SAVE},
     {"json", no_argument, NULL, O_JSON},
@@ -398,6 +405,16 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             break;
         case O_GOODPUT:
             o->goodput = optarg;
+            break;
+        case O_INTEGRITY:
+            if (strcmp(optarg, "hmac")) {
+                fprintf(stderr, "tokenstorm run: --integrity: only 'hmac' is supported\n");
+                return TS_EXIT_USAGE;
+            }
+            o->integrity = optarg;
+            break;
+        case O_INTEGRITY_KEY:
+            o->integrity_key = optarg;
             break;
         case O_OUT:
             o->out_dir = optarg;
@@ -784,6 +801,15 @@ int cmd_run(int argc, char **argv)
     rcfg.client.version = o.http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
     struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json};
     rcfg.tick_arg = &pg;
+    if (o.integrity) {
+        rcfg.integrity_key = o.integrity_key ? o.integrity_key : getenv("TOKENSTORM_INTEGRITY_KEY");
+        if (!rcfg.integrity_key) {
+            fprintf(stderr, "tokenstorm run: --integrity hmac needs --integrity-key or "
+                            "$TOKENSTORM_INTEGRITY_KEY\n");
+            exit_code = TS_EXIT_USAGE;
+            goto out_files;
+        }
+    }
     if (runner_config_check(&rcfg, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s\n", err);
         exit_code = TS_EXIT_USAGE;

@@ -42,6 +42,8 @@ static void usage(FILE *out)
         "  --trace-log FILE.jsonl ground truth per request: arrival, admission, each\n"
         "                         token's send time, finish\n"
         "  --header-timeout DUR   cut clients whose headers take longer (default 10s)\n"
+        "  --sign-chunks KEY      put a chained HMAC-SHA256 signature on every stream event\n"
+        "                         (in the SSE id field; run --integrity hmac checks it)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let streams finish this long (default 10s)\n"
         "  --list-profiles        print the presets and every settable key, then exit\n"
         "  -q, --quiet            print nothing but errors\n"
@@ -124,6 +126,7 @@ int cmd_sim(int argc, char **argv)
         OPT_HEADER_TIMEOUT,
         OPT_GRACE,
         OPT_LIST,
+        OPT_SIGN,
         OPT_VERSION,
     };
     static const struct option opts[] = {
@@ -141,6 +144,7 @@ int cmd_sim(int argc, char **argv)
         {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
         {"list-profiles", no_argument, NULL, OPT_LIST},
+        {"sign-chunks", required_argument, NULL, OPT_SIGN},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -215,6 +219,9 @@ int cmd_sim(int argc, char **argv)
         case OPT_LIST:
             list_profiles();
             return TS_EXIT_OK;
+        case OPT_SIGN:
+            cfg.sign_key = optarg;
+            break;
         case 'q':
             cfg.quiet = true;
             ts_log_set_level(TS_LOG_WARN);

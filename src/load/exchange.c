@@ -86,6 +86,8 @@ static int on_sse_event(void *ctx, const struct sse_event *ev)
 {
     struct exch *x = ctx;
     struct openai_chunk c;
+    if (x->verifier)
+        (void)chunk_verify(x->verifier, ev->id, ev->id_len, ev->data, ev->data_len);
     if (openai_decode_chunk(&x->w->decoder, ev->data, ev->data_len, &c)) {
         x->malformed = true;
         set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
@@ -269,6 +271,16 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     }
     if (x->sse_mode)
         r->last_chunk_ns = x->last_choice_ns;
+    if (x->verifier && x->sse_mode) {
+        const struct chunk_verifier *v = x->verifier;
+        r->flags |= REQF_SIGNED;
+        r->sig.ok = (uint32_t)v->ok;
+        r->sig.missing = (uint32_t)v->missing;
+        r->sig.duplicates = (uint32_t)v->duplicates;
+        r->sig.reorders = (uint32_t)v->reorders;
+        r->sig.forged = (uint32_t)v->forged;
+        r->sig.unsigned_events = (uint32_t)v->unsigned_events;
+    }
     classify(x, res);
     /* tokens: server usage first, else what the client counted */
     if (x->sse_mode)
@@ -319,6 +331,14 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
     if (intended_ns < run->warmup_end_ns)
         r->flags |= REQF_WARMUP;
     buf_init(&x->body, EXCH_MAX_BODY);
+    if (cfg->integrity_key) {
+        x->verifier = ts_malloc(sizeof(*x->verifier));
+        if (x->verifier &&
+            chunk_verifier_init(x->verifier, cfg->integrity_key, strlen(cfg->integrity_key))) {
+            ts_free(x->verifier);
+            x->verifier = NULL;
+        }
+    }
     sse_parser_init(&x->sse, EXCH_MAX_EVENT, on_sse_event, x);
     x->prev = NULL;
     x->next = w->inflight;
@@ -386,6 +406,7 @@ void exch_finish(struct exch *x)
     w->n_inflight--;
     atomic_fetch_sub(&w->in_flight_now, 1);
     sse_parser_release(&x->sse);
+    ts_free(x->verifier);
     buf_release(&x->body);
     work_item_release(&x->item);
     ts_free(x);

@@ -64,6 +64,7 @@ enum req_flags {
     REQF_USAGE_MISMATCH = 1 << 4, /* server usage != client count */
     REQF_STREAM = 1 << 5,         /* a streamed request */
     REQF_REUSED_CONN = 1 << 6,    /* sent on a kept-alive connection */
+    REQF_SIGNED = 1 << 7,         /* chunk signatures were checked (--integrity hmac) */
 };
 
 struct req_record {
@@ -96,6 +97,11 @@ struct req_record {
 
     uint64_t itl_sum_ns; /* sum and max of gaps between choice chunks */
     uint64_t itl_max_ns;
+
+    /* --integrity hmac: what the chunk signatures said (llm/sign.h) */
+    struct {
+        uint32_t ok, missing, duplicates, reorders, forged, unsigned_events;
+    } sig;
 
     char finish_reason[16];
     char error[96];  /* short error text or server error code, "" if none */

@@ -26,6 +26,10 @@ void runner_stop(void)
 
 int runner_config_check(const struct runner_config *cfg, char *err, size_t errlen)
 {
+    if (cfg->integrity_key && (!*cfg->integrity_key || strlen(cfg->integrity_key) > SIGN_KEY_MAX)) {
+        snprintf(err, errlen, "the integrity key must be 1..%d bytes", SIGN_KEY_MAX);
+        return -EINVAL;
+    }
     if (cfg->n_headers > RUNNER_MAX_HEADERS) {
         snprintf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
         return -EINVAL;

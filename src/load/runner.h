@@ -87,6 +87,7 @@ struct runner_config {
     struct http_client_config client;
     struct goodput_cfg goodput;
 
+    const char *integrity_key;   /* verify chained chunk signatures (llm/sign.h); NULL = off */
     struct asyncw *requests_out; /* NULL, or requests.jsonl: one line per request */
     FILE *hlog;                  /* NULL, or the interval log (the runner writes the header) */
     bool handle_signals;         /* SIGINT/SIGTERM stop the run */

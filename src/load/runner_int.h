@@ -10,6 +10,7 @@
 
 #include "base/rng.h"
 #include "llm/openai_chunk.h"
+#include "llm/sign.h"
 #include "load/record.h"
 #include "load/runner.h"
 #include "net/ptimer.h"
@@ -106,8 +107,9 @@ struct exch {
     struct work_item item;
     struct http_call *call;
     struct sse_parser sse;
-    struct buf body; /* non-streamed responses and error bodies */
-    uint32_t user;   /* closed loop */
+    struct buf body;                 /* non-streamed responses and error bodies */
+    struct chunk_verifier *verifier; /* --integrity hmac */
+    uint32_t user;                   /* closed loop */
     uint64_t last_choice_ns;
     char first_id[64];
     bool have_id;

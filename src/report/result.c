@@ -231,6 +231,19 @@ static int put_counters(json_t *doc, const struct run_stats *s)
     rc |= put(streams, "no_finish", jcount(s->no_finish));
     rc |= put(streams, "id_changed", jcount(s->id_changed));
     rc |= put(streams, "reused_connections", jcount(s->reused_conn));
+    if (s->integrity.streams) {
+        json_t *in = json_object();
+        rc |= put(doc, "integrity", in);
+        rc |= put(in, "method", json_string("hmac-sha256-chained"));
+        rc |= put(in, "streams", jcount(s->integrity.streams));
+        rc |= put(in, "streams_violated", jcount(s->integrity.violated));
+        rc |= put(in, "chunks_ok", jcount(s->integrity.ok));
+        rc |= put(in, "missing", jcount(s->integrity.missing));
+        rc |= put(in, "duplicates", jcount(s->integrity.duplicates));
+        rc |= put(in, "reorders", jcount(s->integrity.reorders));
+        rc |= put(in, "forged", jcount(s->integrity.forged));
+        rc |= put(in, "unsigned", jcount(s->integrity.unsigned_events));
+    }
 
     rc |= put(tokens, "method", json_string(run_stats_token_method(s)));
     for (int i = 0; i < TOKEN_SOURCE_COUNT; i++)
@@ -412,6 +425,17 @@ static int read_counters(struct reader *r, const json_t *doc, struct run_stats *
     rc = rc ? rc : get_count(r, tok, "tokens", "choice_chunks", &s->choice_chunks);
     rc = rc ? rc : get_count(r, wu, "warmup", "requests", &s->warmup_requests);
     rc = rc ? rc : get_count(r, wu, "warmup", "ok", &s->warmup_ok);
+    const json_t *in = json_object_get(doc, "integrity"); /* only in signed runs */
+    if (!rc && in) {
+        rc = get_count(r, in, "integrity", "streams", &s->integrity.streams);
+        rc = rc ? rc : get_count(r, in, "integrity", "streams_violated", &s->integrity.violated);
+        rc = rc ? rc : get_count(r, in, "integrity", "chunks_ok", &s->integrity.ok);
+        rc = rc ? rc : get_count(r, in, "integrity", "missing", &s->integrity.missing);
+        rc = rc ? rc : get_count(r, in, "integrity", "duplicates", &s->integrity.duplicates);
+        rc = rc ? rc : get_count(r, in, "integrity", "reorders", &s->integrity.reorders);
+        rc = rc ? rc : get_count(r, in, "integrity", "forged", &s->integrity.forged);
+        rc = rc ? rc : get_count(r, in, "integrity", "unsigned", &s->integrity.unsigned_events);
+    }
     return rc;
 }
 
@@ -616,6 +640,13 @@ int result_append_request(struct buf *out, const struct req_record *rec, uint64_
     rc = rc ? rc : append_bool(out, "no_finish", rec->flags & REQF_NO_FINISH);
     rc = rc ? rc : append_bool(out, "id_changed", rec->flags & REQF_ID_CHANGED);
     rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
+    if (!rc && (rec->flags & REQF_SIGNED))
+        rc = buf_appendf(out,
+                         ",\"sig\":{\"ok\":%" PRIu32 ",\"missing\":%" PRIu32
+                         ",\"duplicates\":%" PRIu32 ",\"reorders\":%" PRIu32 ",\"forged\":%" PRIu32
+                         ",\"unsigned\":%" PRIu32 "}",
+                         rec->sig.ok, rec->sig.missing, rec->sig.duplicates, rec->sig.reorders,
+                         rec->sig.forged, rec->sig.unsigned_events);
     rc = rc ? rc : buf_append_str(out, ",\"finish_reason\":");
     if (!rc && rec->finish_reason[0])
         rc = append_json_string(out, rec->finish_reason, sizeof(rec->finish_reason));

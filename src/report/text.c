@@ -67,6 +67,14 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
                 "streams       %" PRIu64 " streamed: %" PRIu64 " without [DONE], %" PRIu64
                 " without finish_reason, %" PRIu64 " with a changed id\n",
                 s->streams, s->no_done, s->no_finish, s->id_changed);
+    if (s->integrity.streams)
+        fprintf(f,
+                "integrity     %" PRIu64 " signed streams, %" PRIu64 " with problems: %" PRIu64
+                " chunks ok, %" PRIu64 " missing, %" PRIu64 " duplicated, %" PRIu64
+                " reordered, %" PRIu64 " forged, %" PRIu64 " unsigned\n",
+                s->integrity.streams, s->integrity.violated, s->integrity.ok, s->integrity.missing,
+                s->integrity.duplicates, s->integrity.reorders, s->integrity.forged,
+                s->integrity.unsigned_events);
 }
 
 static void print_cell(FILE *f, double v, bool have)

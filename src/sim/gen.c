@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/rng.h"
 #include "llm/openai_request.h"
+#include "llm/sign.h"
 #include "llm/text.h"
 #include "sim/server_int.h"
 
@@ -33,7 +34,8 @@ struct sim_req {
     uint32_t *piece_end; /* end offset of each piece in text */
     uint32_t npieces;
     struct openai_stream_enc enc;
-    struct buf out; /* stream: one write's chunks; otherwise the whole answer */
+    struct chunk_signer *signer; /* --sign-chunks: an id on every event */
+    struct buf out;              /* stream: one write's chunks; otherwise the whole answer */
     char *model;
     char id[48];
     char request_id[80];
@@ -159,6 +161,7 @@ static void req_free(struct sim_req *r)
 {
     if (r->stream)
         openai_stream_enc_release(&r->enc);
+    ts_free(r->signer);
     buf_release(&r->out);
     ts_free(r->text);
     ts_free(r->piece_end);
@@ -275,10 +278,39 @@ void sim_gen_on_preempt(void *ctx, void *req, uint64_t now_ns)
     r->preemptions++;
 }
 
+/*
+ * Puts "id: SEQ.PREV.MAC" before every event in out ("data: X\n\n" each, as
+ * the encoder writes them), signing X.
+ */
+static int sign_events(struct sim_req *r)
+{
+    struct buf *scratch = &r->s->sign_scratch;
+    buf_reset(scratch);
+    const char *p = r->out.data, *end = r->out.data + r->out.len;
+    while (p < end) {
+        const char *stop = memmem(p, (size_t)(end - p), "\n\n", 2);
+        if (!stop || end - p < 6 || memcmp(p, "data: ", 6))
+            return TS_PARSE;
+        char id[SIGN_ID_MAX];
+        int rc = chunk_sign(r->signer, p + 6, (size_t)(stop - p - 6), id);
+        if (!rc)
+            rc = buf_appendf(scratch, "id: %s\n", id);
+        if (!rc)
+            rc = buf_append(scratch, p, (size_t)(stop + 2 - p));
+        if (rc)
+            return rc;
+        p = stop + 2;
+    }
+    buf_reset(&r->out);
+    return buf_append(&r->out, scratch->data, scratch->len);
+}
+
 static void stream_write(struct sim_req *r)
 {
     if (!r->out.len)
         return;
+    if (r->signer && sign_events(r))
+        ts_warn("sim: %s: cannot sign a chunk", r->id);
     int rc = http_stream_write(r->http, r->out.data, r->out.len);
     buf_reset(&r->out);
     (void)rc; /* TS_AGAIN: queued anyway (a real server buffers too); TS_CLOSED: abort follows */
@@ -520,6 +552,10 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
     if (!rc && r->stream)
         rc = openai_stream_enc_init(&r->enc, ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
                                     r->model);
+    if (!rc && r->stream && s->sign_key_len) {
+        r->signer = ts_malloc(sizeof(*r->signer));
+        rc = r->signer ? chunk_signer_init(r->signer, s->sign_key, s->sign_key_len) : -ENOMEM;
+    }
     if (rc) {
         r->stream = false;
         reject(s, req, rc, r->prompt_tokens, r->output_tokens, NULL);

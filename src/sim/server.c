@@ -283,6 +283,16 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->embed_dims = cfg->embed_dims ? cfg->embed_dims : 1024;
     s->started_wall_ns = ts_wall_ns();
     s->id_seed = cfg->profile.seed ^ ts_wall_ns();
+    buf_init(&s->sign_scratch, 64u << 20);
+    if (cfg->sign_key) {
+        s->sign_key_len = strlen(cfg->sign_key);
+        if (!s->sign_key_len || s->sign_key_len > sizeof(s->sign_key)) {
+            snprintf(err, errlen, "the signing key must be 1..%zu bytes", sizeof(s->sign_key));
+            ts_free(s);
+            return -EINVAL;
+        }
+        memcpy(s->sign_key, cfg->sign_key, s->sign_key_len);
+    }
     prom_hist_init(&s->h_ttft, ttft_buckets, N(ttft_buckets));
     prom_hist_init(&s->h_tpot, tpot_buckets, N(tpot_buckets));
     prom_hist_init(&s->h_e2e, e2e_buckets, N(e2e_buckets));
@@ -353,6 +363,7 @@ out_answers:
 out_dist:
     dist_release(&s->output_len);
 out_free:
+    buf_release(&s->sign_scratch);
     ts_free(s);
     *out = NULL;
     return rc;
@@ -424,6 +435,7 @@ void sim_server_free(struct sim_server *s)
     (void)asyncw_close(s->trace);
     answers_free(s->answers);
     dist_release(&s->output_len);
+    buf_release(&s->sign_scratch);
     ts_free(s);
 }
 

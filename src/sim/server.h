@@ -45,6 +45,7 @@ struct sim_server_config {
     size_t max_body_bytes;      /* 0 = default (16 MiB) */
     uint32_t embed_dims;        /* default embedding size, 0 = 1024 */
     bool quiet;                 /* no access log lines */
+    const char *sign_key;       /* sign every stream event (llm/sign.h); NULL = off */
 };
 
 /*

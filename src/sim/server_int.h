@@ -36,6 +36,9 @@ struct sim_server {
     uint64_t next_id;
 
     struct sim_req *dead; /* finished requests, freed after the step */
+    char sign_key[256];   /* --sign-chunks */
+    size_t sign_key_len;
+    struct buf sign_scratch;
 
     struct sim_server_stats stats;
     uint64_t finished_by[2]; /* stop, length */

@@ -173,3 +173,27 @@ test('against a broken server every request lands in the right outcome', async (
     server.closeAllConnections();
   }
 });
+
+test('--integrity hmac verifies every signed chunk; a wrong key shows as forgeries', async () => {
+  const signed = await startSim(['--profile', 'tiny', '--no-noise', '--sign-chunks', 'k3y']);
+  try {
+    const base = ['--target', signed.base, '--rate', '20', '--requests', '10', '--output-len', 'fixed:12', '-q',
+      '--integrity', 'hmac'];
+    const good = await run([...base, '--integrity-key', 'k3y', '--out', path.join(tmp, 'sig1')]);
+    assert.equal(good.code, 0, good.stderr);
+    const g = JSON.parse(fs.readFileSync(path.join(tmp, 'sig1', 'result.json'), 'utf8'));
+    assert.equal(g.integrity.streams, 10);
+    assert.equal(g.integrity.streams_violated, 0);
+    // role + 12 content + finish + usage + [DONE] events per stream
+    assert.equal(g.integrity.chunks_ok, 10 * 16);
+    const bad = await run([...base, '--integrity-key', 'wrong', '--out', path.join(tmp, 'sig2')]);
+    assert.equal(bad.code, 0, bad.stderr);
+    const b = JSON.parse(fs.readFileSync(path.join(tmp, 'sig2', 'result.json'), 'utf8'));
+    assert.equal(b.integrity.streams_violated, 10);
+    assert.equal(b.integrity.forged, 10 * 16);
+    const nokey = await run([...base, '--out', path.join(tmp, 'sig3')]);
+    assert.equal(nokey.code, 2);
+  } finally {
+    await signed.stop('SIGKILL');
+  }
+});
