@@ -75,6 +75,13 @@ int run_stats_new(struct run_stats **out)
             return rc;
         }
     }
+    for (int i = 0; i < ITL_POS_BUCKETS; i++) {
+        int rc = hdr_new(1, 3600LL * 1000 * 1000, 2, &s->itl_pos[i]);
+        if (rc < 0) {
+            run_stats_free(s);
+            return rc;
+        }
+    }
     *out = s;
     return 0;
 }
@@ -85,24 +92,36 @@ void run_stats_free(struct run_stats *s)
         return;
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         hdr_free(s->hist[i]);
+    for (int i = 0; i < ITL_POS_BUCKETS; i++)
+        hdr_free(s->itl_pos[i]);
     ts_free(s);
 }
 
 void run_stats_reset(struct run_stats *s)
 {
     struct hdr *hist[STAT_METRIC_COUNT];
+    struct hdr *pos[ITL_POS_BUCKETS];
 
     memcpy(hist, s->hist, sizeof(hist));
+    memcpy(pos, s->itl_pos, sizeof(pos));
     memset(s, 0, sizeof(*s));
     memcpy(s->hist, hist, sizeof(hist));
+    memcpy(s->itl_pos, pos, sizeof(pos));
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         hdr_reset(s->hist[i]);
+    for (int i = 0; i < ITL_POS_BUCKETS; i++)
+        hdr_reset(s->itl_pos[i]);
 }
 
 int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
 {
     for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         int rc = hdr_add(dst->hist[i], src->hist[i]);
+        if (rc < 0)
+            return rc;
+    }
+    for (int i = 0; i < ITL_POS_BUCKETS; i++) {
+        int rc = hdr_add(dst->itl_pos[i], src->itl_pos[i]);
         if (rc < 0)
             return rc;
     }
@@ -269,6 +288,26 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
 void run_stats_add_itl(struct run_stats *s, uint64_t gap_ns)
 {
     record_ns(s, STAT_ITL, gap_ns);
+}
+
+unsigned itl_pos_bucket(uint64_t k)
+{
+    unsigned b = 0;
+    for (uint64_t edge = 16; k >= edge && b < ITL_POS_BUCKETS - 1; edge *= 2)
+        b++;
+    return b;
+}
+
+uint64_t itl_pos_bucket_from(unsigned b)
+{
+    return b == 0 ? 0 : 16ull << (b - 1);
+}
+
+void run_stats_add_itl_at(struct run_stats *s, uint64_t k, uint64_t gap_ns)
+{
+    record_ns(s, STAT_ITL, gap_ns);
+    uint64_t us = (gap_ns + 500) / 1000;
+    (void)hdr_record(s->itl_pos[itl_pos_bucket(k)], (int64_t)(us ? us : 1));
 }
 
 uint64_t run_stats_failed(const struct run_stats *s)

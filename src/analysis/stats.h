@@ -92,8 +92,21 @@ struct goodput_cfg {
 /* true if any threshold of cfg (which may be NULL) is set. */
 bool goodput_cfg_enabled(const struct goodput_cfg *cfg);
 
+/*
+ * Inter-token latency by token position: gap k (between chunk k-1 and chunk
+ * k of a stream) falls in bucket 0 for k < 16, else in bucket
+ * floor(log2(k / 16)) + 1, so the buckets are 0-15, 16-31, 32-63, ...,
+ * 2048+ (the last is open). These histograms keep 2 significant digits
+ * (1% precision), which is plenty for a heatmap and keeps them small.
+ */
+#define ITL_POS_BUCKETS 9
+/* The bucket of gap position k, and the first position of bucket b. */
+unsigned itl_pos_bucket(uint64_t k);
+uint64_t itl_pos_bucket_from(unsigned b);
+
 struct run_stats {
-    struct hdr *hist[STAT_METRIC_COUNT]; /* microseconds, owned */
+    struct hdr *hist[STAT_METRIC_COUNT];  /* microseconds, owned */
+    struct hdr *itl_pos[ITL_POS_BUCKETS]; /* ITL by position, microseconds, owned */
 
     uint64_t requests;                     /* records added (not warm-up) */
     uint64_t outcomes[REQ_OUTCOME_COUNT];  /* by outcome; sums to requests */
@@ -159,6 +172,8 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
  * chunk of a stream has no gap.
  */
 void run_stats_add_itl(struct run_stats *s, uint64_t gap_ns);
+/* Records one gap (also into the ITL histogram) at its position k >= 1. */
+void run_stats_add_itl_at(struct run_stats *s, uint64_t k, uint64_t gap_ns);
 
 /* Requests that failed: neither ok nor cut. */
 uint64_t run_stats_failed(const struct run_stats *s);

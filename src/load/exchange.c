@@ -55,7 +55,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             if (gap > r->itl_max_ns)
                 r->itl_max_ns = gap;
             if (!(r->flags & REQF_WARMUP))
-                run_stats_add_itl(x->w->active, gap);
+                run_stats_add_itl_at(x->w->active, r->choice_chunks, gap);
         }
         x->last_choice_ns = at;
         r->choice_chunks++;

@@ -290,6 +290,41 @@ static int put_histograms(json_t *doc, const struct run_stats *s)
         rc = put(h, stat_metric_name((enum stat_metric)i), json_string(text));
         ts_free(text);
     }
+    json_t *pos = json_array();
+    if (!rc)
+        rc = put(h, "itl_by_position", pos);
+    for (int i = 0; !rc && i < ITL_POS_BUCKETS; i++) {
+        char *text = NULL;
+        rc = hdr_encode_base64(s->itl_pos[i], &text, NULL);
+        if (rc < 0)
+            break;
+        rc = json_array_append_new(pos, json_string(text)) ? -ENOMEM : 0;
+        ts_free(text);
+    }
+    return rc;
+}
+
+/* "itl_by_position": one entry per position bucket that has gaps. */
+static int put_itl_by_position(json_t *doc, const struct run_stats *s)
+{
+    json_t *a = json_array();
+    int rc = put(doc, "itl_by_position", a);
+    for (unsigned b = 0; !rc && b < ITL_POS_BUCKETS; b++) {
+        const struct hdr *h = s->itl_pos[b];
+        if (!hdr_total_count(h))
+            continue;
+        json_t *e = json_object();
+        rc = json_array_append_new(a, e) ? -ENOMEM : 0;
+        rc |= put(e, "from", json_integer((json_int_t)itl_pos_bucket_from(b)));
+        rc |= put(e, "to",
+                  b + 1 < ITL_POS_BUCKETS ? json_integer((json_int_t)itl_pos_bucket_from(b + 1) - 1)
+                                          : json_null());
+        rc |= put(e, "count", json_integer((json_int_t)hdr_total_count(h)));
+        rc |= put(e, "mean_ms", json_real(hdr_mean(h) / 1000.0));
+        rc |= put(e, "p50_ms", json_real((double)hdr_value_at_percentile(h, 50) / 1000.0));
+        rc |= put(e, "p90_ms", json_real((double)hdr_value_at_percentile(h, 90) / 1000.0));
+        rc |= put(e, "p99_ms", json_real((double)hdr_value_at_percentile(h, 99) / 1000.0));
+    }
     return rc;
 }
 
@@ -320,7 +355,8 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
-    if ((rc = put(doc, "timeline", section)) < 0 || (rc = put_histograms(doc, stats)) < 0)
+    if ((rc = put(doc, "timeline", section)) < 0 || (rc = put_itl_by_position(doc, stats)) < 0 ||
+        (rc = put_histograms(doc, stats)) < 0)
         goto out_fail;
     *out = doc;
     return 0;
@@ -466,6 +502,24 @@ static int read_histograms(struct reader *r, const json_t *doc, struct run_stats
         hdr_free(h);
         if (rc < 0)
             return bad(r, "histogram count overflows:", name);
+    }
+    const json_t *pos = json_object_get(hs, "itl_by_position"); /* absent in older files */
+    if (pos && (!json_is_array(pos) || json_array_size(pos) != ITL_POS_BUCKETS))
+        return bad(r, "'histograms.itl_by_position' is not an array of", "9 histograms");
+    for (size_t i = 0; pos && i < ITL_POS_BUCKETS; i++) {
+        const json_t *v = json_array_get(pos, i);
+        struct hdr *h = NULL;
+        if (!json_is_string(v))
+            return bad(r, "histogram is not a string:", "itl_by_position");
+        int rc = hdr_decode_base64(json_string_value(v), json_string_length(v), &h);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            return bad(r, "histogram does not decode:", "itl_by_position");
+        rc = hdr_add(s->itl_pos[i], h);
+        hdr_free(h);
+        if (rc < 0)
+            return bad(r, "histogram count overflows:", "itl_by_position");
     }
     return 0;
 }

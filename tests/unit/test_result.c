@@ -229,7 +229,9 @@ static void test_document_keys(void **state)
 
     /* timeline copied, histograms encoded */
     assert_true(json_equal(path(doc, "timeline", NULL), fx->timeline));
-    assert_int_equal(json_object_size(path(doc, "histograms", NULL)), STAT_METRIC_COUNT);
+    /* one per metric, plus the array of ITL-by-position histograms */
+    assert_int_equal(json_object_size(path(doc, "histograms", NULL)), STAT_METRIC_COUNT + 1);
+    assert_int_equal(json_array_size(path(doc, "histograms", "itl_by_position")), ITL_POS_BUCKETS);
     assert_true(json_string_length(path(doc, "histograms", "ttft")) > 20);
 }
 
@@ -237,6 +239,8 @@ static void assert_stats_equal(const struct run_stats *a, const struct run_stats
 {
     for (int m = 0; m < STAT_METRIC_COUNT; m++)
         assert_true(hdr_equal(a->hist[m], b->hist[m]));
+    for (int m = 0; m < ITL_POS_BUCKETS; m++)
+        assert_true(hdr_equal(a->itl_pos[m], b->itl_pos[m]));
     size_t off = offsetof(struct run_stats, requests);
     assert_memory_equal((const char *)a + off, (const char *)b + off, sizeof(*a) - off);
 }

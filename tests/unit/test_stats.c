@@ -548,6 +548,39 @@ static void test_new_fails_cleanly(void **state)
     fail_msg("run_stats_new never succeeded");
 }
 
+static void test_itl_by_position(void **state)
+{
+    assert_int_equal(itl_pos_bucket(1), 0);
+    assert_int_equal(itl_pos_bucket(15), 0);
+    assert_int_equal(itl_pos_bucket(16), 1);
+    assert_int_equal(itl_pos_bucket(31), 1);
+    assert_int_equal(itl_pos_bucket(32), 2);
+    assert_int_equal(itl_pos_bucket(2047), 7);
+    assert_int_equal(itl_pos_bucket(2048), 8);
+    assert_int_equal(itl_pos_bucket(1000000), 8);
+    assert_int_equal(itl_pos_bucket_from(0), 0);
+    assert_int_equal(itl_pos_bucket_from(1), 16);
+    assert_int_equal(itl_pos_bucket_from(8), 2048);
+    struct run_stats *s, *t;
+    assert_int_equal(run_stats_new(&s), 0);
+    assert_int_equal(run_stats_new(&t), 0);
+    for (uint64_t k = 1; k <= 100; k++) /* 10 ms early, 50 ms from position 64 on */
+        run_stats_add_itl_at(s, k, k < 64 ? 10000000 : 50000000);
+    assert_int_equal(hdr_total_count(s->hist[STAT_ITL]), 100);
+    assert_int_equal(hdr_total_count(s->itl_pos[0]), 15);
+    assert_int_equal(hdr_total_count(s->itl_pos[3]), 37); /* 64..100 */
+    assert_true(hdr_values_are_equivalent(s->itl_pos[3], hdr_value_at_percentile(s->itl_pos[3], 50),
+                                          50000));
+    assert_true(hdr_values_are_equivalent(s->itl_pos[2], hdr_max(s->itl_pos[2]), 10000));
+    assert_int_equal(run_stats_merge(t, s), 0);
+    assert_int_equal(run_stats_merge(t, s), 0);
+    assert_int_equal(hdr_total_count(t->itl_pos[3]), 74);
+    run_stats_reset(t);
+    assert_int_equal(hdr_total_count(t->itl_pos[3]), 0);
+    run_stats_free(s);
+    run_stats_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_token_method),
         cmocka_unit_test(test_merge_equals_recording_into_one),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_itl_by_position),
         cmocka_unit_test(test_new_fails_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
