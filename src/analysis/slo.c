@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/strdist.h"
 #include "base/units.h"
 
 #define NAME_MAX_LEN 64 /* longer names are unknown without further ado */
@@ -128,38 +129,10 @@ static bool lower_name(const char *p, size_t len, char *out)
     return true;
 }
 
-/* Optimal string alignment distance: edits, with a swap of neighbours as one. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d[NAME_MAX_LEN + 1][NAME_MAX_LEN + 1];
-
-    if (la > NAME_MAX_LEN || lb > NAME_MAX_LEN)
-        return SIZE_MAX;
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (unsigned char)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (unsigned char)j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            unsigned best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1u < best)
-                best = d[i - 1][j] + 1u;
-            if (d[i][j - 1] + 1u < best)
-                best = d[i][j - 1] + 1u;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1u < best)
-                best = d[i - 2][j - 2] + 1u;
-            d[i][j] = (unsigned char)best;
-        }
-    }
-    return d[la][lb];
-}
-
 /* Keeps candidate in *best if it is closer to name than what *best holds. */
 static void consider(const char *name, const char *candidate, const char **best, size_t *best_d)
 {
-    size_t d = edit_distance(name, candidate);
+    size_t d = str_edit_distance(name, strlen(name), candidate, strlen(candidate));
     if (d < *best_d) {
         *best_d = d;
         *best = candidate;

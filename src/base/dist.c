@@ -13,19 +13,6 @@
 
 #define REJECT_TRIES_MAX 1000
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static double clamp(double x, double lo, double hi)
 {
     if (x < lo)
@@ -367,20 +354,20 @@ static int emp_line(struct emp_builder *eb, char *line, size_t lineno, const cha
                 while (*p == ' ' || *p == '\t')
                     p++;
             } else if (p[-1] != ' ' && p[-1] != '\t') {
-                set_err(err, errlen,
+                ts_errf(err, errlen,
                         "%s: line %zu: expected ',' or a blank after a number, got '%s'", name,
                         lineno, p);
                 return -EINVAL;
             }
         }
         if (nf == 3) {
-            set_err(err, errlen, "%s: line %zu: too many fields (at most 3: LO,HI,WEIGHT)", name,
+            ts_errf(err, errlen, "%s: line %zu: too many fields (at most 3: LO,HI,WEIGHT)", name,
                     lineno);
             return -EINVAL;
         }
         double v;
         if (units_scan_number(p, &p, &v) < 0) {
-            set_err(err, errlen, "%s: line %zu: expected a number, got '%s'", name, lineno, p);
+            ts_errf(err, errlen, "%s: line %zu: expected a number, got '%s'", name, lineno, p);
             return -EINVAL;
         }
         f[nf++] = v;
@@ -393,7 +380,7 @@ static int emp_line(struct emp_builder *eb, char *line, size_t lineno, const cha
         eb->fields = fields;
         eb->first_line = lineno;
     } else if (eb->fields != fields) {
-        set_err(err, errlen,
+        ts_errf(err, errlen,
                 "%s: line %zu: %s, but line %zu was %s (a file holds either samples or a "
                 "histogram)",
                 name, lineno, fields == 1 ? "one number" : "a histogram row", eb->first_line,
@@ -404,7 +391,7 @@ static int emp_line(struct emp_builder *eb, char *line, size_t lineno, const cha
     if (fields == 2) {
         const char *why = bins_check(&b, 1, false);
         if (why) {
-            set_err(err, errlen, "%s: line %zu: %s", name, lineno, why);
+            ts_errf(err, errlen, "%s: line %zu: %s", name, lineno, why);
             return -EINVAL;
         }
     }
@@ -425,41 +412,41 @@ static int emp_parse(struct dist *d, struct line_src *src, const char *name, cha
         if (st == LINE_EOF)
             break;
         if (++lineno > DIST_EMPIRICAL_MAX_LINES) {
-            set_err(err, errlen, "%s: more than %d lines", name, DIST_EMPIRICAL_MAX_LINES);
+            ts_errf(err, errlen, "%s: more than %d lines", name, DIST_EMPIRICAL_MAX_LINES);
             rc = -EINVAL;
             goto out_free;
         }
         if (st == LINE_TOO_LONG) {
-            set_err(err, errlen, "%s: line %zu: longer than %d bytes", name, lineno,
+            ts_errf(err, errlen, "%s: line %zu: longer than %d bytes", name, lineno,
                     DIST_EMPIRICAL_MAX_LINE);
             rc = -EINVAL;
             goto out_free;
         }
         if (st == LINE_NUL) {
-            set_err(err, errlen, "%s: line %zu: contains a NUL byte", name, lineno);
+            ts_errf(err, errlen, "%s: line %zu: contains a NUL byte", name, lineno);
             rc = -EINVAL;
             goto out_free;
         }
         rc = emp_line(&eb, line, lineno, name, err, errlen);
         if (rc < 0) {
             if (rc == -ENOMEM)
-                set_err(err, errlen, "%s: out of memory", name);
+                ts_errf(err, errlen, "%s: out of memory", name);
             goto out_free;
         }
     }
     if (src->fp && ferror(src->fp)) {
-        set_err(err, errlen, "%s: read error", name);
+        ts_errf(err, errlen, "%s: read error", name);
         rc = -EIO;
         goto out_free;
     }
     if (eb.n == 0) {
-        set_err(err, errlen, "%s: no values", name);
+        ts_errf(err, errlen, "%s: no values", name);
         rc = -EINVAL;
         goto out_free;
     }
     char *source = ts_strdup(name);
     if (!source) {
-        set_err(err, errlen, "%s: out of memory", name);
+        ts_errf(err, errlen, "%s: out of memory", name);
         rc = -ENOMEM;
         goto out_free;
     }
@@ -469,7 +456,7 @@ static int emp_parse(struct dist *d, struct line_src *src, const char *name, cha
     } else {
         const char *why = bins_check(eb.bins, eb.n, true);
         if (why) {
-            set_err(err, errlen, "%s: %s", name, why);
+            ts_errf(err, errlen, "%s: %s", name, why);
             ts_free(source);
             rc = -EINVAL;
             goto out_free;
@@ -477,7 +464,7 @@ static int emp_parse(struct dist *d, struct line_src *src, const char *name, cha
         rc = emp_take_bins(d, eb.bins, eb.n);
         eb.bins = NULL;
         if (rc < 0) {
-            set_err(err, errlen, "%s: out of memory", name);
+            ts_errf(err, errlen, "%s: out of memory", name);
             ts_free(source);
             goto out_free;
         }
@@ -503,13 +490,13 @@ int dist_load_empirical(struct dist *d, const char *path, char *err, size_t errl
 {
     dist_reset(d);
     if (!path || !*path) {
-        set_err(err, errlen, "empirical: expected a file name (e.g. empirical:lengths.txt)");
+        ts_errf(err, errlen, "empirical: expected a file name (e.g. empirical:lengths.txt)");
         return -EINVAL;
     }
     FILE *fp = fopen(path, "r");
     if (!fp) {
         int e = errno;
-        set_err(err, errlen, "empirical: cannot open '%s': %s", path, ts_strerror(-e));
+        ts_errf(err, errlen, "empirical: cannot open '%s': %s", path, ts_strerror(-e));
         return -EINVAL;
     }
     struct line_src src = {.fp = fp};
@@ -569,40 +556,40 @@ static int spec_check(const struct spec_kind *k, const double *v, char *err, siz
     switch (k->kind) {
     case DIST_UNIFORM:
         if (v[0] > v[1]) {
-            set_err(err, errlen, "uniform: LO must be <= HI (got %g > %g)", v[0], v[1]);
+            ts_errf(err, errlen, "uniform: LO must be <= HI (got %g > %g)", v[0], v[1]);
             return -EINVAL;
         }
         return 0;
     case DIST_NORMAL:
     case DIST_TRUNCNORMAL:
         if (v[1] < 0) {
-            set_err(err, errlen, "%s: SD must be >= 0 (got %g)", k->name, v[1]);
+            ts_errf(err, errlen, "%s: SD must be >= 0 (got %g)", k->name, v[1]);
             return -EINVAL;
         }
         if (k->kind == DIST_TRUNCNORMAL && v[2] > v[3]) {
-            set_err(err, errlen, "truncnormal: LO must be <= HI (got %g > %g)", v[2], v[3]);
+            ts_errf(err, errlen, "truncnormal: LO must be <= HI (got %g > %g)", v[2], v[3]);
             return -EINVAL;
         }
         return 0;
     case DIST_LOGNORMAL:
         if (v[0] <= 0) {
-            set_err(err, errlen, "lognormal: MEAN must be > 0 (got %g)", v[0]);
+            ts_errf(err, errlen, "lognormal: MEAN must be > 0 (got %g)", v[0]);
             return -EINVAL;
         }
         if (v[1] < 0) {
-            set_err(err, errlen, "lognormal: SIGMA must be >= 0 (got %g)", v[1]);
+            ts_errf(err, errlen, "lognormal: SIGMA must be >= 0 (got %g)", v[1]);
             return -EINVAL;
         }
         return 0;
     case DIST_EXPONENTIAL:
         if (v[0] <= 0) {
-            set_err(err, errlen, "%s: MEAN must be > 0 (got %g)", k->name, v[0]);
+            ts_errf(err, errlen, "%s: MEAN must be > 0 (got %g)", k->name, v[0]);
             return -EINVAL;
         }
         return 0;
     case DIST_GAMMA:
         if (v[0] <= 0 || v[1] <= 0) {
-            set_err(err, errlen, "gamma: SHAPE and SCALE must be > 0 (got %g, %g)", v[0], v[1]);
+            ts_errf(err, errlen, "gamma: SHAPE and SCALE must be > 0 (got %g, %g)", v[0], v[1]);
             return -EINVAL;
         }
         return 0;
@@ -638,7 +625,7 @@ int dist_parse(struct dist *d, const char *spec, char *err, size_t errlen)
     dist_reset(d);
     const char *p = spec ? skip_ws(spec) : "";
     if (!*p) {
-        set_err(err, errlen, "empty distribution spec");
+        ts_errf(err, errlen, "empty distribution spec");
         return -EINVAL;
     }
 
@@ -654,7 +641,7 @@ int dist_parse(struct dist *d, const char *spec, char *err, size_t errlen)
 
     if (namelen == strlen("empirical") && strncasecmp(p, "empirical", namelen) == 0) {
         if (!colon) {
-            set_err(err, errlen, "empirical: expected a file name (e.g. empirical:lengths.txt)");
+            ts_errf(err, errlen, "empirical: expected a file name (e.g. empirical:lengths.txt)");
             return -EINVAL;
         }
         return dist_load_empirical(d, skip_ws(colon + 1), err, errlen);
@@ -667,7 +654,7 @@ int dist_parse(struct dist *d, const char *spec, char *err, size_t errlen)
             k = &spec_kinds[i];
     }
     if (!k) {
-        set_err(err, errlen,
+        ts_errf(err, errlen,
                 "unknown distribution '%.*s' (expected fixed, uniform, normal, truncnormal, "
                 "lognormal, exponential, gamma, empirical or a number)",
                 (int)(namelen > 64 ? 64 : namelen), p);
@@ -675,7 +662,7 @@ int dist_parse(struct dist *d, const char *spec, char *err, size_t errlen)
     }
     const char *params = colon ? colon + 1 : "";
     if (params_scan(params, v, k->nparams, k->kind == DIST_UNIFORM) < 0) {
-        set_err(err, errlen, "%s: expected %s, got '%s'", k->name, k->usage, params);
+        ts_errf(err, errlen, "%s: expected %s, got '%s'", k->name, k->usage, params);
         return -EINVAL;
     }
     int rc = spec_check(k, v, err, errlen);
@@ -683,7 +670,7 @@ int dist_parse(struct dist *d, const char *spec, char *err, size_t errlen)
         return rc;
     rc = spec_init(d, k->kind, v);
     if (rc < 0)
-        set_err(err, errlen, "%s: parameters out of range", k->name);
+        ts_errf(err, errlen, "%s: parameters out of range", k->name);
     return rc;
 }
 

@@ -1,5 +1,7 @@
 #include "err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *ts_strerror(int code)
@@ -20,4 +22,14 @@ const char *ts_strerror(int code)
     default:
         return code < 0 ? strerror(-code) : "unknown";
     }
+}
+
+void ts_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

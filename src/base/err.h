@@ -10,6 +10,7 @@
 #define TS_BASE_ERR_H
 
 #include <errno.h>
+#include <stddef.h>
 
 #define TS_MUST_CHECK __attribute__((warn_unused_result))
 
@@ -20,6 +21,12 @@ enum ts_err {
     TS_CLOSED = -10004,  /* the peer or object is gone */
     TS_TIMEOUT = -10005, /* a deadline passed */
 };
+
+/*
+ * Writes a message into a caller's error buffer (the redis anet `err`
+ * convention): nothing when err is NULL or errlen 0; always NUL-terminated.
+ */
+void ts_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Returns a static, human-readable string for any code this project returns. */
 const char *ts_strerror(int code);

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "alloc.h"
+#include "base64.h"
 
 #define V2_ENCODING_COOKIE    UINT32_C(0x1c849303)
 #define V2_COMPRESSION_COOKIE UINT32_C(0x1c849304)
@@ -938,79 +939,7 @@ out:
     return rc;
 }
 
-/* ---- Base64 ---------------------------------------------------------- */
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Standard base64 with '=' padding of n bytes into out (4 * ((n + 2) / 3) + 1 bytes). */
-static size_t b64_encode(const uint8_t *in, size_t n, char *out)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= in[i + 2];
-        out[o++] = b64_alphabet[(v >> 18) & 63];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return o;
-}
-
-/*
- * Strict base64 decoding (length a multiple of 4, padding only at the end)
- * into a new buffer; 0, TS_PARSE, or -ENOMEM.
- */
-static int b64_decode(const char *text, size_t len, uint8_t **out, size_t *out_len)
-{
-    if (len == 0 || len % 4 != 0)
-        return TS_PARSE;
-    size_t pad = 0;
-    if (text[len - 1] == '=')
-        pad = text[len - 2] == '=' ? 2 : 1;
-    size_t n = len / 4 * 3 - pad;
-    uint8_t *bytes = ts_malloc(n ? n : 1);
-    if (!bytes)
-        return -ENOMEM;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        uint32_t v = 0;
-        for (size_t k = 0; k < 4; k++) {
-            bool padding = i + k >= len - pad;
-            int d = padding ? (text[i + k] == '=' ? 0 : -1) : b64_value((unsigned char)text[i + k]);
-            if (d < 0) {
-                ts_free(bytes);
-                return TS_PARSE;
-            }
-            v = v << 6 | (uint32_t)d;
-        }
-        for (size_t k = 0; k < 3 && o < n; k++)
-            bytes[o++] = (uint8_t)(v >> (16 - 8 * k));
-    }
-    *out = bytes;
-    *out_len = n;
-    return 0;
-}
+/* ---- Base64 (strict, as HdrHistogram writes it) ---- */
 
 int hdr_encode_base64(const struct hdr *h, char **out, size_t *out_len)
 {
@@ -1019,12 +948,12 @@ int hdr_encode_base64(const struct hdr *h, char **out, size_t *out_len)
     int rc = hdr_encode(h, &blob, &n);
     if (rc)
         return rc;
-    char *text = ts_malloc(4 * ((n + 2) / 3) + 1);
+    char *text = ts_malloc(base64_len(n) + 1);
     if (!text) {
         ts_free(blob);
         return -ENOMEM;
     }
-    size_t text_len = b64_encode(blob, n, text);
+    size_t text_len = base64_encode(blob, n, text);
     ts_free(blob);
     *out = text;
     if (out_len)
@@ -1034,12 +963,11 @@ int hdr_encode_base64(const struct hdr *h, char **out, size_t *out_len)
 
 int hdr_decode_base64(const char *text, size_t len, struct hdr **out)
 {
-    uint8_t *blob;
-    size_t n;
-    int rc = b64_decode(text, len, &blob, &n);
-    if (rc)
-        return rc;
-    rc = hdr_decode(blob, n, out);
+    uint8_t *blob = ts_malloc(len / 4 * 3 + 2);
+    if (!blob)
+        return -ENOMEM;
+    long n = base64_decode(text, len, blob, BASE64_STRICT);
+    int rc = n < 0 ? TS_PARSE : hdr_decode(blob, (size_t)n, out);
     ts_free(blob);
     return rc;
 }

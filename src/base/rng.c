@@ -7,12 +7,16 @@ static inline uint64_t rotl(uint64_t x, int k)
     return (x << k) | (x >> (64 - k));
 }
 
-uint64_t splitmix64_next(uint64_t *state)
+uint64_t rng_mix64(uint64_t z)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+uint64_t splitmix64_next(uint64_t *state)
+{
+    return rng_mix64(*state += 0x9e3779b97f4a7c15ULL);
 }
 
 void rng_seed(struct rng *r, uint64_t seed)

@@ -23,6 +23,9 @@ struct rng {
  * is the seeding function (and handy for hashing a seed into a seed). From
  * state 0 the first outputs are 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4, ...
  */
+/* The splitmix64 finaliser: a bijection of 64-bit values that mixes well
+ * (hashing seeds and indexes into independent-looking values). */
+uint64_t rng_mix64(uint64_t x);
 uint64_t splitmix64_next(uint64_t *state);
 
 /*

@@ -62,18 +62,6 @@ struct openai_error {
 void openai_error_set(struct openai_error *e, int status, const char *type, const char *param,
                       const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-/* Number of base64 characters (without NUL) for n bytes. */
-size_t openai_base64_len(size_t n);
-
-/* Writes the base64 of n bytes to out, which has room for
- * openai_base64_len(n) + 1 bytes; NUL-terminates it. Returns the length. */
-size_t openai_base64_encode(const void *in, size_t n, char *out);
-
-/*
- * Decodes n base64 characters (standard alphabet, padding optional, no
- * whitespace) into out, which has room for n / 4 * 3 + 2 bytes. Returns the
- * number of bytes written, or TS_PARSE on a bad character or length.
- */
-long openai_base64_decode(const char *in, size_t n, void *out);
+/* base64 (embeddings' encoding_format=base64) is in base/base64.h. */
 
 #endif

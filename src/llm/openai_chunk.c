@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base64.h"
 #include "base/alloc.h"
 
 /*
@@ -372,7 +373,7 @@ static int decode_b64_vector(struct openai_decoder *d, const json_t *v, long i, 
     unsigned char *tmp = ts_malloc(n / 4 * 3 + 3);
     if (!tmp)
         return -ENOMEM;
-    long got = openai_base64_decode(s, n, tmp);
+    long got = base64_decode(s, n, tmp, 0);
     int rc = 0;
     if (got < 0 || got % 4 != 0) {
         rc = fail(d, "data[%ld].embedding: invalid base64 float32 vector", i);

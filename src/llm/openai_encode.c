@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base64.h"
 #include "base/alloc.h"
 
 #define LIT(s) s, sizeof(s) - 1
@@ -285,12 +286,12 @@ static int append_b64_vector(struct buf *out, const float *v, size_t dims, unsig
         tmp[4 * k + 2] = (unsigned char)(u >> 16);
         tmp[4 * k + 3] = (unsigned char)(u >> 24);
     }
-    size_t n = openai_base64_len(dims * 4);
+    size_t n = base64_len(dims * 4);
     int rc = buf_reserve(out, n + 2);
     if (rc)
         return rc;
     out->data[out->len++] = '"';
-    out->len += openai_base64_encode(tmp, dims * 4, out->data + out->len);
+    out->len += base64_encode(tmp, dims * 4, out->data + out->len);
     out->data[out->len++] = '"';
     out->data[out->len] = '\0';
     return 0;

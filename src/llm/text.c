@@ -2,6 +2,8 @@
 
 #include <stdbool.h>
 
+#include "base/rng.h"
+
 static const char *const words[] = {
     " the",   " of",    " and",   " to",    " in",    " is",    " that",  " it",    " for",
     " as",    " with",  " was",   " on",    " be",    " by",    " this",  " are",   " or",
@@ -17,19 +19,9 @@ static const char *const words[] = {
 };
 #define NWORDS (sizeof(words) / sizeof(words[0]))
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 const char *text_token(uint64_t seed, uint32_t i)
 {
-    uint64_t h = mix64(seed ^ mix64((uint64_t)i + 0x9e3779b97f4a7c15ull));
+    uint64_t h = rng_mix64(seed ^ rng_mix64((uint64_t)i + 0x9e3779b97f4a7c15ull));
     if (i > 0 && h % 13 == 0)
         return (h >> 8) % 3 == 0 ? "," : ".";
     return words[(h >> 16) % NWORDS];

@@ -14,19 +14,6 @@
 #define STAGE_TEXT_MAX 256
 #define T_NS_LIMIT     1.8e19 /* below 2^64 */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int arrival_process_parse(struct arrival_process *p, const char *spec, char *err, size_t errlen)
 {
     const char *s = spec ? spec : "";
@@ -44,18 +31,18 @@ int arrival_process_parse(struct arrival_process *p, const char *spec, char *err
         const char *end;
         double b;
         if (s[5] != ':' || units_scan_number(s + 6, &end, &b) < 0 || *end != '\0') {
-            set_err(err, errlen, "gamma: expected gamma:B with burstiness B > 0 (e.g. gamma:0.5)");
+            ts_errf(err, errlen, "gamma: expected gamma:B with burstiness B > 0 (e.g. gamma:0.5)");
             return -EINVAL;
         }
         if (!(b > 0)) {
-            set_err(err, errlen, "gamma: burstiness must be > 0 (got %g)", b);
+            ts_errf(err, errlen, "gamma: burstiness must be > 0 (got %g)", b);
             return -EINVAL;
         }
         p->kind = ARRIVAL_GAMMA;
         p->burstiness = b;
         return 0;
     }
-    set_err(err, errlen, "unknown arrival process '%.64s' (expected poisson, constant or gamma:B)",
+    ts_errf(err, errlen, "unknown arrival process '%.64s' (expected poisson, constant or gamma:B)",
             s);
     return -EINVAL;
 }
@@ -175,7 +162,7 @@ int arrival_parse(struct arrival *a, const char *spec, double rate, char *err, s
     if (rc < 0)
         return rc;
     if (!(rate > 0)) {
-        set_err(err, errlen, "arrival: rate must be > 0 (got %g)", rate);
+        ts_errf(err, errlen, "arrival: rate must be > 0 (got %g)", rate);
         return -EINVAL;
     }
     return arrival_init(a, &p, rate);
@@ -186,17 +173,17 @@ static int stage_parse(char *item, size_t index, struct arrival_stage *st, char 
 {
     char *colon = strchr(item, ':');
     if (!colon) {
-        set_err(err, errlen, "stage %zu: expected DURATION:RATE (e.g. 30s:10), got '%s'", index,
+        ts_errf(err, errlen, "stage %zu: expected DURATION:RATE (e.g. 30s:10), got '%s'", index,
                 item);
         return -EINVAL;
     }
     *colon = '\0';
     if (units_parse_duration_ns(item, &st->duration_ns) < 0) {
-        set_err(err, errlen, "stage %zu: bad duration '%s' (e.g. 30s)", index, item);
+        ts_errf(err, errlen, "stage %zu: bad duration '%s' (e.g. 30s)", index, item);
         return -EINVAL;
     }
     if (units_parse_rate(colon + 1, &st->target) < 0) {
-        set_err(err, errlen, "stage %zu: bad rate '%s' (e.g. 10 or 600/m)", index, colon + 1);
+        ts_errf(err, errlen, "stage %zu: bad rate '%s' (e.g. 10 or 600/m)", index, colon + 1);
         return -EINVAL;
     }
     return 0;
@@ -211,17 +198,17 @@ int arrival_parse_stages(struct arrival *a, const struct arrival_process *p, dou
     for (const char *q = s; *q; q++)
         n += *q == ',';
     if (!*s) {
-        set_err(err, errlen,
+        ts_errf(err, errlen,
                 "stages: expected DURATION:RATE[,DURATION:RATE...] (e.g. 30s:10,1m:50)");
         return -EINVAL;
     }
     if (n > ARRIVAL_STAGES_MAX) {
-        set_err(err, errlen, "stages: more than %d stages", ARRIVAL_STAGES_MAX);
+        ts_errf(err, errlen, "stages: more than %d stages", ARRIVAL_STAGES_MAX);
         return -EINVAL;
     }
     struct arrival_stage *stages = ts_calloc(n, sizeof(*stages));
     if (!stages) {
-        set_err(err, errlen, "stages: out of memory");
+        ts_errf(err, errlen, "stages: out of memory");
         return -ENOMEM;
     }
     int rc = 0;
@@ -231,7 +218,7 @@ int arrival_parse_stages(struct arrival *a, const struct arrival_process *p, dou
         size_t len = comma ? (size_t)(comma - q) : strlen(q);
         char item[STAGE_TEXT_MAX];
         if (len >= sizeof(item)) {
-            set_err(err, errlen, "stage %zu: longer than %d characters", i + 1, STAGE_TEXT_MAX - 1);
+            ts_errf(err, errlen, "stage %zu: longer than %d characters", i + 1, STAGE_TEXT_MAX - 1);
             rc = -EINVAL;
             goto out_free;
         }
@@ -244,9 +231,9 @@ int arrival_parse_stages(struct arrival *a, const struct arrival_process *p, dou
     }
     rc = arrival_init_stages(a, p, start_rate, stages, n);
     if (rc == -EINVAL)
-        set_err(err, errlen, "stages: total duration too long, or a bad start rate or process");
+        ts_errf(err, errlen, "stages: total duration too long, or a bad start rate or process");
     else if (rc < 0)
-        set_err(err, errlen, "stages: out of memory");
+        ts_errf(err, errlen, "stages: out of memory");
 out_free:
     ts_free(stages);
     return rc;

@@ -62,21 +62,10 @@ int workload_endpoint_parse(const char *s, enum workload_endpoint *out)
     return 0;
 }
 
-/* The splitmix64 finaliser: a bijection of 64-bit values that mixes well. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 /* The generator of item index: a function of (seed, index) only. */
 static void item_rng(const struct workload *w, uint64_t index, struct rng *r)
 {
-    rng_seed(r, mix64(mix64(w->seed ^ 0x243f6a8885a308d3ull) + mix64(index)));
+    rng_seed(r, rng_mix64(rng_mix64(w->seed ^ 0x243f6a8885a308d3ull) + rng_mix64(index)));
 }
 
 /*
@@ -96,7 +85,7 @@ static uint64_t permute(uint64_t x, uint64_t n, uint64_t key)
     do {
         uint64_t l = x >> half, r = x & mask;
         for (uint64_t round = 0; round < 4; round++) {
-            uint64_t f = mix64(r ^ mix64(key + round)) & mask;
+            uint64_t f = rng_mix64(r ^ rng_mix64(key + round)) & mask;
             uint64_t t = l ^ f;
             l = r;
             r = t;
@@ -112,7 +101,7 @@ static const struct prompt_entry *pick(const struct workload *w, uint64_t seq)
     uint64_t n = prompts_count(&w->prompts);
     uint64_t pos = seq % n;
     if (w->shuffle)
-        pos = permute(pos, n, mix64(w->seed ^ mix64(seq / n + 0x13198a2e03707344ull)));
+        pos = permute(pos, n, rng_mix64(w->seed ^ rng_mix64(seq / n + 0x13198a2e03707344ull)));
     return prompts_get(&w->prompts, (size_t)pos);
 }
 

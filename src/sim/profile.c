@@ -12,6 +12,7 @@
 #include <libfyaml.h>
 
 #include "base/alloc.h"
+#include "base/strdist.h"
 #include "base/file.h"
 
 /*
@@ -288,45 +289,6 @@ const char *sim_profile_key_help(const char *key)
     return f ? f->help : NULL;
 }
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* Edit distance of two short strings (capped at 64 characters each). */
-static size_t edit_distance(const char *a, size_t la, const char *b)
-{
-    size_t lb = strlen(b);
-    if (la > 64 || lb > 64)
-        return SIZE_MAX;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (row[j] + 1 < best)
-                best = row[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* "unknown key 'x'" plus a suggestion when one key is close. */
 static void err_unknown_key(char *err, size_t errlen, const char *prefix, const char *key,
                             size_t len)
@@ -334,7 +296,7 @@ static void err_unknown_key(char *err, size_t errlen, const char *prefix, const 
     const char *best = NULL;
     size_t best_d = 3; /* suggest within 2 edits, or a key that starts with it */
     for (size_t i = 0; i < N_FIELDS; i++) {
-        size_t d = edit_distance(key, len, fields[i].key);
+        size_t d = str_edit_distance(key, len, fields[i].key, strlen(fields[i].key));
         if (d >= 3 && len >= 3 && strncmp(fields[i].key, key, len) == 0)
             d = 2;
         if (d < best_d) {
@@ -344,11 +306,11 @@ static void err_unknown_key(char *err, size_t errlen, const char *prefix, const 
     }
     int klen = len > 64 ? 64 : (int)len;
     if (best)
-        errf(err, errlen, "%sunknown profile key '%.*s' (did you mean '%s'?)", prefix, klen, key,
-             best);
+        ts_errf(err, errlen, "%sunknown profile key '%.*s' (did you mean '%s'?)", prefix, klen, key,
+                best);
     else
-        errf(err, errlen, "%sunknown profile key '%.*s' (see `tokenstorm sim --help` for keys)",
-             prefix, klen, key);
+        ts_errf(err, errlen, "%sunknown profile key '%.*s' (see `tokenstorm sim --help` for keys)",
+                prefix, klen, key);
 }
 
 static bool parse_bool(const char *s, bool *out)
@@ -406,9 +368,9 @@ static void err_range(char *err, size_t errlen, const struct field *f, const cha
     char lo[32], hi[32];
     snprintf(lo, sizeof(lo), "%.15g", f->min);
     snprintf(hi, sizeof(hi), "%.15g", f->max);
-    errf(err, errlen, "%s: '%.64s' is out of range (%s%s .. %s%s)", f->key, value,
-         (f->flags & FIELD_MIN_OPEN) ? "> " : "", lo, hi,
-         (f->flags & FIELD_AUTO) ? ", or auto" : "");
+    ts_errf(err, errlen, "%s: '%.64s' is out of range (%s%s .. %s%s)", f->key, value,
+            (f->flags & FIELD_MIN_OPEN) ? "> " : "", lo, hi,
+            (f->flags & FIELD_AUTO) ? ", or auto" : "");
 }
 
 static int field_set(struct sim_profile *p, const struct field *f, const char *value, char *err,
@@ -421,7 +383,7 @@ static int field_set(struct sim_profile *p, const struct field *f, const char *v
     case FIELD_STR: {
         size_t len = strlen(value);
         if (len == 0 || len >= SIM_PROFILE_STR_MAX) {
-            errf(err, errlen, "%s: must be 1 to %d characters", f->key, SIM_PROFILE_STR_MAX - 1);
+            ts_errf(err, errlen, "%s: must be 1 to %d characters", f->key, SIM_PROFILE_STR_MAX - 1);
             return -EINVAL;
         }
         memcpy(base, value, len + 1);
@@ -430,7 +392,7 @@ static int field_set(struct sim_profile *p, const struct field *f, const char *v
     case FIELD_BOOL: {
         bool b;
         if (!parse_bool(value, &b)) {
-            errf(err, errlen, "%s: '%.64s' is not a boolean (true/false)", f->key, value);
+            ts_errf(err, errlen, "%s: '%.64s' is not a boolean (true/false)", f->key, value);
             return -EINVAL;
         }
         *(bool *)base = b;
@@ -441,8 +403,8 @@ static int field_set(struct sim_profile *p, const struct field *f, const char *v
         uint64_t v = 0;
         if (!is_auto) {
             if (!parse_u64(value, &v)) {
-                errf(err, errlen, "%s: '%.64s' is not a whole number%s", f->key, value,
-                     (f->flags & FIELD_AUTO) ? " or auto" : "");
+                ts_errf(err, errlen, "%s: '%.64s' is not a whole number%s", f->key, value,
+                        (f->flags & FIELD_AUTO) ? " or auto" : "");
                 return -EINVAL;
             }
             if ((double)v < f->min || (double)v > f->max) {
@@ -460,8 +422,8 @@ static int field_set(struct sim_profile *p, const struct field *f, const char *v
         double v = -1;
         if (!is_auto) {
             if (!parse_double(value, &v)) {
-                errf(err, errlen, "%s: '%.64s' is not a number%s", f->key, value,
-                     (f->flags & FIELD_AUTO) ? " or auto" : "");
+                ts_errf(err, errlen, "%s: '%.64s' is not a number%s", f->key, value,
+                        (f->flags & FIELD_AUTO) ? " or auto" : "");
                 return -EINVAL;
             }
             if (!in_range(f, v)) {
@@ -480,7 +442,7 @@ int sim_profile_set(struct sim_profile *p, const char *key, const char *value, c
                     size_t errlen)
 {
     if (!key || !value) {
-        errf(err, errlen, "profile key and value are required");
+        ts_errf(err, errlen, "profile key and value are required");
         return -EINVAL;
     }
     const struct field *f = field_find(key, strlen(key));
@@ -495,7 +457,7 @@ int sim_profile_set_kv(struct sim_profile *p, const char *key_eq_value, char *er
 {
     const char *eq = key_eq_value ? strchr(key_eq_value, '=') : NULL;
     if (!eq) {
-        errf(err, errlen, "expected key=value, got '%.64s'", key_eq_value ? key_eq_value : "");
+        ts_errf(err, errlen, "expected key=value, got '%.64s'", key_eq_value ? key_eq_value : "");
         return -EINVAL;
     }
     size_t klen = (size_t)(eq - key_eq_value);
@@ -611,8 +573,8 @@ int sim_profile_validate(const struct sim_profile *p, char *err, size_t errlen)
         case FIELD_STR: {
             size_t len = strnlen(base, SIM_PROFILE_STR_MAX);
             if (len == 0 || len >= SIM_PROFILE_STR_MAX) {
-                errf(err, errlen, "%s: must be 1 to %d characters", f->key,
-                     SIM_PROFILE_STR_MAX - 1);
+                ts_errf(err, errlen, "%s: must be 1 to %d characters", f->key,
+                        SIM_PROFILE_STR_MAX - 1);
                 return -EINVAL;
             }
             continue;
@@ -647,32 +609,33 @@ int sim_profile_validate(const struct sim_profile *p, char *err, size_t errlen)
     struct sim_profile_caps caps;
     if (sim_profile_derive(p, &caps) != 0) {
         if (p->kv_capacity_tokens == 0)
-            errf(err, errlen,
-                 "kv_capacity_tokens: auto, but gpu_mem_gb * tensor_parallel * "
-                 "gpu_memory_utilization - weight_gb - reserved_gb leaves no room for one "
-                 "block of KV cache");
+            ts_errf(err, errlen,
+                    "kv_capacity_tokens: auto, but gpu_mem_gb * tensor_parallel * "
+                    "gpu_memory_utilization - weight_gb - reserved_gb leaves no room for one "
+                    "block of KV cache");
         else
-            errf(err, errlen, "kv_capacity_tokens: %" PRIu64 " is less than one block of %" PRIu32,
-                 p->kv_capacity_tokens, p->block_size);
+            ts_errf(err, errlen,
+                    "kv_capacity_tokens: %" PRIu64 " is less than one block of %" PRIu32,
+                    p->kv_capacity_tokens, p->block_size);
         return -EINVAL;
     }
     if (p->max_num_batched_tokens < p->max_num_seqs) {
-        errf(err, errlen,
-             "max_num_batched_tokens (%" PRIu32 ") must be >= max_num_seqs (%" PRIu32 ")",
-             p->max_num_batched_tokens, p->max_num_seqs);
+        ts_errf(err, errlen,
+                "max_num_batched_tokens (%" PRIu32 ") must be >= max_num_seqs (%" PRIu32 ")",
+                p->max_num_batched_tokens, p->max_num_seqs);
         return -EINVAL;
     }
     uint64_t mml_blocks = ((uint64_t)p->max_model_len + p->block_size - 1) / p->block_size;
     if (mml_blocks + caps.watermark_blocks > caps.kv_blocks) {
-        errf(err, errlen,
-             "max_model_len (%" PRIu32 ") does not fit in the KV cache (%" PRIu64
-             " tokens, %" PRIu64 " kept free by the watermark): lower max_model_len or raise "
-             "kv_capacity_tokens",
-             p->max_model_len, caps.kv_tokens, caps.watermark_blocks * p->block_size);
+        ts_errf(err, errlen,
+                "max_model_len (%" PRIu32 ") does not fit in the KV cache (%" PRIu64
+                " tokens, %" PRIu64 " kept free by the watermark): lower max_model_len or raise "
+                "kv_capacity_tokens",
+                p->max_model_len, caps.kv_tokens, caps.watermark_blocks * p->block_size);
         return -EINVAL;
     }
     if (!(p->t_fix_ms + p->t_w_ms > 0)) {
-        errf(err, errlen, "t_fix_ms + t_w_ms must be > 0 (a step must take time)");
+        ts_errf(err, errlen, "t_fix_ms + t_w_ms must be > 0 (a step must take time)");
         return -EINVAL;
     }
     return 0;
@@ -858,11 +821,11 @@ static void diag_first_error(struct fy_diag *diag, const struct yaml_err *ye)
     void *it = NULL;
     struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
     if (de && de->line > 0)
-        errf(ye->err, ye->errlen, "%s:%d:%d: %s", ye->name, de->line, de->column,
-             de->msg ? de->msg : "YAML syntax error");
+        ts_errf(ye->err, ye->errlen, "%s:%d:%d: %s", ye->name, de->line, de->column,
+                de->msg ? de->msg : "YAML syntax error");
     else
-        errf(ye->err, ye->errlen, "%s: %s", ye->name,
-             de && de->msg ? de->msg : "YAML syntax error");
+        ts_errf(ye->err, ye->errlen, "%s: %s", ye->name,
+                de && de->msg ? de->msg : "YAML syntax error");
 }
 
 int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const char *data, size_t len,
@@ -872,11 +835,11 @@ int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const cha
     if (err && errlen)
         err[0] = '\0';
     if (len > SIM_PROFILE_FILE_MAX) {
-        errf(err, errlen, "%s: larger than %u bytes", ye.name, SIM_PROFILE_FILE_MAX);
+        ts_errf(err, errlen, "%s: larger than %u bytes", ye.name, SIM_PROFILE_FILE_MAX);
         return TS_TOOBIG;
     }
     if (len == 0) {
-        errf(err, errlen, "%s: empty; expected a mapping of profile keys (key: value)", ye.name);
+        ts_errf(err, errlen, "%s: empty; expected a mapping of profile keys (key: value)", ye.name);
         return -EINVAL;
     }
 
@@ -884,7 +847,7 @@ int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const cha
     if (bad < len) {
         int line, col;
         text_position(data, bad, &line, &col);
-        errf(err, errlen, "%s:%d:%d: not UTF-8 text", ye.name, line, col);
+        ts_errf(err, errlen, "%s:%d:%d: not UTF-8 text", ye.name, line, col);
         return TS_PARSE;
     }
 
@@ -895,7 +858,7 @@ int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const cha
     dcfg.colorize = false;
     struct fy_diag *diag = fy_diag_create(&dcfg);
     if (!diag) {
-        errf(err, errlen, "%s: out of memory", ye.name);
+        ts_errf(err, errlen, "%s: out of memory", ye.name);
         return -ENOMEM;
     }
     fy_diag_set_collect_errors(diag, true);
@@ -909,7 +872,7 @@ int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const cha
     int rc = 0;
     struct fy_parser *fyp = fy_parser_create(&cfg);
     if (!fyp || fy_parser_set_string(fyp, data, len) != 0) {
-        errf(err, errlen, "%s: out of memory", ye.name);
+        ts_errf(err, errlen, "%s: out of memory", ye.name);
         rc = -ENOMEM;
         goto out_parser;
     }
@@ -919,8 +882,8 @@ int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const cha
             diag_first_error(diag, &ye);
             rc = TS_PARSE;
         } else {
-            errf(err, errlen, "%s: no content; expected a mapping of profile keys (key: value)",
-                 ye.name);
+            ts_errf(err, errlen, "%s: no content; expected a mapping of profile keys (key: value)",
+                    ye.name);
             rc = -EINVAL;
         }
         goto out_doc;

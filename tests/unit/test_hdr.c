@@ -656,33 +656,6 @@ static void test_zigzag(void **state)
     assert_int_equal(buf[1], 0x01);
 }
 
-static void test_base64(void **state)
-{
-    /* RFC 4648 examples, as in HdrHistogram_c's hdr_histogram_log_test.c. */
-    const char *plain[] = {"any carnal pleasur", "any carnal pleasure.", "any carnal pleasure",
-                           "Man"};
-    const char *coded[] = {"YW55IGNhcm5hbCBwbGVhc3Vy",
-                           "YW55IGNhcm5hbCBwbGVhc3VyZS4=", "YW55IGNhcm5hbCBwbGVhc3VyZQ==", "TWFu"};
-    for (size_t i = 0; i < 4; i++) {
-        char out[64];
-        size_t n = b64_encode((const uint8_t *)plain[i], strlen(plain[i]), out);
-        assert_int_equal(n, strlen(coded[i]));
-        assert_string_equal(out, coded[i]);
-        uint8_t *back;
-        size_t back_len;
-        assert_int_equal(b64_decode(coded[i], strlen(coded[i]), &back, &back_len), 0);
-        assert_int_equal(back_len, strlen(plain[i]));
-        assert_memory_equal(back, plain[i], back_len);
-        ts_free(back);
-    }
-    const char *bad[] = {"", "TWF", "TW=u", "T===", "TWFu\n", "TW u", "TWF*", "=WFu"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        uint8_t *back;
-        size_t back_len;
-        assert_int_equal(b64_decode(bad[i], strlen(bad[i]), &back, &back_len), TS_PARSE);
-    }
-}
-
 /* ---- V2 encoding ---- */
 
 /* Blobs written by Java HdrHistogram (jHiccup 2.0.7), with the total count
@@ -1008,7 +981,6 @@ int main(void)
         cmocka_unit_test(test_equivalence),
         cmocka_unit_test(test_record_is_fast_and_allocation_free),
         cmocka_unit_test(test_zigzag),
-        cmocka_unit_test(test_base64),
         cmocka_unit_test(test_decode_java_blobs),
         cmocka_unit_test(test_encode_roundtrip),
         cmocka_unit_test(test_decode_rejects),
