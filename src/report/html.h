@@ -1,0 +1,71 @@
+/*
+ * html.h - the self-contained HTML report: one page, inline CSS, charts as
+ * inline SVG (svg.h), no script and no external resource of any kind, so it
+ * opens the same from a mail attachment, a CI artifact or an air-gapped box.
+ *
+ * The page, for the documents of a report_docset (docset.h):
+ *  - overview: headline cards of one run, or a comparison table of several;
+ *  - distributions of TTFT, ITL and E2EL from the HDR histograms: the CDF and
+ *    the percentile spectrum (x = 1/(1-p) on a log axis, ticks 50% .. 99.99%),
+ *    every run overlaid with a legend when there are several;
+ *  - per run: SLO verdicts, the latency table, the timeline (offered and
+ *    achieved request rate and errors, requests in flight, tokens/s and
+ *    chunks/s, TTFT p50/p99; "faults" windows shaded; "server_timeline"
+ *    drawn when present), the ITL-by-position heatmap ("itl_by_position"),
+ *    outcomes by class, HTTP status classes, tokens and streams, answer
+ *    quality ("quality"), group tables ("by_tenant", "by_intent",
+ *    "by_perturbation", "by_flow_step"; see report_html_group_table) and the
+ *    run configuration;
+ *  - per sweep: latency vs achieved throughput and vs offered load (knee
+ *    marked, latency SLO limits and max goodput drawn), throughput vs load,
+ *    error rate vs load with the fitted critical load, answer quality vs
+ *    load, the steps' TTFT and E2EL CDFs overlaid, and the steps table.
+ *
+ * Every chart is an <svg class="ts-chart" id="..."> element; ids are
+ * "dist-<metric>-cdf", "dist-<metric>-spectrum" (metric ttft, itl, e2el),
+ * "run<N>-timeline-rate", "-inflight", "-tokens", "-ttft", "-server",
+ * "-kv", "run<N>-itl-position" (a heatmap, class "ts-chart ts-heatmap"),
+ * "sweep<N>-latency-throughput", "-latency-load", "-throughput",
+ * "-errors", "-quality", "-ttft-cdf", "-e2el-cdf" (N counts from 1 in
+ * page order), so tests and people can find them.
+ */
+#ifndef TS_REPORT_HTML_H
+#define TS_REPORT_HTML_H
+
+#include <jansson.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "report/docset.h"
+
+struct report_html_opts {
+    const char *title;     /* page title; NULL = "tokenstorm report" */
+    const char *generated; /* shown in the header ("generated 2026-..."), may be NULL */
+};
+
+/*
+ * Appends the whole page (<!DOCTYPE html> .. </html>) for set to out; opts
+ * may be NULL. A section whose data are missing from a document is left out
+ * (or says so). Returns 0, -EINVAL (empty set), -ENOMEM or TS_TOOBIG (out's
+ * cap; out then holds a partial page).
+ */
+TS_MUST_CHECK int report_html_build(const struct report_docset *set,
+                                    const struct report_html_opts *opts, struct buf *out);
+
+/*
+ * Appends a table of per-group summaries: groups is a JSON object
+ * {group name: {key: value, ...}, ...}; one row per group (in the object's
+ * order), one column per key seen in any group (first-seen order, at most
+ * 16). The known keys are shown first and formatted: completed, requests,
+ * failed (counts), error_rate (a fraction, shown in %), request_throughput,
+ * goodput_rps (per second), ttft_p50_ms, ttft_p99_ms, tpot_p50_ms,
+ * tpot_p99_ms, itl_p99_ms, e2el_p50_ms, e2el_p99_ms (ms), slo_pass (bool);
+ * other numbers are printed as they are, strings escaped, nested values
+ * skipped. id is the table's element id, title its caption (both may be
+ * NULL). Appends nothing when groups is not a non-empty object. Returns 0 or
+ * a buf error.
+ */
+TS_MUST_CHECK int report_html_group_table(struct buf *out, const char *id, const char *title,
+                                          const json_t *groups);
+
+#endif
