@@ -1,0 +1,721 @@
+/*
+ * dist.c - shards of a run, and the MPI glue (compiled in with
+ * -Dmpi=enabled, which defines TS_HAVE_MPI for this file).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "analysis/summary.h"
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "load/dist.h"
+#include "load/runner.h"
+#include "report/result.h"
+
+#ifdef TS_HAVE_MPI
+#include <mpi.h>
+#endif
+
+/* ---- shards ---- */
+
+int shard_parse(const char *s, struct shard *out, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    unsigned long i = strtoul(s, &end, 10);
+    if (end == s || *end != '/' || s[0] == '-' || errno)
+        goto bad;
+    const char *n_at = end + 1;
+    unsigned long n = strtoul(n_at, &end, 10);
+    if (end == n_at || *end || n_at[0] == '-' || errno)
+        goto bad;
+    if (n < 1 || n > SHARD_MAX || i >= n) {
+        ts_errf(err, errlen, "shard '%s': need 0 <= i < N <= %u", s, SHARD_MAX);
+        return -EINVAL;
+    }
+    out->index = (uint32_t)i;
+    out->count = (uint32_t)n;
+    return 0;
+bad:
+    ts_errf(err, errlen, "shard: expected i/N (like 0/4), got '%s'", s);
+    return -EINVAL;
+}
+
+uint32_t shard_n(const struct shard *s)
+{
+    return s->count > 1 ? s->count : 1;
+}
+
+bool shard_owns(const struct shard *s, uint64_t g)
+{
+    return g % shard_n(s) == (s->count > 1 ? s->index : 0);
+}
+
+uint32_t shard_worker(const struct shard *s, uint64_t g, uint32_t workers)
+{
+    return (uint32_t)((g / shard_n(s)) % (workers ? workers : 1));
+}
+
+uint64_t shard_global(const struct shard *s, uint64_t k)
+{
+    return k * shard_n(s) + (s->count > 1 ? s->index : 0);
+}
+
+/* ---- --start-at ---- */
+
+/* Reads ".ddd" (up to 9 digits count) at *p into ns; moves *p past it. */
+static uint64_t read_fraction(const char **p)
+{
+    uint64_t ns = 0, scale = 100000000;
+    if (**p != '.')
+        return 0;
+    for ((*p)++; **p >= '0' && **p <= '9'; (*p)++) {
+        ns += (uint64_t)(**p - '0') * scale;
+        scale /= 10;
+    }
+    return ns;
+}
+
+int start_at_parse(const char *s, uint64_t *wall_ns, char *err, size_t errlen)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    uint64_t secs, frac;
+    if (rest) {
+        frac = read_fraction(&rest);
+        if (strcmp(rest, "Z") && strcmp(rest, "+00:00"))
+            goto bad;
+        time_t t = timegm(&tm);
+        if (t <= 0)
+            goto bad;
+        secs = (uint64_t)t;
+    } else {
+        char *end;
+        errno = 0;
+        if (s[0] < '0' || s[0] > '9')
+            goto bad;
+        secs = strtoull(s, &end, 10);
+        rest = end;
+        frac = read_fraction(&rest);
+        if (*rest || errno || !secs)
+            goto bad;
+    }
+    uint64_t now_s = ts_wall_ns() / TS_NS_PER_S;
+    if (secs > now_s + START_AT_MAX_AHEAD_S) {
+        ts_errf(err, errlen, "start time '%s' is more than %d hours ahead", s,
+                START_AT_MAX_AHEAD_S / 3600);
+        return -EINVAL;
+    }
+    *wall_ns = secs * TS_NS_PER_S + frac;
+    return 0;
+bad:
+    ts_errf(err, errlen,
+            "expected Unix seconds (like $(date -d '+1 min' +%%s)) or an RFC 3339 UTC time "
+            "(like 2026-01-01T12:00:00Z), got '%s'",
+            s);
+    return -EINVAL;
+}
+
+uint64_t start_at_wait(uint64_t wall_ns)
+{
+    uint64_t now = ts_wall_ns();
+    if (!wall_ns)
+        return 0;
+    if (now >= wall_ns)
+        return now - wall_ns;
+    struct timespec ts = {.tv_sec = (time_t)(wall_ns / TS_NS_PER_S),
+                          .tv_nsec = (long)(wall_ns % TS_NS_PER_S)};
+    /* EINTR: a signal (Ctrl-C) came; start now and let the run handle it */
+    (void)clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL);
+    return 0;
+}
+
+/* ---- launch detection ---- */
+
+bool dist_mpi_built(void)
+{
+#ifdef TS_HAVE_MPI
+    return true;
+#else
+    return false;
+#endif
+}
+
+bool dist_launched(uint32_t *size)
+{
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            "SLURM_STEP_NUM_TASKS"};
+    bool launched = false;
+    *size = 0;
+    for (size_t i = 0; i < sizeof(size_vars) / sizeof(size_vars[0]) && !launched; i++) {
+        const char *v = getenv(size_vars[i]);
+        if (!v || !*v)
+            continue;
+        char *end;
+        unsigned long n = strtoul(v, &end, 10);
+        launched = true;
+        *size = (!*end && n <= UINT32_MAX) ? (uint32_t)n : 0;
+    }
+    if (!launched && getenv("PMIX_RANK"))
+        launched = true;
+    const char *force = getenv("TOKENSTORM_MPI");
+    if (force && !strcmp(force, "0"))
+        return false;
+    if (force && !strcmp(force, "1"))
+        return true;
+    return launched;
+}
+
+/* ---- merging ranks' results ---- */
+
+static json_t *timeline_arrays(const struct runner_result *res)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < res->ntimeline; i++) {
+        const struct runner_point *p = &res->timeline[i];
+        json_t *e =
+            json_pack("[f, I, I, I, I, I, I, f, f, f, f]", p->t_s, (json_int_t)p->sent,
+                      (json_int_t)p->completed, (json_int_t)p->errors, (json_int_t)p->in_flight,
+                      (json_int_t)p->output_tokens, (json_int_t)p->chunks, p->ttft_p50_ms,
+                      p->ttft_p99_ms, p->e2el_p50_ms, p->lag_p99_ms);
+        if (!e || json_array_append_new(a, e)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+char *dist_result_encode(const struct runner_result *res, const struct goodput_cfg *goodput)
+{
+    struct run_summary sum;
+    run_summary_compute(&sum, res->total, res->duration_s, res->peak_output_tps, goodput);
+    struct result_info info = {0};
+    json_t *doc = NULL;
+    if (result_build(res->total, &sum, &info, &doc))
+        return NULL;
+    json_t *d = json_pack("{s:I, s:f, s:b, s:b, s:o}", "sent", (json_int_t)res->sent, "duration_s",
+                          res->duration_s, "end_cut", res->end_cut, "interrupted", res->interrupted,
+                          "timeline", timeline_arrays(res));
+    char *text = NULL;
+    if (d && !json_object_set_new(doc, "dist", d))
+        text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    return text;
+}
+
+/* Grows an array of n doubles to m (new ones zero). */
+static int grow_doubles(double **a, size_t n, size_t m)
+{
+    double *p = ts_realloc(*a, (m ? m : 1) * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    memset(p + n, 0, (m - n) * sizeof(*p));
+    *a = p;
+    return 0;
+}
+
+/* Grows the result's timeline (and the weights) to n points. */
+static int merger_grow(struct dist_merger *m, size_t n)
+{
+    struct runner_result *res = m->into;
+    if (n > res->ntimeline) {
+        struct runner_point *tl = ts_realloc(res->timeline, n * sizeof(*tl));
+        if (!tl)
+            return -ENOMEM;
+        memset(tl + res->ntimeline, 0, (n - res->ntimeline) * sizeof(*tl));
+        res->timeline = tl;
+        res->ntimeline = n;
+    }
+    if (n > m->wlen) {
+        if (grow_doubles(&m->w_ttft, m->wlen, n) || grow_doubles(&m->w_e2el, m->wlen, n))
+            return -ENOMEM;
+        m->wlen = n;
+    }
+    return 0;
+}
+
+int dist_merger_init(struct dist_merger *m, struct runner_result *into)
+{
+    memset(m, 0, sizeof(*m));
+    m->into = into;
+    if (merger_grow(m, into->ntimeline)) {
+        dist_merger_release(m);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < into->ntimeline; i++) {
+        const struct runner_point *p = &into->timeline[i];
+        m->w_ttft[i] = p->ttft_p50_ms * (double)p->completed;
+        m->w_e2el[i] = p->e2el_p50_ms * (double)p->completed;
+    }
+    return 0;
+}
+
+int dist_merger_add(struct dist_merger *m, const char *text, size_t len, char *err, size_t errlen)
+{
+    struct runner_result *res = m->into;
+    json_error_t jerr;
+    json_t *doc = json_loadb(text, len, 0, &jerr);
+    if (!doc) {
+        ts_errf(err, errlen, "bad result: %s", jerr.text);
+        return TS_PARSE;
+    }
+    json_t *d = json_object_get(doc, "dist");
+    json_t *tl = json_object_get(d, "timeline");
+    struct run_stats *stats = NULL;
+    int rc = 0;
+    if (!json_is_object(d) || !json_is_array(tl)) {
+        ts_errf(err, errlen, "bad result: no dist section");
+        rc = TS_PARSE;
+    }
+    if (!rc)
+        rc = result_read_stats(doc, &stats, err, errlen);
+    if (!rc && (rc = merger_grow(m, json_array_size(tl))))
+        ts_errf(err, errlen, "out of memory");
+    if (!rc && (rc = run_stats_merge(res->total, stats)))
+        ts_errf(err, errlen, "merging the histograms: %s", ts_strerror(rc));
+    run_stats_free(stats);
+    if (rc) {
+        json_decref(doc);
+        return rc;
+    }
+    res->sent += (uint64_t)json_integer_value(json_object_get(d, "sent"));
+    double dur = json_number_value(json_object_get(d, "duration_s"));
+    if (dur > res->duration_s)
+        res->duration_s = dur;
+    res->end_cut |= json_is_true(json_object_get(d, "end_cut"));
+    res->interrupted |= json_is_true(json_object_get(d, "interrupted"));
+    for (size_t i = 0; i < json_array_size(tl); i++) {
+        json_t *e = json_array_get(tl, i);
+        struct runner_point *p = &res->timeline[i];
+        double v[11];
+        for (size_t k = 0; k < 11; k++) {
+            v[k] = json_number_value(json_array_get(e, k));
+            if (!(v[k] >= 0 && v[k] < 1e15)) /* a count or a time; nothing else is sane */
+                v[k] = 0;
+        }
+        if (v[0] > p->t_s)
+            p->t_s = v[0];
+        p->sent += (uint64_t)v[1];
+        p->completed += (uint64_t)v[2];
+        p->errors += (uint64_t)v[3];
+        p->in_flight += (uint64_t)v[4];
+        p->output_tokens += (uint64_t)v[5];
+        p->chunks += (uint64_t)v[6];
+        m->w_ttft[i] += v[7] * v[2];
+        m->w_e2el[i] += v[9] * v[2];
+        if (v[8] > p->ttft_p99_ms)
+            p->ttft_p99_ms = v[8];
+        if (v[10] > p->lag_p99_ms)
+            p->lag_p99_ms = v[10];
+    }
+    json_decref(doc);
+    return 0;
+}
+
+void dist_merger_finish(struct dist_merger *m, double warmup_s)
+{
+    struct runner_result *res = m->into;
+    double peak = 0;
+    for (size_t i = 0; i < res->ntimeline; i++) {
+        struct runner_point *p = &res->timeline[i];
+        if (i < m->wlen && p->completed) {
+            p->ttft_p50_ms = m->w_ttft[i] / (double)p->completed;
+            p->e2el_p50_ms = m->w_e2el[i] / (double)p->completed;
+        }
+        double t0 = i ? res->timeline[i - 1].t_s : 0;
+        double len = p->t_s - t0;
+        if (len > 0.5 && t0 >= warmup_s - 1e-9 && (double)p->chunks / len > peak)
+            peak = (double)p->chunks / len;
+    }
+    if (peak > res->peak_output_tps)
+        res->peak_output_tps = peak;
+    dist_merger_release(m);
+}
+
+void dist_merger_release(struct dist_merger *m)
+{
+    ts_free(m->w_ttft);
+    ts_free(m->w_e2el);
+    m->w_ttft = m->w_e2el = NULL;
+    m->wlen = 0;
+}
+
+/* ---- the group ---- */
+
+#define PROGRESS_RING 8
+#define TAG_PROGRESS  7
+
+/* One rank's progress as it travels to rank 0 (same build on every rank). */
+struct progress_msg {
+    double elapsed_s, rate, tokens_per_s, ttft_p50_ms, ttft_p99_ms;
+    uint64_t sent, completed, errors, in_flight, last_completed;
+    uint32_t draining;
+    uint32_t pad;
+};
+
+struct dist_group {
+    uint32_t rank, size;
+    bool merged;
+#ifdef TS_HAVE_MPI
+    MPI_Comm comm;               /* progress messages only; collectives use MPI_COMM_WORLD */
+    struct progress_msg *latest; /* rank 0: each rank's newest */
+    uint64_t *received;          /* rank 0: messages received from each rank */
+    struct {
+        MPI_Request req;
+        struct progress_msg msg;
+    } ring[PROGRESS_RING];
+    unsigned ring_next;
+    uint64_t posted; /* messages sent to rank 0 */
+#endif
+};
+
+uint32_t dist_group_rank(const struct dist_group *g)
+{
+    return g ? g->rank : 0;
+}
+
+uint32_t dist_group_size(const struct dist_group *g)
+{
+    return g ? g->size : 1;
+}
+
+struct shard dist_group_shard(const struct dist_group *g)
+{
+    struct shard s = {0, 0};
+    if (g && g->size > 1) {
+        s.index = g->rank;
+        s.count = g->size;
+    }
+    return s;
+}
+
+#ifdef TS_HAVE_MPI
+
+int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err, size_t errlen)
+{
+    uint32_t size;
+    *out = NULL;
+    if (!dist_launched(&size) || size == 1)
+        return 0;
+    int provided, rank, n;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        ts_errf(err, errlen, "MPI_Init_thread failed");
+        return -EIO;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (size > 1 && n != (int)size) {
+        ts_errf(err, errlen,
+                "the launcher started %u processes but MPI sees %d (with srun, pass --mpi=pmix "
+                "or --mpi=pmi2)",
+                size, n);
+        MPI_Finalize();
+        return -EINVAL;
+    }
+    if (n > (int)SHARD_MAX) {
+        ts_errf(err, errlen, "at most %u ranks", SHARD_MAX);
+        MPI_Finalize();
+        return -EINVAL;
+    }
+    struct dist_group *g = ts_calloc(1, sizeof(*g));
+    if (g) {
+        g->latest = ts_calloc((size_t)n, sizeof(*g->latest));
+        g->received = ts_calloc((size_t)n, sizeof(*g->received));
+    }
+    if (!g || !g->latest || !g->received) {
+        if (g) {
+            ts_free(g->latest);
+            ts_free(g->received);
+        }
+        ts_free(g);
+        ts_errf(err, errlen, "out of memory");
+        MPI_Abort(MPI_COMM_WORLD, 3);
+        return -ENOMEM;
+    }
+    g->rank = (uint32_t)rank;
+    g->size = (uint32_t)n;
+    for (unsigned i = 0; i < PROGRESS_RING; i++)
+        g->ring[i].req = MPI_REQUEST_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &g->comm);
+    *out = g;
+    return 0;
+}
+
+void dist_group_bcast(struct dist_group *g, void *data, size_t len)
+{
+    if (!g || g->size < 2)
+        return;
+    MPI_Bcast(data, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+void dist_group_barrier(void *arg)
+{
+    struct dist_group *g = arg;
+    if (g && g->size > 1)
+        MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void progress_post(struct dist_group *g, const struct runner_progress *p)
+{
+    unsigned slot = g->ring_next;
+    int done = 1;
+    MPI_Test(&g->ring[slot].req, &done, MPI_STATUS_IGNORE);
+    if (!done)
+        return; /* rank 0 has not taken the oldest yet: skip a second rather than wait */
+    struct progress_msg *m = &g->ring[slot].msg;
+    memset(m, 0, sizeof(*m));
+    m->elapsed_s = p->elapsed_s;
+    m->rate = p->rate;
+    m->tokens_per_s = p->tokens_per_s;
+    m->ttft_p50_ms = p->last ? p->last->ttft_p50_ms : 0;
+    m->ttft_p99_ms = p->last ? p->last->ttft_p99_ms : 0;
+    m->sent = p->sent;
+    m->completed = p->completed;
+    m->errors = p->errors;
+    m->in_flight = p->in_flight;
+    m->last_completed = p->last ? p->last->completed : 0;
+    m->draining = p->draining;
+    MPI_Isend(m, (int)sizeof(*m), MPI_BYTE, 0, TAG_PROGRESS, g->comm, &g->ring[slot].req);
+    g->posted++;
+    g->ring_next = (slot + 1) % PROGRESS_RING;
+}
+
+static void progress_receive(struct dist_group *g, bool wait_for_all, const uint64_t *expected)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (wait_for_all) {
+            uint32_t r = 1;
+            while (r < g->size && g->received[r] >= expected[r])
+                r++;
+            if (r == g->size)
+                return;
+            MPI_Probe((int)r, TAG_PROGRESS, g->comm, &st);
+            flag = 1;
+        } else {
+            MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROGRESS, g->comm, &flag, &st);
+            if (!flag)
+                return;
+        }
+        struct progress_msg m;
+        MPI_Recv(&m, (int)sizeof(m), MPI_BYTE, st.MPI_SOURCE, TAG_PROGRESS, g->comm,
+                 MPI_STATUS_IGNORE);
+        if (st.MPI_SOURCE > 0 && (uint32_t)st.MPI_SOURCE < g->size) {
+            g->latest[st.MPI_SOURCE] = m;
+            g->received[st.MPI_SOURCE]++;
+        }
+    }
+}
+
+bool dist_group_progress(struct dist_group *g, const struct runner_progress *p,
+                         struct runner_progress *agg, struct runner_point *agg_last)
+{
+    if (!g || g->size < 2) {
+        *agg = *p;
+        return true;
+    }
+    if (g->rank) {
+        progress_post(g, p);
+        return false;
+    }
+    progress_receive(g, false, NULL);
+    *agg = *p;
+    memset(agg_last, 0, sizeof(*agg_last));
+    if (p->last)
+        *agg_last = *p->last;
+    agg->last = agg_last;
+    double w = (double)agg_last->completed, p50 = agg_last->ttft_p50_ms * w;
+    for (uint32_t r = 1; r < g->size; r++) {
+        const struct progress_msg *m = &g->latest[r];
+        if (!g->received[r]) {
+            agg->draining = false; /* not heard of yet: still starting */
+            continue;
+        }
+        agg->sent += m->sent;
+        agg->completed += m->completed;
+        agg->errors += m->errors;
+        agg->in_flight += m->in_flight;
+        agg->rate += m->rate;
+        agg->tokens_per_s += m->tokens_per_s;
+        agg->draining = agg->draining && m->draining;
+        agg_last->completed += m->last_completed;
+        p50 += m->ttft_p50_ms * (double)m->last_completed;
+        w += (double)m->last_completed;
+        if (m->ttft_p99_ms > agg_last->ttft_p99_ms)
+            agg_last->ttft_p99_ms = m->ttft_p99_ms;
+    }
+    agg_last->ttft_p50_ms = w > 0 ? p50 / w : 0;
+    return true;
+}
+
+/* What each rank tells rank 0 before its payload. */
+struct merge_head {
+    int64_t len;     /* payload bytes */
+    uint64_t posted; /* progress messages it sent */
+    int32_t failed;  /* its run failed: no payload */
+    int32_t pad;
+};
+
+int dist_group_merge(struct dist_group *g, struct runner_result *res, double warmup_s,
+                     const struct goodput_cfg *goodput, char *err, size_t errlen)
+{
+    if (!g || g->size < 2) {
+        if (g)
+            g->merged = true;
+        return 0;
+    }
+    g->merged = true;
+    char *payload = NULL;
+    struct merge_head head = {.posted = g->posted, .failed = !res};
+    if (g->rank && res) {
+        payload = dist_result_encode(res, goodput);
+        if (!payload || strlen(payload) > INT_MAX / 2)
+            head.failed = 1;
+        else
+            head.len = (int64_t)strlen(payload);
+    }
+    struct merge_head *heads = NULL;
+    int *counts = NULL, *displs = NULL;
+    char *all = NULL;
+    int rc = 0;
+    if (!g->rank) {
+        heads = ts_calloc(g->size, sizeof(*heads));
+        counts = ts_calloc(g->size, sizeof(*counts));
+        displs = ts_calloc(g->size, sizeof(*displs));
+        if (!heads || !counts || !displs) {
+            ts_errf(err, errlen, "out of memory");
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
+    MPI_Gather(&head, (int)sizeof(head), MPI_BYTE, heads, (int)sizeof(head), MPI_BYTE, 0,
+               MPI_COMM_WORLD);
+    size_t total = 0;
+    if (!g->rank) {
+        for (uint32_t r = 0; r < g->size; r++) {
+            if (total + (size_t)heads[r].len > INT_MAX) {
+                ts_errf(err, errlen, "the ranks' results are over 2 GiB");
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+            counts[r] = (int)heads[r].len;
+            displs[r] = (int)total;
+            total += (size_t)heads[r].len;
+        }
+        all = ts_malloc(total + 1);
+        if (!all) {
+            ts_errf(err, errlen, "out of memory");
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
+    MPI_Gatherv(payload, (int)head.len, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(payload); /* jansson's allocation */
+    if (g->rank) {
+        MPI_Request reqs[PROGRESS_RING];
+        for (unsigned i = 0; i < PROGRESS_RING; i++)
+            reqs[i] = g->ring[i].req;
+        MPI_Waitall(PROGRESS_RING, reqs, MPI_STATUSES_IGNORE);
+        for (unsigned i = 0; i < PROGRESS_RING; i++)
+            g->ring[i].req = MPI_REQUEST_NULL;
+        return 0;
+    }
+    uint64_t *expected = ts_calloc(g->size, sizeof(*expected));
+    if (!expected) {
+        ts_errf(err, errlen, "out of memory");
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    for (uint32_t r = 0; r < g->size; r++)
+        expected[r] = heads[r].posted;
+    progress_receive(g, true, expected); /* so every rank's sends complete */
+    ts_free(expected);
+    struct dist_merger m = {0};
+    if (!res || heads[0].failed) {
+        ts_errf(err, errlen, "rank 0's run failed");
+        rc = -ECANCELED;
+    } else if ((rc = dist_merger_init(&m, res))) {
+        ts_errf(err, errlen, "out of memory");
+    }
+    for (uint32_t r = 1; !rc && r < g->size; r++) {
+        if (heads[r].failed) {
+            ts_errf(err, errlen, "rank %u's run failed", r);
+            rc = -ECANCELED;
+            break;
+        }
+        char what[200];
+        if ((rc = dist_merger_add(&m, all + displs[r], (size_t)counts[r], what, sizeof(what))))
+            ts_errf(err, errlen, "rank %u: %s", r, what);
+    }
+    if (!rc)
+        dist_merger_finish(&m, warmup_s);
+    else
+        dist_merger_release(&m);
+    ts_free(all);
+    ts_free(heads);
+    ts_free(counts);
+    ts_free(displs);
+    return rc;
+}
+
+void dist_group_leave(struct dist_group *g, int exit_code)
+{
+    if (!g)
+        return;
+    if (!g->merged && g->size > 1) {
+        /* a collective the other ranks are in (or will enter) would never end */
+        MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 3);
+    }
+    MPI_Comm_free(&g->comm);
+    MPI_Finalize();
+    ts_free(g->latest);
+    ts_free(g->received);
+    ts_free(g);
+}
+
+#else /* no MPI in this build */
+
+int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err, size_t errlen)
+{
+    uint32_t size;
+    *out = NULL;
+    if (!dist_launched(&size) || size == 1)
+        return 0;
+    ts_errf(err, errlen,
+            "started by an MPI launcher, but this tokenstorm was built without MPI: build with "
+            "'meson setup -Dmpi=enabled', or run each process with --shard i/N (TOKENSTORM_MPI=0 "
+            "runs each process as a whole run)");
+    return -ENOTSUP;
+}
+
+void dist_group_bcast(struct dist_group *g, void *data, size_t len)
+{
+}
+
+void dist_group_barrier(void *arg)
+{
+}
+
+bool dist_group_progress(struct dist_group *g, const struct runner_progress *p,
+                         struct runner_progress *agg, struct runner_point *agg_last)
+{
+    *agg = *p;
+    return true;
+}
+
+int dist_group_merge(struct dist_group *g, struct runner_result *res, double warmup_s,
+                     const struct goodput_cfg *goodput, char *err, size_t errlen)
+{
+    return 0;
+}
+
+void dist_group_leave(struct dist_group *g, int exit_code)
+{
+}
+
+#endif
