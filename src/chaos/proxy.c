@@ -1,0 +1,1026 @@
+/*
+ * proxy.c - the chaos proxy's forwarding path and HTTP faults.
+ *
+ * One struct pxreq per client request. Its progress is a small state
+ * machine driven by px_progress(), called after every event (upstream
+ * headers, body, end; the timer; the tap's emits): forward the request once
+ * its delay passed; send the response head once the upstream's head arrived
+ * and a header delay passed; then write the body (pass-through pieces, or
+ * the tap's queued events at their times) and end when the upstream ended.
+ */
+#include "chaos/proxy.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/rng.h"
+#include "llm/openai_encode.h"
+#include "net/ptimer.h"
+#include "net/sse.h"
+
+#define HEAD_MAX      (64 * 1024)
+#define EMIT_MAX      (16u << 20) /* bytes of tap output waiting for their time */
+#define FAULT_HDR     "x-tokenstorm-fault"
+#define FAULT_HDR_LEN 18
+
+enum px_mode { MODE_PASS, MODE_SSE, MODE_BODY };
+enum px_timer { TIMER_NONE, TIMER_OPEN, TIMER_CLOSING, TIMER_CLOSED };
+
+struct pxemit {
+    struct pxemit *next;
+    uint64_t at;
+    size_t len;
+    char data[];
+};
+
+struct pxreq {
+    struct proxy *p;
+    struct http_request *req;
+    struct http_call *call;
+    struct rng rng;
+    struct fault *hits[FAULTSET_HITS];
+    size_t nhits;
+    struct fault *f_abort, *f_trunc_resp;
+    enum px_mode mode;
+    struct stream_tap *tap;
+    struct sse_parser sse;
+    bool sse_on;
+    struct buf head;    /* upstream headers as "Name: value\r\n" lines */
+    struct buf pending; /* body before the head went out / the tapped body */
+    int status;
+    bool have_len;
+    uint64_t clen;
+    uint64_t trunc_left;
+    uint64_t fwd_at, hdr_at;
+    struct ptimer timer;
+    enum px_timer tstate;
+    struct pxemit *eq_head, *eq_tail;
+    size_t eq_bytes;
+    uint64_t close_at;
+    enum fault_cut close_how;
+    bool close_pending;
+    bool forwarded, call_running, have_head, head_sent, upstream_done, body_ready;
+    bool finished, hanging, trunc_done;
+};
+
+static void px_progress(struct pxreq *x);
+
+/* ------------------------------------------------------------ lifetime */
+
+static void px_free(struct pxreq *x)
+{
+    for (size_t i = 0; i < x->nhits; i++)
+        fault_unref(x->hits[i]);
+    while (x->eq_head) {
+        struct pxemit *e = x->eq_head;
+        x->eq_head = e->next;
+        ts_free(e);
+    }
+    if (x->sse_on)
+        sse_parser_release(&x->sse);
+    stream_tap_free(x->tap);
+    buf_release(&x->head);
+    buf_release(&x->pending);
+    ts_free(x);
+}
+
+static void px_maybe_free(struct pxreq *x)
+{
+    if (x->finished && !x->call_running && (x->tstate == TIMER_NONE || x->tstate == TIMER_CLOSED))
+        px_free(x);
+}
+
+static void px_timer_closed(struct ptimer *t)
+{
+    struct pxreq *x = t->data;
+    x->tstate = TIMER_CLOSED;
+    px_maybe_free(x);
+}
+
+/* The request is over for the client: stop everything else. Does not free. */
+static void px_done(struct pxreq *x)
+{
+    x->finished = true;
+    x->p->in_flight--;
+    if (x->call_running)
+        http_call_cancel(x->call);
+    if (x->tstate == TIMER_OPEN) {
+        x->tstate = TIMER_CLOSING;
+        ptimer_close(&x->timer, px_timer_closed);
+    }
+}
+
+static void px_end(struct pxreq *x)
+{
+    px_done(x);
+    (void)http_stream_end(x->req);
+}
+
+static void px_cut(struct pxreq *x)
+{
+    px_done(x);
+    (void)http_stream_abort(x->req);
+}
+
+static void px_respond(struct pxreq *x, int status, const char *ctype, const char *extra,
+                       const char *body, size_t len)
+{
+    px_done(x);
+    (void)http_respond(x->req, status, ctype, extra, body, len);
+}
+
+/* An OpenAI-style error response. */
+static void px_error(struct pxreq *x, int status, const char *type, const char *code,
+                     const char *msg, const char *extra)
+{
+    struct buf b;
+    buf_init(&b, 4096);
+    int rc = buf_append_str(&b, "{\"error\":{\"message\":\"");
+    if (!rc)
+        rc = openai_json_escape(&b, msg, strlen(msg));
+    if (!rc)
+        rc = buf_appendf(&b, "\",\"type\":\"%s\",\"param\":null,\"code\":", type);
+    if (!rc)
+        rc = code ? buf_appendf(&b, "\"%s\"}}", code) : buf_append_str(&b, "null}}");
+    if (rc)
+        px_respond(x, 500, NULL, extra, "", 0);
+    else
+        px_respond(x, status, "application/json", extra, b.data, b.len);
+    buf_release(&b);
+}
+
+static void px_arm(struct pxreq *x, uint64_t at);
+
+/* ------------------------------------------------------------ faults */
+
+static void px_count(struct pxreq *x, struct fault *f)
+{
+    fault_count_injection(f);
+    if (strncmp(f->name, FAULT_HDR, FAULT_HDR_LEN) == 0)
+        x->p->header_faults++;
+}
+
+static uint64_t px_sample_ns(struct pxreq *x, const struct dist *d)
+{
+    double v = dist_sample(d, &x->rng);
+    if (!(v > 0))
+        return 0;
+    if (v > 3.6e12) /* one hour */
+        v = 3.6e12;
+    return (uint64_t)v;
+}
+
+/* The http_abort fault f answers the request. */
+static void px_abort(struct pxreq *x, struct fault *f)
+{
+    const struct fault_params *pa = &f->params;
+    char extra[256];
+    int n = snprintf(extra, sizeof extra, "x-tokenstorm-fault: %s\r\n", f->name);
+    if (pa->retry_after_ns)
+        snprintf(extra + n, sizeof extra - (size_t)n, "Retry-After: %llu\r\n",
+                 (unsigned long long)((pa->retry_after_ns + 999999999ull) / 1000000000ull));
+    px_count(x, f);
+    const char *msg = pa->text[0] ? pa->text : NULL;
+    if (pa->status == 429)
+        px_error(x, 429, "requests", "rate_limit_exceeded",
+                 msg ? msg
+                     : "Rate limit reached (injected by tokenstorm proxy). Please retry "
+                       "after the time in the Retry-After header.",
+                 extra);
+    else if (pa->status >= 500)
+        px_error(x, pa->status, "server_error", NULL,
+                 msg ? msg
+                     : "The server had an error while processing your request "
+                       "(injected by tokenstorm proxy).",
+                 extra);
+    else
+        px_error(x, pa->status, "invalid_request_error", NULL,
+                 msg ? msg : "Injected error (tokenstorm proxy).", extra);
+}
+
+static bool is_tap_family(const struct fault *f)
+{
+    enum fault_family fam = fault_type_family(f->type);
+    return fam == FAULT_SSE || fam == FAULT_LLM || fam == FAULT_RAG;
+}
+
+static bool hop_by_hop(const char *name)
+{
+    static const char *const names[] = {
+        "connection", "keep-alive",        "proxy-connection", "te",
+        "trailer",    "transfer-encoding", "upgrade",          NULL,
+    };
+    for (size_t i = 0; names[i]; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Whether a header rewrite fault of direction dir touches name (set or remove). */
+static bool rewritten(const struct pxreq *x, enum fault_direction dir, const char *name)
+{
+    for (size_t i = 0; i < x->nhits; i++) {
+        const struct fault *f = x->hits[i];
+        if (f->type != FAULT_HTTP_HEADER_REWRITE || !(f->dir & dir))
+            continue;
+        for (size_t k = 0; k < f->params.n_headers; k++)
+            if (strcasecmp(f->params.headers[k].name, name) == 0)
+                return true;
+    }
+    return false;
+}
+
+/* Appends the "set" headers of rewrite faults of direction dir; counts them. */
+static int add_rewrites(struct pxreq *x, enum fault_direction dir, struct buf *out, const char *sep)
+{
+    for (size_t i = 0; i < x->nhits; i++) {
+        struct fault *f = x->hits[i];
+        if (f->type != FAULT_HTTP_HEADER_REWRITE || !(f->dir & dir))
+            continue;
+        px_count(x, f);
+        for (size_t k = 0; k < f->params.n_headers; k++) {
+            const struct fault_header_op *op = &f->params.headers[k];
+            if (op->remove)
+                continue;
+            int rc = buf_appendf(out, "%s: %s%s", op->name, op->value, sep);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ upstream */
+
+static int up_header(void *ctx, const char *name, const char *value)
+{
+    struct pxreq *x = ctx;
+    if (hop_by_hop(name) || strcasecmp(name, "server") == 0 ||
+        rewritten(x, FAULT_DIR_DOWNSTREAM, name))
+        return 0;
+    if (strcasecmp(name, "content-length") == 0) {
+        char *end;
+        unsigned long long v = strtoull(value, &end, 10);
+        if (*value && !*end) {
+            x->have_len = true;
+            x->clen = v;
+        }
+        return 0;
+    }
+    if (strpbrk(name, "\r\n") || strpbrk(value, "\r\n"))
+        return 0;
+    return buf_appendf(&x->head, "%s: %s\r\n", name, value);
+}
+
+static bool head_has_sse(const struct pxreq *x)
+{
+    const char *s = buf_cstr(&x->head);
+    for (const char *p = s; (p = strcasestr(p, "content-type:")) != NULL; p += 13) {
+        if (p != s && p[-1] != '\n')
+            continue;
+        const char *eol = strstr(p, "\r\n");
+        const char *hit = strcasestr(p, "text/event-stream");
+        if (hit && eol && hit < eol)
+            return true;
+    }
+    return false;
+}
+
+/* ---- tap output ---- */
+
+/* Writes body bytes to the client; applies http_truncate_response: past its
+ * byte count nothing more goes out and the response is to end (close_pending). */
+static void px_write(struct pxreq *x, const char *data, size_t len)
+{
+    bool cut_now = false;
+    if (x->f_trunc_resp) {
+        if (x->trunc_done)
+            return;
+        if (len > x->trunc_left) {
+            len = (size_t)x->trunc_left;
+            cut_now = true;
+        }
+        x->trunc_left -= len;
+    }
+    if (len) {
+        int rc = http_stream_write(x->req, data, len);
+        if (rc == TS_CLOSED || rc == -ENOMEM || rc == -EINVAL) {
+            px_cut(x);
+            return;
+        }
+    }
+    if (cut_now) {
+        x->trunc_done = true;
+        px_count(x, x->f_trunc_resp);
+        x->close_pending = true;
+        x->close_at = 0;
+        x->close_how = x->f_trunc_resp->params.cut;
+    }
+}
+
+static void tap_emit(void *ctx, const char *bytes, size_t n, uint64_t at_ns)
+{
+    struct pxreq *x = ctx;
+    if (x->finished || x->close_pending || x->hanging || n == 0)
+        return;
+    if (x->head_sent && !x->eq_head && at_ns <= ts_now_ns()) {
+        px_write(x, bytes, n);
+        return;
+    }
+    if (x->eq_bytes + n > EMIT_MAX) {
+        px_cut(x);
+        return;
+    }
+    struct pxemit *e = ts_malloc(sizeof *e + n);
+    if (!e) {
+        px_cut(x);
+        return;
+    }
+    e->next = NULL;
+    e->at = at_ns;
+    e->len = n;
+    memcpy(e->data, bytes, n);
+    if (x->eq_tail)
+        x->eq_tail->next = e;
+    else
+        x->eq_head = e;
+    x->eq_tail = e;
+    x->eq_bytes += n;
+}
+
+static void tap_close(void *ctx, uint64_t at_ns, enum fault_cut how)
+{
+    struct pxreq *x = ctx;
+    if (x->finished || x->close_pending)
+        return;
+    x->close_pending = true;
+    x->close_at = at_ns;
+    x->close_how = how;
+}
+
+static int sse_on_event(void *ctx, const struct sse_event *ev)
+{
+    struct pxreq *x = ctx;
+    struct tap_out out = {tap_emit, tap_close, x};
+    if (x->finished || x->close_pending)
+        return 0;
+    return stream_tap_event(x->tap, ev, ev->arrival_ns, &out);
+}
+
+/* ---- curl callbacks ---- */
+
+static void up_on_headers(struct http_call *call, long status, void *user)
+{
+    struct pxreq *x = user;
+    if (x->finished)
+        return;
+    x->status = (int)status;
+    x->have_head = true;
+    if (http_call_headers_each(call, up_header, x) != 0 ||
+        add_rewrites(x, FAULT_DIR_DOWNSTREAM, &x->head, "\r\n") != 0) {
+        px_error(x, 502, "server_error", NULL, "upstream response headers too large", NULL);
+        return;
+    }
+    if (x->f_abort && (x->f_abort->dir & FAULT_DIR_DOWNSTREAM)) {
+        px_abort(x, x->f_abort);
+        return;
+    }
+    struct fault *tapf[FAULTSET_HITS];
+    size_t ntap = 0;
+    for (size_t i = 0; i < x->nhits; i++) {
+        struct fault *f = x->hits[i];
+        if (is_tap_family(f))
+            tapf[ntap++] = f;
+        else if (f->type == FAULT_HTTP_DELAY_HEADERS) {
+            px_count(x, f);
+            x->hdr_at = ts_now_ns() + px_sample_ns(x, &f->params.delay);
+        }
+    }
+    if (ntap) {
+        x->tap = stream_tap_new(tapf, ntap, rng_next_u64(&x->rng), ts_now_ns());
+        if (!x->tap) {
+            px_error(x, 500, "server_error", NULL, "out of memory", NULL);
+            return;
+        }
+        if (head_has_sse(x)) {
+            x->mode = MODE_SSE;
+            sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
+            x->sse_on = true;
+        } else {
+            x->mode = MODE_BODY;
+        }
+        x->have_len = false;
+    }
+    if (x->f_trunc_resp && x->f_trunc_resp->params.cut != FAULT_CUT_CLOSE)
+        x->have_len = false; /* a clean short end needs chunked framing */
+    px_progress(x);
+}
+
+static int up_on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
+                      void *user)
+{
+    struct pxreq *x = user;
+    (void)call;
+    if (x->finished || x->hanging)
+        return 1;
+    if (x->mode == MODE_SSE) {
+        if (sse_parser_feed(&x->sse, data, len, now_ns) != 0) {
+            px_cut(x);
+            return 1;
+        }
+        px_progress(x);
+        return x->finished ? 1 : 0;
+    }
+    if (x->mode == MODE_BODY) {
+        if (buf_append(&x->pending, data, len) != 0) {
+            px_error(x, 502, "server_error", NULL, "upstream body too large for the body tap",
+                     NULL);
+            return 1;
+        }
+        return 0;
+    }
+    if (!x->head_sent) {
+        if (buf_append(&x->pending, data, len) != 0) {
+            px_cut(x);
+            return 1;
+        }
+        return 0;
+    }
+    px_write(x, data, len);
+    if (x->close_pending && !x->finished)
+        px_progress(x);
+    return x->finished || x->close_pending ? 1 : 0;
+}
+
+static void up_on_done(struct http_call *call, const struct http_call_result *res, void *user)
+{
+    struct pxreq *x = user;
+    (void)call;
+    x->call_running = false;
+    x->call = NULL;
+    if (x->finished || x->hanging || x->close_pending) {
+        if (!x->finished)
+            px_progress(x);
+        px_maybe_free(x);
+        return;
+    }
+    if (res->error != HTTP_CALL_OK) {
+        x->p->upstream_errors++;
+        char msg[320];
+        snprintf(msg, sizeof msg, "upstream %s error: %s", http_call_error_name(res->error),
+                 res->error_text);
+        bool timeout = res->error >= HTTP_CALL_ERR_TIMEOUT_CONNECT &&
+                       res->error <= HTTP_CALL_ERR_TIMEOUT_TOTAL;
+        if (!x->head_sent)
+            px_error(x, timeout ? 504 : 502, "server_error", NULL, msg, NULL);
+        else
+            px_cut(x);
+        px_maybe_free(x);
+        return;
+    }
+    x->upstream_done = true;
+    uint64_t now = ts_now_ns();
+    if (x->mode == MODE_SSE) {
+        struct tap_out out = {tap_emit, tap_close, x};
+        int rc = sse_parser_finish(&x->sse, NULL);
+        if (!rc)
+            rc = stream_tap_end(x->tap, now, &out);
+        if (rc && !x->finished)
+            px_cut(x);
+    } else if (x->mode == MODE_BODY) {
+        struct buf out;
+        uint64_t delay = 0;
+        buf_init(&out, x->p->cfg.max_body_bytes);
+        int rc =
+            body_tap(x->tap, x->pending.data ? x->pending.data : "", x->pending.len, &out, &delay);
+        buf_release(&x->pending);
+        x->pending = out;
+        if (rc) {
+            px_error(x, 502, "server_error", NULL, "body tap failed", NULL);
+            px_maybe_free(x);
+            return;
+        }
+        if (delay && now + delay > x->hdr_at)
+            x->hdr_at = now + delay;
+        x->body_ready = true;
+    }
+    if (!x->finished)
+        px_progress(x);
+    px_maybe_free(x);
+}
+
+static const struct http_call_ops up_ops = {
+    .on_headers = up_on_headers,
+    .on_body = up_on_body,
+    .on_done = up_on_done,
+};
+
+/* Builds the upstream call for x and starts it. */
+static void px_forward(struct pxreq *x)
+{
+    struct http_request *req = x->req;
+    struct proxy *p = x->p;
+    x->forwarded = true;
+    if (x->f_abort && (x->f_abort->dir & FAULT_DIR_UPSTREAM)) {
+        px_abort(x, x->f_abort);
+        return;
+    }
+    struct buf hb;
+    buf_init(&hb, HEAD_MAX);
+    size_t nh = 0;
+    int rc = 0;
+    for (size_t i = 0; i < req->header_count && !rc; i++) {
+        const char *n = req->headers[i].name;
+        if (hop_by_hop(n) || strcasecmp(n, "host") == 0 || strcasecmp(n, "content-length") == 0 ||
+            strcasecmp(n, "expect") == 0 || strncasecmp(n, FAULT_HDR, FAULT_HDR_LEN) == 0 ||
+            rewritten(x, FAULT_DIR_UPSTREAM, n))
+            continue;
+        /* "Name;" sends an empty header through curl; "Name: " would remove it */
+        if (req->headers[i].value_len == 0)
+            rc = buf_appendf(&hb, "%s;", n);
+        else
+            rc = buf_appendf(&hb, "%s: %s", n, req->headers[i].value);
+        if (!rc)
+            rc = buf_append_char(&hb, '\0');
+        nh++;
+    }
+    size_t before = hb.len;
+    if (!rc)
+        rc = add_rewrites(x, FAULT_DIR_UPSTREAM, &hb, "\n");
+    for (size_t i = before; !rc && i < hb.len; i++)
+        if (hb.data[i] == '\n') {
+            hb.data[i] = '\0';
+            nh++;
+        }
+    if (rc || nh > HTTP_CALL_MAX_HEADERS) {
+        buf_release(&hb);
+        px_error(x, 431, "invalid_request_error", NULL, "too many request headers", NULL);
+        return;
+    }
+    const char *hv[HTTP_CALL_MAX_HEADERS];
+    const char *s = hb.data;
+    for (size_t i = 0; i < nh; i++) {
+        hv[i] = s;
+        s += strlen(s) + 1;
+    }
+    size_t body_len = req->body_len;
+    for (size_t i = 0; i < x->nhits; i++) {
+        struct fault *f = x->hits[i];
+        if (f->type == FAULT_HTTP_TRUNCATE_REQUEST) {
+            px_count(x, f);
+            if (f->params.bytes < body_len)
+                body_len = (size_t)f->params.bytes;
+        }
+    }
+    char url[PROXY_UPSTREAM_MAX + 8192];
+    const char *target = req->url[0] == '/' ? req->url : req->path;
+    int un = snprintf(url, sizeof url, "%s%s", p->upstream, target);
+    if (un < 0 || (size_t)un >= sizeof url) {
+        buf_release(&hb);
+        px_error(x, 414, "invalid_request_error", NULL, "request target too long", NULL);
+        return;
+    }
+    struct http_call_spec spec = {
+        .method = req->method,
+        .url = url,
+        .headers = hv,
+        .n_headers = nh,
+        .body = body_len ? req->body : NULL,
+        .body_len = body_len,
+        .copy_body = true,
+    };
+    rc = http_client_request(&p->client, &spec, &up_ops, x, &x->call);
+    buf_release(&hb);
+    if (rc) {
+        p->upstream_errors++;
+        px_error(x, 502, "server_error", NULL, "cannot start the upstream request", NULL);
+        return;
+    }
+    x->call_running = true;
+}
+
+/* ------------------------------------------------------------ progress */
+
+static void px_timer_cb(struct ptimer *t)
+{
+    struct pxreq *x = t->data;
+    if (!x->finished)
+        px_progress(x);
+}
+
+static void px_arm(struct pxreq *x, uint64_t at)
+{
+    if (x->tstate == TIMER_NONE) {
+        if (ptimer_init(x->p->loop, &x->timer) != 0) {
+            px_cut(x);
+            return;
+        }
+        x->timer.data = x;
+        x->tstate = TIMER_OPEN;
+    }
+    if (x->tstate != TIMER_OPEN || ptimer_start_at(&x->timer, at, px_timer_cb) != 0)
+        px_cut(x);
+}
+
+static void px_send_head(struct pxreq *x)
+{
+    const char *extra = x->head.len ? x->head.data : NULL;
+    int rc;
+    x->head_sent = true;
+    if (x->status == 204 || x->status == 304 || x->status < 200) {
+        px_respond(x, x->status < 200 ? 502 : x->status, NULL, extra, "", 0);
+        return;
+    }
+    if (x->have_len)
+        rc = http_stream_begin_length(x->req, x->status, NULL, extra, x->clen);
+    else
+        rc = http_stream_begin(x->req, x->status, NULL, extra);
+    if (rc == -EINVAL) {
+        px_respond(x, 502, NULL, NULL, "", 0);
+        return;
+    }
+    if (rc) {
+        px_cut(x);
+        return;
+    }
+    if (x->pending.len)
+        px_write(x, x->pending.data, x->pending.len);
+    buf_release(&x->pending);
+    if (x->mode == MODE_BODY && !x->finished && !x->close_pending)
+        px_end(x);
+}
+
+static void px_do_close(struct pxreq *x)
+{
+    switch (x->close_how) {
+    case FAULT_CUT_END:
+        px_end(x);
+        break;
+    case FAULT_CUT_HANG:
+        x->hanging = true;
+        if (x->call_running)
+            http_call_cancel(x->call);
+        break;
+    default:
+        px_cut(x);
+        break;
+    }
+}
+
+static void px_progress(struct pxreq *x)
+{
+    if (x->finished || x->hanging)
+        return;
+    uint64_t now = ts_now_ns();
+    if (!x->forwarded) {
+        if (now < x->fwd_at)
+            px_arm(x, x->fwd_at);
+        else
+            px_forward(x);
+        return;
+    }
+    if (!x->have_head)
+        return;
+    if (!x->head_sent) {
+        if (x->mode == MODE_BODY && !x->body_ready)
+            return;
+        if (now < x->hdr_at) {
+            px_arm(x, x->hdr_at);
+            return;
+        }
+        if (x->mode == MODE_BODY) {
+            /* a clean short end (truncation) needs chunked framing */
+            x->have_len = !x->f_trunc_resp || x->f_trunc_resp->params.cut == FAULT_CUT_CLOSE;
+            x->clen = x->pending.len;
+        }
+        px_send_head(x);
+        if (x->finished)
+            return;
+    }
+    while (x->eq_head && x->eq_head->at <= now && !x->finished) {
+        struct pxemit *e = x->eq_head;
+        x->eq_head = e->next;
+        if (!x->eq_head)
+            x->eq_tail = NULL;
+        x->eq_bytes -= e->len;
+        px_write(x, e->data, e->len);
+        ts_free(e);
+    }
+    if (x->finished)
+        return;
+    if (x->close_pending && !x->eq_head) {
+        if (x->close_at > now) {
+            px_arm(x, x->close_at);
+            return;
+        }
+        px_do_close(x);
+        return;
+    }
+    if (x->eq_head) {
+        px_arm(x, x->eq_head->at);
+        return;
+    }
+    if (x->upstream_done)
+        px_end(x);
+}
+
+/* ------------------------------------------------------------ requests */
+
+static void px_on_abort(struct http_request *req)
+{
+    struct pxreq *x = req->user;
+    if (!x->finished)
+        px_cut(x);
+    px_maybe_free(x);
+}
+
+/* An ad-hoc fault from a request header; NULL with a message if invalid. */
+static struct fault *header_fault(const char *type, const char *field, const char *value, char *err,
+                                  size_t errlen)
+{
+    struct fault f;
+    json_t *spec =
+        json_pack("{s:s, s:s}", "name", type[5] == 'a' ? FAULT_HDR "-abort" : FAULT_HDR "-delay",
+                  "type", type);
+    if (!spec)
+        return NULL;
+    int rc = 0;
+    if (strcmp(field, "status") == 0) {
+        char *end;
+        long st = strtol(value, &end, 10);
+        if (*value && !*end)
+            rc = json_object_set_new(spec, "status", json_integer(st));
+        else
+            rc = json_object_set_new(spec, "status", json_string(value));
+    } else {
+        rc = json_object_set_new(spec, field, json_string(value));
+    }
+    struct fault *out = NULL;
+    if (!rc && fault_parse_json(spec, &f, err, errlen) == 0)
+        out = fault_new(&f);
+    json_decref(spec);
+    return out;
+}
+
+/* Adds the faults asked for by x-tokenstorm-fault* headers. Returns 0 or
+ * -EINVAL with a message. */
+static int px_header_faults(struct pxreq *x, uint64_t now, char *err, size_t errlen)
+{
+    const char *name = http_request_header(x->req, FAULT_HDR);
+    const char *ab = http_request_header(x->req, FAULT_HDR "-abort");
+    const char *dl = http_request_header(x->req, FAULT_HDR "-delay");
+    (void)now;
+    if (name) {
+        struct fault *f = faultset_get(&x->p->faults, name);
+        if (!f) {
+            ts_errf(err, errlen, "x-tokenstorm-fault: no fault named '%.64s'", name);
+            return -EINVAL;
+        }
+        bool have = false;
+        for (size_t i = 0; i < x->nhits; i++)
+            have |= x->hits[i] == f;
+        if (!have && x->nhits < FAULTSET_HITS) {
+            atomic_fetch_add_explicit(&f->matched, 1, memory_order_relaxed);
+            x->hits[x->nhits++] = fault_ref(f);
+        }
+    }
+    const char *vals[2] = {ab, dl};
+    const char *types[2] = {"http_abort", "http_delay_request"};
+    const char *fields[2] = {"status", "delay"};
+    for (int k = 0; k < 2; k++) {
+        if (!vals[k])
+            continue;
+        char msg[256];
+        struct fault *f = header_fault(types[k], fields[k], vals[k], msg, sizeof msg);
+        if (!f) {
+            const char *colon = strstr(msg, ": ");
+            ts_errf(err, errlen, "%s-%s: %s", FAULT_HDR, k ? "delay" : "abort",
+                    colon ? colon + 2 : "out of memory");
+            return -EINVAL;
+        }
+        if (x->nhits < FAULTSET_HITS)
+            x->hits[x->nhits++] = f;
+        else
+            fault_unref(f);
+    }
+    return 0;
+}
+
+/* The "model" member of a JSON body, into out (empty if none). */
+static void body_model(const struct http_request *req, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (!req->body_len)
+        return;
+    json_t *j = json_loadb(req->body, req->body_len, JSON_DISABLE_EOF_CHECK, NULL);
+    json_t *m = json_is_object(j) ? json_object_get(j, "model") : NULL;
+    if (json_is_string(m))
+        snprintf(out, n, "%s", json_string_value(m));
+    json_decref(j);
+}
+
+static void proxy_on_request(struct http_request *req, void *ctx)
+{
+    struct proxy *p = ctx;
+    p->requests_total++;
+    struct pxreq *x = ts_calloc(1, sizeof *x);
+    if (!x) {
+        (void)http_respond(req, 503, NULL, NULL, "", 0);
+        return;
+    }
+    p->in_flight++;
+    x->p = p;
+    x->req = req;
+    req->user = x;
+    buf_init(&x->head, HEAD_MAX);
+    buf_init(&x->pending, p->cfg.max_body_bytes);
+    rng_seed(&x->rng, rng_mix64(p->cfg.seed ^ rng_mix64(++p->req_seq)));
+    http_request_on_abort(req, px_on_abort);
+
+    uint64_t now = ts_now_ns();
+    char model[128] = "";
+    if (faultset_wants_model(&p->faults))
+        body_model(req, model, sizeof model);
+    struct fault_request fr = {
+        .method = req->method,
+        .path = req->path,
+        .headers = req->headers,
+        .n_headers = req->header_count,
+        .model = model[0] ? model : NULL,
+    };
+    unsigned fams = 1u << FAULT_HTTP | 1u << FAULT_SSE | 1u << FAULT_LLM | 1u << FAULT_RAG;
+    x->nhits = faultset_roll(&p->faults, &fr, fams, now, x->hits, FAULTSET_HITS);
+    char err[320];
+    if (px_header_faults(x, now, err, sizeof err) != 0) {
+        px_error(x, 400, "invalid_request_error", NULL, err, NULL);
+        px_maybe_free(x);
+        return;
+    }
+    x->fwd_at = now;
+    for (size_t i = 0; i < x->nhits; i++) {
+        struct fault *f = x->hits[i];
+        if (f->type == FAULT_HTTP_ABORT && !x->f_abort)
+            x->f_abort = f;
+        else if (f->type == FAULT_HTTP_TRUNCATE_RESPONSE && !x->f_trunc_resp) {
+            x->f_trunc_resp = f;
+            x->trunc_left = f->params.bytes;
+        } else if (f->type == FAULT_HTTP_DELAY_REQUEST) {
+            px_count(x, f);
+            x->fwd_at += px_sample_ns(x, &f->params.delay);
+        }
+    }
+    px_progress(x);
+    px_maybe_free(x);
+}
+
+/* ------------------------------------------------------------ proxy */
+
+static void front_closed(struct http_server *s);
+
+int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg, char *err,
+               size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    p->loop = loop;
+    p->cfg = *cfg;
+    if (!p->cfg.listen_host)
+        p->cfg.listen_host = "127.0.0.1";
+    if (!p->cfg.api_host)
+        p->cfg.api_host = "127.0.0.1";
+    if (!p->cfg.max_body_bytes)
+        p->cfg.max_body_bytes = 16u << 20;
+    if (!p->cfg.connect_timeout_ms)
+        p->cfg.connect_timeout_ms = 10000;
+    const char *u = cfg->upstream;
+    if (!u || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)) {
+        ts_errf(err, errlen, "--upstream: expected an http:// or https:// URL, got '%s'",
+                u ? u : "");
+        return -EINVAL;
+    }
+    size_t n = strlen(u);
+    while (n > 8 && u[n - 1] == '/')
+        n--;
+    if (n >= sizeof p->upstream || strpbrk(u, " \r\n")) {
+        ts_errf(err, errlen, "--upstream: invalid or too long URL");
+        return -EINVAL;
+    }
+    memcpy(p->upstream, u, n);
+    p->upstream[n] = '\0';
+    p->cfg.upstream = p->upstream;
+    faultset_init(&p->faults, cfg->seed);
+
+    struct http_client_config cc;
+    http_client_config_default(&cc);
+    cc.connect_timeout_ms = p->cfg.connect_timeout_ms;
+    cc.insecure = cfg->insecure;
+    cc.ca_file = cfg->ca_file;
+    int rc = http_client_init(&p->client, loop, &cc);
+    if (rc) {
+        ts_errf(err, errlen, "upstream client: %s", ts_strerror(rc));
+        goto out_faults;
+    }
+    struct http_server_config sc = {
+        .host = p->cfg.listen_host,
+        .port = p->cfg.listen_port,
+        .max_body_bytes = p->cfg.max_body_bytes,
+    };
+    rc = http_server_init(&p->front, loop, &sc, proxy_on_request, p);
+    if (rc) {
+        ts_errf(err, errlen, "--listen: invalid host '%s'", p->cfg.listen_host);
+        goto out_client;
+    }
+    if (p->cfg.api) {
+        struct http_server_config ac = {.host = p->cfg.api_host, .port = p->cfg.api_port};
+        rc = http_server_init(&p->api, loop, &ac, proxy_api_handle, p);
+        if (rc) {
+            ts_errf(err, errlen, "--api: invalid host '%s'", p->cfg.api_host);
+            /* the front server owns handles now: close it and the client */
+            p->closing_parts = 1;
+            p->shutting_down = true;
+            (void)http_server_shutdown(&p->front, 0, front_closed);
+            return rc;
+        }
+        p->api_inited = true;
+    }
+    return 0;
+out_client:
+    http_client_close(&p->client, NULL, NULL);
+out_faults:
+    faultset_release(&p->faults);
+    return rc;
+}
+
+int proxy_listen(struct proxy *p, char *err, size_t errlen)
+{
+    int rc = http_server_listen(&p->front);
+    if (rc) {
+        ts_errf(err, errlen, "--listen %s:%d: %s", p->cfg.listen_host, p->cfg.listen_port,
+                ts_strerror(rc));
+        return rc;
+    }
+    if (p->api_inited) {
+        rc = http_server_listen(&p->api);
+        if (rc) {
+            ts_errf(err, errlen, "--api %s:%d: %s", p->cfg.api_host, p->cfg.api_port,
+                    ts_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int proxy_port(const struct proxy *p)
+{
+    return http_server_port(&p->front);
+}
+
+int proxy_api_port(const struct proxy *p)
+{
+    return p->api_inited ? http_server_port(&p->api) : 0;
+}
+
+static void proxy_part_closed(struct proxy *p)
+{
+    if (--p->closing_parts > 0)
+        return;
+    faultset_release(&p->faults);
+    if (p->on_closed)
+        p->on_closed(p);
+}
+
+static void client_closed(struct http_client *c, void *arg)
+{
+    (void)c;
+    proxy_part_closed(arg);
+}
+
+static void front_closed(struct http_server *s)
+{
+    struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, front));
+    http_client_close(&p->client, client_closed, p);
+}
+
+static void api_closed(struct http_server *s)
+{
+    struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, api));
+    proxy_part_closed(p);
+}
+
+void proxy_shutdown(struct proxy *p, uint64_t grace_ms, void (*on_closed)(struct proxy *p))
+{
+    if (p->shutting_down)
+        return;
+    p->shutting_down = true;
+    p->on_closed = on_closed;
+    p->closing_parts = 1 + (p->api_inited ? 1 : 0);
+    (void)http_server_shutdown(&p->front, grace_ms, front_closed);
+    if (p->api_inited)
+        (void)http_server_shutdown(&p->api, 0, api_closed);
+}

@@ -1,0 +1,122 @@
+/*
+ * proxy.h - the chaos proxy: an HTTP/1.1 reverse proxy on one libuv loop that
+ * forwards every request to one upstream (plain HTTP or TLS) and injects the
+ * faults of its struct faultset, plus a REST control API (proxy_api.c).
+ *
+ * Transparency: with no fault applying to a request, the proxy forwards the
+ * method, the request target (path and query), the headers except hop-by-hop
+ * ones (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+ * Transfer-Encoding, Upgrade) and Host, Content-Length and Expect (curl sets
+ * its own), and the body. The response goes back as it arrives: the upstream
+ * status and headers (same hop-by-hop rule; the upstream's Server header is
+ * replaced by the proxy's), then each piece of the body written as soon as
+ * curl hands it over, unparsed: with Content-Length when the upstream sent
+ * one, chunked otherwise. Body bytes are unchanged.
+ *
+ * Faults (see fault.h, docs/CHAOS.md): HTTP faults are applied here; SSE,
+ * LLM and RAG faults route the response through a struct stream_tap: an
+ * event stream (Content-Type text/event-stream) is parsed with sse.h and
+ * each event handed to stream_tap_event, whose output bytes are written at
+ * their times with a ptimer; any other body is collected (up to
+ * max_body_bytes) and rewritten by body_tap. TCP faults are not applied by
+ * this file.
+ *
+ * Header-triggered faults (like Envoy's x-envoy-fault-*): a request may ask
+ * for one of the set's faults by name with "x-tokenstorm-fault: NAME"
+ * (applied whatever its probability, selectors and window), for an abort
+ * with "x-tokenstorm-fault-abort: STATUS" and for a delay before forwarding
+ * with "x-tokenstorm-fault-delay: DURATION". These headers are not
+ * forwarded. An invalid value is answered with 400.
+ *
+ * Limits: the proxy does not apply backpressure to the upstream (a client
+ * slower than its upstream makes output queue up, until http_server's
+ * max_write_queue cuts the client); bodies held for delayed headers or a body
+ * tap are capped at max_body_bytes (then 502 or a cut).
+ */
+#ifndef TS_CHAOS_PROXY_H
+#define TS_CHAOS_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "base/err.h"
+#include "chaos/faultset.h"
+#include "net/http_client.h"
+#include "net/http_server.h"
+
+#define PROXY_UPSTREAM_MAX 1024
+
+struct proxy_config {
+    const char *listen_host;     /* "127.0.0.1" */
+    int listen_port;             /* 0: any free port */
+    bool api;                    /* run the control API */
+    const char *api_host;        /* "127.0.0.1" */
+    int api_port;                /* 0: any free port */
+    const char *upstream;        /* base URL: http(s)://host[:port][/prefix]; required */
+    uint64_t seed;               /* of the probability rolls */
+    bool insecure;               /* do not verify the upstream's TLS certificate */
+    const char *ca_file;         /* NULL: curl's default */
+    size_t max_body_bytes;       /* 16 MiB: requests, held and tapped bodies */
+    uint32_t connect_timeout_ms; /* 10000 */
+};
+
+struct proxy {
+    uv_loop_t *loop;
+    struct proxy_config cfg;
+    char upstream[PROXY_UPSTREAM_MAX]; /* without a trailing '/' */
+    struct faultset faults;
+    struct http_server front;
+    struct http_server api;
+    struct http_client client;
+    /* counters (read by /metrics) */
+    uint64_t requests_total;
+    uint64_t in_flight;
+    uint64_t upstream_errors;
+    uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
+    uint64_t req_seq;       /* seeds per-request generators */
+    /* private */
+    void (*on_closed)(struct proxy *p);
+    int closing_parts;
+    bool api_inited;
+    bool shutting_down;
+};
+
+/*
+ * Prepares p on loop (no socket yet). cfg is copied; its host strings must
+ * outlive p (upstream is copied). Returns 0, or -EINVAL (bad upstream URL, bad
+ * host) / -ENOMEM with a message in err. On error p needs no shutdown, but
+ * the loop may hold closing handles: run it until it is empty before
+ * uv_loop_close.
+ */
+TS_MUST_CHECK int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
+                             char *err, size_t errlen);
+
+/* Binds the proxy and (if configured) the API. Returns 0 or a negative
+ * errno with a message. On error, still call proxy_shutdown. */
+TS_MUST_CHECK int proxy_listen(struct proxy *p, char *err, size_t errlen);
+
+/* The bound ports (0 before listening / without the API). */
+int proxy_port(const struct proxy *p);
+int proxy_api_port(const struct proxy *p);
+
+/*
+ * Stops both servers (in-flight requests get grace_ms to finish), then the
+ * upstream client; on_closed(p) (may be NULL) runs from the loop when
+ * everything is closed. Call exactly once after a successful proxy_init.
+ */
+void proxy_shutdown(struct proxy *p, uint64_t grace_ms, void (*on_closed)(struct proxy *p));
+
+/* Appends the Prometheus text of p's counters to out. 0 or a buf error. */
+TS_MUST_CHECK int proxy_metrics(struct proxy *p, struct buf *out);
+
+/* The control API's request handler (proxy_api.c); ctx is the proxy. */
+void proxy_api_handle(struct http_request *req, void *ctx);
+
+/* Adds every spec of a JSON array (from fault_file_load) to p's set.
+ * Returns 0 or -EINVAL/-EEXIST/-ENOMEM with a message naming the entry. */
+TS_MUST_CHECK int proxy_add_faults(struct proxy *p, const json_t *specs, char *err, size_t errlen);
+
+#endif

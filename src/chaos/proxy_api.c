@@ -1,0 +1,271 @@
+/*
+ * proxy_api.c - the chaos proxy's REST control API (toxiproxy-like):
+ *
+ *   GET    /health           200 {"status":"ok"}
+ *   GET    /faults           200 {"faults":[fault, ...]}
+ *   POST   /faults           a spec -> 201 fault; 400 {"error": msg}; 409 duplicate name
+ *   GET    /faults/{name}    200 fault; 404
+ *   PUT    /faults/{name}    a spec (its name, if any, must be {name}) -> 200
+ *                            replaced (counters kept, window restarted) or 201 added
+ *   DELETE /faults/{name}    204; 404
+ *   POST   /reset            204: every fault removed
+ *   GET    /metrics          Prometheus text
+ *
+ * Errors are JSON objects {"error": "message"}.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "chaos/proxy.h"
+#include "report/prom.h"
+
+#define API_BODY_MAX (1u << 20)
+
+static void api_json(struct http_request *req, int status, json_t *j)
+{
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) {
+        (void)http_respond(req, 500, "application/json", NULL, "{\"error\":\"out of memory\"}", 25);
+        return;
+    }
+    size_t n = strlen(s);
+    struct buf b;
+    buf_init(&b, n + 2);
+    if (buf_append(&b, s, n) == 0 && buf_append_char(&b, '\n') == 0)
+        (void)http_respond(req, status, "application/json", NULL, b.data, b.len);
+    else
+        (void)http_respond(req, 500, NULL, NULL, "", 0);
+    buf_release(&b);
+    free(s);
+}
+
+static void api_error(struct http_request *req, int status, const char *msg)
+{
+    api_json(req, status, json_pack("{s:s}", "error", msg));
+}
+
+static void api_fault(struct http_request *req, int status, const struct fault *f)
+{
+    api_json(req, status, fault_to_json(f, ts_now_ns()));
+}
+
+/* Parses the request body as one spec; on failure answers 400 and returns -EINVAL. */
+static int api_spec(struct http_request *req, const char *path_name, struct fault *f)
+{
+    char err[512];
+    json_error_t je;
+    json_t *j = json_loadb(req->body, req->body_len, 0, &je);
+    if (!j) {
+        snprintf(err, sizeof err, "body: not JSON: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
+        api_error(req, 400, err);
+        return -EINVAL;
+    }
+    if (path_name && json_is_object(j) && !json_object_get(j, "name"))
+        (void)json_object_set_new(j, "name", json_string(path_name));
+    int rc = fault_parse_json(j, f, err, sizeof err);
+    json_decref(j);
+    if (rc) {
+        api_error(req, 400, err);
+        return rc;
+    }
+    if (path_name && strcmp(f->name, path_name) != 0) {
+        snprintf(err, sizeof err, "name: '%s' differs from the URL's '%s'", f->name, path_name);
+        api_error(req, 400, err);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int proxy_metrics(struct proxy *p, struct buf *out)
+{
+    int rc = prom_header(out, "tokenstorm_proxy_requests_total",
+                         "Requests received by the chaos proxy.", "counter");
+    if (!rc)
+        rc =
+            prom_sample(out, "tokenstorm_proxy_requests_total", NULL, 0, (double)p->requests_total);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_requests_in_flight",
+                         "Requests being handled by the chaos proxy.", "gauge");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_requests_in_flight", NULL, 0, (double)p->in_flight);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_upstream_errors_total",
+                         "Upstream calls that failed (connect, TLS, timeout, reset).", "counter");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_upstream_errors_total", NULL, 0,
+                         (double)p->upstream_errors);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_header_faults_total",
+                         "Injections asked for by x-tokenstorm-fault-abort/-delay headers.",
+                         "counter");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_header_faults_total", NULL, 0,
+                         (double)p->header_faults);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_faults_active", "Faults in the set.", "gauge");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_faults_active", NULL, 0, (double)p->faults.n);
+    const char *names[] = {"tokenstorm_faults_injected_total", "tokenstorm_faults_matched_total"};
+    const char *helps[] = {"Times each fault was injected.",
+                           "Requests each fault matched (before its probability roll)."};
+    for (int k = 0; k < 2 && !rc; k++) {
+        rc = prom_header(out, names[k], helps[k], "counter");
+        for (size_t i = 0; i < p->faults.n && !rc; i++) {
+            struct fault *f = p->faults.v[i];
+            const char *labels[] = {"fault", f->name, "type", fault_type_name(f->type)};
+            uint64_t v = k == 0 ? atomic_load(&f->injected) : atomic_load(&f->matched);
+            rc = prom_sample(out, names[k], labels, 2, (double)v);
+        }
+    }
+    return rc;
+}
+
+static void api_metrics(struct proxy *p, struct http_request *req)
+{
+    struct buf b;
+    buf_init(&b, 4u << 20);
+    if (proxy_metrics(p, &b) == 0)
+        (void)http_respond(req, 200, PROM_CONTENT_TYPE, NULL, b.data, b.len);
+    else
+        (void)http_respond(req, 500, NULL, NULL, "", 0);
+    buf_release(&b);
+}
+
+static void api_list(struct proxy *p, struct http_request *req)
+{
+    json_t *arr = json_array();
+    uint64_t now = ts_now_ns();
+    for (size_t i = 0; arr && i < p->faults.n; i++) {
+        if (json_array_append_new(arr, fault_to_json(p->faults.v[i], now)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    api_json(req, 200, arr ? json_pack("{s:o}", "faults", arr) : NULL);
+}
+
+static void api_method(struct http_request *req, const char *allow)
+{
+    char extra[96];
+    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    const char *msg = "{\"error\":\"method not allowed\"}\n";
+    (void)http_respond(req, 405, "application/json", extra, msg, strlen(msg));
+}
+
+static void api_one(struct proxy *p, struct http_request *req, const char *name)
+{
+    const char *m = req->method;
+    struct fault spec;
+    uint64_t now = ts_now_ns();
+    if (strcmp(m, "GET") == 0) {
+        struct fault *f = faultset_get(&p->faults, name);
+        if (f)
+            api_fault(req, 200, f);
+        else
+            api_error(req, 404, "no such fault");
+    } else if (strcmp(m, "DELETE") == 0) {
+        if (faultset_remove(&p->faults, name) == 0)
+            (void)http_respond(req, 204, NULL, NULL, "", 0);
+        else
+            api_error(req, 404, "no such fault");
+    } else if (strcmp(m, "PUT") == 0) {
+        if (api_spec(req, name, &spec) != 0)
+            return;
+        bool exists = faultset_get(&p->faults, name) != NULL;
+        int rc = exists ? faultset_replace(&p->faults, &spec, now)
+                        : faultset_add(&p->faults, &spec, now);
+        if (rc == TS_TOOBIG)
+            api_error(req, 400, "too many faults");
+        else if (rc)
+            api_error(req, 500, "out of memory");
+        else
+            api_fault(req, exists ? 200 : 201, faultset_get(&p->faults, name));
+    } else {
+        api_method(req, "GET, PUT, DELETE");
+    }
+}
+
+void proxy_api_handle(struct http_request *req, void *ctx)
+{
+    struct proxy *p = ctx;
+    const char *path = req->path;
+    const char *m = req->method;
+    if (req->body_len > API_BODY_MAX) {
+        api_error(req, 413, "body too large");
+        return;
+    }
+    if (strcmp(path, "/health") == 0) {
+        if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
+            api_json(req, 200, json_pack("{s:s}", "status", "ok"));
+        else
+            api_method(req, "GET");
+    } else if (strcmp(path, "/metrics") == 0) {
+        if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
+            api_metrics(p, req);
+        else
+            api_method(req, "GET");
+    } else if (strcmp(path, "/reset") == 0) {
+        if (strcmp(m, "POST") == 0) {
+            faultset_reset(&p->faults);
+            (void)http_respond(req, 204, NULL, NULL, "", 0);
+        } else {
+            api_method(req, "POST");
+        }
+    } else if (strcmp(path, "/faults") == 0 || strcmp(path, "/faults/") == 0) {
+        if (strcmp(m, "GET") == 0) {
+            api_list(p, req);
+        } else if (strcmp(m, "POST") == 0) {
+            struct fault spec;
+            if (api_spec(req, NULL, &spec) != 0)
+                return;
+            int rc = faultset_add(&p->faults, &spec, ts_now_ns());
+            if (rc == -EEXIST) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "a fault named '%s' exists (PUT /faults/%s changes it)",
+                         spec.name, spec.name);
+                api_error(req, 409, msg);
+            } else if (rc == TS_TOOBIG) {
+                api_error(req, 400, "too many faults");
+            } else if (rc) {
+                api_error(req, 500, "out of memory");
+            } else {
+                api_fault(req, 201, faultset_get(&p->faults, spec.name));
+            }
+        } else {
+            api_method(req, "GET, POST");
+        }
+    } else if (strncmp(path, "/faults/", 8) == 0 && path[8] && !strchr(path + 8, '/')) {
+        api_one(p, req, path + 8);
+    } else {
+        api_error(req, 404, "not found (GET /faults, /metrics, /health; POST /reset)");
+    }
+}
+
+int proxy_add_faults(struct proxy *p, const json_t *specs, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *v;
+    uint64_t now = ts_now_ns();
+    json_array_foreach((json_t *)specs, i, v)
+    {
+        struct fault f;
+        char msg[448];
+        int rc = fault_parse_json(v, &f, msg, sizeof msg);
+        if (rc) {
+            ts_errf(err, errlen, "faults[%zu]: %s", i, msg);
+            return rc;
+        }
+        rc = faultset_add(&p->faults, &f, now);
+        if (rc == -EEXIST)
+            ts_errf(err, errlen, "faults[%zu]: a fault named '%s' is already defined", i, f.name);
+        else if (rc)
+            ts_errf(err, errlen, "faults[%zu]: %s", i, ts_strerror(rc));
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,172 @@
+/*
+ * tap_int.h - internals of the per-response stream tap (stream_tap.c) shared
+ * with its fault families (sse_faults.c, llm_faults.c, rag_faults.c) and the
+ * unit tests. Not a public interface: the proxy uses fault.h only.
+ *
+ * Every function here is pure: it works on bytes, jansson values and a
+ * caller's rng, never on sockets or clocks.
+ */
+#ifndef TS_CHAOS_TAP_INT_H
+#define TS_CHAOS_TAP_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/rng.h"
+#include "chaos/fault.h"
+
+/* ---- JSON output (tap_json.c part of stream_tap.c) ---- */
+
+enum tap_json_flags {
+    /* print reals as the shortest text that reads back as the same float32
+     * (embeddings); otherwise the shortest that reads back as the same double */
+    TAP_JSON_FLOAT32 = 1 << 0,
+};
+
+/*
+ * Appends v as compact JSON (no blanks, object members in their stored order,
+ * which jansson keeps as parsed) to out. Strings are escaped like
+ * openai_json_escape ('"', '\\', control characters; UTF-8 unchanged). Reals
+ * are printed with the fewest digits that round-trip and always look like
+ * reals ("1.0"). Returns 0, -ENOMEM or TS_TOOBIG (out may then hold a part).
+ */
+TS_MUST_CHECK int tap_json_dump(struct buf *out, const json_t *v, unsigned flags);
+
+/* Parses len bytes as one JSON value (NUL bytes in strings allowed); returns
+ * a new reference or NULL when it is not JSON. */
+json_t *tap_json_load(const char *s, size_t len);
+
+/* ---- SSE chunk rewrites (sse_faults.c) ---- */
+
+/* What a chunk carries, from its JSON (see tap_chunk_flags). */
+enum tap_chunk_flags {
+    TAP_CHUNK_TOKEN = 1 << 0,  /* a choice has non-empty content, text, reasoning or tool calls */
+    TAP_CHUNK_ROLE = 1 << 1,   /* a choice carries delta.role */
+    TAP_CHUNK_FINISH = 1 << 2, /* a choice has a non-null finish_reason */
+    TAP_CHUNK_USAGE = 1 << 3,  /* a non-null "usage" member */
+    TAP_CHUNK_ERROR = 1 << 4,  /* an "error" member or "object":"error" */
+};
+
+/* Classifies a decoded chunk object (NULL gives 0). */
+unsigned tap_chunk_flags(const json_t *chunk);
+
+/*
+ * The text member of choice i that carries streamed output: delta.content
+ * (chat) or text (completions), if it is a string; NULL otherwise. A
+ * borrowed reference.
+ */
+json_t *tap_chunk_text(json_t *chunk, size_t i);
+
+/* Sets every choices[].finish_reason that is not null to null. Returns the
+ * number changed. */
+size_t sse_drop_finish(json_t *chunk);
+
+/*
+ * Writes the serialized chunk with raw bytes 0xff 0xfe put inside the first
+ * choice's content (or text) string, at a character boundary in its middle,
+ * to out (reset first). Returns 0, TS_AGAIN when the chunk has no such
+ * string (nothing written), -ENOMEM, TS_TOOBIG.
+ */
+TS_MUST_CHECK int sse_invalid_utf8(json_t *chunk, struct buf *out);
+
+/* Cuts a serialized event payload in half: the first max(1, len/2) bytes
+ * (len >= 2) stay; returns the new length. */
+size_t sse_malformed_len(size_t len);
+
+/* The default data of an injected error event (vLLM-like), NUL-terminated. */
+extern const char SSE_ERROR_EVENT_DEFAULT[];
+
+/*
+ * A permutation of 0..n-1 into perm (n <= 64) drawn from r that is not the
+ * identity when n >= 2.
+ */
+void sse_shuffle_perm(size_t *perm, size_t n, struct rng *r);
+
+/* ---- LLM semantics (llm_faults.c) ---- */
+
+/* State of hallucination injection across the content of one stream. */
+struct llm_hallu {
+    uint64_t seed;
+    double rate;
+    uint64_t candidates; /* entities and numbers seen so far */
+    uint64_t replaced;   /* of which replaced */
+    bool sentence_start; /* the next word starts a sentence */
+    bool prev_word;      /* the previous text ended inside a letter run */
+    bool prev_digit;     /* the previous text ended inside a digit run */
+};
+
+void llm_hallu_init(struct llm_hallu *h, uint64_t seed, double rate);
+
+/*
+ * Rewrites one piece of answer text (s, n bytes) into out (appended): each
+ * named entity (an ASCII word of 2+ letters starting with a capital, not at a
+ * sentence start and not glued to non-ASCII letters) and each number (a run
+ * of ASCII digits) is replaced with probability rate by a plausible wrong
+ * one (a name from a fixed list; a number of the same length with other
+ * digits). Decisions depend only on the seed and the position of the
+ * candidate in the stream, so a seed always gives the same output. Only
+ * ASCII runs are replaced by ASCII, so valid UTF-8 stays valid. A word or
+ * number that continues one from the previous piece is left alone.
+ * Returns 0, -ENOMEM, TS_TOOBIG.
+ */
+TS_MUST_CHECK int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out);
+
+/*
+ * Applies llm_hallu_text to every streamed text of a chunk (delta.content,
+ * text) or message.content of a whole completion. Returns the number of
+ * strings changed, or a negative code.
+ */
+int llm_hallu_chunk(struct llm_hallu *h, json_t *chunk, struct buf *scratch);
+
+/*
+ * Breaks the JSON an answer forms by removing the last '}' or ']' of text s
+ * (n bytes) into out (appended). Returns 0 if one was removed, TS_AGAIN if s
+ * has none (out unchanged), or a negative code.
+ */
+TS_MUST_CHECK int llm_drop_last_closer(const char *s, size_t n, struct buf *out);
+
+/* Whether s (n bytes) contains '}' or ']'. */
+bool llm_has_closer(const char *s, size_t n);
+
+/*
+ * A chunk that ends the output with finish_reason "length", made from a copy
+ * of tmpl (same id, object, created, model; choices with index 0, an empty
+ * delta (chat) or text "" (completions), logprobs null). NULL on -ENOMEM.
+ */
+json_t *llm_length_chunk(const json_t *tmpl);
+
+/*
+ * Perturbs every embedding of an embeddings response body (data[].embedding,
+ * arrays of numbers or base64 float32 strings): Gaussian noise whose L2 norm
+ * is norm times the vector's norm (norm <= 0: none), then mask_rate of the
+ * dimensions (rounded to the nearest count) set to 0 (chosen at random
+ * without repetition). Base64 vectors are re-encoded. Returns the number of
+ * vectors changed, or -ENOMEM.
+ */
+int llm_embeddings_perturb(json_t *root, double norm, double mask_rate, struct rng *r);
+
+/* ---- RAG (rag_faults.c) ---- */
+
+/*
+ * RFC 6901 JSON pointer lookup (ptr, len bytes; "" is the whole document):
+ * a borrowed reference to the value, or NULL when it does not exist or the
+ * pointer is malformed ("~" not followed by 0 or 1, array index with a
+ * leading zero, "-", out of range, not starting with '/').
+ */
+json_t *json_pointer_get(json_t *root, const char *ptr, size_t len);
+
+/*
+ * Applies one RAG fault (rag_empty, rag_shuffle, rag_irrelevant,
+ * rag_lower_scores) to the array(s) f->params.pointer addresses in root
+ * (several pointers may be given, separated by ','; shuffles of several
+ * arrays of the same length use the same permutation, so parallel arrays as
+ * in Chroma's response stay aligned). Returns the number of arrays changed
+ * (0: none found), or -ENOMEM.
+ */
+int rag_apply(json_t *root, const struct fault *f, uint64_t seed);
+
+#endif
