@@ -4,7 +4,7 @@
 BUILD ?= build
 ARGS ?=
 
-.PHONY: all deps build run test fuzz bench format format-check clean
+.PHONY: all deps build run test test-mpi fuzz bench format format-check clean
 
 all: build
 
@@ -26,6 +26,10 @@ run: build
 test: deps
 	scripts/test.sh
 
+# The MPI build alone (installs Open MPI; also a step of `make test`).
+test-mpi: deps
+	scripts/test-mpi.sh
+
 fuzz: deps
 	scripts/fuzz.sh long
 
@@ -40,4 +44,4 @@ format-check:
 	find src tests bench -name '*.[ch]' | xargs clang-format --dry-run --Werror
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-mpi

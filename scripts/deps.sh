@@ -8,11 +8,15 @@ pkgs=(
     libuv1-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev
     libfyaml-dev libssl-dev libpcre2-dev zlib1g-dev libcmocka-dev
     clang libclang-rt-14-dev clang-format curl
+    # a real Prometheus server for tests/integration/prometheus.test.mjs
+    prometheus
+    # headless rendering of the HTML report in tests/integration/report.test.mjs
+    chromium fonts-dejavu-core
 )
 # Extra groups: `scripts/deps.sh bench` adds what the benchmarks compare with.
 for group in "$@"; do
     case "$group" in
-    bench) pkgs+=(python3-locust) ;;
+    bench) pkgs+=(python3 python3-locust) ;;
     mpi) pkgs+=(libopenmpi-dev openmpi-bin) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac

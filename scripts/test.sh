@@ -33,6 +33,10 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 step "build and tests" meson_suite build
 step "tests under ASan+UBSan" meson_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+# The MPI build (distributed runs): Open MPI from Debian (~20 s to install)
+# and one more build of the binary (~40 s on 2 cores) for two test programs
+# (~20 s) -- cheap enough to run every time; `make test-mpi` runs it alone.
+step "MPI build and distributed tests" scripts/test-mpi.sh
 step "format check" make -s format-check
 step "fuzz smoke" scripts/fuzz.sh smoke
 if [ -f tests/compat/run.sh ]; then

@@ -19,6 +19,11 @@ struct command {
 static const struct command commands[] = {
     {"run", cmd_run, "load-test an OpenAI-compatible service (default: the built-in simulator)"},
     {"sim", cmd_sim, "an OpenAI-compatible simulator of a continuous-batching LLM server"},
+    {"proxy", cmd_proxy, "a chaos proxy: HTTP, SSE, LLM and RAG faults in front of a service"},
+    {"compare", cmd_compare, "compare two runs: changes, significance, regression verdict"},
+    {"merge", cmd_merge, "merge the results of several processes or machines into one"},
+    {"sweep", cmd_sweep, "run a series of loads: the knee, the max goodput, the critical load"},
+    {"report", cmd_report, "result files into text, CSV, JSON or a self-contained HTML page"},
     {"version", cmd_version, "print the version"},
 };
 

@@ -36,6 +36,13 @@ static const struct scalar_def scalars[] = {
     {"good", SLO_GOOD, SLO_KIND_COUNT},
     {"total_input_tokens", SLO_TOTAL_INPUT_TOKENS, SLO_KIND_COUNT},
     {"total_output_tokens", SLO_TOTAL_OUTPUT_TOKENS, SLO_KIND_COUNT},
+    {"rouge_l", SLO_ROUGE_L, SLO_KIND_RATE},
+    {"bleu4", SLO_BLEU4, SLO_KIND_RATE},
+    {"exact_match", SLO_EXACT_MATCH, SLO_KIND_RATE},
+    {"json_valid", SLO_JSON_VALID, SLO_KIND_RATE},
+    {"regex_match", SLO_REGEX_MATCH, SLO_KIND_RATE},
+    {"dual_sla", SLO_DUAL_SLA, SLO_KIND_RATE},
+    {"consistency", SLO_CONSISTENCY, SLO_KIND_RATE},
     {"request_goodput", SLO_GOODPUT, SLO_KIND_PER_S},
 };
 #define NSCALARS (sizeof(scalars) / sizeof(scalars[0]))
@@ -406,6 +413,20 @@ static double scalar_actual(enum slo_scalar id, const struct run_summary *sum)
         return (double)sum->total_input_tokens;
     case SLO_TOTAL_OUTPUT_TOKENS:
         return (double)sum->total_output_tokens;
+    case SLO_ROUGE_L:
+        return sum->quality.rouge_l;
+    case SLO_BLEU4:
+        return sum->quality.bleu4;
+    case SLO_EXACT_MATCH:
+        return sum->quality.exact_match;
+    case SLO_JSON_VALID:
+        return sum->quality.json_valid;
+    case SLO_REGEX_MATCH:
+        return sum->quality.regex_match;
+    case SLO_DUAL_SLA:
+        return sum->quality.dual_sla;
+    case SLO_CONSISTENCY:
+        return sum->quality.consistency;
     default:
         return NAN;
     }

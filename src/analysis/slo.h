@@ -10,7 +10,10 @@
  *          | a scalar: error_rate, goodput (= request_goodput),
  *            request_throughput, output_throughput, total_token_throughput,
  *            max_output_tokens_per_s, requests, completed, failed, cut, good,
- *            total_input_tokens, total_output_tokens
+ *            total_input_tokens, total_output_tokens,
+ *            answer quality: rouge_l, bleu4 (means, 0..1), exact_match,
+ *            json_valid, regex_match, dual_sla (attainment), consistency
+ *            (rates and similarities are fractions; % allowed)
  *   STAT   = mean | avg | min | max | std | stddev | median | "p" PCT
  *            (PCT a decimal number in 0..100: p50, p99, p99.9, p99.99)
  *   OP     = "<" | "<=" | ">" | ">=" | "==" | "!="
@@ -52,6 +55,13 @@ enum slo_scalar {
     SLO_GOOD,
     SLO_TOTAL_INPUT_TOKENS,
     SLO_TOTAL_OUTPUT_TOKENS,
+    SLO_ROUGE_L,        /* mean ROUGE-L F of scored answers, 0..1 */
+    SLO_BLEU4,          /* mean BLEU-4, 0..1 */
+    SLO_EXACT_MATCH,    /* share of exact matches, a rate */
+    SLO_JSON_VALID,     /* share of valid JSON answers, a rate */
+    SLO_REGEX_MATCH,    /* share of answers matching --quality-regex, a rate */
+    SLO_DUAL_SLA,       /* windowed dual SLA attainment, a rate */
+    SLO_CONSISTENCY,    /* mean pairwise similarity of repeated prompts' answers */
     SLO_SCALAR_COUNT,
 };
 

@@ -125,6 +125,7 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
         if (rc < 0)
             return rc;
     }
+    quality_stats_merge(&dst->quality, &src->quality);
     dst->requests += src->requests;
     for (int i = 0; i < REQ_OUTCOME_COUNT; i++)
         dst->outcomes[i] += src->outcomes[i];
@@ -155,6 +156,15 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->content_chunks += src->content_chunks;
     dst->choice_chunks += src->choice_chunks;
     dst->output_tokens_all += src->output_tokens_all;
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
+        dst->fail_duration_us[i] += src->fail_duration_us[i];
+        for (int b = 0; b <= GENAI_BUCKETS; b++)
+            dst->fail_duration[i][b] += src->fail_duration[i][b];
+    }
+    for (int b = 0; b <= GENAI_BUCKETS; b++) {
+        dst->token_usage[0][b] += src->token_usage[0][b];
+        dst->token_usage[1][b] += src->token_usage[1][b];
+    }
     return 0;
 }
 
@@ -205,8 +215,11 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
     bool has_e2el = rec->intended_ns && end >= rec->intended_ns;
     uint64_t e2el = has_e2el ? end - rec->intended_ns : 0;
 
-    s->input_tokens +=
+    uint64_t in =
         rec->usage_prompt_tokens >= 0 ? (uint64_t)rec->usage_prompt_tokens : rec->prompt_tokens;
+    s->input_tokens += in;
+    s->token_usage[0][genai_token_bucket(in)]++;
+    s->token_usage[1][genai_token_bucket(out)]++;
     if (rec->usage_prompt_tokens >= 0)
         s->usage_input++;
     s->output_tokens += out;
@@ -233,14 +246,28 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
     if (has_e2el && out >= 1)
         record_ns(s, STAT_TPOT_INCL_TTFT, (uint64_t)llround((double)e2el / (double)out));
 
-    if (!goodput_cfg_enabled(cfg))
-        return;
+    if (goodput_cfg_enabled(cfg) && goodput_meets(cfg, rec))
+        s->good++;
+}
+
+bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec)
+{
+    if (rec->outcome != REQ_OK)
+        return false;
+    uint32_t out = rec->output_tokens;
+    uint64_t end = rec->last_chunk_ns ? rec->last_chunk_ns : rec->end_ns;
+    if (!rec->intended_ns || end < rec->intended_ns)
+        return false;
+    uint64_t e2el = end - rec->intended_ns;
     uint64_t ttft = e2el;
     if (rec->first_chunk_ns && rec->first_chunk_ns >= rec->intended_ns)
         ttft = rec->first_chunk_ns - rec->intended_ns;
-    if (has_e2el && within_ms(ttft, cfg->ttft_ms) && within_ms(tpot_ns, cfg->tpot_ms) &&
-        within_ms(e2el, cfg->e2el_ms))
-        s->good++;
+    uint64_t tpot_ns = 0;
+    if (out > 1 && rec->first_chunk_ns && rec->last_chunk_ns >= rec->first_chunk_ns)
+        tpot_ns = (uint64_t)llround((double)(rec->last_chunk_ns - rec->first_chunk_ns) /
+                                    (double)(out - 1));
+    return within_ms(ttft, cfg->ttft_ms) && within_ms(tpot_ns, cfg->tpot_ms) &&
+           within_ms(e2el, cfg->e2el_ms);
 }
 
 void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
@@ -257,6 +284,9 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
     s->requests++;
     s->outcomes[o]++;
     s->http_class[http_class_of(rec->http_status)]++;
+    /* quality counts every scored answer, cut ones too: a cut answer is a worse one */
+    if (rec->quality.have)
+        quality_stats_add(&s->quality, &rec->quality);
     s->output_tokens_all += rec->output_tokens;
     s->streams += (rec->flags & REQF_STREAM) != 0;
     s->no_done += (rec->flags & REQF_NO_DONE) != 0;
@@ -281,6 +311,11 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
         record_ns(s, STAT_LAG,
                   rec->start_ns > rec->intended_ns ? rec->start_ns - rec->intended_ns : 0);
     add_phases(s, rec);
+    if (o != REQ_OK && rec->start_ns && rec->end_ns >= rec->start_ns) {
+        uint64_t us = (rec->end_ns - rec->start_ns + 500) / 1000;
+        s->fail_duration[o][genai_duration_bucket(us)]++;
+        s->fail_duration_us[o] += us;
+    }
     if (o == REQ_OK)
         add_ok(s, rec, cfg);
 }
@@ -294,6 +329,22 @@ unsigned itl_pos_bucket(uint64_t k)
 {
     unsigned b = 0;
     for (uint64_t edge = 16; k >= edge && b < ITL_POS_BUCKETS - 1; edge *= 2)
+        b++;
+    return b;
+}
+
+unsigned genai_duration_bucket(uint64_t us)
+{
+    unsigned b = 0;
+    while (b < GENAI_BUCKETS && us > (UINT64_C(10000) << b))
+        b++;
+    return b;
+}
+
+unsigned genai_token_bucket(uint64_t tokens)
+{
+    unsigned b = 0;
+    while (b < GENAI_BUCKETS && tokens > (UINT64_C(1) << (2 * b)))
         b++;
     return b;
 }

@@ -91,6 +91,9 @@ struct goodput_cfg {
 
 /* true if any threshold of cfg (which may be NULL) is set. */
 bool goodput_cfg_enabled(const struct goodput_cfg *cfg);
+/* True when rec is ok and within every threshold of cfg (vLLM's goodput rule;
+ * with no threshold set, every ok request meets it). */
+bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec);
 
 /*
  * Inter-token latency by token position: gap k (between chunk k-1 and chunk
@@ -103,6 +106,19 @@ bool goodput_cfg_enabled(const struct goodput_cfg *cfg);
 /* The bucket of gap position k, and the first position of bucket b. */
 unsigned itl_pos_bucket(uint64_t k);
 uint64_t itl_pos_bucket_from(unsigned b);
+
+/*
+ * Fixed buckets, with the boundaries the OpenTelemetry GenAI conventions
+ * recommend, for what the live /metrics (report/live_metrics.h) shows exactly
+ * and the HDR histograms do not hold: the durations of requests that did not
+ * end ok (gen_ai.client.operation.duration: 0.01 s * 2^k, k = 0..13, compared
+ * in whole microseconds) and the tokens of each ok request
+ * (gen_ai.client.token.usage: 4^k, k = 0..13). Slot i counts the values in
+ * (bound[i-1], bound[i]]; slot GENAI_BUCKETS those above the last bound.
+ */
+#define GENAI_BUCKETS 14
+unsigned genai_duration_bucket(uint64_t us);
+unsigned genai_token_bucket(uint64_t tokens);
 
 struct run_stats {
     struct hdr *hist[STAT_METRIC_COUNT];  /* microseconds, owned */
@@ -136,6 +152,14 @@ struct run_stats {
     } integrity;
     /* Every request, whatever its outcome: tokens the service produced. */
     uint64_t output_tokens_all;
+    /* GenAI fixed buckets (above): durations (actual start -> end) of requests
+     * by outcome, every outcome but ok, and their sums in microseconds; input
+     * [0] and output [1] tokens of ok requests. */
+    uint64_t fail_duration[REQ_OUTCOME_COUNT][GENAI_BUCKETS + 1];
+    uint64_t fail_duration_us[REQ_OUTCOME_COUNT];
+    uint64_t token_usage[2][GENAI_BUCKETS + 1];
+    /* Answer quality of ok requests that were scored (not warm-up). */
+    struct quality_stats quality;
 };
 
 /*

@@ -38,6 +38,16 @@ void run_summary_compute(struct run_summary *out, const struct run_stats *s, dou
     out->warmup_requests = s->warmup_requests;
     out->good = s->good;
     out->duration_s = duration_s > 0 ? duration_s : 0;
+    const struct quality_stats *q = &s->quality;
+    out->quality.rouge_l = q->rouge_l.count ? quality_dist_mean(&q->rouge_l) : NAN;
+    out->quality.bleu4 = q->bleu4.count ? quality_dist_mean(&q->bleu4) : NAN;
+    out->quality.exact_match = q->with_ref ? (double)q->exact / (double)q->with_ref : NAN;
+    out->quality.json_valid =
+        q->json_checked ? (double)q->json_valid / (double)q->json_checked : NAN;
+    out->quality.regex_match =
+        q->regex_checked ? (double)q->regex_matched / (double)q->regex_checked : NAN;
+    out->quality.dual_sla = NAN;
+    out->quality.consistency = NAN;
     out->total_input_tokens = s->input_tokens;
     out->total_output_tokens = s->output_tokens;
     out->goodput_enabled = goodput_cfg_enabled(goodput);

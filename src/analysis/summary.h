@@ -58,6 +58,13 @@ struct run_summary {
     const char *token_method;     /* run_stats_token_method(), static */
     double tokens_per_chunk;      /* ok requests: output tokens / chunks with choices (0 if none) */
 
+    /* Answer quality (NAN where not measured): means of scored answers,
+     * shares of checks passed, the dual-SLA attainment and the consistency
+     * similarity. run_summary_compute fills the first five from the stats;
+     * the caller sets dual_sla and consistency from the runner's result. */
+    struct {
+        double rouge_l, bleu4, exact_match, json_valid, regex_match, dual_sla, consistency;
+    } quality;
     struct latency_summary lat[STAT_METRIC_COUNT];
 };
 

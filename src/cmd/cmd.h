@@ -18,5 +18,10 @@ enum ts_exit {
 int cmd_version(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_proxy(int argc, char **argv);
 
 #endif

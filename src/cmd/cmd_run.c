@@ -2,6 +2,7 @@
  * tokenstorm run - the main job: load a target (or the built-in simulator),
  * measure every stream, print a summary and write the result files.
  */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,11 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/run_quality.h"
+#include "load/dist.h"
 #include "load/runner.h"
 #include "load/target.h"
+#include "net/addr.h"
 #include "report/result.h"
 #include "report/text.h"
 #include "sim/thread.h"
@@ -74,14 +78,40 @@ static void usage(FILE *out)
         "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
         "                         (repeatable; exit code 1 when one fails)\n"
         "  --goodput 'ttft:MS tpot:MS e2el:MS'  what a good request is (vLLM's --goodput)\n"
+        "answer quality (references come from a --prompts file's \"reference\" fields):\n"
+        "  --quality-regex RE     every answer must match RE (PCRE2)\n"
+        "  --quality-json[=K,..]  every answer must be JSON (an object with keys K,..)\n"
+        "  --quality-min SPEC     a quality-ok answer: 'rouge_l:0.5 bleu4:0.2 exact regex json'\n"
+        "  --dual-sla SPEC        windows of requests meeting quality and latency (--goodput):\n"
+        "                         'window=50,quality=0.9,latency=0.9'; slo: dual_sla>=95%%\n"
+        "  --consistency[=SPEC]   similarity of answers to repeated prompts:\n"
+        "                         'threshold=0.8,window=20,k=3'; slo: consistency>=0.8\n"
         "  --integrity hmac       verify chained chunk signatures (sim --sign-chunks KEY);\n"
         "                         key from --integrity-key or $TOKENSTORM_INTEGRITY_KEY\n"
         "output:\n"
         "  --out DIR              result directory (default ./tokenstorm-results/<time>-run)\n"
         "  --save-requests        write requests.jsonl, one line per request\n"
         "  --json                 print result.json on stdout instead of the summary\n"
+        "  --metrics-listen H:P   serve live Prometheus metrics on http://H:P/metrics while the\n"
+        "                         run goes on (e.g. 127.0.0.1:9464; port 0 = any free port)\n"
+        "  --metrics-linger DUR   keep /metrics up this long after the run (default 0s)\n"
+        "  --server-metrics URL   scrape the target's Prometheus endpoint during the run (vLLM,\n"
+        "                         TGI, SGLang names): running/waiting requests, KV-cache usage,\n"
+        "                         preemptions, server TTFT -> result.json \"server_timeline\";\n"
+        "                         'auto' = the target's host and port, path /metrics\n"
+        "  --server-metrics-interval DUR  how often (default 1s)\n"
+        "  --otlp-endpoint URL    export one OpenTelemetry span per request (OTLP/HTTP JSON) to\n"
+        "                         URL (/v1/traces added when missing); also the standard\n"
+        "                         $OTEL_EXPORTER_OTLP_* variables (docs/OBSERVABILITY.md)\n"
         "  -q, --quiet            no progress display\n"
         "  -v, --verbose          debug logging\n"
+        "distributed (docs/DISTRIBUTED.md):\n"
+        "  --shard i/N            send only share i of N of the run (0 <= i < N); run N such\n"
+        "                         processes (e.g. a Kubernetes Indexed Job), then merge their\n"
+        "                         results; under mpirun/srun (MPI build) ranks share by themselves\n"
+        "  --start-at TIME        start the schedule at this wall-clock instant (Unix seconds or\n"
+        "                         2026-01-01T12:00:00Z), so that shards on several machines\n"
+        "                         start together (clocks synchronised by NTP/PTP)\n"
         "built-in simulator (no --target):\n"
         "  --sim-profile NAME     (default llama3-8b-a100)   --sim-set KEY=VALUE (repeatable)\n"
         "\nexamples:\n"
@@ -90,13 +120,24 @@ static void usage(FILE *out)
         "  tokenstorm run --target http://gpu:8000 --concurrency 64 --requests 2000 \\\n"
         "      --input-len lognormal:1024,0.6 --slo 'ttft.p95<2s' --slo 'error_rate<1%%'\n"
         "  tokenstorm run --rate 5 --stages '20s:50,20s:50,10s:0' --goodput 'ttft:500 tpot:50'\n"
+        "  tokenstorm run --target http://gpu:8000/v1 --rate 20 \\\n"
+        "      --server-metrics http://gpu:8000/metrics\n"
+        "  mpirun -n 4 tokenstorm run --target http://gpu:8000/v1 --rate 400 --duration 5m\n"
         "\nexit codes: 0 ok, 1 an SLO failed, 2 usage error, 3 the run failed, 130 interrupted\n");
 }
 
 struct run_opts {
     const char *target, *model, *api_key, *endpoint, *arrival, *stages, *think, *input_len,
         *output_len, *prompts, *system_prompt, *body, *out_dir, *goodput, *sim_profile, *integrity,
-        *integrity_key;
+        *integrity_key, *metrics_listen;
+    char metrics_host[ADDR_HOST_MAX];
+    int metrics_port;
+    uint64_t metrics_linger_ns;
+    const char *server_metrics; /* --server-metrics URL */
+    uint64_t server_metrics_interval_ns;
+    struct shard shard; /* --shard i/N; {0, 0} = the whole run */
+    uint64_t start_at_ns; /* --start-at, wall clock; 0 = now */
+    const char *otlp_endpoint; /* --otlp-endpoint URL */
     const char *headers[RUN_MAX_HEADERS];
     size_t nheaders;
     const char *slos[RUN_MAX_SLOS];
@@ -109,6 +150,7 @@ struct run_opts {
     uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
     uint64_t t_connect, t_ttfb, t_idle, t_total;
     bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
+    struct run_quality_opts quality;
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t *out)
@@ -220,6 +262,14 @@ enum {
     O_VERSION,
     O_INTEGRITY,
     O_INTEGRITY_KEY,
+    O_METRICS_LISTEN,
+    O_METRICS_LINGER,
+    O_SERVER_METRICS,
+    O_SERVER_METRICS_INTERVAL,
+    O_QUALITY,
+    O_SHARD,
+    O_START_AT,
+    O_OTLP_ENDPOINT,
 };
 
 static const struct option run_options[] = {
@@ -258,6 +308,18 @@ static const struct option run_options[] = {
     {"goodput", required_argument, NULL, O_GOODPUT},
     {"integrity", required_argument, NULL, O_INTEGRITY},
     {"integrity-key", required_argument, NULL, O_INTEGRITY_KEY},
+    {"metrics-listen", required_argument, NULL, O_METRICS_LISTEN},
+    {"quality-regex", required_argument, NULL, O_QUALITY},
+    {"quality-json", optional_argument, NULL, O_QUALITY},
+    {"quality-min", required_argument, NULL, O_QUALITY},
+    {"dual-sla", required_argument, NULL, O_QUALITY},
+    {"consistency", optional_argument, NULL, O_QUALITY},
+    {"metrics-linger", required_argument, NULL, O_METRICS_LINGER},
+    {"server-metrics", required_argument, NULL, O_SERVER_METRICS},
+    {"server-metrics-interval", required_argument, NULL, O_SERVER_METRICS_INTERVAL},
+    {"shard", required_argument, NULL, O_SHARD},
+    {"start-at", required_argument, NULL, O_START_AT},
+    {"otlp-endpoint", required_argument, NULL, O_OTLP_ENDPOINT},
     {"out", required_argument, NULL, O_OUT},
     {"save-requests", no_argument, NULL, O_SAVE},
     {"json", no_argument, NULL, O_JSON},
@@ -274,6 +336,7 @@ static const struct option run_options[] = {
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
     memset(o, 0, sizeof(*o));
+    run_quality_init(&o->quality);
     o->seed = 1;
     o->duration_ns = 20 * TS_NS_PER_S;
     o->drain_ns = 30 * TS_NS_PER_S;
@@ -283,7 +346,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     bool duration_given = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", run_options, NULL)) != -1) {
+    int opt_index = 0;
+    while ((c = getopt_long(argc, argv, "qvh", run_options, &opt_index)) != -1) {
         int bad = 0;
         uint64_t v;
         switch (c) {
@@ -416,6 +480,73 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         case O_INTEGRITY_KEY:
             o->integrity_key = optarg;
             break;
+        case O_QUALITY: {
+            char err[512];
+            if (run_quality_option(&o->quality, run_options[opt_index].name, optarg, err,
+                                   sizeof(err)) < 0) {
+                fprintf(stderr, "tokenstorm run: %s\n", err);
+                return TS_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_METRICS_LISTEN: {
+            char aerr[128];
+            unsigned char ip[16];
+            if (addr_parse(optarg, "127.0.0.1", o->metrics_host, &o->metrics_port, aerr,
+                           sizeof(aerr))) {
+                fprintf(stderr, "tokenstorm run: --metrics-listen: %s\n", aerr);
+                return TS_EXIT_USAGE;
+            }
+            if (inet_pton(AF_INET, o->metrics_host, ip) != 1 &&
+                inet_pton(AF_INET6, o->metrics_host, ip) != 1) {
+                fprintf(stderr,
+                        "tokenstorm run: --metrics-listen: '%s' is not an IP address "
+                        "(e.g. 127.0.0.1:9464)\n",
+                        o->metrics_host);
+                return TS_EXIT_USAGE;
+            }
+            o->metrics_listen = optarg;
+            break;
+        }
+        case O_SERVER_METRICS:
+            if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8) &&
+                strcmp(optarg, "auto")) {
+                fprintf(stderr, "tokenstorm run: --server-metrics: expected an http:// or "
+                                "https:// URL such as http://127.0.0.1:8000/metrics, or "
+                                "'auto'\n");
+                return TS_EXIT_USAGE;
+            }
+            o->server_metrics = optarg;
+            break;
+        case O_SERVER_METRICS_INTERVAL:
+            bad = parse_dur("--server-metrics-interval", optarg, &o->server_metrics_interval_ns);
+            if (!bad && o->server_metrics_interval_ns < SCRAPE_MIN_INTERVAL_NS) {
+                fprintf(stderr, "tokenstorm run: --server-metrics-interval: at least 100ms\n");
+                bad = 1;
+            }
+            break;
+        case O_SHARD: {
+            char serr[128];
+            if (shard_parse(optarg, &o->shard, serr, sizeof(serr))) {
+                fprintf(stderr, "tokenstorm run: --shard: %s\n", serr);
+                return TS_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_OTLP_ENDPOINT:
+            o->otlp_endpoint = optarg;
+            break;
+        case O_START_AT: {
+            char serr[200];
+            if (start_at_parse(optarg, &o->start_at_ns, serr, sizeof(serr))) {
+                fprintf(stderr, "tokenstorm run: --start-at: %s\n", serr);
+                return TS_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_METRICS_LINGER:
+            bad = parse_dur("--metrics-linger", optarg, &o->metrics_linger_ns);
+            break;
         case O_OUT:
             o->out_dir = optarg;
             break;
@@ -476,11 +607,19 @@ struct progress {
     bool tty;
     bool quiet;
     uint64_t last_line_ns;
+    struct dist_group *group; /* MPI: rank 0 shows the sum of the ranks */
 };
 
 static void on_tick(const struct runner_progress *p, void *arg)
 {
     struct progress *pg = arg;
+    struct runner_progress all;
+    struct runner_point all_last;
+    if (pg->group) {
+        if (!dist_group_progress(pg->group, p, &all, &all_last))
+            return; /* a rank > 0: its progress went to rank 0 */
+        p = &all;
+    }
     if (pg->quiet)
         return;
     char remain[32] = "";
@@ -504,6 +643,30 @@ static void on_tick(const struct runner_progress *p, void *arg)
         fprintf(stderr, "%s\n", line);
     }
     fflush(stderr);
+}
+
+/* --metrics-listen: the URL, once bound (port 0 picks one). */
+static void on_metrics_listen(const char *host, int port, void *arg)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    fprintf(stderr, "tokenstorm run: metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host,
+            v6 ? "]" : "", port);
+}
+
+/* Right before time 0: the MPI barrier, then --start-at. */
+struct start_gate {
+    struct dist_group *group;
+    uint64_t start_at_ns;
+};
+
+static void before_start(void *arg)
+{
+    struct start_gate *g = arg;
+    dist_group_barrier(g->group);
+    uint64_t late = start_at_wait(g->start_at_ns);
+    if (late > 100 * TS_NS_PER_MS)
+        ts_warn("--start-at: started %.3f s late (the process came up after the instant)",
+                (double)late / 1e9);
 }
 
 /* ---- result files ---- */
@@ -628,8 +791,19 @@ int cmd_run(int argc, char **argv)
             return TS_EXIT_USAGE;
         }
     }
+    /* OpenTelemetry traces: --otlp-endpoint and the OTEL_* variables */
+    struct otlp_config otlp;
+    otlp_config_init(&otlp);
+    if ((rc = otlp_config_from_env(&otlp, o.otlp_endpoint, err, sizeof(err)))) {
+        fprintf(stderr, "tokenstorm run: %s\n", rc == -ENOMEM ? "out of memory" : err);
+        otlp_config_release(&otlp);
+        json_decref(overrides);
+        dist_release(&think);
+        return rc == -ENOMEM ? TS_EXIT_FAIL : TS_EXIT_USAGE;
+    }
     if (http_client_global_init()) {
         fprintf(stderr, "tokenstorm run: cannot initialise libcurl\n");
+        otlp_config_release(&otlp);
         return TS_EXIT_FAIL;
     }
 
@@ -639,6 +813,18 @@ int cmd_run(int argc, char **argv)
     const char *target = o.target;
     char model[256] = "";
     const char *sim_profile = NULL;
+    /* MPI (mpirun/srun): each rank runs shard rank/N; not with an explicit --shard */
+    struct dist_group *group = NULL;
+    if (!o.shard.count && dist_group_join(&group, &argc, &argv, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_USAGE;
+        goto out;
+    }
+    uint32_t rank = dist_group_rank(group);
+    if (rank)
+        o.quiet = true; /* rank 0 speaks for the job */
+    if (group && !target && !rank)
+        ts_warn("no --target: every rank starts its own simulator");
     if (!target) {
         struct sim_server_config scfg = {0};
         sim_profile = o.sim_profile ? o.sim_profile : "llama3-8b-a100";
@@ -690,8 +876,20 @@ int cmd_run(int argc, char **argv)
         headers[nheaders++] = auth;
     }
     headers[nheaders++] = "Content-Type: application/json";
-    for (size_t i = 0; i < o.nheaders; i++)
-        headers[nheaders++] = o.headers[i];
+    struct trace_context trace_parent = {0};
+    bool has_trace_parent = false;
+    for (size_t i = 0; i < o.nheaders; i++) {
+        /* --header traceparent: every request joins that trace as a child */
+        int tp = reqtrace_header_parent(o.headers[i], &trace_parent);
+        if (tp < 0) {
+            fprintf(stderr, "tokenstorm run: --header traceparent: not a valid W3C value\n");
+            exit_code = TS_EXIT_USAGE;
+            goto out;
+        }
+        has_trace_parent |= tp == 1;
+        if (!tp)
+            headers[nheaders++] = o.headers[i];
+    }
     if (o.model)
         snprintf(model, sizeof(model), "%s", o.model);
     else if (!model[0] && target_discover_model(models_url, headers, nheaders, o.insecure, model,
@@ -733,7 +931,12 @@ int cmd_run(int argc, char **argv)
                 *p = '-';
         snprintf(dir, sizeof(dir), "tokenstorm-results/%sZ-run", stamp);
     }
-    if (make_dirs(dir, err, sizeof(err))) {
+    dist_group_bcast(group, dir, sizeof(dir)); /* MPI: rank 0's name (the time differs) */
+    char rank_dir[sizeof(dir)]; /* MPI: each rank's requests.jsonl and latency.hlog */
+    snprintf(rank_dir, sizeof(rank_dir), "%s", dir);
+    if (group)
+        snprintf(rank_dir, sizeof(rank_dir), "%.990s/rank-%u", dir, rank);
+    if (make_dirs(rank_dir, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s\n", err);
         exit_code = TS_EXIT_FAIL;
         goto out_workload;
@@ -741,14 +944,14 @@ int cmd_run(int argc, char **argv)
     char path[1200];
     struct asyncw *requests_out = NULL;
     if (o.save_requests) {
-        snprintf(path, sizeof(path), "%s/requests.jsonl", dir);
+        snprintf(path, sizeof(path), "%s/requests.jsonl", rank_dir);
         if (asyncw_open(path, 0, &requests_out, err, sizeof(err))) {
             fprintf(stderr, "tokenstorm run: %s\n", err);
             exit_code = TS_EXIT_FAIL;
             goto out_workload;
         }
     }
-    snprintf(path, sizeof(path), "%s/latency.hlog", dir);
+    snprintf(path, sizeof(path), "%s/latency.hlog", rank_dir);
     FILE *hlog = fopen(path, "w");
     if (!hlog)
         ts_warn("cannot write %s: %s", path, strerror(errno));
@@ -799,8 +1002,34 @@ int cmd_run(int argc, char **argv)
     rcfg.client.total_timeout_ms = (uint32_t)(o.t_total / TS_NS_PER_MS);
     rcfg.client.insecure = o.insecure;
     rcfg.client.version = o.http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
-    struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json};
+    struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json, .group = group};
     rcfg.tick_arg = &pg;
+    char metrics_url[TARGET_URL_MAX];
+    if (o.server_metrics && !rank) { /* MPI: one server timeline, from rank 0 */
+        snprintf(metrics_url, sizeof(metrics_url), "%s", o.server_metrics);
+        if (!strcmp(o.server_metrics, "auto") &&
+            scrape_url_from_target(url, metrics_url, sizeof(metrics_url))) {
+            fprintf(stderr, "tokenstorm run: --server-metrics auto: no URL from '%s'\n", url);
+            exit_code = TS_EXIT_USAGE;
+            goto out_files;
+        }
+        rcfg.server_metrics.url = metrics_url;
+        rcfg.server_metrics.interval_ns = o.server_metrics_interval_ns;
+        rcfg.server_metrics.insecure = o.insecure;
+    }
+    rcfg.shard = group ? dist_group_shard(group) : o.shard;
+    if (group) {
+        rcfg.run_id = splitmix64_next(&(uint64_t){ts_wall_ns() ^ (uint64_t)getpid()});
+        dist_group_bcast(group, &rcfg.run_id, sizeof(rcfg.run_id)); /* one run id for all */
+    }
+    struct start_gate gate = {.group = group, .start_at_ns = o.start_at_ns};
+    rcfg.before_start = before_start; /* start together */
+    rcfg.before_start_arg = &gate;
+    if (run_quality_apply(&o.quality, &rcfg, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+        exit_code = TS_EXIT_USAGE;
+        goto out_files;
+    }
     if (o.integrity) {
         rcfg.integrity_key = o.integrity_key ? o.integrity_key : getenv("TOKENSTORM_INTEGRITY_KEY");
         if (!rcfg.integrity_key) {
@@ -809,6 +1038,32 @@ int cmd_run(int argc, char **argv)
             exit_code = TS_EXIT_USAGE;
             goto out_files;
         }
+    }
+    if (o.metrics_listen) {
+        static const char *const ep_names[] = {"chat", "completions", "embeddings"};
+        rcfg.metrics = (struct runner_metrics){
+            .host = o.metrics_host,
+            .port = o.metrics_port,
+            .linger_ns = o.metrics_linger_ns,
+            .info = {.model = model,
+                     .endpoint = ep_names[ep],
+                     .url = url,
+                     .stream = wcfg.stream,
+                     .goodput = goodput_cfg_enabled(&goodput)},
+            .on_listen = on_metrics_listen,
+        };
+    }
+    rcfg.trace = (struct reqtrace_config){
+        .otlp = otlp.endpoint ? &otlp : NULL,
+        .model = model,
+        .scenario = "run",
+        .has_parent = has_trace_parent,
+        .parent = trace_parent,
+    };
+    json_t *temperature = json_object_get(overrides, "temperature");
+    if (json_is_number(temperature)) {
+        rcfg.trace.temperature = json_number_value(temperature);
+        rcfg.trace.has_temperature = true;
     }
     if (runner_config_check(&rcfg, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s\n", err);
@@ -822,11 +1077,35 @@ int cmd_run(int argc, char **argv)
         exit_code = TS_EXIT_FAIL;
         goto out_files;
     }
+    if (group) { /* MPI: rank 0 merges every rank's measurements into res and reports */
+        if (dist_group_merge(group, &res, (double)o.warmup_ns / 1e9, &goodput, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: merging the ranks' results: %s\n", err);
+            exit_code = TS_EXIT_FAIL;
+        }
+        if (exit_code || rank) {
+            if (!exit_code && res.interrupted)
+                exit_code = TS_EXIT_INTERRUPTED;
+            runner_result_release(&res);
+            goto out_files;
+        }
+    }
     if (pg.tty && !pg.quiet)
         fprintf(stderr, "\n");
 
     struct run_summary sum;
     run_summary_compute(&sum, res.total, res.duration_s, res.peak_output_tps, &goodput);
+    if (rcfg.quality.dual_sla)
+        sum.quality.dual_sla = dual_sla_attainment(&res.dual_sla);
+    if (res.consistency) {
+        struct consistency_summary cs;
+        consistency_get(res.consistency, &cs);
+        sum.quality.consistency = cs.mean_similarity;
+    }
+    const struct quality_stats *qs = &res.total->quality;
+    json_t *quality = (qs->requests || rcfg.quality.dual_sla || res.consistency)
+                          ? quality_stats_to_json(qs, rcfg.quality.dual_sla ? &res.dual_sla : NULL,
+                                                  res.consistency)
+                          : NULL;
     json_t *tl = timeline_json(&res);
     json_t *conf = config_json(&o, url, model, sim_profile);
     if (conf) {
@@ -835,6 +1114,21 @@ int cmd_run(int argc, char **argv)
         json_object_set_new(conf, "run_id", json_string(id));
         json_object_set_new(conf, "start_mono_ns", json_integer((json_int_t)res.start_mono_ns));
         json_object_set_new(conf, "workers", json_integer(rcfg.workers));
+        if (rcfg.shard.count > 1) {
+            char sh[32];
+            snprintf(sh, sizeof(sh), "%u/%u", rcfg.shard.index, rcfg.shard.count);
+            json_object_set_new(conf, group ? "mpi_ranks" : "shard",
+                                group ? json_integer(rcfg.shard.count) : json_string(sh));
+        }
+    }
+    json_t *server_tl = NULL, *server_info = NULL;
+    if (rcfg.server_metrics.url) {
+        server_tl = scrape_timeline_json(&res.server);
+        server_info = scrape_info_json(&res.server, &rcfg.server_metrics);
+        if (res.server.failures && !o.quiet)
+            fprintf(stderr, "tokenstorm run: server metrics: %llu of %llu scrapes failed (%s)\n",
+                    (unsigned long long)res.server.failures,
+                    (unsigned long long)res.server.scrapes, res.server.last_error);
     }
     struct result_info info = {
         .config = conf,
@@ -844,12 +1138,17 @@ int cmd_run(int argc, char **argv)
         .slos = slos,
         .nslos = o.nslos,
         .timeline = tl,
+        .server_timeline = server_tl,
+        .server_metrics = server_info,
+        .quality = quality,
     };
     json_t *doc = NULL;
     if (result_build(res.total, &sum, &info, &doc)) {
         fprintf(stderr, "tokenstorm run: cannot build result.json\n");
         exit_code = TS_EXIT_FAIL;
     } else {
+        if (res.otlp_enabled)
+            json_object_set_new(doc, "otlp", otlp_stats_json(&res.otlp));
         snprintf(path, sizeof(path), "%s/result.json", dir);
         if (result_write_file(doc, path, err, sizeof(err))) {
             fprintf(stderr, "tokenstorm run: %s\n", err);
@@ -872,6 +1171,11 @@ int cmd_run(int argc, char **argv)
         if (report_text_summary(stdout, res.total, &sum) ||
             (o.nslos && report_text_slo(stdout, slos, o.nslos, &sum, &failed)))
             ts_warn("cannot print the summary");
+        if (res.otlp_enabled) {
+            char line[192];
+            otlp_stats_format(&res.otlp, line, sizeof(line));
+            printf("\n%s\n", line);
+        }
         printf("\nresults: %s/\n", dir);
     }
     if (exit_code == TS_EXIT_OK && failed)
@@ -880,7 +1184,10 @@ int cmd_run(int argc, char **argv)
         exit_code = TS_EXIT_INTERRUPTED;
     json_decref(doc);
     json_decref(tl);
+    json_decref(server_tl);
+    json_decref(server_info);
     json_decref(conf);
+    json_decref(quality);
     runner_result_release(&res);
 out_files:
     if (hlog)
@@ -898,8 +1205,11 @@ out_workload:
 out:
     if (sim)
         sim_thread_stop(sim, 0);
+    run_quality_release(&o.quality);
     json_decref(overrides);
     dist_release(&think);
+    otlp_config_release(&otlp);
     http_client_global_cleanup();
+    dist_group_leave(group, exit_code); /* MPI: after a failure, aborts the job */
     return exit_code;
 }

@@ -25,6 +25,22 @@ static void set_error(struct exch *x, const char *prefix, const char *detail)
     snprintf(x->rec.error, sizeof(x->rec.error), "%s%s", prefix, detail ? detail : "");
 }
 
+/* Keeps the answer's text (content or completions text) for quality scoring. */
+static void keep_answer_text(struct exch *x, const struct openai_chunk *c)
+{
+    for (size_t i = 0; i < c->n_choices; i++) {
+        const struct openai_choice *ch = &c->choices[i];
+        const char *t = ch->content ? ch->content : ch->text;
+        size_t n = ch->content ? ch->content_len : ch->text_len;
+        if (t && n && x->answer.len < QUALITY_MAX_TEXT) {
+            if (n > QUALITY_MAX_TEXT - x->answer.len)
+                n = QUALITY_MAX_TEXT - x->answer.len;
+            if (buf_append(&x->answer, t, n))
+                return; /* out of memory: the answer is scored as far as it got */
+        }
+    }
+}
+
 static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
 {
     struct req_record *r = &x->rec;
@@ -44,6 +60,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             r->flags |= REQF_ID_CHANGED;
         }
     }
+    reqtrace_note(&x->trace, c->id, c->model);
     if (c->n_choices) {
         /* vLLM's benchmark: the first chunk with choices is the first token,
          * each later one adds an inter-token gap */
@@ -59,6 +76,8 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         }
         x->last_choice_ns = at;
         r->choice_chunks++;
+        if (x->keep_answer)
+            keep_answer_text(x, c);
         if (c->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TEXT | OPENAI_CHUNK_REASONING |
                         OPENAI_CHUNK_TOOL_CALLS)) {
             r->content_chunks++;
@@ -176,6 +195,9 @@ static void finish_body(struct exch *x)
         set_error(x, "", c.error.code ? c.error.code : c.error.message);
         return;
     }
+    reqtrace_note(&x->trace, c.id, c.model);
+    if (x->keep_answer)
+        keep_answer_text(x, &c);
     r->first_chunk_ns = r->first_token_ns = r->last_chunk_ns = x->last_choice_ns = r->end_ns;
     x->saw_done = x->saw_finish = true;
     size_t text = 0;
@@ -242,6 +264,18 @@ static void classify(struct exch *x, const struct http_call_result *res)
     r->outcome = o;
 }
 
+/* Scores the kept answer against the reference and the configured checks. */
+static void score_answer(struct exch *x)
+{
+    const struct runner_config *cfg = x->w->run->cfg;
+    const char *ref = x->item.reference;
+    if (!ref && !cfg->quality.checks)
+        return;
+    if (quality_score(x->w->qscratch, &cfg->quality.cfg, buf_cstr(&x->answer), x->answer.len,
+                      ref, ref ? strlen(ref) : 0, &x->rec.quality))
+        memset(&x->rec.quality, 0, sizeof(x->rec.quality));
+}
+
 static uint32_t us_of(uint64_t ns)
 {
     uint64_t us = ns / 1000;
@@ -282,6 +316,8 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
         r->sig.unsigned_events = (uint32_t)v->unsigned_events;
     }
     classify(x, res);
+    if (x->keep_answer)
+        score_answer(x);
     /* tokens: server usage first, else what the client counted */
     if (x->sse_mode)
         r->client_tokens = r->content_chunks;
@@ -331,6 +367,7 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
     if (intended_ns < run->warmup_end_ns)
         r->flags |= REQF_WARMUP;
     buf_init(&x->body, EXCH_MAX_BODY);
+    buf_init(&x->answer, QUALITY_MAX_TEXT);
     if (cfg->integrity_key) {
         x->verifier = ts_malloc(sizeof(*x->verifier));
         if (x->verifier &&
@@ -358,20 +395,27 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
         worker_request_done(w, x, user);
         return;
     }
+    x->keep_answer =
+        x->item.reference || cfg->quality.checks || cfg->quality.consistency;
     r->prompt_tokens = x->item.prompt_tokens;
     r->max_tokens = x->item.max_tokens;
     /* the request id lets a server's logs (the simulator's trace log) be joined */
-    const char *headers[RUNNER_MAX_HEADERS + 1];
+    const char *headers[RUNNER_MAX_HEADERS + 3];
     char request_id[64];
+    struct reqtrace_headers trace_headers;
     snprintf(request_id, sizeof(request_id), "X-Request-Id: ts-%016llx-%llu",
              (unsigned long long)run->run_id, (unsigned long long)index);
     memcpy(headers, cfg->headers, cfg->n_headers * sizeof(*headers));
     headers[cfg->n_headers] = request_id;
+    size_t n_headers = cfg->n_headers + 1;
+    /* W3C traceparent and baggage, so server-side spans join the request's trace */
+    n_headers += reqtrace_begin(&x->trace, &run->trace, run->run_id, index, r->tenant,
+                                &trace_headers, headers + n_headers);
     struct http_call_spec spec = {
         .method = "POST",
         .url = cfg->url,
         .headers = headers,
-        .n_headers = cfg->n_headers + 1,
+        .n_headers = n_headers,
         .body = x->item.body,
         .body_len = x->item.body_len,
     };
@@ -385,11 +429,35 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
     }
 }
 
+/* The dual-SLA and consistency facts of a finished request, for the coordinator. */
+static void add_note(struct exch *x)
+{
+    const struct runner_config *cfg = x->w->run->cfg;
+    const struct req_record *r = &x->rec;
+    struct qnote note = {
+        .end_ns = r->end_ns,
+        .prompt_hash = x->item.body ? text_hash(x->item.body, x->item.body_len, 0) : 0,
+        .quality_ok = r->outcome == REQ_OK &&
+                      (!r->quality.have || quality_scores_pass(&r->quality, &cfg->quality.target)),
+        .latency_ok = goodput_meets(&cfg->goodput, r),
+    };
+    if (cfg->quality.consistency && r->outcome == REQ_OK && x->answer.len) {
+        size_t max = cfg->quality.cons.max_answer_bytes ? cfg->quality.cons.max_answer_bytes : 4096;
+        size_t n = x->answer.len < max ? x->answer.len : max;
+        note.answer = ts_strndup(x->answer.data, n);
+        note.answer_len = note.answer ? (uint32_t)n : 0;
+    }
+    (void)qnotes_push(&x->w->notes, &note);
+}
+
 void exch_finish(struct exch *x)
 {
     struct worker *w = x->w;
     const struct runner_config *cfg = w->run->cfg;
+    reqtrace_end(&x->trace, &w->run->trace, w->run->run_id, &x->rec);
     run_stats_add_record(w->active, &x->rec, &cfg->goodput);
+    if ((cfg->quality.dual_sla || cfg->quality.consistency) && !(x->rec.flags & REQF_WARMUP))
+        add_note(x);
     if (cfg->requests_out) {
         struct buf line;
         buf_init(&line, 64 * 1024);
@@ -406,6 +474,7 @@ void exch_finish(struct exch *x)
     w->n_inflight--;
     atomic_fetch_sub(&w->in_flight_now, 1);
     sse_parser_release(&x->sse);
+    buf_release(&x->answer);
     ts_free(x->verifier);
     buf_release(&x->body);
     work_item_release(&x->item);

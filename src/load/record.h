@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "analysis/quality.h"
+
 enum req_outcome {
     REQ_OK = 0,          /* complete: finish_reason seen and [DONE] (streams) or a 2xx body */
     REQ_TRUNCATED,       /* the stream ended without finish_reason or without [DONE] */
@@ -102,6 +104,9 @@ struct req_record {
     struct {
         uint32_t ok, missing, duplicates, reorders, forged, unsigned_events;
     } sig;
+
+    /* answer quality (when the request had a reference or a check is on) */
+    struct quality_scores quality;
 
     char finish_reason[16];
     char error[96];  /* short error text or server error code, "" if none */

@@ -34,6 +34,11 @@ int runner_config_check(const struct runner_config *cfg, char *err, size_t errle
         snprintf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
         return -EINVAL;
     }
+    if (cfg->shard.count > SHARD_MAX || (cfg->shard.count && cfg->shard.index >= cfg->shard.count)) {
+        snprintf(err, errlen, "shard %u/%u: need 0 <= i < N <= %u", cfg->shard.index,
+                 cfg->shard.count, SHARD_MAX);
+        return -EINVAL;
+    }
     if (!cfg->url || !cfg->workload) {
         snprintf(err, errlen, "no target or no workload");
         return -EINVAL;
@@ -84,6 +89,12 @@ struct coord {
     bool interrupted;
     uint64_t last_end_ns; /* when the last request ended */
     char err[256];
+    struct scraper *scraper;  /* --server-metrics, or NULL */
+    struct qnotes notes;      /* taken from the workers, fed in completion order */
+    struct dual_sla dual_sla; /* when cfg->quality.dual_sla */
+    struct consistency *consistency;
+    struct live_metrics live; /* --metrics-listen: what /metrics shows */
+    struct live_metrics_server metrics;
 };
 
 static void broadcast(struct coord *c, unsigned bits)
@@ -147,6 +158,8 @@ static void close_interval(struct coord *c, uint64_t now)
     };
     c->last_sent = sent;
     c->last_chunks += p.chunks;
+    c->live.sent = sent;
+    c->live.in_flight = p.in_flight;
     if (c->ntimeline == c->timeline_cap) {
         size_t cap = c->timeline_cap ? c->timeline_cap * 2 : 64;
         struct runner_point *tl = ts_realloc(c->timeline, cap * sizeof(*tl));
@@ -197,6 +210,41 @@ static void close_interval(struct coord *c, uint64_t now)
 }
 
 /* Takes the stats each worker posted, merges them, hands back empty ones. */
+static int note_order(const void *a, const void *b)
+{
+    const struct qnote *x = a, *y = b;
+    return x->end_ns < y->end_ns ? -1 : x->end_ns > y->end_ns;
+}
+
+/* Feeds the notes taken so far to the dual SLA and the consistency check,
+ * in completion order. */
+static void feed_notes(struct coord *c)
+{
+    if (!c->notes.n)
+        return;
+    qsort(c->notes.v, c->notes.n, sizeof(*c->notes.v), note_order);
+    for (size_t i = 0; i < c->notes.n; i++) {
+        const struct qnote *n = &c->notes.v[i];
+        if (c->run.cfg->quality.dual_sla)
+            dual_sla_feed(&c->dual_sla, n->quality_ok, n->latency_ok);
+        if (c->consistency && n->answer &&
+            consistency_feed(c->consistency, n->prompt_hash, n->answer, n->answer_len, NULL, 0))
+            ts_warn("runner: out of memory in the consistency check");
+    }
+    qnotes_clear(&c->notes);
+}
+
+/* Moves a worker's notes to the coordinator's list. */
+static void take_notes(struct coord *c, struct qnotes *from)
+{
+    for (size_t i = 0; i < from->n; i++) {
+        if (qnotes_push(&c->notes, &from->v[i]))
+            ts_warn("runner: out of memory keeping quality notes");
+        from->v[i].answer = NULL; /* pushed (or freed by the push) */
+    }
+    qnotes_clear(from);
+}
+
 static void collect(struct coord *c)
 {
     for (uint32_t i = 0; i < c->run.nworkers; i++) {
@@ -204,6 +252,8 @@ static void collect(struct coord *c)
         pthread_mutex_lock(&w->mail_lock);
         struct run_stats *full = w->mailbox;
         w->mailbox = NULL;
+        if (full)
+            take_notes(c, &w->mail_notes);
         pthread_mutex_unlock(&w->mail_lock);
         if (!full)
             continue;
@@ -224,6 +274,7 @@ static void on_worker_event(uv_async_t *h)
 {
     struct coord *c = h->data;
     collect(c);
+    feed_notes(c);
     if (c->pending_close && c->delivered >= c->run.nworkers) {
         close_interval(c, c->pending_close);
         c->pending_close = 0;
@@ -234,6 +285,10 @@ static void on_worker_event(uv_async_t *h)
         uv_timer_stop(&c->tick);
         uv_timer_stop(&c->drain);
         broadcast(c, WCMD_QUIT);
+        if (c->scraper)
+            scraper_close(c->scraper);
+        if (c->run.cfg->metrics.host) /* it keeps the loop: merge the last stats first */
+            uv_stop(&c->loop);
         uv_close((uv_handle_t *)&c->tick, NULL);
         uv_close((uv_handle_t *)&c->drain, NULL);
         uv_close((uv_handle_t *)&c->stop, NULL);
@@ -298,6 +353,24 @@ static void on_signal(uv_signal_t *h, int signum)
     runner_stop();
 }
 
+/* --metrics-listen: serves c->live from the coordinator's loop (no locks needed). */
+static int metrics_start(struct coord *c, char *err, size_t errlen)
+{
+    const struct runner_metrics *m = &c->run.cfg->metrics;
+    int rc = live_metrics_init(&c->live, &m->info);
+    if (rc) {
+        snprintf(err, errlen, "metrics: unknown endpoint");
+        return rc;
+    }
+    c->live.stats = c->total;
+    rc = live_metrics_server_start(&c->metrics, &c->loop, m->host, m->port, &c->live, err, errlen);
+    if (rc)
+        live_metrics_server_linger(&c->metrics, 0, false);
+    else if (m->on_listen)
+        m->on_listen(m->host, live_metrics_server_port(&c->metrics), c->run.cfg->tick_arg);
+    return rc;
+}
+
 int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err, size_t errlen)
 {
     int rc = runner_config_check(cfg, err, errlen);
@@ -319,6 +392,9 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         rc = -ENOMEM;
         goto out_free;
     }
+    if ((rc = reqtrace_run_init(&run->trace, &cfg->trace, cfg->url, cfg->workload->endpoint, err,
+                                errlen)))
+        goto out_free;
     uint32_t inited = 0;
     for (; inited < cfg->workers; inited++) {
         if ((rc = worker_init(&run->workers[inited], run, inited, err, errlen))) {
@@ -326,8 +402,22 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
             goto out_workers;
         }
     }
+    if (cfg->quality.dual_sla && (rc = dual_sla_init(&c->dual_sla, &cfg->quality.dual))) {
+        snprintf(err, errlen, "dual SLA: a window of 1 or more requests and targets in 0..1");
+        goto out_workers;
+    }
+    if (cfg->quality.consistency && (rc = consistency_new(&cfg->quality.cons, &c->consistency))) {
+        snprintf(err, errlen, "consistency check: bad settings");
+        goto out_workers;
+    }
     if ((rc = uv_loop_init(&c->loop))) {
         snprintf(err, errlen, "event loop: %s", uv_strerror(rc));
+        goto out_workers;
+    }
+    if (cfg->metrics.host && (rc = metrics_start(c, err, errlen))) {
+        uv_run(&c->loop, UV_RUN_DEFAULT);
+        if (uv_loop_close(&c->loop))
+            ts_warn("runner: coordinator loop closed with open handles");
         goto out_workers;
     }
     uv_timer_init(&c->loop, &c->tick);
@@ -343,19 +433,35 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         uv_signal_start(&c->sigterm, on_signal, SIGTERM);
     }
     stop_async = &c->stop;
+    if (cfg->server_metrics.url) {
+        char why[256];
+        if (scraper_new(&c->loop, &cfg->server_metrics, &c->scraper, why, sizeof(why)))
+            ts_warn("%s; going on without server metrics", why);
+    }
+    if (cfg->before_start) {
+        cfg->before_start(cfg->before_start_arg);
+        uv_update_time(&c->loop); /* it may have waited: timers count from now */
+    }
 
     /* time 0: a little ahead, so every worker is running when it comes */
     out->started_wall_ns = ts_wall_ns();
     run->start_ns = ts_now_ns() + 20 * TS_NS_PER_MS;
     run->warmup_end_ns = run->start_ns + cfg->warmup_ns;
-    run->run_id = splitmix64_next(&(uint64_t){ts_wall_ns() ^ run->start_ns});
+    run->run_id =
+        cfg->run_id ? cfg->run_id : splitmix64_next(&(uint64_t){ts_wall_ns() ^ run->start_ns});
+    live_metrics_set_run_id(&c->live, run->run_id);
     run->end_send_ns =
         cfg->duration_ns ? run->start_ns + cfg->warmup_ns + cfg->duration_ns : UINT64_MAX;
     c->last_tick_ns = run->start_ns;
+    if (c->scraper)
+        scraper_start(c->scraper, run->start_ns);
     if (cfg->hlog) {
         hlog_writer_init(&c->hlog, cfg->hlog, HLOG_RATIO_US_TO_MS);
+        /* interval starts are seconds from the schedule's time 0, which is
+         * 20 ms after started_wall_ns: that instant is the log's BaseTime */
+        double base = (double)(out->started_wall_ns + 20 * TS_NS_PER_MS) / 1e9;
         if (hlog_write_header(&c->hlog, "tokenstorm run: latencies in microseconds",
-                              (double)out->started_wall_ns / 1e9, 0))
+                              (double)out->started_wall_ns / 1e9, base))
             ts_warn("latency.hlog: write failed");
     }
     uint32_t started = 0;
@@ -378,6 +484,10 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
     stop_async = NULL;
     for (uint32_t i = 0; i < started; i++)
         pthread_join(run->workers[i].thread, NULL);
+    /* every span is pushed now: flush them (a bounded wait) */
+    struct otlp_stats otlp_stats;
+    bool otlp_on;
+    reqtrace_run_finish(&run->trace, &otlp_stats, &otlp_on);
     /* the last measurements: what the workers hold now */
     for (uint32_t i = 0; i < cfg->workers; i++) {
         struct worker *w = &run->workers[i];
@@ -389,12 +499,28 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
                 ts_warn("runner: out of memory merging measurements");
             run_stats_reset(held[k]);
         }
+        take_notes(c, &w->mail_notes);
+        take_notes(c, &w->notes);
     }
+    feed_notes(c);
     uint64_t end = c->last_end_ns ? c->last_end_ns : ts_now_ns();
     if (c->pending_close)
         close_interval(c, c->pending_close);
     if (end > c->last_tick_ns + 50 * TS_NS_PER_MS || c->interval->requests)
         close_interval(c, end > c->last_tick_ns ? end : c->last_tick_ns + 1);
+    c->live.sent = total_sent(c);
+    c->live.in_flight = 0;
+    live_metrics_server_linger(&c->metrics,
+                               rc || c->interrupted ? 0 : cfg->metrics.linger_ns / TS_NS_PER_MS,
+                               cfg->handle_signals);
+    uv_run(&c->loop, UV_RUN_DEFAULT); /* the linger, if any, and the last close callbacks */
+    if (c->scraper) {
+        scraper_take(c->scraper, &out->server);
+        if (rc)
+            scrape_summary_release(&out->server); /* nothing in *out after a failure */
+        scraper_free(c->scraper);
+        c->scraper = NULL;
+    }
     if (uv_loop_close(&c->loop))
         ts_warn("runner: coordinator loop closed with open handles");
     if (!rc) {
@@ -410,11 +536,19 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         out->peak_output_tps = c->peak_tps;
         out->interrupted = c->interrupted;
         out->end_cut = c->end_cut || c->interrupted;
+        out->dual_sla = c->dual_sla;
+        out->consistency = c->consistency;
+        c->consistency = NULL;
+        out->otlp_enabled = otlp_on;
+        out->otlp = otlp_stats;
     }
 out_workers:
     for (uint32_t i = 0; i < inited; i++)
         worker_release(&run->workers[i]);
 out_free:
+    qnotes_release(&c->notes);
+    consistency_free(c->consistency);
+    reqtrace_run_finish(&run->trace, NULL, NULL);
     run_stats_free(c->total);
     run_stats_free(c->interval);
     ts_free(c->timeline);
@@ -425,6 +559,8 @@ out_free:
 
 void runner_result_release(struct runner_result *r)
 {
+    scrape_summary_release(&r->server);
+    consistency_free(r->consistency);
     run_stats_free(r->total);
     ts_free(r->timeline);
     memset(r, 0, sizeof(*r));

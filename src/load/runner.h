@@ -36,19 +36,35 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analysis/quality.h"
 #include "analysis/stats.h"
 #include "base/asyncw.h"
 #include "base/dist.h"
 #include "base/err.h"
 #include "load/arrival.h"
+#include "load/dist.h"
+#include "load/reqtrace.h"
+#include "load/scrape.h"
 #include "load/workload.h"
 #include "net/http_client.h"
+#include "report/live_metrics.h"
 
 #define RUNNER_MAX_WORKERS 64
 #define RUNNER_MAX_USERS   1000000u
 #define RUNNER_MAX_HEADERS 64
 
 struct runner_progress;
+
+/* --metrics-listen: a live Prometheus /metrics served from the coordinator's
+ * loop while the run goes on (report/live_metrics.h). */
+struct runner_metrics {
+    const char *host;              /* an IP literal; NULL = no metrics endpoint */
+    int port;                      /* 0 = any free port */
+    uint64_t linger_ns;            /* keep serving this long after the last request */
+    struct live_metrics_info info; /* the run's labels */
+    /* Called on the coordinator's thread, with tick_arg, once listening. */
+    void (*on_listen)(const char *host, int port, void *arg);
+};
 
 enum runner_mode {
     RUNNER_OPEN = 0,   /* requests arrive on a schedule */
@@ -88,13 +104,46 @@ struct runner_config {
     struct goodput_cfg goodput;
 
     const char *integrity_key;   /* verify chained chunk signatures (llm/sign.h); NULL = off */
+    /*
+     * Answer quality: answers are kept (up to QUALITY_MAX_TEXT) and scored
+     * when the request has a reference or a regex / JSON check is set.
+     * A request is "quality-ok" when it meets quality.target, "latency-ok"
+     * when it is ok and meets the goodput thresholds (if any); both feed the
+     * windowed dual SLA; repeated identical prompts feed the consistency check.
+     */
+    struct {
+        struct quality_cfg cfg;
+        struct quality_target target;
+        bool checks; /* a regex or JSON check is set: score every answer */
+        bool dual_sla;
+        struct dual_sla_cfg dual;
+        bool consistency;
+        struct consistency_cfg cons;
+    } quality;
     struct asyncw *requests_out; /* NULL, or requests.jsonl: one line per request */
     FILE *hlog;                  /* NULL, or the interval log (the runner writes the header) */
     bool handle_signals;         /* SIGINT/SIGTERM stop the run */
 
+    /* Scrape the target's Prometheus endpoint on the coordinator's loop
+     * (load/scrape.h); server_metrics.url NULL = off. */
+    struct scrape_config server_metrics;
+    /* Send only this process's share of the run (load/dist.h); {0, 0} = all. */
+    struct shard shard;
+    uint64_t run_id; /* 0 = a random one */
+    /* Called on the coordinator's thread right before time 0 is set (the
+     * workers are ready): an MPI barrier, so that ranks start together. */
+    void (*before_start)(void *arg);
+    void *before_start_arg;
+
     /* Called on the coordinator's thread once a second with the newest point. */
     void (*on_tick)(const struct runner_progress *p, void *arg);
     void *tick_arg;
+
+    struct runner_metrics metrics;
+
+    /* W3C trace context on every request; with trace.otlp, one OTLP span
+     * per request (load/reqtrace.h). */
+    struct reqtrace_config trace;
 };
 
 /* One second of the run, as the timeline and the progress display show it. */
@@ -134,6 +183,11 @@ struct runner_result {
     double peak_output_tps; /* highest 1-second rate of content chunks received */
     bool interrupted;       /* stopped by runner_stop() / a signal */
     bool end_cut;           /* requests were still in flight and were cut */
+    struct dual_sla dual_sla;        /* valid when the config asked for it */
+    struct consistency *consistency; /* owned; NULL unless asked for */
+    struct scrape_summary server; /* --server-metrics: the server's timeline */
+    bool otlp_enabled;            /* spans were exported (trace.otlp had an endpoint) */
+    struct otlp_stats otlp;       /* what became of them, after the final flush */
 };
 
 /* Checks a config; 0 or -EINVAL with a message. */

@@ -19,6 +19,31 @@
 struct runner;
 struct exch;
 
+/*
+ * What the coordinator needs of each finished request for the windowed dual
+ * SLA and the consistency check (which follow completion order across
+ * workers): recorded by the worker, handed over with its stats each second.
+ */
+struct qnote {
+    uint64_t end_ns;
+    uint64_t prompt_hash; /* of the request body: repeated prompts hash alike */
+    char *answer;         /* consistency only: the first bytes of the answer (owned) */
+    uint32_t answer_len;
+    bool quality_ok;
+    bool latency_ok;
+};
+
+struct qnotes {
+    struct qnote *v;
+    size_t n, cap;
+};
+
+/* Appends (taking the answer); 0 or -ENOMEM (the answer is then freed). */
+int qnotes_push(struct qnotes *q, const struct qnote *note);
+/* Frees the answers and empties the list (keeps its memory). */
+void qnotes_clear(struct qnotes *q);
+void qnotes_release(struct qnotes *q);
+
 /* A user of the closed loop waiting for its next turn (a binary heap entry). */
 struct wake {
     uint64_t at_ns;
@@ -52,6 +77,9 @@ struct worker {
     pthread_mutex_t mail_lock;
     struct run_stats *mailbox; /* full stats for the coordinator, or NULL */
     struct run_stats *spare;   /* empty stats from the coordinator, or NULL */
+    struct qnotes notes;       /* recorded since the last hand-over */
+    struct qnotes mail_notes;  /* handed over with mailbox */
+    struct quality_scratch *qscratch;
 
     /* open loop */
     struct arrival arrival;
@@ -87,6 +115,7 @@ struct runner {
     uint32_t nworkers;
     uv_async_t worker_event; /* a worker posted stats or finished */
     atomic_uint workers_done;
+    struct reqtrace_run trace; /* read-only while the workers run */
 };
 
 /* worker.c */
@@ -119,6 +148,9 @@ struct exch {
     bool malformed;
     bool cut; /* cancelled by the runner at the end */
     bool sse_mode;
+    struct reqtrace trace; /* its trace and span ids, response id and model */
+    struct buf answer;     /* the answer's text, when quality is measured */
+    bool keep_answer;
 };
 
 /* Starts request `index` with the given intended time. 0 or a negative code

@@ -11,6 +11,37 @@
 #include "base/log.h"
 #include "load/runner_int.h"
 
+int qnotes_push(struct qnotes *q, const struct qnote *note)
+{
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 256;
+        struct qnote *v = ts_realloc(q->v, cap * sizeof(*v));
+        if (!v) {
+            ts_free(note->answer);
+            return -ENOMEM;
+        }
+        q->v = v;
+        q->cap = cap;
+    }
+    q->v[q->n++] = *note;
+    return 0;
+}
+
+void qnotes_clear(struct qnotes *q)
+{
+    for (size_t i = 0; i < q->n; i++)
+        ts_free(q->v[i].answer);
+    q->n = 0;
+}
+
+void qnotes_release(struct qnotes *q)
+{
+    qnotes_clear(q);
+    ts_free(q->v);
+    q->v = NULL;
+    q->cap = 0;
+}
+
 /* Arrivals due within this much of now are sent in the same wake-up. */
 #define SEND_SLACK_NS (20 * TS_NS_PER_US)
 
@@ -85,7 +116,9 @@ static void next_arrival(struct worker *w)
             w->next_at = 0;
             return;
         }
-        if (index % w->run->nworkers == w->index) {
+        /* this process's share (--shard / MPI rank), then this worker's */
+        if (shard_owns(&cfg->shard, index) &&
+            shard_worker(&cfg->shard, index, w->run->nworkers) == w->index) {
             w->next_index = index;
             w->next_at = w->run->start_ns + t;
             return;
@@ -120,7 +153,8 @@ static void stop_sending(struct worker *w)
 static void send_closed(struct worker *w, uint64_t intended, uint32_t user)
 {
     const struct runner_config *cfg = w->run->cfg;
-    uint64_t index = atomic_fetch_add(&w->run->closed_next_index, 1);
+    uint64_t index =
+        shard_global(&cfg->shard, atomic_fetch_add(&w->run->closed_next_index, 1));
     if (cfg->max_requests && index >= cfg->max_requests) {
         w->users_active--;
         if (!w->users_active)
@@ -141,7 +175,8 @@ static void on_timer(struct ptimer *t)
     }
     if (cfg->mode == RUNNER_OPEN) {
         while (w->next_at && w->next_at <= now + SEND_SLACK_NS) {
-            if (cfg->max_concurrency && w->n_inflight * w->run->nworkers >= cfg->max_concurrency) {
+            if (cfg->max_concurrency &&
+                w->n_inflight * w->run->nworkers * shard_n(&cfg->shard) >= cfg->max_concurrency) {
                 break; /* wait for a slot; the lag shows the wait */
             }
             exch_start(w, w->next_index, w->next_at, 0);
@@ -172,7 +207,8 @@ static void arm(struct worker *w)
     if (cfg->mode == RUNNER_OPEN) {
         if (!w->next_at)
             return;
-        if (cfg->max_concurrency && w->n_inflight * w->run->nworkers >= cfg->max_concurrency)
+        if (cfg->max_concurrency &&
+            w->n_inflight * w->run->nworkers * shard_n(&cfg->shard) >= cfg->max_concurrency)
             return; /* worker_request_done re-arms */
         at = w->next_at;
     } else {
@@ -215,6 +251,10 @@ static void rotate(struct worker *w)
         w->mailbox = w->active;
         w->active = w->spare;
         w->spare = NULL;
+        /* the notes go with the stats (the coordinator emptied mail_notes) */
+        struct qnotes t = w->mail_notes;
+        w->mail_notes = w->notes;
+        w->notes = t;
     }
     pthread_mutex_unlock(&w->mail_lock);
     uv_async_send(&w->run->worker_event);
@@ -262,7 +302,10 @@ static void on_cmd(uv_async_t *h)
 static void start_users(struct worker *w)
 {
     const struct runner_config *cfg = w->run->cfg;
-    for (uint32_t u = w->index; u < cfg->users; u += w->run->nworkers) {
+    /* this process's users are u % N == shard index; its k-th goes to worker k % workers */
+    uint64_t step = (uint64_t)shard_n(&cfg->shard) * w->run->nworkers;
+    for (uint64_t u64 = shard_global(&cfg->shard, w->index); u64 < cfg->users; u64 += step) {
+        uint32_t u = (uint32_t)u64;
         uint64_t offset = cfg->ramp_users_ns ? cfg->ramp_users_ns * u / cfg->users : 0;
         if (heap_push(w, w->run->start_ns + offset, u)) {
             ts_error("worker %u: out of memory for users", w->index);
@@ -315,6 +358,9 @@ void worker_release(struct worker *w)
     run_stats_free(w->active);
     run_stats_free(w->mailbox);
     run_stats_free(w->spare);
+    qnotes_release(&w->notes);
+    qnotes_release(&w->mail_notes);
+    quality_scratch_free(w->qscratch);
     pthread_mutex_destroy(&w->mail_lock);
     ts_free(w->heap);
 }
@@ -343,6 +389,10 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     w->index = index;
     pthread_mutex_init(&w->mail_lock, NULL);
     openai_decoder_init(&w->decoder);
+    if (quality_scratch_new(&w->qscratch)) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
     rng_seed(&w->rng, run->cfg->seed + 0x9e3779b97f4a7c15ull * (index + 1));
     int rc = uv_loop_init(&w->loop);
     if (rc) {

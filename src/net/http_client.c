@@ -894,6 +894,21 @@ const char *http_call_header(struct http_call *call, const char *name)
     return h->value;
 }
 
+int http_call_headers_each(struct http_call *call,
+                           int (*fn)(void *ctx, const char *name, const char *value), void *ctx)
+{
+    struct curl_header *h = NULL;
+
+    if (!call || !call->easy || !fn)
+        return -EINVAL;
+    while ((h = curl_easy_nextheader(call->easy, CURLH_HEADER, -1, h)) != NULL) {
+        int rc = fn(ctx, h->name, h->value);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---- client --------------------------------------------------------------- */
 
 struct multi_opts {

@@ -241,6 +241,14 @@ void http_call_cancel(struct http_call *call);
  * on_body or on_done; the string is valid until on_done returns. */
 const char *http_call_header(struct http_call *call, const char *name);
 
+/* Calls fn(ctx, name, value) for every header of the final response, in the
+ * order received (names as sent, values with surrounding blanks removed by
+ * curl; strings valid during the call). Stops at and returns the first
+ * non-zero value fn returns; 0 when all were visited; -EINVAL without a call.
+ * Use from on_headers, on_body or on_done. */
+int http_call_headers_each(struct http_call *call,
+                           int (*fn)(void *ctx, const char *name, const char *value), void *ctx);
+
 /* Closes the client: every unfinished call gets on_done with
  * HTTP_CALL_ERR_ABORTED, then all connections and uv handles are closed, then
  * on_closed(c, arg) runs (may be NULL); after it, c may be freed and, if

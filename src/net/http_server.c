@@ -121,6 +121,8 @@ struct http_conn {
     bool req_active;   /* request is with the handler */
     bool begun;        /* response head queued by http_stream_begin */
     bool chunked;
+    bool sized; /* http_stream_begin_length: body bytes left in length_left */
+    uint64_t length_left;
     bool head_only; /* HEAD request: no body bytes */
     bool resp_close;
     bool want_drain;
@@ -449,6 +451,8 @@ static void request_clear(struct http_conn *c)
 
     c->begun = false;
     c->chunked = false;
+    c->sized = false;
+    c->length_left = 0;
     c->head_only = false;
     c->resp_close = false;
     c->want_drain = false;
@@ -1202,6 +1206,41 @@ int http_stream_begin(struct http_request *req, int status, const char *content_
     return 0;
 }
 
+int http_stream_begin_length(struct http_request *req, int status, const char *content_type,
+                             const char *extra_headers, uint64_t length)
+{
+    struct http_conn *c = conn_of_req(req);
+    if (!c->req_active || c->begun || status == 204 || status == 304 || length > SIZE_MAX / 2)
+        return -EINVAL;
+    int rc = check_head_args(status, content_type, extra_headers);
+    if (rc)
+        return rc;
+    if (c->dead)
+        return TS_CLOSED;
+    c->begun = true;
+    c->chunked = false;
+    c->sized = true;
+    c->length_left = c->head_only ? 0 : length;
+    rc = queue_head(c, status, content_type, extra_headers, BODY_LENGTH, (size_t)length);
+    if (rc) {
+        conn_cut(c, false);
+        return rc;
+    }
+    conn_mark_dirty(c);
+    return 0;
+}
+
+int http_stream_abort(struct http_request *req)
+{
+    struct http_conn *c = conn_of_req(req);
+    if (!c->req_active)
+        return -EINVAL;
+    int rc = c->dead ? TS_CLOSED : 0;
+    c->resp_close = true;
+    conn_finish(c);
+    return rc;
+}
+
 int http_stream_writev(struct http_request *req, const uv_buf_t *bufs, size_t n)
 {
     struct http_conn *c = conn_of_req(req);
@@ -1213,6 +1252,11 @@ int http_stream_writev(struct http_request *req, const uv_buf_t *bufs, size_t n)
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += bufs[i].len;
+    if (c->sized && !c->head_only) {
+        if (total > c->length_left)
+            return -EINVAL;
+        c->length_left -= total;
+    }
     if (total > 0 && !c->head_only) {
         if (c->queued > cfg->max_write_queue) {
             conn_cut(c, false);
@@ -1259,6 +1303,8 @@ int http_stream_end(struct http_request *req)
         rc = out_append(c, "0\r\n\r\n", 5);
         if (rc)
             conn_cut(c, false);
+    } else if (c->sized && c->length_left > 0) {
+        c->resp_close = true; /* a short body: the close tells the client */
     }
     conn_finish(c);
     return rc;

@@ -250,6 +250,27 @@ int http_stream_begin(struct http_request *req, int status, const char *content_
                       const char *extra_headers);
 
 /*
+ * Like http_stream_begin() but for a body of a known length: sends
+ * "Content-Length: length" and no chunked framing; writes then go out as raw
+ * bytes, and a write that would exceed the length in total is refused with
+ * -EINVAL (nothing queued). http_stream_end() before length bytes were
+ * written closes the connection after them (the client sees a short body).
+ * Returns as http_stream_begin() (also -EINVAL for length > SIZE_MAX / 2).
+ */
+int http_stream_begin_length(struct http_request *req, int status, const char *content_type,
+                             const char *extra_headers, uint64_t length);
+
+/*
+ * Finishes a request without completing its response: the bytes queued so
+ * far are sent, then the connection is closed (FIN) without the terminating
+ * chunk (or before the announced length), so the client sees a cut body. The
+ * head need not have been sent (then the client sees a closed connection).
+ * Returns 0, TS_CLOSED (the client was already gone; the request is
+ * released) or -EINVAL (the request is not active).
+ */
+int http_stream_abort(struct http_request *req);
+
+/*
  * Queues len bytes as one chunk (copied; len 0 sends nothing). Returns 0;
  * TS_AGAIN when the queued bytes now exceed write_high_water (the data is
  * queued: pause until on_drain); TS_CLOSED when the client is gone or the

@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/hdr.h"
+#include "report/live_metrics.h"
 #include "ts_config.h"
 
 /* ---- building blocks ------------------------------------------------------ */
@@ -258,6 +259,7 @@ static int put_counters(json_t *doc, const struct run_stats *s)
 
     rc |= put(warmup, "requests", jcount(s->warmup_requests));
     rc |= put(warmup, "ok", jcount(s->warmup_ok));
+    rc |= live_metrics_buckets_put(doc, s);
     return rc ? -ENOMEM : 0;
 }
 
@@ -290,9 +292,11 @@ static int put_histograms(json_t *doc, const struct run_stats *s)
         rc = put(h, stat_metric_name((enum stat_metric)i), json_string(text));
         ts_free(text);
     }
-    json_t *pos = json_array();
-    if (!rc)
+    json_t *pos = NULL;
+    if (!rc) {
+        pos = json_array();
         rc = put(h, "itl_by_position", pos);
+    }
     for (int i = 0; !rc && i < ITL_POS_BUCKETS; i++) {
         char *text = NULL;
         rc = hdr_encode_base64(s->itl_pos[i], &text, NULL);
@@ -335,7 +339,9 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     int rc = 0;
 
     if ((info->config && !json_is_object(info->config)) ||
-        (info->timeline && !json_is_array(info->timeline)))
+        (info->timeline && !json_is_array(info->timeline)) ||
+        (info->server_timeline && !json_is_array(info->server_timeline)) ||
+        (info->server_metrics && !json_is_object(info->server_metrics)))
         return -EINVAL;
     doc = json_object();
     if (!doc)
@@ -355,8 +361,18 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
-    if ((rc = put(doc, "timeline", section)) < 0 || (rc = put_itl_by_position(doc, stats)) < 0 ||
-        (rc = put_histograms(doc, stats)) < 0)
+    if ((rc = put(doc, "timeline", section)) < 0)
+        goto out_fail;
+    if (info->quality && (rc = put(doc, "quality", json_deep_copy(info->quality))) < 0)
+        goto out_fail;
+    if (info->server_timeline) {
+        if ((rc = put(doc, "server_timeline", json_deep_copy(info->server_timeline))) < 0)
+            goto out_fail;
+        section = info->server_metrics ? json_deep_copy(info->server_metrics) : json_object();
+        if ((rc = put(doc, "server_metrics", section)) < 0)
+            goto out_fail;
+    }
+    if ((rc = put_itl_by_position(doc, stats)) < 0 || (rc = put_histograms(doc, stats)) < 0)
         goto out_fail;
     *out = doc;
     return 0;
@@ -538,7 +554,8 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
         snprintf(r.err, r.errlen, "result: out of memory");
         return rc;
     }
-    if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0) {
+    if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0 ||
+        (rc = live_metrics_buckets_read(doc, s, r.err, r.errlen)) < 0) {
         run_stats_free(s);
         return rc;
     }

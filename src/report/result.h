@@ -17,6 +17,8 @@
  *   outcomes, http_status, streams, tokens, warmup: the counters,
  *   slo        [{expr, actual, pass}] (actual null when there was nothing to judge),
  *   timeline   the caller's per-second points,
+ *   server_timeline, server_metrics  (only with --server-metrics) the
+ *              target's own metrics scraped during the run (load/scrape.h),
  *   histograms {metric: base64 of the HdrHistogram V2 encoding, in microseconds}.
  *
  * The histograms and counters are enough to rebuild the run_stats exactly
@@ -54,6 +56,12 @@ struct result_info {
     const struct slo *slos; /* evaluated against the summary; may be NULL with nslos 0 */
     size_t nslos;
     const json_t *timeline; /* array of per-second points (copied); may be NULL */
+    /* --server-metrics: array of scrape points and the scrape counts (copied);
+     * both NULL = the sections are left out */
+    const json_t *server_timeline;
+    const json_t *server_metrics;
+    /* answer quality (quality_stats_to_json), copied; NULL = left out */
+    const json_t *quality;
 };
 
 /*

@@ -39,6 +39,7 @@ struct sim_req {
     char *model;
     char id[48];
     char request_id[80];
+    char traceparent[64]; /* the W3C header, for --trace-log */
     uint64_t arrival_ns, admitted_ns, first_token_ns, last_token_ns;
     uint64_t *token_ns; /* write time of each token, with --trace-log */
 };
@@ -188,11 +189,13 @@ static void trace_write(struct sim_req *r, const char *status, uint64_t finish_n
     buf_init(&b, 16u << 20);
     int rc =
         buf_appendf(&b,
-                    "{\"request_id\":\"%s\",\"id\":\"%s\",\"endpoint\":\"%s\",\"stream\":%s,"
+                    "{\"request_id\":\"%s\",\"traceparent\":\"%s\",\"id\":\"%s\","
+                    "\"endpoint\":\"%s\",\"stream\":%s,"
                     "\"status\":\"%s\",\"prompt_tokens\":%u,\"output_tokens\":%u,"
                     "\"preemptions\":%u,\"arrival_ns\":%llu,\"admitted_ns\":%llu,"
                     "\"first_token_ns\":%llu,\"finish_ns\":%llu,\"token_ns\":[",
-                    r->request_id, r->id, openai_endpoint_name(r->ep), r->stream ? "true" : "false",
+                    r->request_id, r->traceparent, r->id, openai_endpoint_name(r->ep),
+                    r->stream ? "true" : "false",
                     status, r->prompt_tokens, r->output_tokens, r->preemptions,
                     (unsigned long long)r->arrival_ns, (unsigned long long)r->admitted_ns,
                     (unsigned long long)r->first_token_ns, (unsigned long long)finish_ns);
@@ -449,15 +452,23 @@ static void reject(struct sim_server *s, struct http_request *req, int rc, uint3
     sim_send_error(req, &e, extra);
 }
 
+/* Copies a header value kept JSON-safe without escaping: printable ASCII but
+ * quote and backslash. */
+static void copy_header_safe(char *dst, size_t n, const char *v)
+{
+    size_t j = 0;
+    for (size_t i = 0; v && v[i] && j + 1 < n; i++)
+        if (v[i] > 0x20 && v[i] < 0x7f && v[i] != '"' && v[i] != '\\')
+            dst[j++] = v[i];
+    dst[j] = '\0';
+}
+
 static void copy_request_id(struct sim_req *r, const struct http_request *req)
 {
-    const char *id = http_request_header(req, "x-request-id");
-    size_t j = 0;
-    /* keep it JSON-safe without escaping: printable ASCII but quote and backslash */
-    for (size_t i = 0; id && id[i] && j + 1 < sizeof(r->request_id); i++)
-        if (id[i] > 0x20 && id[i] < 0x7f && id[i] != '"' && id[i] != '\\')
-            r->request_id[j++] = id[i];
-    r->request_id[j] = '\0';
+    copy_header_safe(r->request_id, sizeof(r->request_id),
+                     http_request_header(req, "x-request-id"));
+    copy_header_safe(r->traceparent, sizeof(r->traceparent),
+                     http_request_header(req, "traceparent"));
 }
 
 void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep)

@@ -545,10 +545,13 @@ static void test_request_span(void **state)
     r.outcome = REQ_OK;
     r.http_status = 200;
     r.flags = REQF_STREAM;
-    r.intended_ns = 1000 * TS_NS_PER_MS;
-    r.start_ns = 1002 * TS_NS_PER_MS;
-    r.first_chunk_ns = 1252 * TS_NS_PER_MS;
-    r.end_ns = 2002 * TS_NS_PER_MS;
+    /* times a few seconds ago on this machine's monotonic clock (its origin is
+     * the boot, so fixed small values would be hours in the past) */
+    uint64_t t0 = ts_now_ns() - 5 * TS_NS_PER_S;
+    r.intended_ns = t0;
+    r.start_ns = t0 + 2 * TS_NS_PER_MS;
+    r.first_chunk_ns = t0 + 252 * TS_NS_PER_MS;
+    r.end_ns = t0 + 1002 * TS_NS_PER_MS;
     r.max_tokens = 64;
     r.usage_prompt_tokens = 100;
     r.usage_completion_tokens = 11;
