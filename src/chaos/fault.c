@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 #include "base/file.h"
 #include "base/strdist.h"
+#include "base/utf8.h"
 #include "base/units.h"
 
 struct type_info {
@@ -1110,46 +1111,6 @@ bool fault_active(const struct fault *f, uint64_t now_ns)
 
 /* ------------------------------------------------------------- YAML */
 
-static size_t utf8_invalid_at(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        size_t n;
-        unsigned min;
-        if (c == 0)
-            return i;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 1;
-            min = 0x80;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2;
-            min = 0x800;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3;
-            min = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i <= n)
-            return i;
-        unsigned cp = c & (0x3f >> n);
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return i;
-        i += n + 1;
-    }
-    return len;
-}
-
 static void diag_discard(struct fy_diag *diag, void *user, const char *buf, size_t len)
 {
     (void)diag;
@@ -1289,7 +1250,7 @@ int fault_yaml_parse(const char *text, size_t len, const char *name, json_t **ou
         ts_errf(err, errlen, "%s: larger than %u bytes", w.name, FAULT_SPEC_MAX);
         return TS_TOOBIG;
     }
-    size_t bad = utf8_invalid_at((const unsigned char *)text, len);
+    size_t bad = utf8_invalid_at((const void *)text, len);
     if (bad < len) {
         int line = 1;
         for (size_t i = 0; i < bad; i++)

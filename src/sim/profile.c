@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/strdist.h"
+#include "base/utf8.h"
 #include "base/file.h"
 
 /*
@@ -755,66 +756,6 @@ static int apply_mapping(struct sim_profile *p, struct fy_node *root, const stru
     return 0;
 }
 
-/*
- * Finds the first byte that is not valid UTF-8 text (or is NUL). Returns its
- * offset, or len when all is well. libfyaml 0.7.12 can loop forever on some
- * invalid UTF-8 (found by fuzz_profile: "b\r%x\xff"), so it never sees any.
- */
-static size_t utf8_invalid_at(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        size_t n;
-        unsigned min;
-        if (c == 0)
-            return i;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 1;
-            min = 0x80;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2;
-            min = 0x800;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3;
-            min = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i <= n)
-            return i;
-        unsigned cp = c & (0x3f >> n);
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return i;
-        i += n + 1;
-    }
-    return len;
-}
-
-/* 1-based line and column (in bytes) of offset off. */
-static void text_position(const char *s, size_t off, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (s[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
 /* The first collected diagnostic as "name:line:col: msg" (libfyaml's positions are 1-based). */
 static void diag_first_error(struct fy_diag *diag, const struct yaml_err *ye)
 {
@@ -843,7 +784,7 @@ int sim_profile_load_yaml_mem(struct sim_profile *p, const char *name, const cha
         return -EINVAL;
     }
 
-    size_t bad = utf8_invalid_at((const unsigned char *)data, len);
+    size_t bad = utf8_invalid_at((const void *)data, len);
     if (bad < len) {
         int line, col;
         text_position(data, bad, &line, &col);
