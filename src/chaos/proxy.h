@@ -18,8 +18,14 @@
  * event stream (Content-Type text/event-stream) is parsed with sse.h and
  * each event handed to stream_tap_event, whose output bytes are written at
  * their times with a ptimer; any other body is collected (up to
- * max_body_bytes) and rewritten by body_tap. TCP faults are not applied by
- * this file.
+ * max_body_bytes) and rewritten by body_tap. TCP faults are rolled once per
+ * client connection, at its first request (faultset_roll with no request),
+ * and act on that connection until it closes: latency, bandwidth, slicer,
+ * reset and limit through an http_server output shaper on every byte the
+ * proxy writes to the client (head and framing included), slow close by
+ * delaying its FIN, blackhole by never answering its requests (closing it
+ * after the fault's delay, if any); tcp_latency in the upstream direction
+ * delays forwarding each request of the connection.
  *
  * Header-triggered faults (like Envoy's x-envoy-fault-*): a request may ask
  * for one of the set's faults by name with "x-tokenstorm-fault: NAME"

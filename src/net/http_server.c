@@ -24,7 +24,9 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/log.h"
+#include "net/ptimer.h"
 
 #define READ_BUF_SIZE   (64 * 1024)
 #define IN_MAX          (64 * 1024) /* unparsed input held before reading pauses */
@@ -75,6 +77,16 @@ struct hdr_span {
     uint32_t name_off, name_len, value_off, value_len;
 };
 
+/* A shaped connection's shaper and its timer (http_request_set_shaper). */
+struct conn_shape {
+    struct http_conn *conn;
+    struct http_shaper sh;
+    struct ptimer timer;
+    enum http_shape_then then; /* what to do once sent reaches then_at */
+    uint64_t then_at;
+    uint64_t close_at; /* slow close: when the FIN may go (0: not started) */
+};
+
 struct http_conn {
     struct http_server *server;
     struct http_conn *prev, *next; /* all connections of the server */
@@ -106,6 +118,11 @@ struct http_conn {
     size_t queued;
     size_t inflight; /* bytes handed to uv_write */
 
+    struct conn_shape *shape; /* NULL: output is not shaped */
+    uint64_t out_total;       /* bytes ever queued */
+    uint64_t sent_total;      /* bytes ever handed to the kernel */
+    uint64_t nreq;            /* requests dispatched */
+
     struct buf *fake_out; /* fake connection: output goes here (NULL: dropped) */
     size_t fake_chunk;    /* fake connection: most bytes taken per flush (0: all) */
 
@@ -133,6 +150,8 @@ struct http_conn {
     bool dead;    /* no more output; handles closing or closed */
     bool closing; /* uv_close called */
     bool free_pending;
+    bool reset_on_close;    /* close with RST (uv_tcp_close_reset) */
+    bool reset_after_flush; /* http_request_reset: RST instead of FIN */
 };
 
 static int on_message_begin(http_parser *p);
@@ -219,6 +238,7 @@ static void block_put(struct http_server *s, struct out_block *b)
 static int out_append(struct http_conn *c, const void *p, size_t n)
 {
     const char *src = p;
+    c->out_total += n;
     while (n > 0) {
         struct out_block *b = c->out_tail;
         if (!b || b->len == b->cap) {
@@ -281,6 +301,7 @@ static unsigned out_gather(struct http_conn *c, uv_buf_t *bufs, unsigned max, si
 /* Forgets the first k bytes of output (the kernel took them). */
 static void out_consume(struct http_conn *c, size_t k)
 {
+    c->sent_total += k;
     while (k > 0 && c->out_head) {
         struct out_block *b = c->out_head;
         size_t avail = b->len - b->start;
@@ -498,6 +519,11 @@ static void conn_free(struct http_conn *c)
     ts_free(c->hdrs);
     buf_release(&c->head);
     buf_release(&c->body);
+    if (c->shape) {
+        if (c->shape->sh.release)
+            c->shape->sh.release(c->shape->sh.ctx);
+        ts_free(c->shape);
+    }
     ts_free(c);
     server_maybe_finish(s);
 }
@@ -749,6 +775,7 @@ static void conn_dispatch(struct http_conn *c)
     timer_set(c, T_NONE);
     c->req.body = buf_cstr(&c->body);
     c->req.body_len = c->body.len;
+    c->req.conn_index = c->nreq++;
     if (!c->req.keep_alive) {
         c->input_done = true;
         in_clear(c);
@@ -863,6 +890,16 @@ static void conn_close_cb(uv_handle_t *h)
     }
 }
 
+static void shape_timer_closed(struct ptimer *t)
+{
+    struct conn_shape *sp = t->data;
+    struct http_conn *c = sp->conn;
+    if (--c->handles == 0 && !c->req_active) {
+        c->free_pending = true;
+        conn_mark_dirty(c);
+    }
+}
+
 static void conn_close_handles(struct http_conn *c)
 {
     if (c->closing)
@@ -870,14 +907,17 @@ static void conn_close_handles(struct http_conn *c)
     c->closing = true;
     c->dead = true;
     c->input_done = true;
+    if (c->shape)
+        ptimer_close(&c->shape->timer, shape_timer_closed);
     if (c->fake) {
-        if (!c->req_active) {
+        if (!c->req_active && c->handles == 0) {
             c->free_pending = true;
             conn_mark_dirty(c);
         }
         return;
     }
-    uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+    if (!c->reset_on_close || uv_tcp_close_reset(&c->tcp, conn_close_cb) != 0)
+        uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
 }
 
@@ -911,6 +951,11 @@ static void conn_end(struct http_conn *c)
     if (c->lingering)
         return;
     c->lingering = true;
+    if (c->reset_after_flush) {
+        c->reset_on_close = true;
+        conn_close_handles(c);
+        return;
+    }
     if (c->fake || c->peer_eof) {
         conn_close_handles(c);
         return;
@@ -955,13 +1000,94 @@ static void fake_sink(struct http_conn *c, const uv_buf_t *bufs, unsigned n, siz
     }
 }
 
+/* Cuts bufs to at most limit bytes in total; returns the new count. */
+static unsigned bufs_clamp(uv_buf_t *bufs, unsigned n, size_t *total, uint64_t limit)
+{
+    if (*total <= limit)
+        return n;
+    size_t left = (size_t)limit;
+    unsigned i = 0;
+    for (; i < n && left > 0; i++) {
+        if (bufs[i].len > left)
+            bufs[i].len = left;
+        left -= bufs[i].len;
+    }
+    *total = (size_t)limit;
+    return i;
+}
+
+static void shape_timer_cb(struct ptimer *t)
+{
+    struct conn_shape *sp = t->data;
+    conn_mark_dirty(sp->conn);
+}
+
+static void shape_wake(struct http_conn *c, uint64_t at)
+{
+    if (ptimer_start_at(&c->shape->timer, at, shape_timer_cb) != 0)
+        conn_cut(c, true);
+}
+
+/* How many bytes the shaper lets go now (all when there is none). */
+static uint64_t shape_allow(struct http_conn *c)
+{
+    struct conn_shape *sp = c->shape;
+    if (!sp || !sp->sh.allow)
+        return UINT64_MAX;
+    if (sp->then != HTTP_SHAPE_MORE || c->writing)
+        return sp->then != HTTP_SHAPE_MORE && sp->then_at > c->sent_total
+                   ? sp->then_at - c->sent_total
+                   : 0;
+    uint64_t wake = 0;
+    enum http_shape_then then = HTTP_SHAPE_MORE;
+    uint64_t n = sp->sh.allow(sp->sh.ctx, c->out_total, c->sent_total, ts_now_ns(), &wake, &then);
+    if (n > c->out_total - c->sent_total)
+        n = c->out_total - c->sent_total;
+    if (then != HTTP_SHAPE_MORE) {
+        sp->then = then;
+        sp->then_at = c->sent_total + n;
+    } else if (wake) {
+        shape_wake(c, wake);
+    }
+    return n;
+}
+
+/* The shaper asked to end the connection and its bytes are out: do it. */
+static bool shape_ended(struct http_conn *c)
+{
+    struct conn_shape *sp = c->shape;
+    if (!sp || sp->then == HTTP_SHAPE_MORE || c->writing || c->sent_total < sp->then_at)
+        return false;
+    c->reset_on_close = sp->then == HTTP_SHAPE_RESET;
+    conn_cut(c, true);
+    return true;
+}
+
+/* Slow close: whether the FIN must wait still (the timer is armed). */
+static bool shape_close_wait(struct http_conn *c)
+{
+    struct conn_shape *sp = c->shape;
+    if (!sp || !sp->sh.close_delay_ns || c->reset_after_flush)
+        return false;
+    uint64_t now = ts_now_ns();
+    if (!sp->close_at)
+        sp->close_at = now + sp->sh.close_delay_ns;
+    if (now >= sp->close_at)
+        return false;
+    shape_wake(c, sp->close_at);
+    return true;
+}
+
 /* Hands queued output to the kernel: try_write, then uv_write for the rest. */
 static void conn_flush(struct http_conn *c)
 {
     uv_buf_t bufs[FLUSH_BUFS];
-    while (c->queued > 0 && !c->writing) {
+    uint64_t limit = shape_allow(c);
+    while (c->queued > 0 && !c->writing && limit > 0) {
         size_t total;
         unsigned n = out_gather(c, bufs, FLUSH_BUFS, &total);
+        n = bufs_clamp(bufs, n, &total, limit);
+        limit -= total;
         if (c->fake) {
             size_t k = c->fake_chunk && c->fake_chunk < total ? c->fake_chunk : total;
             fake_sink(c, bufs, n, k);
@@ -981,7 +1107,9 @@ static void conn_flush(struct http_conn *c)
         }
         out_consume(c, (size_t)r);
         if ((size_t)r < total) {
+            limit += total - (size_t)r;
             n = out_gather(c, bufs, WRITE_BUFS, &total);
+            n = bufs_clamp(bufs, n, &total, limit);
             if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, n, conn_write_cb) != 0) {
                 conn_cut(c, true);
                 return;
@@ -1004,7 +1132,7 @@ static void conn_process(struct http_conn *c)
     if (c->closing)
         return;
     conn_flush(c);
-    if (c->closing)
+    if (c->closing || shape_ended(c))
         return;
     if (c->want_drain && c->req_active && c->queued <= cfg->write_high_water / 2) {
         c->want_drain = false;
@@ -1020,9 +1148,10 @@ static void conn_process(struct http_conn *c)
     }
     if (c->req_active || c->in_message)
         return;
-    if (c->close_after_flush && !c->writing && c->queued == 0)
-        conn_end(c);
-    else if (c->tstate == T_NONE && !c->lingering)
+    if (c->close_after_flush && !c->writing && c->queued == 0) {
+        if (!shape_close_wait(c))
+            conn_end(c);
+    } else if (c->tstate == T_NONE && !c->lingering)
         timer_set(c, T_IDLE);
 }
 
@@ -1063,7 +1192,7 @@ static void conn_finish(struct http_conn *c)
     c->req_active = false;
     request_clear(c);
     if (c->closing) {
-        if (c->fake || c->handles == 0) {
+        if (c->handles == 0) {
             c->free_pending = true;
             conn_mark_dirty(c);
         }
@@ -1308,6 +1437,48 @@ int http_stream_end(struct http_request *req)
     }
     conn_finish(c);
     return rc;
+}
+
+int http_request_reset(struct http_request *req)
+{
+    struct http_conn *c = conn_of_req(req);
+    if (!c->req_active)
+        return -EINVAL;
+    int rc = c->dead ? TS_CLOSED : 0;
+    c->resp_close = true;
+    c->reset_after_flush = true;
+    conn_finish(c);
+    return rc;
+}
+
+void *http_request_shaper_ctx(const struct http_request *req)
+{
+    const struct http_conn *c = conn_of_req(req);
+    return c->shape ? c->shape->sh.ctx : NULL;
+}
+
+int http_request_set_shaper(struct http_request *req, const struct http_shaper *sh)
+{
+    struct http_conn *c = conn_of_req(req);
+    if (!c->req_active || c->shape)
+        return -EINVAL;
+    if (c->dead)
+        return TS_CLOSED;
+    struct conn_shape *sp = ts_calloc(1, sizeof *sp);
+    if (!sp)
+        return -ENOMEM;
+    int rc = ptimer_init(c->server->loop, &sp->timer);
+    if (rc) {
+        ts_free(sp);
+        return rc;
+    }
+    sp->timer.data = sp;
+    sp->conn = c;
+    sp->sh = *sh;
+    c->shape = sp;
+    c->handles++;
+    conn_mark_dirty(c);
+    return 0;
 }
 
 void http_request_on_drain(struct http_request *req, http_request_event_cb fn)

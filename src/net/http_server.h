@@ -155,6 +155,7 @@ struct http_request {
     const char *body; /* NUL-terminated for convenience; never NULL ("" when empty) */
     size_t body_len;
     struct sockaddr_storage remote; /* the peer's address */
+    uint64_t conn_index;            /* requests on this connection before this one */
     void *user;                     /* free for the handler; NULL at first */
 
     /* private */
@@ -298,6 +299,58 @@ void http_request_on_drain(struct http_request *req, http_request_event_cb fn);
  * handler. It fires at most once. The handler must still finish the request.
  */
 void http_request_on_abort(struct http_request *req, http_request_event_cb fn);
+
+/*
+ * Output shaping (the chaos proxy's TCP faults). A shaper decides, for one
+ * connection, how many of the bytes queued for it may go to the kernel and
+ * when, and may end the connection after a given byte count.
+ *
+ * allow() is called on the loop thread at every flush pass of the connection
+ * (after bytes were queued, after a write completed, when the shaper's own
+ * wake time passed): queued is the count of bytes ever queued on the
+ * connection (head and framing included), sent the count ever handed to the
+ * kernel, now_ns ts_now_ns(). It returns how many more bytes may be handed
+ * over now (the server clamps it to queued - sent and hands them all over).
+ * *wake_at_ns (0 on entry) is when to call again; leave it 0 to be called
+ * only when more bytes are queued or a write completes. *then (MORE on
+ * entry) set to CLOSE or RESET ends the connection once the allowed bytes are
+ * written: CLOSE closes the socket (FIN), RESET resets it (RST); a request
+ * held by the handler gets on_abort. allow must not call into the server.
+ *
+ * close_delay_ns delays an orderly close (FIN after a response with
+ * "Connection: close", http_stream_abort, ...) by that long: slow close.
+ * release(ctx) (may be NULL) runs once when the connection is freed.
+ */
+enum http_shape_then { HTTP_SHAPE_MORE = 0, HTTP_SHAPE_CLOSE, HTTP_SHAPE_RESET };
+
+struct http_shaper {
+    uint64_t (*allow)(void *ctx, uint64_t queued, uint64_t sent, uint64_t now_ns,
+                      uint64_t *wake_at_ns, enum http_shape_then *then);
+    uint64_t close_delay_ns;
+    void (*release)(void *ctx);
+    void *ctx;
+};
+
+/*
+ * Shapes the output of req's connection with *sh (copied) from now until the
+ * connection closes; bytes already queued are shaped too. allow may be NULL
+ * (only the slow close applies). Returns 0; -EINVAL if the request is not
+ * with the handler or the connection already has a shaper; TS_CLOSED if the
+ * connection is gone; -ENOMEM or a timer error. On error release is not
+ * called: the caller still owns ctx. Costs one timerfd per shaped connection.
+ */
+TS_MUST_CHECK int http_request_set_shaper(struct http_request *req, const struct http_shaper *sh);
+
+/* The ctx of the shaper of req's connection, or NULL if it has none. */
+void *http_request_shaper_ctx(const struct http_request *req);
+
+/*
+ * Finishes the request like http_stream_abort(), but the connection ends
+ * with a reset (RST, SO_LINGER 0) instead of a FIN once the bytes queued so
+ * far were handed to the kernel. Returns 0, TS_CLOSED (the client was
+ * already gone; the request is released) or -EINVAL (not active).
+ */
+int http_request_reset(struct http_request *req);
 
 /* The reason phrase of a status code ("OK", "Not Found"); "Unknown" if none. */
 const char *http_status_reason(int status);

@@ -191,7 +191,7 @@ test('Prometheus stores what the run reports', { skip: missing || false, timeout
       .replaceAll('$instance', '.*'));
     assert.equal(ttft.length, 1);
     const p99 = Number(ttft[0].value[1]);
-    assert.ok(p99 > 0 && p99 < 1, `TTFT p99 ${p99} s`);
+    assert.ok(p99 > 0 && p99 < 30, `TTFT p99 ${p99} s`);
   } finally {
     clearTimeout(killRun);
     for (const p of procs) {

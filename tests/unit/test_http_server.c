@@ -11,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <errno.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1445,6 +1447,238 @@ static void test_reasons_and_sizes(void **state)
     assert_true(sizeof(struct http_conn) < 1600);
 }
 
+/* ------------------------------------------------------- output shaping */
+
+/* A test shaper: `slice` bytes every `gap_ns`; after `end_at` bytes in total
+ * the connection ends with `then`. */
+struct tshape {
+    uint64_t slice, gap_ns, end_at;
+    enum http_shape_then then;
+    uint64_t next_at;
+    int calls, releases;
+};
+
+static uint64_t tshape_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
+                             uint64_t *wake, enum http_shape_then *then)
+{
+    struct tshape *t = ctx;
+    t->calls++;
+    uint64_t n = queued - sent;
+    if (t->end_at && sent + n >= t->end_at) {
+        n = t->end_at - sent;
+        *then = t->then;
+        return n;
+    }
+    if (!t->slice || n == 0)
+        return n;
+    if (now < t->next_at) {
+        *wake = t->next_at;
+        return 0;
+    }
+    if (n > t->slice) {
+        n = t->slice;
+        *wake = now + t->gap_ns;
+    }
+    t->next_at = now + t->gap_ns;
+    return n;
+}
+
+static void tshape_release(void *ctx)
+{
+    struct tshape *t = ctx;
+    t->releases++;
+}
+
+static struct tshape g_shape;
+static uint64_t g_close_delay_ns;
+static int g_set_rc[4], g_conn_index[4];
+
+static void shape_handler(struct http_request *req, void *ctx)
+{
+    struct harness *h = ctx;
+    int i = h->nreq < 4 ? h->nreq : 3;
+    g_conn_index[i] = (int)req->conn_index;
+    struct http_shaper sh = {g_shape.slice || g_shape.end_at ? tshape_allow : NULL,
+                             g_close_delay_ns, tshape_release, &g_shape};
+    g_set_rc[i] = http_request_set_shaper(req, &sh);
+    record(h, req);
+    if (strcmp(req->path, "/reset") == 0) {
+        assert_int_equal(http_stream_begin(req, 200, "text/plain", NULL), 0);
+        assert_int_equal(http_stream_write(req, "hello", 5), 0);
+        assert_int_equal(http_request_reset(req), 0);
+        return;
+    }
+    char body[100];
+    memset(body, 'x', sizeof body);
+    assert_int_equal(http_respond(req, 200, "text/plain", NULL, body, sizeof body), 0);
+}
+
+/* Reads until EOF or an error; returns the byte count; *reset: ECONNRESET. */
+static size_t read_to_end(int fd, bool *reset, char *out, size_t cap)
+{
+    size_t total = 0;
+    *reset = false;
+    for (;;) {
+        char b[4096];
+        ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n < 0) {
+            *reset = errno == ECONNRESET;
+            return total;
+        }
+        if (n == 0)
+            return total;
+        if (out && total + (size_t)n <= cap)
+            memcpy(out + total, b, (size_t)n);
+        total += (size_t)n;
+    }
+}
+
+static void client_paced(struct harness *h)
+{
+    struct reader *r = calloc(1, sizeof *r);
+    r->fd = client_connect(h->port, h->family);
+    CHECK(r->fd >= 0);
+    uint64_t t0 = ts_now_ns();
+    CHECK(send_str(r->fd, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n"));
+    CHECK(read_response(r, &h->r[0], false) == 0);
+    h->t_client[0] = ts_now_ns() - t0;
+    CHECK(send_str(r->fd, "GET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+    CHECK(read_response(r, &h->r[1], false) == 0);
+    h->eof_after[1] = reader_expect_eof(r);
+    close(r->fd);
+    free(r);
+}
+
+/* A shaper paces the output: 100 bytes of body plus a head of ~80 bytes at
+ * 40 bytes per 20 ms take at least 4 gaps; it is set once per connection
+ * and released once. */
+static void test_shaper_paces(void **state)
+{
+    (void)state;
+    memset(&g_shape, 0, sizeof g_shape);
+    g_shape.slice = 40;
+    g_shape.gap_ns = 20 * TS_NS_PER_MS;
+    g_close_delay_ns = 0;
+    struct harness *h = harness_new();
+    harness_start(h, NULL, shape_handler, client_paced);
+    harness_finish(h);
+    assert_int_equal(h->nreq, 2);
+    assert_int_equal(g_set_rc[0], 0);
+    assert_int_equal(g_set_rc[1], -EINVAL); /* one shaper per connection */
+    assert_int_equal(g_conn_index[0], 0);
+    assert_int_equal(g_conn_index[1], 1);
+    assert_int_equal(h->r[0].status, 200);
+    assert_int_equal(h->r[0].body_len, 100);
+    size_t bytes = strlen(h->r[0].head) + 100;
+    uint64_t min_ns = (bytes / 40 - (bytes % 40 ? 0 : 1)) * 20 * TS_NS_PER_MS;
+    assert_true(bytes > 160 && bytes < 240);
+    print_message("paced %zu bytes in %llu ms (>= %llu)\n", bytes,
+                  (unsigned long long)(h->t_client[0] / TS_NS_PER_MS),
+                  (unsigned long long)(min_ns / TS_NS_PER_MS));
+    assert_true(h->t_client[0] >= min_ns - TS_NS_PER_MS);
+    assert_true(h->t_client[0] < 2000 * TS_NS_PER_MS);
+    assert_true(h->eof_after[1]);
+    assert_int_equal(g_shape.releases, 1);
+    assert_true(g_shape.calls >= 5);
+    harness_free(h);
+}
+
+static void client_end_after(struct harness *h)
+{
+    int fd = client_connect(h->port, h->family);
+    CHECK(fd >= 0);
+    CHECK(send_str(fd, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n"));
+    bool reset;
+    char got[256];
+    h->sent = read_to_end(fd, &reset, got, sizeof got);
+    h->eof_after[0] = reset;
+    h->r[0].status = strncmp(got, "HTTP/1.1 200 OK\r\n", 17) == 0 ? 200 : -1;
+    close(fd);
+}
+
+/* A shaper ends the connection after exactly 30 bytes: RST or FIN. */
+static void test_shaper_ends(void **state)
+{
+    (void)state;
+    enum http_shape_then how[2] = {HTTP_SHAPE_RESET, HTTP_SHAPE_CLOSE};
+    for (int k = 0; k < 2; k++) {
+        memset(&g_shape, 0, sizeof g_shape);
+        g_shape.end_at = 30;
+        g_shape.then = how[k];
+        g_close_delay_ns = 0;
+        struct harness *h = harness_new();
+        harness_start(h, NULL, shape_handler, client_end_after);
+        harness_finish(h);
+        assert_int_equal(h->r[0].status, 200);
+        assert_int_equal(h->sent, 30);
+        assert_int_equal(h->eof_after[0], k == 0); /* ECONNRESET only for RESET */
+        assert_int_equal(g_shape.releases, 1);
+        harness_free(h);
+    }
+}
+
+static void client_reset(struct harness *h)
+{
+    int fd = client_connect(h->port, h->family);
+    CHECK(fd >= 0);
+    CHECK(send_str(fd, "GET /reset HTTP/1.1\r\nHost: t\r\n\r\n"));
+    bool reset;
+    char got[512] = "";
+    size_t n = read_to_end(fd, &reset, got, sizeof got - 1);
+    got[n < sizeof got ? n : sizeof got - 1] = '\0';
+    h->eof_after[0] = reset;
+    CHECK(strstr(got, "\r\n\r\n5\r\nhello\r\n") != NULL);
+    CHECK(strstr(got, "0\r\n\r\n") == NULL);
+    close(fd);
+}
+
+/* http_request_reset: the queued bytes go out, then an RST (not a FIN). */
+static void test_request_reset(void **state)
+{
+    (void)state;
+    memset(&g_shape, 0, sizeof g_shape);
+    g_close_delay_ns = 0;
+    struct harness *h = harness_new();
+    harness_start(h, NULL, shape_handler, client_reset);
+    harness_finish(h);
+    assert_true(h->eof_after[0]);
+    assert_int_equal(g_shape.releases, 1);
+    harness_free(h);
+}
+
+static void client_slow_close(struct harness *h)
+{
+    struct reader *r = calloc(1, sizeof *r);
+    r->fd = client_connect(h->port, h->family);
+    CHECK(r->fd >= 0);
+    CHECK(send_str(r->fd, "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+    CHECK(read_response(r, &h->r[0], false) == 0);
+    uint64_t t0 = ts_now_ns();
+    h->eof_after[0] = reader_expect_eof(r);
+    h->t_client[0] = ts_now_ns() - t0;
+    close(r->fd);
+    free(r);
+}
+
+/* Slow close: the FIN after a "Connection: close" response waits 200 ms. */
+static void test_shaper_slow_close(void **state)
+{
+    (void)state;
+    memset(&g_shape, 0, sizeof g_shape);
+    g_close_delay_ns = 200 * TS_NS_PER_MS;
+    struct harness *h = harness_new();
+    harness_start(h, NULL, shape_handler, client_slow_close);
+    harness_finish(h);
+    g_close_delay_ns = 0;
+    assert_int_equal(h->r[0].body_len, 100);
+    assert_true(h->eof_after[0]);
+    print_message("FIN after %llu ms\n", (unsigned long long)(h->t_client[0] / TS_NS_PER_MS));
+    assert_true(h->t_client[0] >= 190 * TS_NS_PER_MS);
+    assert_true(h->t_client[0] < 2000 * TS_NS_PER_MS);
+    assert_int_equal(g_shape.releases, 1);
+    harness_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1465,6 +1699,10 @@ int main(void)
         cmocka_unit_test(test_shutdown_cuts_after_grace),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_shaper_paces),
+        cmocka_unit_test(test_shaper_ends),
+        cmocka_unit_test(test_request_reset),
+        cmocka_unit_test(test_shaper_slow_close),
     };
     return cmocka_run_group_tests_name("http_server", tests, NULL, NULL);
 }
