@@ -37,11 +37,13 @@ bench: deps
 	scripts/deps.sh bench
 	scripts/bench.sh
 
+FORMAT_DIRS = $(wildcard src tests bench)
+
 format:
-	find src tests bench -name '*.[ch]' | xargs clang-format -i
+	find $(FORMAT_DIRS) -name '*.[ch]' | xargs clang-format -i
 
 format-check:
-	find src tests bench -name '*.[ch]' | xargs clang-format --dry-run --Werror
+	find $(FORMAT_DIRS) -name '*.[ch]' | xargs clang-format --dry-run --Werror
 
 clean:
 	rm -rf build build-asan build-fuzz build-mpi

@@ -55,13 +55,13 @@ enum slo_scalar {
     SLO_GOOD,
     SLO_TOTAL_INPUT_TOKENS,
     SLO_TOTAL_OUTPUT_TOKENS,
-    SLO_ROUGE_L,        /* mean ROUGE-L F of scored answers, 0..1 */
-    SLO_BLEU4,          /* mean BLEU-4, 0..1 */
-    SLO_EXACT_MATCH,    /* share of exact matches, a rate */
-    SLO_JSON_VALID,     /* share of valid JSON answers, a rate */
-    SLO_REGEX_MATCH,    /* share of answers matching --quality-regex, a rate */
-    SLO_DUAL_SLA,       /* windowed dual SLA attainment, a rate */
-    SLO_CONSISTENCY,    /* mean pairwise similarity of repeated prompts' answers */
+    SLO_ROUGE_L,     /* mean ROUGE-L F of scored answers, 0..1 */
+    SLO_BLEU4,       /* mean BLEU-4, 0..1 */
+    SLO_EXACT_MATCH, /* share of exact matches, a rate */
+    SLO_JSON_VALID,  /* share of valid JSON answers, a rate */
+    SLO_REGEX_MATCH, /* share of answers matching --quality-regex, a rate */
+    SLO_DUAL_SLA,    /* windowed dual SLA attainment, a rate */
+    SLO_CONSISTENCY, /* mean pairwise similarity of repeated prompts' answers */
     SLO_SCALAR_COUNT,
 };
 

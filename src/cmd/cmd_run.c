@@ -108,7 +108,8 @@ static void usage(FILE *out)
         "distributed (docs/DISTRIBUTED.md):\n"
         "  --shard i/N            send only share i of N of the run (0 <= i < N); run N such\n"
         "                         processes (e.g. a Kubernetes Indexed Job), then merge their\n"
-        "                         results; under mpirun/srun (MPI build) ranks share by themselves\n"
+        "                         results; under mpirun/srun (MPI build) ranks share by "
+        "themselves\n"
         "  --start-at TIME        start the schedule at this wall-clock instant (Unix seconds or\n"
         "                         2026-01-01T12:00:00Z), so that shards on several machines\n"
         "                         start together (clocks synchronised by NTP/PTP)\n"
@@ -135,8 +136,8 @@ struct run_opts {
     uint64_t metrics_linger_ns;
     const char *server_metrics; /* --server-metrics URL */
     uint64_t server_metrics_interval_ns;
-    struct shard shard; /* --shard i/N; {0, 0} = the whole run */
-    uint64_t start_at_ns; /* --start-at, wall clock; 0 = now */
+    struct shard shard;        /* --shard i/N; {0, 0} = the whole run */
+    uint64_t start_at_ns;      /* --start-at, wall clock; 0 = now */
     const char *otlp_endpoint; /* --otlp-endpoint URL */
     const char *headers[RUN_MAX_HEADERS];
     size_t nheaders;
@@ -1127,8 +1128,8 @@ int cmd_run(int argc, char **argv)
         server_info = scrape_info_json(&res.server, &rcfg.server_metrics);
         if (res.server.failures && !o.quiet)
             fprintf(stderr, "tokenstorm run: server metrics: %llu of %llu scrapes failed (%s)\n",
-                    (unsigned long long)res.server.failures,
-                    (unsigned long long)res.server.scrapes, res.server.last_error);
+                    (unsigned long long)res.server.failures, (unsigned long long)res.server.scrapes,
+                    res.server.last_error);
     }
     struct result_info info = {
         .config = conf,

@@ -271,8 +271,8 @@ static void score_answer(struct exch *x)
     const char *ref = x->item.reference;
     if (!ref && !cfg->quality.checks)
         return;
-    if (quality_score(x->w->qscratch, &cfg->quality.cfg, buf_cstr(&x->answer), x->answer.len,
-                      ref, ref ? strlen(ref) : 0, &x->rec.quality))
+    if (quality_score(x->w->qscratch, &cfg->quality.cfg, buf_cstr(&x->answer), x->answer.len, ref,
+                      ref ? strlen(ref) : 0, &x->rec.quality))
         memset(&x->rec.quality, 0, sizeof(x->rec.quality));
 }
 
@@ -395,8 +395,7 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
         worker_request_done(w, x, user);
         return;
     }
-    x->keep_answer =
-        x->item.reference || cfg->quality.checks || cfg->quality.consistency;
+    x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency;
     r->prompt_tokens = x->item.prompt_tokens;
     r->max_tokens = x->item.max_tokens;
     /* the request id lets a server's logs (the simulator's trace log) be joined */

@@ -34,7 +34,8 @@ int runner_config_check(const struct runner_config *cfg, char *err, size_t errle
         snprintf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
         return -EINVAL;
     }
-    if (cfg->shard.count > SHARD_MAX || (cfg->shard.count && cfg->shard.index >= cfg->shard.count)) {
+    if (cfg->shard.count > SHARD_MAX ||
+        (cfg->shard.count && cfg->shard.index >= cfg->shard.count)) {
         snprintf(err, errlen, "shard %u/%u: need 0 <= i < N <= %u", cfg->shard.index,
                  cfg->shard.count, SHARD_MAX);
         return -EINVAL;

@@ -103,7 +103,7 @@ struct runner_config {
     struct http_client_config client;
     struct goodput_cfg goodput;
 
-    const char *integrity_key;   /* verify chained chunk signatures (llm/sign.h); NULL = off */
+    const char *integrity_key; /* verify chained chunk signatures (llm/sign.h); NULL = off */
     /*
      * Answer quality: answers are kept (up to QUALITY_MAX_TEXT) and scored
      * when the request has a reference or a regex / JSON check is set.
@@ -179,15 +179,15 @@ struct runner_result {
     uint64_t start_mono_ns; /* time 0 of the schedule, monotonic (ts_now_ns) */
     uint64_t run_id;        /* in every request's X-Request-Id: ts-<run_id hex>-<index> */
     uint64_t sent;
-    double duration_s;      /* from the end of warm-up to the end of the last request */
-    double peak_output_tps; /* highest 1-second rate of content chunks received */
-    bool interrupted;       /* stopped by runner_stop() / a signal */
-    bool end_cut;           /* requests were still in flight and were cut */
+    double duration_s;               /* from the end of warm-up to the end of the last request */
+    double peak_output_tps;          /* highest 1-second rate of content chunks received */
+    bool interrupted;                /* stopped by runner_stop() / a signal */
+    bool end_cut;                    /* requests were still in flight and were cut */
     struct dual_sla dual_sla;        /* valid when the config asked for it */
     struct consistency *consistency; /* owned; NULL unless asked for */
-    struct scrape_summary server; /* --server-metrics: the server's timeline */
-    bool otlp_enabled;            /* spans were exported (trace.otlp had an endpoint) */
-    struct otlp_stats otlp;       /* what became of them, after the final flush */
+    struct scrape_summary server;    /* --server-metrics: the server's timeline */
+    bool otlp_enabled;               /* spans were exported (trace.otlp had an endpoint) */
+    struct otlp_stats otlp;          /* what became of them, after the final flush */
 };
 
 /* Checks a config; 0 or -EINVAL with a message. */

@@ -153,8 +153,7 @@ static void stop_sending(struct worker *w)
 static void send_closed(struct worker *w, uint64_t intended, uint32_t user)
 {
     const struct runner_config *cfg = w->run->cfg;
-    uint64_t index =
-        shard_global(&cfg->shard, atomic_fetch_add(&w->run->closed_next_index, 1));
+    uint64_t index = shard_global(&cfg->shard, atomic_fetch_add(&w->run->closed_next_index, 1));
     if (cfg->max_requests && index >= cfg->max_requests) {
         w->users_active--;
         if (!w->users_active)

@@ -406,7 +406,8 @@ int otlp_parse_kv_list(const char *list, int (*fn)(const char *key, const char *
             char key[OTLP_MAX_ITEM + 1], value[OTLP_MAX_ITEM + 1];
             long kn = percent_decode(a, (size_t)(k1 - a), key, sizeof(key));
             long vn = kn < 0 ? kn : percent_decode(v0, (size_t)(z - v0), value, sizeof(value));
-            if (kn < 0 || vn < 0)
+            /* a NUL (from "%00") would cut the key or value short: refuse it */
+            if (kn < 0 || vn < 0 || memchr(key, 0, (size_t)kn) || memchr(value, 0, (size_t)vn))
                 return TS_PARSE;
             int rc = fn(key, value, arg);
             if (rc)
