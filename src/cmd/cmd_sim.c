@@ -44,6 +44,9 @@ static void usage(FILE *out)
         "  --header-timeout DUR   cut clients whose headers take longer (default 10s)\n"
         "  --sign-chunks KEY      put a chained HMAC-SHA256 signature on every stream event\n"
         "                         (in the SSE id field; run --integrity hmac checks it)\n"
+        "  --admin                the admin API for chaos faults: POST/GET/DELETE\n"
+        "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
+        "                         docs/CHAOS.md)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let streams finish this long (default 10s)\n"
         "  --list-profiles        print the presets and every settable key, then exit\n"
         "  -q, --quiet            print nothing but errors\n"
@@ -127,6 +130,7 @@ int cmd_sim(int argc, char **argv)
         OPT_GRACE,
         OPT_LIST,
         OPT_SIGN,
+        OPT_ADMIN,
         OPT_VERSION,
     };
     static const struct option opts[] = {
@@ -145,6 +149,7 @@ int cmd_sim(int argc, char **argv)
         {"grace", required_argument, NULL, OPT_GRACE},
         {"list-profiles", no_argument, NULL, OPT_LIST},
         {"sign-chunks", required_argument, NULL, OPT_SIGN},
+        {"admin", no_argument, NULL, OPT_ADMIN},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -187,6 +192,9 @@ int cmd_sim(int argc, char **argv)
             break;
         case OPT_ANY_MODEL:
             cfg.any_model = true;
+            break;
+        case OPT_ADMIN:
+            cfg.admin = true;
             break;
         case OPT_NO_NOISE:
             no_noise = true;

@@ -163,7 +163,7 @@ static void job_release(struct job *j)
     j->storage = NULL;
 }
 
-static int make_dirs(const char *path, char *err, size_t errlen)
+int sweep_make_dirs(const char *path, char *err, size_t errlen)
 {
     char tmp[PATH_MAX];
 
@@ -188,26 +188,22 @@ fail:;
     return -e;
 }
 
-/*
- * Starts j in its own process group with stdout to DIR/summary.txt. Between
- * fork and exec only async-signal-safe calls: the sweep may have threads.
- */
-static int job_spawn(struct job *j, char *err, size_t errlen)
+int sweep_spawn(const char *const *argv, const char *stdout_path, pid_t *pid_out, char *err,
+                size_t errlen)
 {
-    char out[PATH_MAX + 16];
     sigset_t all, old;
     pid_t parent = getpid(), pid;
-    int fd, rc;
+    int fd = -1, rc;
 
-    if ((rc = make_dirs(j->path, err, errlen)) < 0)
-        return rc;
-    snprintf(out, sizeof(out), "%s/summary.txt", j->path);
-    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "cannot write %.200s: %s", out, strerror(errno));
-        return rc;
+    if (stdout_path) {
+        fd = open(stdout_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "cannot write %.200s: %s", stdout_path, strerror(errno));
+            return rc;
+        }
     }
+    /* between fork and exec only async-signal-safe calls: the caller may have threads */
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &old);
     pid = fork();
@@ -216,24 +212,39 @@ static int job_spawn(struct job *j, char *err, size_t errlen)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(127);
-        if (dup2(fd, STDOUT_FILENO) < 0)
+        if (fd >= 0 && dup2(fd, STDOUT_FILENO) < 0)
             _exit(127);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         sigprocmask(SIG_SETMASK, &old, NULL);
-        execv(j->argv[0], (char *const *)j->argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     rc = pid < 0 ? -errno : 0;
     if (pid > 0)
         setpgid(pid, pid); /* also here: no race with the first kill(-pid) */
     sigprocmask(SIG_SETMASK, &old, NULL);
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     if (rc) {
         snprintf(err, errlen, "cannot start a run: %s", strerror(-rc));
         return rc;
     }
-    j->pid = pid;
+    *pid_out = pid;
+    return 0;
+}
+
+/* Starts j in its own process group with stdout to DIR/summary.txt. */
+static int job_spawn(struct job *j, char *err, size_t errlen)
+{
+    char out[PATH_MAX + 16];
+    int rc;
+
+    if ((rc = sweep_make_dirs(j->path, err, errlen)) < 0)
+        return rc;
+    snprintf(out, sizeof(out), "%s/summary.txt", j->path);
+    if ((rc = sweep_spawn(j->argv, out, &j->pid, err, errlen)))
+        return rc;
     j->started = true;
     return 0;
 }
@@ -616,7 +627,7 @@ int sweep_run(const struct sweep_config *cfg, struct sweep_outcome *out, char *e
     out->acfg = cfg->acfg;
     out->started_wall_ns = ts_wall_ns();
     stop_requested = 0;
-    if ((rc = make_dirs(cfg->out_dir, err, errlen)) < 0)
+    if ((rc = sweep_make_dirs(cfg->out_dir, err, errlen)) < 0)
         return rc;
     if (cfg->plan_name)
         rc = run_plan(cfg, out, err, errlen);

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -290,6 +291,18 @@ enum sweep_failure {
  */
 TS_MUST_CHECK int sweep_run(const struct sweep_config *cfg, struct sweep_outcome *out, char *err,
                             size_t errlen);
+
+/*
+ * Starts argv (argv[0] the binary's path, NULL-terminated) in its own
+ * process group (a terminal's Ctrl-C does not reach it: forward it with
+ * kill(-pid, SIGINT)), dying with the caller (PR_SET_PDEATHSIG), with
+ * stdout to stdout_path (created or truncated; NULL: inherited). Safe with
+ * threads. Returns 0 and *pid, or a negative errno with a message in err.
+ */
+TS_MUST_CHECK int sweep_spawn(const char *const *argv, const char *stdout_path, pid_t *pid,
+                              char *err, size_t errlen);
+/* mkdir -p. Returns 0 or a negative errno with a message in err. */
+TS_MUST_CHECK int sweep_make_dirs(const char *path, char *err, size_t errlen);
 
 /* Asks a running sweep to stop: async-signal-safe; the children get SIGINT. */
 void sweep_stop(void);

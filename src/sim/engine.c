@@ -735,6 +735,11 @@ int sim_engine_set_kv_capacity(struct sim_engine *e, uint64_t tokens, uint64_t n
 
 void sim_engine_stall_until(struct sim_engine *e, uint64_t until_ns)
 {
+    /* a step started during the stall waits behind it: a shorter stall pulls it forward */
+    if (e->busy && until_ns < e->stall_until && e->step_end > e->step_start + e->step_ns) {
+        uint64_t from = e->step_start > until_ns ? e->step_start : until_ns;
+        e->step_end = from + e->step_ns;
+    }
     e->stall_until = until_ns;
 }
 

@@ -205,7 +205,9 @@ TS_MUST_CHECK int sim_engine_set_kv_capacity(struct sim_engine *e, uint64_t toke
  * The engine hangs until until_ns: the step in progress is not due before
  * it, and a step started while stalled (now < until_ns) ends at until_ns +
  * its duration. A caller whose timer fires early just gets the time left
- * back from sim_engine_step. 0 (or a past time) ends a stall.
+ * back from sim_engine_step. 0 (or a past time) ends a stall; a step started
+ * during it then ends at max(its start, until_ns) + its duration (the caller
+ * re-arms its timer from sim_engine_next_due).
  */
 void sim_engine_stall_until(struct sim_engine *e, uint64_t until_ns);
 

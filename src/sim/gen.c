@@ -187,18 +187,17 @@ static void trace_write(struct sim_req *r, const char *status, uint64_t finish_n
         return;
     struct buf b;
     buf_init(&b, 16u << 20);
-    int rc =
-        buf_appendf(&b,
-                    "{\"request_id\":\"%s\",\"traceparent\":\"%s\",\"id\":\"%s\","
-                    "\"endpoint\":\"%s\",\"stream\":%s,"
-                    "\"status\":\"%s\",\"prompt_tokens\":%u,\"output_tokens\":%u,"
-                    "\"preemptions\":%u,\"arrival_ns\":%llu,\"admitted_ns\":%llu,"
-                    "\"first_token_ns\":%llu,\"finish_ns\":%llu,\"token_ns\":[",
-                    r->request_id, r->traceparent, r->id, openai_endpoint_name(r->ep),
-                    r->stream ? "true" : "false",
-                    status, r->prompt_tokens, r->output_tokens, r->preemptions,
-                    (unsigned long long)r->arrival_ns, (unsigned long long)r->admitted_ns,
-                    (unsigned long long)r->first_token_ns, (unsigned long long)finish_ns);
+    int rc = buf_appendf(&b,
+                         "{\"request_id\":\"%s\",\"traceparent\":\"%s\",\"id\":\"%s\","
+                         "\"endpoint\":\"%s\",\"stream\":%s,"
+                         "\"status\":\"%s\",\"prompt_tokens\":%u,\"output_tokens\":%u,"
+                         "\"preemptions\":%u,\"arrival_ns\":%llu,\"admitted_ns\":%llu,"
+                         "\"first_token_ns\":%llu,\"finish_ns\":%llu,\"token_ns\":[",
+                         r->request_id, r->traceparent, r->id, openai_endpoint_name(r->ep),
+                         r->stream ? "true" : "false", status, r->prompt_tokens, r->output_tokens,
+                         r->preemptions, (unsigned long long)r->arrival_ns,
+                         (unsigned long long)r->admitted_ns, (unsigned long long)r->first_token_ns,
+                         (unsigned long long)finish_ns);
     for (uint32_t i = 0; !rc && r->token_ns && i < r->output_tokens && r->token_ns[i]; i++)
         rc = buf_appendf(&b, "%s%llu", i ? "," : "", (unsigned long long)r->token_ns[i]);
     if (!rc)

@@ -243,15 +243,21 @@ static void on_request(struct http_request *req, void *ctx)
     const char *p = req->path;
     bool get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     bool post = !strcmp(req->method, "POST");
+    if (sim_admin_route(s, req))
+        return;
     if (!strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/completions")) {
         if (!post)
             return wrong_method(req, "POST");
+        if (sim_admin_intercept(s, req, false))
+            return;
         return sim_gen_handle(s, req,
                               p[4] == 'c' && p[5] == 'h' ? OPENAI_CHAT : OPENAI_COMPLETIONS);
     }
     if (!strcmp(p, "/v1/embeddings")) {
         if (!post)
             return wrong_method(req, "POST");
+        if (sim_admin_intercept(s, req, false))
+            return;
         return handle_embeddings(s, req);
     }
     if (!strcmp(p, "/v1/models") || !strcmp(p, "/health") || !strcmp(p, "/metrics") ||
@@ -262,6 +268,8 @@ static void on_request(struct http_request *req, void *ctx)
             return handle_models(s, req);
         if (p[1] == 'm')
             return handle_metrics(s, req);
+        if (p[1] == 'h' && sim_admin_intercept(s, req, true))
+            return;
         (void)http_respond(req, 200, NULL, NULL, NULL, 0);
         return;
     }
@@ -319,6 +327,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
             snprintf(err, errlen, "cannot create the engine: out of memory");
         goto out_trace;
     }
+    sim_admin_init(s, cfg->admin);
     if ((rc = ptimer_init(loop, &s->step_timer))) {
         snprintf(err, errlen, "timer: %s", uv_strerror(rc));
         goto out_engine;
@@ -394,6 +403,13 @@ static void on_http_closed(struct http_server *h)
     maybe_closed(s);
 }
 
+static void on_admin_timer_closed(uv_handle_t *h)
+{
+    struct sim_server *s = h->data;
+    s->handles--;
+    maybe_closed(s);
+}
+
 static void on_timer_closed(struct ptimer *t)
 {
     struct sim_server *s = t->data;
@@ -409,6 +425,10 @@ void sim_server_shutdown(struct sim_server *s, uint64_t grace_ms,
     s->shutting_down = true;
     s->on_closed = on_closed;
     s->on_closed_arg = arg;
+    if (s->admin.kv_timer_inited) {
+        s->handles++;
+        uv_close((uv_handle_t *)&s->admin.kv_timer, on_admin_timer_closed);
+    }
     if (s->http_inited) {
         s->handles++;
         (void)http_server_shutdown(&s->http, grace_ms, on_http_closed);

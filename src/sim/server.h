@@ -6,6 +6,7 @@
  *   POST /v1/chat/completions, /v1/completions   (streamed or not)
  *   POST /v1/embeddings
  *   GET  /v1/models, /health, /metrics (vLLM metric names)
+ *   POST/GET/DELETE /admin/faults[/{type}]  with cfg->admin only (sim/admin.h)
  * and drives the engine in real time: a nanosecond timer fires at each step
  * boundary, and the tokens of the finished step are written to their streams
  * at once. The model's clock stays on its schedule while the loop keeps up
@@ -46,6 +47,7 @@ struct sim_server_config {
     uint32_t embed_dims;        /* default embedding size, 0 = 1024 */
     bool quiet;                 /* no access log lines */
     const char *sign_key;       /* sign every stream event (llm/sign.h); NULL = off */
+    bool admin;                 /* the admin API for chaos faults (sim/admin.h) */
 };
 
 /*

@@ -10,12 +10,29 @@
 #include "llm/openai_encode.h"
 #include "net/http_server.h"
 #include "net/ptimer.h"
+#include "base/rng.h"
 #include "report/prom.h"
+#include "sim/admin.h"
 #include "sim/answers.h"
 #include "sim/engine.h"
 #include "sim/server.h"
 
 struct sim_req;
+
+/* The admin API's state (admin.c), with --admin. */
+struct sim_admin {
+    bool enabled;
+    bool active[SIM_FAULT_TYPE_COUNT];
+    struct sim_fault f[SIM_FAULT_TYPE_COUNT];
+    uint64_t since_ns[SIM_FAULT_TYPE_COUNT];
+    uint64_t until_ns[SIM_FAULT_TYPE_COUNT]; /* stall, cold_start */
+    uint64_t injected[SIM_FAULT_TYPE_COUNT]; /* answers faulted, kv steps */
+    uint64_t kv_full, kv_now;                /* the profile's capacity, the one in effect */
+    bool kv_floor_logged;
+    uv_timer_t kv_timer; /* kv_shrink steps, created on first use */
+    bool kv_timer_inited;
+    struct rng rng; /* error_rate rolls */
+};
 
 struct sim_server {
     uv_loop_t *loop;
@@ -40,6 +57,8 @@ struct sim_server {
     size_t sign_key_len;
     struct buf sign_scratch;
 
+    struct sim_admin admin;
+
     struct sim_server_stats stats;
     uint64_t finished_by[2]; /* stop, length */
     struct prom_hist h_ttft, h_tpot, h_e2e, h_queue, h_send_lag;
@@ -57,6 +76,13 @@ int sim_send_error(struct http_request *req, const struct openai_error *e, const
 /* true if model is served; else answers 404 and returns false */
 bool sim_model_ok(struct sim_server *s, struct http_request *req, const char *model);
 void sim_server_close_timer(struct sim_server *s);
+
+/* admin.c */
+void sim_admin_init(struct sim_server *s, bool enabled);
+/* Answers /admin/faults[/...] when the admin API is on; false: not an admin path. */
+bool sim_admin_route(struct sim_server *s, struct http_request *req);
+/* Cold start or an injected error answered req (true); health: only the cold start applies. */
+bool sim_admin_intercept(struct sim_server *s, struct http_request *req, bool health);
 
 /* gen.c */
 void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep);
