@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "load-test an OpenAI-compatible service (default: the built-in simulator)"},
     {"sim", cmd_sim, "an OpenAI-compatible simulator of a continuous-batching LLM server"},
     {"proxy", cmd_proxy, "a chaos proxy: HTTP, SSE, LLM and RAG faults in front of a service"},
+    {"chaos", cmd_chaos, "run a chaos experiment: load, fault phases, steady-state verdict"},
     {"compare", cmd_compare, "compare two runs: changes, significance, regression verdict"},
     {"merge", cmd_merge, "merge the results of several processes or machines into one"},
     {"sweep", cmd_sweep, "run a series of loads: the knee, the max goodput, the critical load"},

@@ -23,5 +23,6 @@ int cmd_sweep(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
+int cmd_chaos(int argc, char **argv);
 
 #endif

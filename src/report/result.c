@@ -645,6 +645,24 @@ static int append_bool(struct buf *b, const char *key, bool v)
     return buf_appendf(b, ",\"%s\":%s", key, v ? "true" : "false");
 }
 
+/* ,"quality":{...} with the scores that were computed, or null when none was. */
+static int append_quality(struct buf *b, const struct quality_scores *q)
+{
+    if (!q->have)
+        return buf_append_str(b, ",\"quality\":null");
+    int rc = buf_append_str(b, ",\"quality\":{\"truncated\":");
+    rc = rc ? rc : buf_append_str(b, q->truncated ? "true" : "false");
+    if (!rc && (q->have & QUALITY_HAVE_REF))
+        rc = buf_appendf(b, ",\"rouge_l\":%.9f,\"bleu4\":%.9f,\"exact\":%s",
+                         isfinite(q->rouge_l) ? q->rouge_l : 0.0,
+                         isfinite(q->bleu4) ? q->bleu4 : 0.0, q->exact ? "true" : "false");
+    if (!rc && (q->have & QUALITY_HAVE_REGEX))
+        rc = append_bool(b, "regex_match", q->regex_match);
+    if (!rc && (q->have & QUALITY_HAVE_JSON))
+        rc = append_bool(b, "json_valid", q->json_valid);
+    return rc ? rc : buf_append_str(b, "}");
+}
+
 int result_append_request(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
 {
     size_t mark = out->len;
@@ -711,6 +729,7 @@ int result_append_request(struct buf *out, const struct req_record *rec, uint64_
     rc = rc ? rc : append_bool(out, "no_finish", rec->flags & REQF_NO_FINISH);
     rc = rc ? rc : append_bool(out, "id_changed", rec->flags & REQF_ID_CHANGED);
     rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
+    rc = rc ? rc : append_quality(out, &rec->quality);
     if (!rc && (rec->flags & REQF_SIGNED))
         rc = buf_appendf(out,
                          ",\"sig\":{\"ok\":%" PRIu32 ",\"missing\":%" PRIu32
