@@ -230,6 +230,22 @@ static int get_url(struct pctx *c, struct fy_node *n, char *out, const char *wha
     return 0;
 }
 
+/*
+ * dual_sla and consistency are computed by tokenstorm run itself over the
+ * whole run (--dual-sla, --consistency: its targets, its answers); a window
+ * rebuilt from requests.jsonl has neither, so such probes are refused.
+ */
+static int probe_windowable(struct pctx *c, struct fy_node *at, const struct slo *s)
+{
+    if (s->latency || (s->metric != SLO_DUAL_SLA && s->metric != SLO_CONSISTENCY))
+        return 0;
+    return perr(c, at,
+                "probe '%s': %s is not supported in experiments (it is computed over the whole "
+                "run, not per window); use rouge_l, bleu4, exact_match, json_valid or "
+                "regex_match",
+                s->expr, s->metric == SLO_DUAL_SLA ? "dual_sla" : "consistency");
+}
+
 static int parse_probe(struct pctx *c, struct fy_node *n, struct exp_probe *p)
 {
     static const char *const keys[] = {"slo", "during", "name", NULL};
@@ -244,12 +260,16 @@ static int parse_probe(struct pctx *c, struct fy_node *n, struct exp_probe *p)
         return rc;
     if (slo_parse(expr, &p->slo, msg, sizeof(msg)))
         return perr(c, v, "%s", msg);
+    if ((rc = probe_windowable(c, v, &p->slo)))
+        return rc;
     p->during = p->slo;
     if ((v = getk(c, n, "during"))) {
         if ((rc = get_str(c, v, expr, sizeof(expr), "during")))
             return rc;
         if (slo_parse(expr, &p->during, msg, sizeof(msg)))
             return perr(c, v, "%s", msg);
+        if ((rc = probe_windowable(c, v, &p->during)))
+            return rc;
     }
     if ((v = getk(c, n, "name")) && (rc = get_str(c, v, p->name, sizeof(p->name), "name")))
         return rc;
@@ -874,6 +894,37 @@ static void flag(const json_t *o, const char *k, uint32_t f, uint32_t *flags)
         *flags |= f;
 }
 
+/*
+ * The line's "quality" object (result_append_request) -> *q; null or absent
+ * leaves it unscored. A score is taken only when it is a number in [0, 1].
+ */
+static void quality_of(const json_t *o, struct quality_scores *q)
+{
+    const json_t *rl = json_object_get(o, "rouge_l"), *bl = json_object_get(o, "bleu4");
+    const json_t *ex = json_object_get(o, "exact"), *v;
+    if (!json_is_object(o))
+        return;
+    if (json_is_number(rl) && json_is_number(bl) && json_is_boolean(ex)) {
+        q->rouge_l = json_number_value(rl);
+        q->bleu4 = json_number_value(bl);
+        if (q->rouge_l >= 0 && q->rouge_l <= 1 && q->bleu4 >= 0 && q->bleu4 <= 1) {
+            q->exact = json_is_true(ex);
+            q->have |= QUALITY_HAVE_REF;
+        } else {
+            q->rouge_l = q->bleu4 = 0;
+        }
+    }
+    if (json_is_boolean(v = json_object_get(o, "regex_match"))) {
+        q->regex_match = json_is_true(v);
+        q->have |= QUALITY_HAVE_REGEX;
+    }
+    if (json_is_boolean(v = json_object_get(o, "json_valid"))) {
+        q->json_valid = json_is_true(v);
+        q->have |= QUALITY_HAVE_JSON;
+    }
+    q->truncated = q->have && json_is_true(json_object_get(o, "truncated"));
+}
+
 /* One requests.jsonl line: 1 kept, 0 warm-up, -1 malformed. */
 static int parse_req(const char *line, size_t len, struct exp_req *q)
 {
@@ -934,6 +985,7 @@ static int parse_req(const char *line, size_t len, struct exp_req *q)
     const char *fr = json_string_value(json_object_get(o, "finish_reason"));
     if (fr)
         snprintf(r->finish_reason, sizeof(r->finish_reason), "%s", fr);
+    quality_of(json_object_get(o, "quality"), &r->quality);
     rc = 1;
 out:
     json_decref(o);

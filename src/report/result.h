@@ -93,8 +93,11 @@ TS_MUST_CHECK int result_read_stats(const json_t *doc, struct run_stats **out, c
  * Times are milliseconds since run_start_ns with microsecond precision
  * (null for "did not happen"); derived latencies (lag, ttft, ttfc, e2el,
  * tpot) follow stats.h; outcome and token source by name; strings are
- * escaped and invalid UTF-8 replaced by U+FFFD. The record holds no secret,
- * and none is added. Returns 0 or a buf error (out keeps what it had).
+ * escaped and invalid UTF-8 replaced by U+FFFD. "quality" is null when the
+ * answer was not scored, else {"truncated", and what rec->quality.have says
+ * was computed: "rouge_l", "bleu4" (9 decimals), "exact"; "regex_match";
+ * "json_valid"}. The record holds no secret, and none is added. Returns 0 or
+ * a buf error (out keeps what it had).
  */
 TS_MUST_CHECK int result_append_request(struct buf *out, const struct req_record *rec,
                                         uint64_t run_start_ns);
