@@ -91,6 +91,7 @@ struct tokenizer {
     bool direct_lookup; /* a whole piece that is a token is that token */
     bool add_prefix_space;
     bool byte_fallback;
+    bool fuse_unk; /* a run of unknown characters is one unk */
     enum sp_prepend sp_prepend;
     bool sp_words; /* no token has "▁" after another character: cut before each "▁" run */
     uint32_t unk_id;
@@ -895,6 +896,7 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
     t->mode = conf.sp ? MODE_SP : MODE_BYTE_LEVEL;
     t->direct_lookup = json_is_true(json_object_get(model, "ignore_merges"));
     t->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
+    t->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
     t->add_prefix_space = conf.add_prefix_space;
     t->sp_prepend = conf.sp_prepend;
     int16_t u2b[324];
@@ -1255,8 +1257,28 @@ static size_t utf8_char_len(const unsigned char *p, size_t n)
     return l;
 }
 
-/* Encodes one pre-tokenized piece. */
+static int encode_piece_bounded(struct tokenizer_session *s, const char *p, size_t n,
+                                struct sink *k);
+
+/* Encodes one pre-tokenized piece; one over TOKENIZER_MAX_PIECE bytes is cut
+   into pieces of at most that size at UTF-8 character starts. */
 static int encode_piece(struct tokenizer_session *s, const char *p, size_t n, struct sink *k)
+{
+    while (n > TOKENIZER_MAX_PIECE) {
+        size_t cut = TOKENIZER_MAX_PIECE;
+        while (cut > TOKENIZER_MAX_PIECE - 4 && ((unsigned char)p[cut] & 0xc0) == 0x80)
+            cut--;
+        int rc = encode_piece_bounded(s, p, cut, k);
+        if (rc < 0)
+            return rc;
+        p += cut;
+        n -= cut;
+    }
+    return encode_piece_bounded(s, p, n, k);
+}
+
+static int encode_piece_bounded(struct tokenizer_session *s, const char *p, size_t n,
+                                struct sink *k)
 {
     const struct tokenizer *t = s->t;
     int rc;
@@ -1306,7 +1328,8 @@ static int encode_piece(struct tokenizer_session *s, const char *p, size_t n, st
             } else if (t->byte_fallback) {
                 for (size_t j = 0; j < l; j++)
                     s->syms[m++].id = t->byte_id[(unsigned char)p[i + j]];
-            } else if (t->unk_id != NO_ID) {
+            } else if (t->unk_id != NO_ID &&
+                       !(t->fuse_unk && m > 0 && s->syms[m - 1].id == t->unk_id)) {
                 s->syms[m++].id = t->unk_id;
             }
             i += l;

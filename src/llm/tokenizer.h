@@ -29,7 +29,14 @@
  *
  * A struct tokenizer is read-only after loading and may be shared by threads;
  * each thread encodes through its own struct tokenizer_session (regex match
- * data, scratch memory and the piece cache).
+ * data, scratch memory and a 2-way cache of 8192 pieces of up to 24 bytes,
+ * about 620 KiB).
+ *
+ * SentencePiece text has no pre-tokenizer; when no token has a "▁" after
+ * another character (true of Llama-2 and Mistral) it is cut before each "▁" run,
+ * which gives the same ids, else it is merged as one piece. Decoding it
+ * shows the "▁" prepended to each span after a special token, so it is not an
+ * exact inverse there (nor is Hugging Face's).
  */
 #ifndef TS_LLM_TOKENIZER_H
 #define TS_LLM_TOKENIZER_H
@@ -38,12 +45,15 @@
 #include "base/buf.h"
 #include "base/err.h"
 
-#define TOKENIZER_MAX_FILE      (64u << 20)  /* bytes of a tokenizer file */
-#define TOKENIZER_MAX_VOCAB     (1u << 21)   /* token ids (max id + 1) */
-#define TOKENIZER_MAX_TOKEN_LEN 4096         /* bytes of one token */
-#define TOKENIZER_MAX_PATTERN   4096         /* bytes of a pre-tokenizer regex */
-#define TOKENIZER_MAX_TEXT      (256u << 20) /* bytes of text per encode call */
-#define TOKENIZER_MAX_SPECIAL   65536        /* added / special tokens */
+#define TOKENIZER_MAX_FILE      (64u << 20) /* bytes of a tokenizer file */
+#define TOKENIZER_MAX_VOCAB     (1u << 21)  /* token ids (max id + 1) */
+#define TOKENIZER_MAX_TOKEN_LEN 4096        /* bytes of one token */
+#define TOKENIZER_MAX_PATTERN   4096        /* bytes of a pre-tokenizer regex */
+#define TOKENIZER_MAX_TEXT      (64u << 20) /* bytes of text per encode call */
+/* Bytes merged at once (about 50 bytes of scratch each); a longer piece (a 1 MiB
+   run of letters) is cut into pieces of this size, where ids may then differ. */
+#define TOKENIZER_MAX_PIECE   (1u << 20)
+#define TOKENIZER_MAX_SPECIAL 65536 /* added / special tokens */
 
 struct tokenizer;
 struct tokenizer_session;

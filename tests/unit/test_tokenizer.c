@@ -298,6 +298,26 @@ static void test_sentencepiece_byte_fallback(void **state)
     tokenizer_free(t);
 }
 
+/* Mistral style: Metaspace pre-tokenizer ("▁" only before the first span) and,
+   without byte fallback, runs of unknown characters fused into one <unk>. */
+static const char METASPACE_JSON[] =
+    "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\"},{\"id\":1,\"content\":\"<s>\"}],"
+    "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
+    "\"prepend_scheme\":\"first\",\"split\":false},"
+    "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"vocab\":{"
+    "\"<unk>\":0,\"<s>\":1,\"\\u2581\":2,\"h\":3,\"i\":4,\"\\u2581h\":5,\"\\u2581hi\":6},"
+    "\"merges\":[[\"\\u2581\",\"h\"],[\"\\u2581h\",\"i\"]]}}";
+
+static void test_sentencepiece_metaspace_unk(void **state)
+{
+    struct tokenizer *t = load_json(METASPACE_JSON);
+    CHECK(t, "hi hi", 0, 6, 6);
+    CHECK(t, "<s>hi hi", TOKENIZER_SPECIAL, 1, 3, 4, 6);
+    CHECK(t, "hi\xc3\xa9\xe2\x82\xac hi", NO_ROUND_TRIP, 6, 0, 6);
+    CHECK(t, "h\xc3\xa9i", NO_ROUND_TRIP, 5, 0, 4);
+    tokenizer_free(t);
+}
+
 static void test_alloc_failures(void **state)
 {
     char *js = byte_level_json("strings");
@@ -340,6 +360,27 @@ static void test_ids_cap(void **state)
     assert_int_equal(ids.len, 3);
     assert_int_equal(ids.v[0], 258);
     tokenizer_ids_release(&ids);
+    /* the length is refused before any byte is read */
+    size_t count = 7;
+    assert_int_equal(tokenizer_count(s, "x", (size_t)TOKENIZER_MAX_TEXT + 1, 0, &count), TS_TOOBIG);
+    /* a 3 MiB run of letters is merged in 1 MiB pieces (even cuts: same ids) */
+    size_t n = 3u << 20;
+    char *big = malloc(n);
+    assert_non_null(big);
+    memset(big, 'a', n);
+    tokenizer_ids_init(&ids, 0);
+    assert_int_equal(tokenizer_encode(s, big, n, 0, &ids), 0);
+    assert_int_equal(ids.len, n / 2);
+    assert_int_equal(ids.v[0], 265);
+    assert_int_equal(ids.v[n / 2 - 1], 265);
+    struct buf back;
+    buf_init(&back, n);
+    assert_int_equal(tokenizer_decode(t, ids.v, ids.len, &back), 0);
+    assert_int_equal(back.len, n);
+    assert_memory_equal(back.data, big, n);
+    buf_release(&back);
+    free(big);
+    tokenizer_ids_release(&ids);
     tokenizer_session_free(s);
     tokenizer_free(t);
 }
@@ -352,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_tiktoken),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_sentencepiece_byte_fallback),
+        cmocka_unit_test(test_sentencepiece_metaspace_unk),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_ids_cap),
     };
