@@ -99,6 +99,7 @@ struct pxreq {
     bool finished, hanging, trunc_done;
     bool blackhole;
     uint64_t bh_until; /* 0: swallow forever */
+    struct proxy_trace trace;
 };
 
 static void px_progress(struct pxreq *x);
@@ -140,6 +141,7 @@ static void px_done(struct pxreq *x)
 {
     x->finished = true;
     x->p->in_flight--;
+    (void)proxy_trace_finish(&x->trace, &x->p->tracer, x->hits, x->nhits, ts_wall_ns());
     if (x->call_running)
         http_call_cancel(x->call);
     if (x->tstate == TIMER_OPEN) {
@@ -163,6 +165,7 @@ static void px_cut(struct pxreq *x)
 static void px_respond(struct pxreq *x, int status, const char *ctype, const char *extra,
                        const char *body, size_t len)
 {
+    x->trace.status = status;
     px_done(x);
     (void)http_respond(x->req, status, ctype, extra, body, len);
 }
@@ -194,6 +197,7 @@ static void px_arm(struct pxreq *x, uint64_t at);
 static void px_count(struct pxreq *x, struct fault *f)
 {
     fault_count_injection(f);
+    proxy_trace_fault(&x->trace, f, ts_wall_ns());
     if (strncmp(f->name, FAULT_HDR, FAULT_HDR_LEN) == 0)
         x->p->header_faults++;
 }
@@ -571,13 +575,21 @@ static void px_forward(struct pxreq *x)
         const char *n = req->headers[i].name;
         if (hop_by_hop(n) || strcasecmp(n, "host") == 0 || strcasecmp(n, "content-length") == 0 ||
             strcasecmp(n, "expect") == 0 || strncasecmp(n, FAULT_HDR, FAULT_HDR_LEN) == 0 ||
-            rewritten(x, FAULT_DIR_UPSTREAM, n))
+            rewritten(x, FAULT_DIR_UPSTREAM, n) ||
+            (x->trace.on && strcasecmp(n, "traceparent") == 0))
             continue;
         /* "Name;" sends an empty header through curl; "Name: " would remove it */
         if (req->headers[i].value_len == 0)
             rc = buf_appendf(&hb, "%s;", n);
         else
             rc = buf_appendf(&hb, "%s: %s", n, req->headers[i].value);
+        if (!rc)
+            rc = buf_append_char(&hb, '\0');
+        nh++;
+    }
+    /* the proxy span is the upstream's parent (unless a fault rewrites the header) */
+    if (!rc && x->trace.on && !rewritten(x, FAULT_DIR_UPSTREAM, "traceparent")) {
+        rc = buf_appendf(&hb, "traceparent: %s", x->trace.traceparent);
         if (!rc)
             rc = buf_append_char(&hb, '\0');
         nh++;
@@ -681,6 +693,7 @@ static void px_send_head(struct pxreq *x)
         px_cut(x);
         return;
     }
+    x->trace.status = x->status;
     if (x->pending.len)
         px_write(x, x->pending.data, x->pending.len);
     buf_release(&x->pending);
@@ -1090,6 +1103,7 @@ static void proxy_on_request(struct http_request *req, void *ctx)
     };
     unsigned fams = 1u << FAULT_HTTP | 1u << FAULT_SSE | 1u << FAULT_LLM | 1u << FAULT_RAG;
     x->nhits = faultset_roll(&p->faults, &fr, fams, now, x->hits, FAULTSET_HITS);
+    proxy_trace_begin(&x->trace, &p->tracer, req, ts_wall_ns());
     char err[320];
     if (px_header_faults(x, now, err, sizeof err) != 0) {
         px_error(x, 400, "invalid_request_error", NULL, err, NULL);
@@ -1150,6 +1164,7 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     memcpy(p->upstream, u, n);
     p->upstream[n] = '\0';
     p->cfg.upstream = p->upstream;
+    proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     faultset_init(&p->faults, cfg->seed);
 
     struct http_client_config cc;

@@ -50,6 +50,7 @@
 
 #include "base/err.h"
 #include "chaos/faultset.h"
+#include "chaos/proxy_trace.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 
@@ -67,6 +68,9 @@ struct proxy_config {
     const char *ca_file;         /* NULL: curl's default */
     size_t max_body_bytes;       /* 16 MiB: requests, held and tapped bodies */
     uint32_t connect_timeout_ms; /* 10000 */
+    struct otlp_exporter *otlp;  /* spans of traced requests (proxy_trace.h); NULL: off;
+                                    borrowed: close it only after on_closed ran */
+    bool otlp_all;               /* also spans of requests without a fault */
 };
 
 struct proxy {
@@ -83,6 +87,7 @@ struct proxy {
     uint64_t upstream_errors;
     uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
     uint64_t req_seq;       /* seeds per-request generators */
+    struct proxy_tracer tracer;
     /* private */
     void (*on_closed)(struct proxy *p);
     int closing_parts;

@@ -14,6 +14,7 @@
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
 #include "net/addr.h"
+#include "report/otlp.h"
 
 static void usage(FILE *out)
 {
@@ -37,6 +38,11 @@ static void usage(FILE *out)
         "  --cacert FILE          CA bundle for the upstream's certificate\n"
         "  --connect-timeout DUR  upstream connect timeout (default 10s)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let requests finish this long (default 5s)\n"
+        "  --otlp-endpoint URL    export an OpenTelemetry span (OTLP/HTTP JSON) for each\n"
+        "                         request with a traceparent that got a fault, with a\n"
+        "                         \"tokenstorm.fault\" event per fault (also "
+        "OTEL_EXPORTER_OTLP_*)\n"
+        "  --otlp-all             also export spans of traced requests without a fault\n"
         "  --check                parse --faults, print them as JSON and exit\n"
         "  -q, --quiet            print nothing but errors\n"
         "  -v, --verbose          debug logging\n"
@@ -98,6 +104,8 @@ int cmd_proxy(int argc, char **argv)
         OPT_CONNECT_TIMEOUT,
         OPT_GRACE,
         OPT_CHECK,
+        OPT_OTLP_ENDPOINT,
+        OPT_OTLP_ALL,
     };
     static const struct option opts[] = {
         {"upstream", required_argument, NULL, OPT_UPSTREAM},
@@ -111,12 +119,15 @@ int cmd_proxy(int argc, char **argv)
         {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
         {"check", no_argument, NULL, OPT_CHECK},
+        {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
+        {"otlp-all", no_argument, NULL, OPT_OTLP_ALL},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:9000", *api = "127.0.0.1:9001", *faults = NULL;
+    const char *otlp_endpoint = NULL;
     struct proxy_config cfg = {.api = true, .seed = 1};
     uint64_t grace_ns = 5000000000ull, connect_ns = 10000000000ull;
     bool quiet = false, check = false;
@@ -167,6 +178,12 @@ int cmd_proxy(int argc, char **argv)
             break;
         case OPT_CHECK:
             check = true;
+            break;
+        case OPT_OTLP_ENDPOINT:
+            otlp_endpoint = optarg;
+            break;
+        case OPT_OTLP_ALL:
+            cfg.otlp_all = true;
             break;
         case 'q':
             quiet = true;
@@ -234,15 +251,33 @@ int cmd_proxy(int argc, char **argv)
     cfg.listen_host = host;
     cfg.api_host = api_host;
     cfg.connect_timeout_ms = (uint32_t)(connect_ns / 1000000 ? connect_ns / 1000000 : 1);
+    struct otlp_config otlp;
+    otlp_config_init(&otlp);
+    if (otlp_config_from_env(&otlp, otlp_endpoint, err, sizeof err) != 0) {
+        fprintf(stderr, "tokenstorm proxy: %s\n", err);
+        otlp_config_release(&otlp);
+        json_decref(specs);
+        return TS_EXIT_USAGE;
+    }
     if (http_client_global_init()) {
         fprintf(stderr, "tokenstorm proxy: cannot initialise libcurl\n");
+        otlp_config_release(&otlp);
         json_decref(specs);
         return TS_EXIT_FAIL;
     }
+    if (otlp.endpoint && otlp_exporter_new(&otlp, &cfg.otlp, err, sizeof err) != 0) {
+        fprintf(stderr, "tokenstorm proxy: OTLP exporter: %s\n", err);
+        otlp_config_release(&otlp);
+        json_decref(specs);
+        http_client_global_cleanup();
+        return TS_EXIT_FAIL;
+    }
+    otlp_config_release(&otlp);
 
     uv_loop_t loop;
     if (uv_loop_init(&loop)) {
         fprintf(stderr, "tokenstorm proxy: cannot create the event loop\n");
+        otlp_exporter_close(cfg.otlp, NULL);
         json_decref(specs);
         http_client_global_cleanup();
         return TS_EXIT_FAIL;
@@ -293,6 +328,15 @@ int cmd_proxy(int argc, char **argv)
 out_loop:
     if (uv_loop_close(&loop))
         ts_warn("proxy: event loop closed with handles open");
+    if (cfg.otlp) { /* after the loop: no request pushes any more */
+        struct otlp_stats st;
+        otlp_exporter_close(cfg.otlp, &st);
+        if (!quiet) {
+            char line[256];
+            otlp_stats_format(&st, line, sizeof line);
+            printf("tokenstorm proxy: %s\n", line);
+        }
+    }
     json_decref(specs);
     http_client_global_cleanup();
     return exit_code;

@@ -30,10 +30,62 @@
 
 /* ---- the span record ---- */
 
+int otlp_span_add_event(struct otlp_span *s, const char *name, uint64_t time_unix_ns)
+{
+    if (s->n_events >= OTLP_MAX_EVENTS) {
+        s->dropped_events++;
+        return TS_TOOBIG;
+    }
+    struct otlp_event *ev = &s->events[s->n_events++];
+    ev->time_unix_ns = time_unix_ns;
+    ev->name = name;
+    ev->first_attr = s->n_event_attrs;
+    ev->n_attrs = ev->dropped_attrs = 0;
+    return 0;
+}
+
+/* Adds key = the n bytes of v (is_int: decimal digits) to the last event. */
+static int event_attr(struct otlp_span *s, const char *key, const char *v, size_t n, bool is_int)
+{
+    if (!s->n_events || s->dropped_events)
+        return -EINVAL;
+    struct otlp_event *ev = &s->events[s->n_events - 1];
+    if (s->n_event_attrs >= OTLP_MAX_EVENT_ATTRS ||
+        (size_t)s->event_text_len + n + 1 > sizeof(s->event_text)) {
+        ev->dropped_attrs++;
+        return TS_TOOBIG;
+    }
+    struct otlp_event_attr *a = &s->event_attrs[s->n_event_attrs++];
+    a->key = key;
+    a->off = s->event_text_len;
+    a->is_int = is_int;
+    memcpy(s->event_text + a->off, v, n);
+    s->event_text[a->off + n] = '\0';
+    s->event_text_len = (uint16_t)(s->event_text_len + n + 1);
+    ev->n_attrs++;
+    return 0;
+}
+
+int otlp_span_event_str(struct otlp_span *s, const char *key, const char *value)
+{
+    if (!value || !*value)
+        return s->n_events && !s->dropped_events ? 0 : -EINVAL;
+    char v[64];
+    otlp_copy_str(v, sizeof(v), value);
+    return event_attr(s, key, v, strlen(v), false);
+}
+
+int otlp_span_event_int(struct otlp_span *s, const char *key, int64_t value)
+{
+    char v[24];
+    int n = snprintf(v, sizeof(v), "%" PRId64, value);
+    return event_attr(s, key, v, (size_t)n, true);
+}
+
 void otlp_span_init(struct otlp_span *s)
 {
     memset(s, 0, sizeof(*s));
-    s->server_port = s->http_status = s->tenant = -1;
+    s->server_port = s->http_status = s->tenant = s->faults_count = -1;
     s->max_tokens = s->input_tokens = s->output_tokens = s->client_output_tokens = -1;
     s->temperature = s->ttfc_s = s->ttft_ms = s->itl_mean_ms = s->itl_max_ms = s->lag_ms = NAN;
 }
@@ -207,6 +259,39 @@ static int put_id(struct buf *b, const char *name, const uint8_t *id, size_t n)
     return buf_appendf(b, "\"%s\":\"%s\",", name, hex);
 }
 
+/* Appends event i of s as a Span.Event object (preceded by ',' when comma). */
+static int encode_event(struct buf *b, const struct otlp_span *s, unsigned i, bool comma)
+{
+    const struct otlp_event *ev = &s->events[i];
+    int rc = buf_appendf(b, "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"name\":", comma ? "," : "",
+                         ev->time_unix_ns);
+    if (!rc)
+        rc = json_str(b, ev->name ? ev->name : "event");
+    if (!rc)
+        rc = buf_append_str(b, ",\"attributes\":[");
+    struct attrs a = {.b = b, .rc = rc};
+    for (unsigned k = ev->first_attr;
+         k < (unsigned)ev->first_attr + ev->n_attrs && k < OTLP_MAX_EVENT_ATTRS; k++) {
+        const struct otlp_event_attr *at = &s->event_attrs[k];
+        const char *v = at->off < OTLP_EVENT_TEXT ? s->event_text + at->off : "";
+        if (!at->is_int) {
+            attr_str(&a, at->key ? at->key : "", v);
+        } else {
+            attr_key(&a, at->key ? at->key : "");
+            if (!a.rc) /* digits written by otlp_span_event_int */
+                a.rc = buf_appendf(b, ",\"value\":{\"intValue\":\"%.23s\"}}", v);
+        }
+    }
+    rc = a.rc;
+    if (!rc)
+        rc = buf_append_char(b, ']');
+    if (!rc && ev->dropped_attrs)
+        rc = buf_appendf(b, ",\"droppedAttributesCount\":%u", (unsigned)ev->dropped_attrs);
+    if (!rc)
+        rc = buf_append_char(b, '}');
+    return rc;
+}
+
 int otlp_encode_span(struct buf *b, const struct otlp_span *s)
 {
     int rc = buf_append_char(b, '{');
@@ -219,7 +304,12 @@ int otlp_encode_span(struct buf *b, const struct otlp_span *s)
     /* name: "{gen_ai.operation.name} {gen_ai.request.model}" */
     if (!rc)
         rc = buf_append_str(b, "\"name\":");
-    if (!rc) {
+    if (!rc && s->name_prefix) {
+        char name[256];
+        snprintf(name, sizeof(name), "%s%s%s%s%.128s", s->name_prefix, s->http_method[0] ? " " : "",
+                 s->http_method, s->url_path[0] ? " " : "", s->url_path);
+        rc = json_str(b, name);
+    } else if (!rc) {
         const char *op = s->operation && *s->operation ? s->operation : "request";
         char name[256];
         if (s->request_model && *s->request_model)
@@ -249,6 +339,8 @@ int otlp_encode_span(struct buf *b, const struct otlp_span *s)
     attr_double(&a, "gen_ai.response.time_to_first_chunk", s->ttfc_s);
     attr_int(&a, "gen_ai.usage.input_tokens", s->input_tokens);
     attr_int(&a, "gen_ai.usage.output_tokens", s->output_tokens);
+    attr_str(&a, "http.request.method", s->http_method);
+    attr_str(&a, "url.path", s->url_path);
     attr_str(&a, "server.address", s->server_address);
     attr_int(&a, "server.port", s->server_port);
     attr_int(&a, "http.response.status_code", s->http_status);
@@ -263,13 +355,19 @@ int otlp_encode_span(struct buf *b, const struct otlp_span *s)
     attr_double(&a, "tokenstorm.schedule_lag_ms", s->lag_ms);
     if (s->warmup)
         attr_bool(&a, "tokenstorm.warmup", true);
+    attr_int(&a, "tokenstorm.faults.count", s->faults_count);
     rc = a.rc;
     if (!rc)
         rc = buf_append_str(b, "],\"events\":[");
     if (!rc && s->first_chunk_unix_ns)
         rc = buf_appendf(b, "{\"timeUnixNano\":\"%" PRIu64 "\",\"name\":\"gen_ai.first_chunk\"}",
                          s->first_chunk_unix_ns);
-    if (!rc)
+    for (unsigned i = 0; !rc && i < s->n_events && i < OTLP_MAX_EVENTS; i++)
+        rc = encode_event(b, s, i, i > 0 || s->first_chunk_unix_ns);
+    if (!rc && s->dropped_events)
+        rc = buf_appendf(b, "],\"droppedEventsCount\":%" PRIu32 ",\"status\":{\"code\":%u",
+                         s->dropped_events, (unsigned)s->status);
+    else if (!rc)
         rc = buf_appendf(b, "],\"status\":{\"code\":%u", (unsigned)s->status);
     if (!rc && s->status == OTLP_STATUS_ERROR && s->status_message[0]) {
         rc = buf_append_str(b, ",\"message\":");

@@ -69,6 +69,25 @@ enum otlp_span_kind {
     OTLP_KIND_CONSUMER = 5,
 };
 
+#define OTLP_MAX_EVENTS      4   /* events of a span besides gen_ai.first_chunk */
+#define OTLP_MAX_EVENT_ATTRS 12  /* attributes over all events of a span */
+#define OTLP_EVENT_TEXT      320 /* bytes of attribute values over all events of a span */
+
+/* One span event; its attributes are event_attrs[first_attr..+n_attrs) of the span. */
+struct otlp_event {
+    uint64_t time_unix_ns;
+    const char *name; /* borrowed: a string constant */
+    uint8_t first_attr, n_attrs;
+    uint8_t dropped_attrs; /* droppedAttributesCount: did not fit */
+};
+
+/* One event attribute: a string, or an integer when is_int. */
+struct otlp_event_attr {
+    const char *key; /* borrowed: a string constant */
+    uint16_t off;    /* of the NUL-terminated value in the span's event_text */
+    bool is_int;     /* the value is a decimal integer, written as intValue */
+};
+
 enum otlp_status_code {
     OTLP_STATUS_UNSET = 0,
     OTLP_STATUS_OK = 1,
@@ -118,10 +137,39 @@ struct otlp_span {
     char finish_reason[16];  /* gen_ai.response.finish_reasons: ["..."] */
     char error_type[32];     /* error.type (with status ERROR) */
     char status_message[96]; /* status.message (with status ERROR) */
+
+    /* generic fields (the proxy's spans; NULL / "" / -1 / 0: absent) */
+    const char *name_prefix; /* borrowed: the name is "{name_prefix} {http_method} {url_path}"
+                                instead of "{operation} {request model}" */
+    char http_method[16];    /* http.request.method */
+    char url_path[128];      /* url.path */
+    int32_t faults_count;    /* tokenstorm.faults.count; -1 none */
+    uint32_t dropped_events; /* droppedEventsCount: events that did not fit */
+    uint8_t n_events;        /* events[0..n_events) after the first-chunk event */
+    uint8_t n_event_attrs;
+    uint16_t event_text_len;
+    struct otlp_event events[OTLP_MAX_EVENTS];
+    struct otlp_event_attr event_attrs[OTLP_MAX_EVENT_ATTRS];
+    char event_text[OTLP_EVENT_TEXT];
 };
 
 /* Zeroes s and marks every optional field absent (-1, NAN, ""). */
 void otlp_span_init(struct otlp_span *s);
+
+/*
+ * Span events (kept in the record: no heap). otlp_span_add_event() appends
+ * an event named name (a string constant, borrowed) at time_unix_ns; it
+ * returns 0, or TS_TOOBIG when s has OTLP_MAX_EVENTS events already (then
+ * s->dropped_events grows). otlp_span_event_str() / _int() add an attribute
+ * (key a string constant, borrowed) to the last event added: 0; -EINVAL when
+ * s has no event (or the last one was dropped); TS_TOOBIG when the span's
+ * attribute slots or value bytes are used up (the event's dropped_attrs
+ * grows). A string value is cut at a UTF-8 boundary to at most 63 bytes; an
+ * empty or NULL value adds nothing (0).
+ */
+int otlp_span_add_event(struct otlp_span *s, const char *name, uint64_t time_unix_ns);
+int otlp_span_event_str(struct otlp_span *s, const char *key, const char *value);
+int otlp_span_event_int(struct otlp_span *s, const char *key, int64_t value);
 
 /* Copies the C string src into dst (cap bytes) cut at a UTF-8 character
  * boundary, so a cut never leaves half a character. */
