@@ -171,7 +171,7 @@ void http_client_config_default(struct http_client_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->connect_timeout_ms = 10000;
     cfg->version = HTTP_CLIENT_HTTP1;
-    cfg->max_connects = 4096;
+    cfg->max_connects = 16384; /* more than the streams one worker holds */
 }
 
 int http_client_global_init(void)

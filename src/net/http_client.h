@@ -97,7 +97,7 @@ struct http_client_config {
 };
 
 /* Fills cfg with the defaults: connect 10 s, no ttfb/idle/total limit, TLS
- * verified, HTTP/1.1, a connection cache of 4096, no connection limits. */
+ * verified, HTTP/1.1, a connection cache of 16384, no connection limits. */
 void http_client_config_default(struct http_client_config *cfg);
 
 /* What ended a call. HTTP status codes (4xx, 5xx) are not errors here. */

@@ -1121,6 +1121,25 @@ static void conn_flush(struct http_conn *c)
     }
 }
 
+/*
+ * Hands queued bytes to the kernel at once when nothing is in the way (no
+ * write in progress, no shaper): a token reaches the client when it is
+ * produced, not at the end of the loop pass, and the writer's timestamp is
+ * the send time. Errors and leftovers are left to the idle pass, so no
+ * callback runs inside the caller's write.
+ */
+static void conn_flush_now(struct http_conn *c)
+{
+    if (c->writing || c->fake || c->shape || c->dead || c->queued == 0)
+        return;
+    uv_buf_t bufs[FLUSH_BUFS];
+    size_t total;
+    unsigned n = out_gather(c, bufs, FLUSH_BUFS, &total);
+    int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
+    if (r > 0)
+        out_consume(c, (size_t)r);
+}
+
 /* One idle-pass step for a dirty connection. */
 static void conn_process(struct http_conn *c)
 {
@@ -1161,8 +1180,13 @@ static void conn_mark_dirty(struct http_conn *c)
     if (c->dirty)
         return;
     c->dirty = true;
-    c->dirty_next = s->dirty;
-    s->dirty = c;
+    /* first marked, first served: streams queued first are flushed first */
+    c->dirty_next = NULL;
+    if (s->dirty_tail)
+        s->dirty_tail->dirty_next = c;
+    else
+        s->dirty = c;
+    s->dirty_tail = c;
     if (!s->finishing && uv_idle_start(&s->idle, server_idle_cb) != 0)
         ts_error("http_server: cannot start idle handle");
 }
@@ -1172,6 +1196,7 @@ static void server_idle_cb(uv_idle_t *h)
     struct http_server *s = h->data;
     struct http_conn *list = s->dirty;
     s->dirty = NULL;
+    s->dirty_tail = NULL;
     while (list) {
         struct http_conn *c = list;
         list = c->dirty_next;
@@ -1400,6 +1425,7 @@ int http_stream_writev(struct http_request *req, const uv_buf_t *bufs, size_t n)
             conn_cut(c, false);
             return rc;
         }
+        conn_flush_now(c);
         conn_mark_dirty(c);
     }
     if (c->queued > cfg->write_high_water) {

@@ -184,6 +184,7 @@ struct http_server {
     char *rbuf; /* shared read buffer: reads are processed synchronously */
     struct http_conn *conns;
     struct http_conn *dirty;
+    struct http_conn *dirty_tail;
     struct out_block *pool;
     size_t pool_count;
     int handles_open;

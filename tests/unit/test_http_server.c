@@ -765,7 +765,10 @@ static void test_backpressure(void **state)
     assert_true(h->first_again_at >= 0);
     assert_true(h->queued_before_again <= BP_HWM);
     assert_true(h->queued_at_again > BP_HWM);
-    assert_int_equal(h->first_again_at, 3); /* head + 4 x (16 KiB + 8) > 64 KiB */
+    /* writes go to the kernel at once while its socket buffer takes them, so the
+     * queue passes the mark (head + 4 x (16 KiB + 8) > 64 KiB) at the 4th
+     * write at the earliest, later by what the socket buffers held */
+    assert_true(h->first_again_at >= 3);
     /* While the client did not read, no drain came for a long time... */
     uint64_t rs = atomic_load(&h->read_start_ms);
     assert_true(h->last_drain_before_read + 300 < rs);
