@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""sim_capacity: how much streaming the simulator alone sustains on one core.
+
+The simulator (tiny profile, engine made fast so it offers far more tokens/s
+than one core can write) runs pinned to core 0; bench/out/sseload, a small
+epoll client that only counts "data:" events, holds N streams from core 1 and
+re-issues a request whenever one ends. Over a measurement window it reports
+SSE events/s, simulator CPU per 1,000 events, simulator RSS per stream and the
+p99 of the simulator's send lag (its /metrics histogram, interpolated in the
+bucket). Usage: sim_capacity.py [--streams 2000,4000] [--duration 15]
+"""
+
+import argparse
+import sys
+
+import common as c
+
+
+def measure(streams, warmup, duration):
+    c.wait_quiet()
+    with c.Sim(sets=c.FAST_ENGINE) as sim:
+        rss_idle = c.proc_rss_kb(sim.pid)
+        r = c.run_sseload(sim, streams, warmup=warmup, duration=duration)
+        lag_name = "tokenstorm_sim_send_lag_seconds"
+        lag = c.hist_delta(c.histogram(r["metrics_start"], lag_name),
+                           c.histogram(r["metrics_end"], lag_name))
+        p99, lo, hi, n = c.hist_quantile(lag, 0.99)
+        p50, lo50, hi50, _ = c.hist_quantile(lag, 0.50)
+        tokens = (c.counter(r["metrics_end"], "vllm:generation_tokens_total")
+                  - c.counter(r["metrics_start"], "vllm:generation_tokens_total"))
+    step_ms = 0.05 + 1.0 + 0.002 * streams  # the FAST_ENGINE step at this batch
+    out = {
+        "streams": streams,
+        "window_s": r["window_s"],
+        "events": r["events"],
+        "events_per_s": round(r["events_per_s"]),
+        "events_per_s_min_1s": r["events_per_s_min_1s"],
+        "events_per_s_max_1s": r["events_per_s_max_1s"],
+        "tokens_per_s_server": round(tokens / r["window_s"]),
+        "engine_offered_tokens_per_s": round(streams / step_ms * 1e3),
+        "responses_completed": r["responses"],
+        "client_errors": r["errors"],
+        "sim_cpu_s": r["server_cpu_s"],
+        "sim_cpu_util": round(r["server_cpu_s"] / r["window_s"], 3),
+        "sim_cpu_ms_per_1000_events": round(r["server_cpu_s"] / r["events"] * 1e6, 3),
+        "sim_rss_idle_kb": rss_idle,
+        "sim_rss_load_kb": r["server_rss_kb_end"],
+        "sim_rss_kb_per_stream": round((r["server_rss_kb_end"] - rss_idle) / streams, 2),
+        "send_lag_p50_ms": round(p50 * 1e3, 3) if p50 is not None else None,
+        "send_lag_p50_bucket_ms": [lo50 * 1e3, hi50 * 1e3] if p50 is not None else None,
+        "send_lag_p99_ms": round(p99 * 1e3, 3) if p99 is not None else None,
+        "send_lag_p99_bucket_ms": [lo * 1e3, hi * 1e3] if p99 is not None else None,
+        "send_lag_samples": n,
+        "client_cpu_s": r["client_cpu_s"],
+        "other_cpu_s": r["other_cpu_s"],
+    }
+    if r["other_cpu_s"] > 0.05 * r["window_s"]:
+        c.log("sim_capacity: warning: other processes used %.1f CPU-s of cores 0-1 in the "
+              "window; figures are disturbed" % r["other_cpu_s"])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", default="2000,4000")
+    ap.add_argument("--warmup", type=float, default=3)
+    ap.add_argument("--duration", type=float, default=15)
+    a = ap.parse_args()
+    c.ensure_built()
+    runs = []
+    for n in [int(x) for x in a.streams.split(",")]:
+        c.log("sim_capacity: %d streams, %g s warm-up, %g s window" % (n, a.warmup, a.duration))
+        m = measure(n, a.warmup, a.duration)
+        runs.append(m)
+        print("sim_capacity  streams=%d  events/s=%d (1 s min %d, max %d)  sim CPU %.1f%%  "
+              "%.3f ms CPU/1000 events  RSS %.2f KB/stream  send lag p50 %.3f ms, "
+              "p99 %.3f ms (bucket %g-%g ms)"
+              % (n, m["events_per_s"], m["events_per_s_min_1s"], m["events_per_s_max_1s"],
+                 m["sim_cpu_util"] * 100, m["sim_cpu_ms_per_1000_events"],
+                 m["sim_rss_kb_per_stream"], m["send_lag_p50_ms"], m["send_lag_p99_ms"],
+                 m["send_lag_p99_bucket_ms"][0], m["send_lag_p99_bucket_ms"][1]))
+        sys.stdout.flush()
+    c.write_result("sim_capacity", {
+        "sim": {"profile": "tiny", "set": c.FAST_ENGINE, "core": c.SIM_CORE},
+        "client": {"program": "bench/out/sseload", "core": c.CLIENT_CORE},
+        "runs": runs,
+    })
+
+
+if __name__ == "__main__":
+    main()
