@@ -23,7 +23,8 @@ meson_suite() { # build dir, extra setup args...
     local dir=$1
     shift
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" "$@" >/dev/null || return 1
+        local log
+        log=$(meson setup "$dir" "$@" 2>&1) || { echo "$log" | tail -20; return 1; }
     fi
     ninja -C "$dir" || return 1
     meson test -C "$dir" --print-errorlogs --num-processes "$jobs"
