@@ -20,6 +20,7 @@
 #include "base/strdist.h"
 #include "base/units.h"
 #include "chaos/fault.h"
+#include "load/run_quality.h"
 #include "sim/admin.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -231,19 +232,62 @@ static int get_url(struct pctx *c, struct fy_node *n, char *out, const char *wha
 }
 
 /*
- * dual_sla and consistency are computed by tokenstorm run itself over the
- * whole run (--dual-sla, --consistency: its targets, its answers); a window
- * rebuilt from requests.jsonl has neither, so such probes are refused.
+ * consistency compares the answers of repeated prompts, which requests.jsonl
+ * does not keep, so a window cannot be judged on it. dual_sla is judged per
+ * window from the requests' quality and latency verdicts, with the load's
+ * --dual-sla and --quality-min (checked once the load is parsed).
  */
 static int probe_windowable(struct pctx *c, struct fy_node *at, const struct slo *s)
 {
-    if (s->latency || (s->metric != SLO_DUAL_SLA && s->metric != SLO_CONSISTENCY))
+    if (s->latency || s->metric != SLO_CONSISTENCY)
         return 0;
     return perr(c, at,
-                "probe '%s': %s is not supported in experiments (it is computed over the whole "
-                "run, not per window); use rouge_l, bleu4, exact_match, json_valid or "
-                "regex_match",
-                s->expr, s->metric == SLO_DUAL_SLA ? "dual_sla" : "consistency");
+                "probe '%s': consistency is not supported in experiments (requests.jsonl does "
+                "not keep the answers); use rouge_l, bleu4, exact_match, json_valid, "
+                "regex_match or dual_sla",
+                s->expr);
+}
+
+static bool uses_dual_sla(const struct experiment *e)
+{
+    for (size_t i = 0; i < e->nprobes; i++)
+        if ((!e->probes[i].slo.latency && e->probes[i].slo.metric == SLO_DUAL_SLA) ||
+            (!e->probes[i].during.latency && e->probes[i].during.metric == SLO_DUAL_SLA))
+            return true;
+    return false;
+}
+
+/* The load's quality options (as tokenstorm run reads them), for dual_sla probes. */
+static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e)
+{
+    struct run_quality_opts qo;
+    struct runner_config rc_cfg;
+    char msg[512];
+    run_quality_init(&qo);
+    for (size_t i = 0; i < e->nload; i++) {
+        const char *a = e->load[i];
+        if (strncmp(a, "--", 2))
+            continue;
+        const char *eq = strchr(a, '=');
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)((eq ? (size_t)(eq - a) : strlen(a)) - 2), a + 2);
+        bool takes = !strcmp(name, "dual-sla") || !strcmp(name, "quality-min") ||
+                     !strcmp(name, "quality-regex");
+        const char *arg = eq ? eq + 1 : (takes && i + 1 < e->nload ? e->load[i + 1] : NULL);
+        if (run_quality_option(&qo, name, arg, msg, sizeof(msg)) < 0)
+            return perr(c, at, "load: %s", msg);
+    }
+    memset(&rc_cfg, 0, sizeof(rc_cfg));
+    qo.regex = NULL; /* the pattern is the run's to compile; only the target matters here */
+    if (run_quality_apply(&qo, &rc_cfg, msg, sizeof(msg)))
+        return perr(c, at, "load: %s", msg);
+    run_quality_release(&qo);
+    e->has_dual_sla = qo.dual_sla;
+    e->dual = qo.dual;
+    e->quality_target = rc_cfg.quality.target;
+    if (uses_dual_sla(e) && !e->has_dual_sla)
+        return perr(c, at, "a dual_sla probe needs the load's --dual-sla (window and targets)");
+    return 0;
 }
 
 static int parse_probe(struct pctx *c, struct fy_node *n, struct exp_probe *p)
@@ -575,7 +619,8 @@ static int parse_root(struct pctx *c, struct fy_node *root, struct experiment *e
                 return rc;
     }
     struct fy_node *ld = getk(c, root, "load");
-    if ((rc = parse_load(c, ld, e)) || (rc = load_goodput(c, ld, e)))
+    if ((rc = parse_load(c, ld, e)) || (rc = load_goodput(c, ld, e)) ||
+        (rc = load_quality(c, ld, e)))
         return rc;
     qsort(e->phases, e->nphases, sizeof(e->phases[0]), phase_cmp);
     uint64_t d = load_duration_ns(e), end = experiment_faults_end_ns(e);
@@ -1099,6 +1144,43 @@ static json_t *num_or_null(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+static int by_end(const void *x, const void *y)
+{
+    const struct exp_req *p = *(const struct exp_req *const *)x;
+    const struct exp_req *q = *(const struct exp_req *const *)y;
+    return p->rec.end_ns < q->rec.end_ns ? -1 : p->rec.end_ns > q->rec.end_ns;
+}
+
+/*
+ * The windowed dual SLA over the requests sent in [a, b) ms, in completion
+ * order, as tokenstorm run computes it: quality-ok = ok and meeting the
+ * quality target (when scored), latency-ok = ok and within --goodput. NAN
+ * when the window holds fewer requests than one dual-SLA window.
+ */
+static double window_dual_sla(const struct experiment *e, const struct exp_requests *r, double a,
+                              double b)
+{
+    const struct exp_req **v = ts_malloc((r->n ? r->n : 1) * sizeof(*v));
+    struct dual_sla ds;
+    if (!v || dual_sla_init(&ds, &e->dual)) {
+        ts_free(v);
+        return NAN;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->v[i].t_ms >= a && r->v[i].t_ms < b && !(r->v[i].rec.flags & REQF_WARMUP))
+            v[n++] = &r->v[i];
+    qsort(v, n, sizeof(*v), by_end);
+    for (size_t i = 0; i < n; i++) {
+        const struct req_record *rec = &v[i]->rec;
+        bool q_ok = rec->outcome == REQ_OK &&
+                    (!rec->quality.have || quality_scores_pass(&rec->quality, &e->quality_target));
+        dual_sla_feed(&ds, q_ok, goodput_meets(&e->goodput, rec));
+    }
+    ts_free(v);
+    return dual_sla_attainment(&ds);
+}
+
 /*
  * Evaluates the probes (their slo, or their during tolerance) over the
  * requests sent in [a, b) ms. *held: every probe held and there were
@@ -1123,6 +1205,8 @@ static int eval_window(const struct experiment *e, const struct exp_requests *r,
     }
     struct run_summary sum;
     run_summary_compute(&sum, st, (b - a) / 1e3, 0, e->has_goodput ? &e->goodput : NULL);
+    if (e->has_dual_sla)
+        sum.quality.dual_sla = window_dual_sla(e, r, a, b);
     json_t *o = json_pack("{s:f,s:f,s:I,s:I,s:I}", "from_s", a / 1e3, "to_s", b / 1e3, "requests",
                           (json_int_t)sum.requests, "completed", (json_int_t)sum.completed,
                           "failed", (json_int_t)sum.failed);

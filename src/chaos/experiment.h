@@ -96,6 +96,10 @@ struct experiment {
     size_t nload;
     struct goodput_cfg goodput; /* the load's --goodput, for goodput probes */
     bool has_goodput;
+    /* the load's --dual-sla and --quality-min, for dual_sla probes per window */
+    bool has_dual_sla;
+    struct dual_sla_cfg dual;
+    struct quality_target quality_target;
 };
 
 /*

@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
-#include "cmd/run_quality.h"
+#include "load/run_quality.h"
 #include "load/dist.h"
 #include "load/runner.h"
 #include "load/target.h"

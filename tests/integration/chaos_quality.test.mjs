@@ -105,7 +105,7 @@ test('quality probes in an experiment: hallucinations break rouge_l, it recovers
   assert.ok(scored.some((l) => !l.quality.exact) && scored.some((l) => l.quality.exact));
 });
 
-test('dual_sla and consistency probes are refused at --check time', async () => {
+test('a dual_sla probe needs the load\'s --dual-sla; consistency probes are refused', async () => {
   const file = experiment('dual', {
     title: 'dual', hypothesis: { probes: [{ slo: 'dual_sla>=95%' }] },
     method: [{ name: 'h', at: '3s', for: '3s', proxy: 'http://127.0.0.1:1',
@@ -114,5 +114,5 @@ test('dual_sla and consistency probes are refused at --check time', async () => 
   });
   const r = await runBin(['chaos', '--check', file]);
   assert.equal(r.code, 2, r.stdout + r.stderr);
-  assert.match(r.stderr, /dual_sla is not supported in experiments/);
+  assert.match(r.stderr, /a dual_sla probe needs the load's --dual-sla/);
 });

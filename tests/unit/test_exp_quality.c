@@ -115,7 +115,7 @@ static void test_round_trip(void **state)
     exp_requests_free(r);
 }
 
-/* dual_sla and consistency are whole-run measures: refused at --check time. */
+/* consistency needs the answers: refused; dual_sla needs the load's --dual-sla. */
 static void test_whole_run_probes_refused(void **state)
 {
     (void)state;
@@ -126,7 +126,7 @@ static void test_whole_run_probes_refused(void **state)
         "          fault: {type: error_rate, rate: 1}}]\n"
         "load: [\"--duration=20s\"]\n";
     static const char *const probes[][2] = {
-        {"{slo: \"dual_sla>=95%\"}", "dual_sla is not supported in experiments"},
+        {"{slo: \"dual_sla>=95%\"}", "a dual_sla probe needs the load's --dual-sla"},
         {"{slo: \"rouge_l>0.9\", during: \"consistency>=0.5\"}",
          "consistency is not supported in experiments"},
         {"{slo: \"rouge_l>0.9\", during: \"bleu4>0.1\"}", NULL},
@@ -147,6 +147,55 @@ static void test_whole_run_probes_refused(void **state)
         if (!strstr(err, probes[i][1]))
             fail_msg("message: %s", err);
     }
+}
+
+/*
+ * dual_sla per window: windows of 4 requests in completion order attain when
+ * 3 of 4 are quality-ok (rouge_l >= 0.5 by default) and all are latency-ok.
+ * Quality is bad in [5 s, 8 s): the hypothesis breaks there and comes back.
+ */
+static void test_judge_dual_sla(void **state)
+{
+    (void)state;
+    static const char *const text =
+        "title: q\n"
+        "hypothesis: {probes: [{slo: \"dual_sla>=90%\"}]}\n"
+        "method: [{name: a, at: 5s, for: 3s, sim: \"http://127.0.0.1:1\",\n"
+        "          fault: {type: error_rate, rate: 1}}]\n"
+        "load: [\"--duration=20s\", \"--dual-sla\", \"window=4,quality=0.75,latency=1\"]\n";
+    struct experiment *e = NULL;
+    char err[512] = "";
+    if (experiment_parse(text, strlen(text), "q.yaml", &e, err, sizeof(err)))
+        fail_msg("%s", err);
+    assert_true(e->has_dual_sla);
+    assert_int_equal(e->dual.window, 4);
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    for (int i = 0; i < 200; i++) {
+        double t = i * 100.0;
+        bool bad = t >= 5000 && t < 8000;
+        struct req_record r = ok_at(t);
+        r.quality = (struct quality_scores){.have = QUALITY_HAVE_REF, .rouge_l = bad ? 0.2 : 1};
+        assert_int_equal(result_append_request(&b, &r, START), 0);
+    }
+    const char *path = write_file(buf_cstr(&b));
+    buf_release(&b);
+    struct exp_requests *reqs = NULL;
+    assert_int_equal(exp_requests_load(path, &reqs, err, sizeof(err)), 0);
+    struct exp_window w[1] = {{5000, 8000}};
+    enum exp_verdict v;
+    json_t *rep = NULL;
+    assert_int_equal(experiment_judge(e, reqs, w, 0, &v, &rep), 0);
+    assert_int_equal(v, EXP_DEVIATED);
+    const json_t *base = json_object_get(json_object_get(rep, "baseline"), "probes");
+    assert_true(json_number_value(json_object_get(json_array_get(base, 0), "actual")) == 1.0);
+    const json_t *ph = json_object_get(json_array_get(json_object_get(rep, "phases"), 0), "probes");
+    assert_true(json_number_value(json_object_get(json_array_get(ph, 0), "actual")) == 0.0);
+    assert_true(json_number_value(json_object_get(rep, "recovery_s")) == 0.0);
+    json_decref(rep);
+    exp_requests_free(reqs);
+    experiment_free(e);
+    unlink(path);
 }
 
 /* rouge_l is 1 except while the fault is on ([5 s, 8 s)): deviated, then back. */
@@ -204,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_whole_run_probes_refused),
         cmocka_unit_test(test_judge_rouge),
+        cmocka_unit_test(test_judge_dual_sla),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

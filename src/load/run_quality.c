@@ -1,4 +1,4 @@
-#include "cmd/run_quality.h"
+#include "load/run_quality.h"
 
 #include <errno.h>
 #include <stdio.h>

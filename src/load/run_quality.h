@@ -3,8 +3,8 @@
  * commands that pass run options through): --quality-regex, --quality-json,
  * --quality-min, --dual-sla, --consistency.
  */
-#ifndef TS_CMD_RUN_QUALITY_H
-#define TS_CMD_RUN_QUALITY_H
+#ifndef TS_LOAD_RUN_QUALITY_H
+#define TS_LOAD_RUN_QUALITY_H
 
 #include <stdbool.h>
 #include <stddef.h>
