@@ -131,11 +131,24 @@ static int on_body(struct http_call *call, const char *data, size_t len, uint64_
     if (!x->rec.first_byte_ns)
         x->rec.first_byte_ns = now_ns;
     if (x->sse_mode) {
-        int rc = sse_parser_feed(&x->sse, data, len, now_ns);
-        if (rc) {
+        if (buf_append(&x->rx, data, len)) {
             x->malformed = true;
-            set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
-            return 1; /* abort: the stream cannot be read further */
+            set_error(x, "stream: ", "more than 4 MiB unparsed");
+            return 1;
+        }
+        if (x->nseg == sizeof(x->rx_seg) / sizeof(x->rx_seg[0]))
+            x->nseg--; /* merge with the last read: its events get the later time */
+        x->rx_seg[x->nseg].end = x->rx.len;
+        x->rx_seg[x->nseg].ns = now_ns;
+        x->nseg++;
+        if (!x->rx_queued) {
+            struct worker *w = x->w;
+            x->rx_queued = true;
+            x->rx_prev = NULL;
+            x->rx_next = w->rx_head;
+            if (w->rx_head)
+                w->rx_head->rx_prev = x;
+            w->rx_head = x;
         }
         return 0;
     }
@@ -148,6 +161,46 @@ static int on_body(struct http_call *call, const char *data, size_t len, uint64_
         return 1;
     }
     return 0;
+}
+
+static void rx_unlink(struct exch *x)
+{
+    if (!x->rx_queued)
+        return;
+    if (x->rx_prev)
+        x->rx_prev->rx_next = x->rx_next;
+    else
+        x->w->rx_head = x->rx_next;
+    if (x->rx_next)
+        x->rx_next->rx_prev = x->rx_prev;
+    x->rx_prev = x->rx_next = NULL;
+    x->rx_queued = false;
+}
+
+/* Feeds what this request received, read by read, each with its arrival time. */
+static void rx_parse(struct exch *x)
+{
+    rx_unlink(x);
+    size_t from = 0;
+    int rc = 0;
+    for (unsigned i = 0; i < x->nseg && !rc; i++) {
+        rc = sse_parser_feed(&x->sse, x->rx.data + from, x->rx_seg[i].end - from, x->rx_seg[i].ns);
+        from = x->rx_seg[i].end;
+    }
+    x->nseg = 0;
+    buf_reset(&x->rx);
+    if (rc && !x->malformed) {
+        x->malformed = true;
+        set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
+        if (x->call)
+            http_call_cancel(x->call); /* the stream cannot be read further */
+    }
+}
+
+void exch_rx_flush(struct worker *w)
+{
+    while (w->rx_head)
+        rx_parse(w->rx_head);
 }
 
 static enum req_outcome outcome_of_transport(enum http_call_error e)
@@ -287,6 +340,8 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     struct exch *x = user;
     struct worker *w = x->w;
     struct req_record *r = &x->rec;
+    if (x->nseg)
+        rx_parse(x); /* bytes of this loop pass that were not parsed yet */
     r->end_ns = res->end_ns ? res->end_ns : ts_now_ns();
     if (!r->http_status)
         r->http_status = (int)res->status;
@@ -368,6 +423,7 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
         r->flags |= REQF_WARMUP;
     buf_init(&x->body, EXCH_MAX_BODY);
     buf_init(&x->answer, QUALITY_MAX_TEXT);
+    buf_init(&x->rx, EXCH_MAX_EVENT);
     if (cfg->integrity_key) {
         x->verifier = ts_malloc(sizeof(*x->verifier));
         if (x->verifier &&
@@ -472,7 +528,9 @@ void exch_finish(struct exch *x)
         x->next->prev = x->prev;
     w->n_inflight--;
     atomic_fetch_sub(&w->in_flight_now, 1);
+    rx_unlink(x);
     sse_parser_release(&x->sse);
+    buf_release(&x->rx);
     buf_release(&x->answer);
     ts_free(x->verifier);
     buf_release(&x->body);

@@ -64,13 +64,15 @@ struct worker {
     bool thread_started;
     uv_loop_t loop;
     uv_async_t cmd;
+    uv_check_t check;     /* after each poll pass: parse what arrived (exch_rx_flush) */
+    struct exch *rx_head; /* requests with received bytes not yet parsed */
     atomic_uint cmd_bits;
     struct http_client client;
     struct ptimer timer;
     struct openai_decoder decoder; /* chunks are decoded synchronously: one per worker */
     struct rng rng;                /* think times */
     int handles;
-    bool loop_inited, cmd_inited, timer_inited, client_inited;
+    bool loop_inited, cmd_inited, timer_inited, client_inited, check_inited;
 
     /* stats: recorded here, swapped once a second */
     struct run_stats *active;
@@ -150,12 +152,27 @@ struct exch {
     bool sse_mode;
     struct reqtrace trace; /* its trace and span ids, response id and model */
     struct buf answer;     /* the answer's text, when quality is measured */
+    /*
+     * Stream bytes are timestamped when curl hands them over and parsed after
+     * the loop's poll pass (exch_rx_flush), so a burst of events on many
+     * streams is timed as it arrives, not as it is decoded one after another.
+     */
+    struct buf rx;
+    struct {
+        size_t end;  /* rx offset where this read ends */
+        uint64_t ns; /* when it arrived */
+    } rx_seg[8];
+    unsigned nseg;
+    struct exch *rx_prev, *rx_next;
+    bool rx_queued;
     bool keep_answer;
 };
 
 /* Starts request `index` with the given intended time. 0 or a negative code
  * (the request is then recorded as failed and worker_request_done is called). */
 void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user);
+/* Parses the stream bytes every request of the worker received since the last call. */
+void exch_rx_flush(struct worker *w);
 /* Records a finished request into the worker's stats (and requests.jsonl) and frees it. */
 void exch_finish(struct exch *x);
 /* Cancels a request in flight as "cut". */

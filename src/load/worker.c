@@ -277,6 +277,13 @@ static void on_client_closed(struct http_client *c, void *arg)
     w->handles--;
     ptimer_close(&w->timer, on_ptimer_closed);
     uv_close((uv_handle_t *)&w->cmd, on_handle_closed);
+    if (w->check_inited)
+        uv_close((uv_handle_t *)&w->check, on_handle_closed);
+}
+
+static void on_check(uv_check_t *h)
+{
+    exch_rx_flush(h->data);
 }
 
 static void on_cmd(uv_async_t *h)
@@ -425,5 +432,16 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     }
     w->client_inited = true;
     w->handles++;
+    if ((rc = uv_check_init(&w->loop, &w->check))) {
+        snprintf(err, errlen, "check handle: %s", uv_strerror(rc));
+        return rc;
+    }
+    w->check.data = w;
+    w->check_inited = true;
+    w->handles++;
+    if ((rc = uv_check_start(&w->check, on_check))) {
+        snprintf(err, errlen, "check handle: %s", uv_strerror(rc));
+        return rc;
+    }
     return 0;
 }
