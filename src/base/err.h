@@ -28,6 +28,15 @@ enum ts_err {
  */
 void ts_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Process exit codes, the same for every command. */
+enum ts_exit {
+    TS_EXIT_OK = 0,
+    TS_EXIT_SLO = 1,
+    TS_EXIT_USAGE = 2,
+    TS_EXIT_FAIL = 3,
+    TS_EXIT_INTERRUPTED = 130,
+};
+
 /* Returns a static, human-readable string for any code this project returns. */
 const char *ts_strerror(int code);
 

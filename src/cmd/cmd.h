@@ -7,13 +7,7 @@
 #ifndef TS_CMD_CMD_H
 #define TS_CMD_CMD_H
 
-enum ts_exit {
-    TS_EXIT_OK = 0,
-    TS_EXIT_SLO = 1,
-    TS_EXIT_USAGE = 2,
-    TS_EXIT_FAIL = 3,
-    TS_EXIT_INTERRUPTED = 130,
-};
+#include "base/err.h"
 
 int cmd_version(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
