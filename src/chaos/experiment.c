@@ -19,6 +19,7 @@
 #include "base/file.h"
 #include "base/strdist.h"
 #include "base/units.h"
+#include "base/utf8.h"
 #include "chaos/fault.h"
 #include "load/run_quality.h"
 #include "sim/admin.h"
@@ -638,46 +639,6 @@ static void diag_discard(struct fy_diag *diag, void *user, const char *buf, size
     (void)user;
     (void)buf;
     (void)len;
-}
-
-/* Offset of the first byte that is not UTF-8 (or NUL), len if none. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i], cp, min;
-        size_t n;
-        if (c == 0)
-            return i;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 1;
-            min = 0x80;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2;
-            min = 0x800;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3;
-            min = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i <= n)
-            return i;
-        cp = c & (0x3fu >> n);
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return i;
-        i += n + 1;
-    }
-    return len;
 }
 
 int experiment_parse(const char *text, size_t len, const char *name, struct experiment **out,
