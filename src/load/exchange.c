@@ -197,10 +197,29 @@ static void rx_parse(struct exch *x)
     }
 }
 
+static void rx_idle_cb(uv_idle_t *h)
+{
+    (void)h; /* only keeps the next poll from blocking */
+}
+
+/*
+ * Parses for at most about 1 ms, then lets the loop poll again: bytes that
+ * arrive while a big burst is being decoded are timed within ~1 ms of their
+ * arrival instead of after the whole burst.
+ */
 void exch_rx_flush(struct worker *w)
 {
-    while (w->rx_head)
+    uint64_t start = ts_now_ns();
+    unsigned n = 0;
+    while (w->rx_head) {
         rx_parse(w->rx_head);
+        if (++n % 8 == 0 && ts_now_ns() - start > TS_NS_PER_MS)
+            break;
+    }
+    if (w->rx_head)
+        (void)uv_idle_start(&w->rx_idle, rx_idle_cb);
+    else
+        (void)uv_idle_stop(&w->rx_idle);
 }
 
 static enum req_outcome outcome_of_transport(enum http_call_error e)

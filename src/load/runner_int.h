@@ -65,6 +65,7 @@ struct worker {
     uv_loop_t loop;
     uv_async_t cmd;
     uv_check_t check;     /* after each poll pass: parse what arrived (exch_rx_flush) */
+    uv_idle_t rx_idle;    /* active while parsing is left over: the next poll won't block */
     struct exch *rx_head; /* requests with received bytes not yet parsed */
     atomic_uint cmd_bits;
     struct http_client client;

@@ -277,8 +277,10 @@ static void on_client_closed(struct http_client *c, void *arg)
     w->handles--;
     ptimer_close(&w->timer, on_ptimer_closed);
     uv_close((uv_handle_t *)&w->cmd, on_handle_closed);
-    if (w->check_inited)
+    if (w->check_inited) {
         uv_close((uv_handle_t *)&w->check, on_handle_closed);
+        uv_close((uv_handle_t *)&w->rx_idle, on_handle_closed);
+    }
 }
 
 static void on_check(uv_check_t *h)
@@ -436,9 +438,11 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
         snprintf(err, errlen, "check handle: %s", uv_strerror(rc));
         return rc;
     }
+    (void)uv_idle_init(&w->loop, &w->rx_idle); /* cannot fail */
+    w->rx_idle.data = w;
     w->check.data = w;
     w->check_inited = true;
-    w->handles++;
+    w->handles += 2;
     if ((rc = uv_check_start(&w->check, on_check))) {
         snprintf(err, errlen, "check handle: %s", uv_strerror(rc));
         return rc;
