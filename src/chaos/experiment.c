@@ -128,36 +128,6 @@ static int get_duration(struct pctx *c, struct fy_node *n, uint64_t *ns, const c
     return 0;
 }
 
-/* A plain YAML scalar as null/bool/int/real (YAML 1.2 core schema), else a string. */
-static json_t *yscalar(struct fy_node *n)
-{
-    size_t len;
-    const char *s = fy_node_get_scalar(n, &len);
-    if (!s)
-        return NULL;
-    if (fy_node_get_style(n) != FYNS_PLAIN)
-        return json_stringn(s, len);
-    char tmp[64];
-    if (len < sizeof tmp) {
-        memcpy(tmp, s, len);
-        tmp[len] = '\0';
-        if (!strcmp(tmp, "null") || !strcmp(tmp, "~") || len == 0)
-            return json_null();
-        if (!strcmp(tmp, "true"))
-            return json_true();
-        if (!strcmp(tmp, "false"))
-            return json_false();
-        const char *end;
-        double d;
-        if (units_scan_number(tmp, &end, &d) == 0 && *end == '\0') {
-            if (!strpbrk(tmp, ".eE") && fabs(d) < 9e15)
-                return json_integer((json_int_t)d);
-            return json_real(d);
-        }
-    }
-    return json_stringn(s, len);
-}
-
 static json_t *to_json(struct pctx *c, struct fy_node *n, int depth, int *rc)
 {
     if (depth > 16) {
@@ -170,7 +140,7 @@ static json_t *to_json(struct pctx *c, struct fy_node *n, int depth, int *rc)
             *rc = perr(c, n, "aliases are not supported");
             return NULL;
         }
-        if (!(out = yscalar(n)))
+        if (!(out = yaml_scalar_json(n)))
             *rc = -ENOMEM;
         return out;
     }

@@ -1137,8 +1137,7 @@ static int ynode_err(const struct ywalk *w, struct fy_node *n, const char *msg)
     return -EINVAL;
 }
 
-/* A plain YAML scalar as null/bool/int/real (YAML 1.2 core schema), else a string. */
-static json_t *yscalar(struct fy_node *n)
+json_t *yaml_scalar_json(struct fy_node *n)
 {
     size_t len;
     const char *s = fy_node_get_scalar(n, &len);
@@ -1181,7 +1180,7 @@ static json_t *ywalk_node(struct ywalk *w, struct fy_node *n, int *rc)
             *rc = ynode_err(w, n, "aliases are not supported");
             break;
         }
-        out = yscalar(n);
+        out = yaml_scalar_json(n);
         if (!out)
             *rc = -ENOMEM;
         break;
