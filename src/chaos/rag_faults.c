@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "chaos/tap_int.h"
+#include "llm/jsonptr.h"
 
 /* Documents that answer no question a RAG test is likely to ask. */
 static const char *const rag_unrelated[] = {
@@ -26,76 +27,6 @@ static const char *const rag_unrelated[] = {
 static const char *const text_fields[] = {"document", "text",    "content", "page_content",
                                           "chunk",    "passage", "body"};
 static const char *const text_holders[] = {"payload", "metadata", "properties", "document"};
-
-/* Decodes one reference token (ptr[0..n), escapes ~0 ~1) into tok; false if
- * it is malformed. tok has room for n + 1 bytes. */
-static bool pointer_token(const char *p, size_t n, char *tok, size_t *tlen)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '~') {
-            tok[k++] = p[i];
-            continue;
-        }
-        if (i + 1 >= n || (p[i + 1] != '0' && p[i + 1] != '1'))
-            return false;
-        tok[k++] = p[i + 1] == '0' ? '~' : '/';
-        i++;
-    }
-    tok[k] = '\0';
-    *tlen = k;
-    return true;
-}
-
-static bool array_index(const char *tok, size_t n, size_t *idx)
-{
-    if (n == 0 || n > 18 || (n > 1 && tok[0] == '0'))
-        return false;
-    size_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (tok[i] < '0' || tok[i] > '9')
-            return false;
-        v = v * 10 + (size_t)(tok[i] - '0');
-    }
-    *idx = v;
-    return true;
-}
-
-json_t *json_pointer_get(json_t *root, const char *ptr, size_t len)
-{
-    if (len == 0)
-        return root;
-    if (ptr[0] != '/')
-        return NULL;
-    char *tok = ts_malloc(len + 1);
-    if (!tok)
-        return NULL;
-    json_t *cur = root;
-    size_t i = 1;
-    for (;;) {
-        size_t j = i;
-        while (j < len && ptr[j] != '/')
-            j++;
-        size_t tlen;
-        if (!pointer_token(ptr + i, j - i, tok, &tlen)) {
-            cur = NULL;
-            break;
-        }
-        if (json_is_object(cur)) {
-            cur = json_object_getn(cur, tok, tlen);
-        } else if (json_is_array(cur)) {
-            size_t idx;
-            cur = array_index(tok, tlen, &idx) ? json_array_get(cur, idx) : NULL;
-        } else {
-            cur = NULL;
-        }
-        if (!cur || j >= len)
-            break;
-        i = j + 1;
-    }
-    ts_free(tok);
-    return cur;
-}
 
 /* The string member of a document object holding its text (looked for
  * under the usual names, in the object or its payload/metadata), or NULL. */
@@ -117,7 +48,7 @@ static json_t *doc_text(json_t *doc)
 static json_t *doc_score(json_t *doc, const char *field)
 {
     if (field[0] == '/')
-        return json_pointer_get(doc, field, strlen(field));
+        return jsonptr_get(doc, field, strlen(field));
     return json_object_get(doc, field[0] ? field : "score");
 }
 
@@ -216,7 +147,7 @@ int rag_apply(json_t *root, const struct fault *f, uint64_t seed)
         size_t j = i;
         while (j < plen && p[j] != ',')
             j++;
-        json_t *arr = json_pointer_get(root, p + i, j - i);
+        json_t *arr = jsonptr_get(root, p + i, j - i);
         i = j + 1;
         if (!json_is_array(arr))
             continue;

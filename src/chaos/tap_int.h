@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "chaos/fault.h"
+#include "llm/jsonptr.h"
 
 /* ---- JSON output (tap_json.c part of stream_tap.c) ---- */
 
@@ -152,12 +153,13 @@ int llm_embeddings_perturb(json_t *root, double norm, double mask_rate, struct r
 /* ---- RAG (rag_faults.c) ---- */
 
 /*
- * RFC 6901 JSON pointer lookup (ptr, len bytes; "" is the whole document):
- * a borrowed reference to the value, or NULL when it does not exist or the
- * pointer is malformed ("~" not followed by 0 or 1, array index with a
- * leading zero, "-", out of range, not starting with '/').
+ * RFC 6901 JSON pointer lookup: the same as llm/jsonptr.h's jsonptr_get,
+ * which the RAG faults use; kept under this name for the tap's tests.
  */
-json_t *json_pointer_get(json_t *root, const char *ptr, size_t len);
+static inline json_t *json_pointer_get(json_t *root, const char *ptr, size_t len)
+{
+    return jsonptr_get(root, ptr, len);
+}
 
 /*
  * Applies one RAG fault (rag_empty, rag_shuffle, rag_irrelevant,
