@@ -47,6 +47,15 @@ static void usage(FILE *out)
         "  --admin                the admin API for chaos faults: POST/GET/DELETE\n"
         "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
         "                         docs/CHAOS.md)\n"
+        "  --vector-docs FILE     passages of the vector store (POST "
+        "/v1/vector_stores/ID/search):\n"
+        "                         JSONL "
+        "{\"text\":..,\"id\":..,\"filename\":..,\"attributes\":{..}}\n"
+        "                         or plain text, one passage a line (default: 200 built-in\n"
+        "                         passages on 20 topics)\n"
+        "  --vector-store-id ID   the store's id besides vs_default\n"
+        "  --vector-latency DUR   fixed time of a search (default 2ms; 0 = none)\n"
+        "  --vector-doc-latency DUR  time per passage searched (default 1us)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let streams finish this long (default 10s)\n"
         "  --list-profiles        print the presets and every settable key, then exit\n"
         "  -q, --quiet            print nothing but errors\n"
@@ -57,6 +66,7 @@ static void usage(FILE *out)
         "  tokenstorm sim --listen 127.0.0.1:8000\n"
         "  tokenstorm sim --profile llama3-70b-4xh100 --set max_num_seqs=128\n"
         "  tokenstorm sim --profile tiny --no-noise --trace-log truth.jsonl\n"
+        "  tokenstorm sim --vector-docs kb.jsonl --vector-latency 20ms\n"
         "  curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\\n"
         "       -d "
         "'{\"model\":\"x\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'"
@@ -131,6 +141,10 @@ int cmd_sim(int argc, char **argv)
         OPT_LIST,
         OPT_SIGN,
         OPT_ADMIN,
+        OPT_VECTOR_DOCS,
+        OPT_VECTOR_ID,
+        OPT_VECTOR_LATENCY,
+        OPT_VECTOR_DOC_LATENCY,
         OPT_VERSION,
     };
     static const struct option opts[] = {
@@ -150,6 +164,10 @@ int cmd_sim(int argc, char **argv)
         {"list-profiles", no_argument, NULL, OPT_LIST},
         {"sign-chunks", required_argument, NULL, OPT_SIGN},
         {"admin", no_argument, NULL, OPT_ADMIN},
+        {"vector-docs", required_argument, NULL, OPT_VECTOR_DOCS},
+        {"vector-store-id", required_argument, NULL, OPT_VECTOR_ID},
+        {"vector-latency", required_argument, NULL, OPT_VECTOR_LATENCY},
+        {"vector-doc-latency", required_argument, NULL, OPT_VECTOR_DOC_LATENCY},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -211,6 +229,23 @@ int cmd_sim(int argc, char **argv)
         case OPT_TRACE_LOG:
             cfg.trace_log_path = optarg;
             break;
+        case OPT_VECTOR_DOCS:
+            cfg.vector_docs_path = optarg;
+            break;
+        case OPT_VECTOR_ID:
+            cfg.vector_store_id = optarg;
+            break;
+        case OPT_VECTOR_LATENCY:
+        case OPT_VECTOR_DOC_LATENCY: {
+            uint64_t ns;
+            if (units_parse_duration_ns(optarg, &ns)) {
+                fprintf(stderr, "tokenstorm sim: bad duration '%s' (e.g. 2ms, 500us, 0)\n", optarg);
+                return TS_EXIT_USAGE;
+            }
+            *(c == OPT_VECTOR_LATENCY ? &cfg.vector_latency_ns : &cfg.vector_doc_ns) =
+                ns ? ns : SIM_DURATION_ZERO;
+            break;
+        }
         case OPT_HEADER_TIMEOUT:
         case OPT_GRACE: {
             uint64_t ns;

@@ -194,6 +194,45 @@ int openai_stream_enc_content(const struct openai_stream_enc *e, struct buf *out
     return 0;
 }
 
+int openai_stream_enc_tool_call(const struct openai_stream_enc *e, struct buf *out, int index,
+                                const char *call_id, const char *name)
+{
+    if (e->endpoint != OPENAI_CHAT)
+        return -EINVAL;
+    size_t mark = out->len;
+    int rc;
+    if ((rc = buf_append(out, e->head.data, e->prefix_len)) ||
+        (rc = buf_appendf(out,
+                          "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,"
+                          "\"tool_calls\":[{\"index\":%d,\"id\":",
+                          index)) ||
+        (rc = append_json_str(out, call_id)) ||
+        (rc = buf_append_str(out, ",\"type\":\"function\",\"function\":{\"name\":")) ||
+        (rc = append_json_str(out, name)) ||
+        (rc = buf_append_str(out, ",\"arguments\":\"\"}}]},\"logprobs\":null,"
+                                  "\"finish_reason\":null}]}\n\n"))) {
+        buf_truncate(out, mark);
+        return rc;
+    }
+    return 0;
+}
+
+int openai_stream_enc_tool_args(const struct openai_stream_enc *e, struct buf *out, int index,
+                                const char *args, size_t len)
+{
+    static const char close[] = "\"}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+    if (e->endpoint != OPENAI_CHAT)
+        return -EINVAL;
+    char open[96];
+    int n = snprintf(open, sizeof(open),
+                     "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
+                     "\"function\":{\"arguments\":\"",
+                     index);
+    if (n < 0 || (size_t)n >= sizeof(open))
+        return -EINVAL;
+    return put_chunk(e, out, open, (size_t)n, args, len, LIT(close));
+}
+
 int openai_stream_enc_finish(const struct openai_stream_enc *e, struct buf *out,
                              const char *finish_reason)
 {
@@ -255,6 +294,35 @@ int openai_encode_response(struct buf *out, enum openai_endpoint ep, const char 
         (rc = buf_append_str(out, chat ? "\"},\"logprobs\":null,\"finish_reason\":"
                                        : "\",\"logprobs\":null,\"finish_reason\":")) ||
         (rc = append_json_str(out, finish_reason ? finish_reason : "stop")) ||
+        (rc = buf_append(out, LIT("}],"))) ||
+        (rc = append_usage(out, prompt_tokens, completion_tokens)) ||
+        (rc = buf_append_char(out, '}')))
+        goto fail;
+    return 0;
+fail:
+    buf_truncate(out, mark);
+    return rc;
+}
+
+int openai_encode_tool_call_response(struct buf *out, const char *id, int64_t created,
+                                     const char *model, const char *call_id, const char *name,
+                                     const char *args, size_t args_len, const char *finish_reason,
+                                     int64_t prompt_tokens, int64_t completion_tokens)
+{
+    size_t mark = out->len;
+    int rc;
+    if ((rc = buf_append(out, LIT("{\"id\":"))) || (rc = append_json_str(out, id)) ||
+        (rc = buf_appendf(
+             out, ",\"object\":\"chat.completion\",\"created\":%" PRId64 ",\"model\":", created)) ||
+        (rc = append_json_str(out, model)) ||
+        (rc = buf_append_str(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                                  "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":")) ||
+        (rc = append_json_str(out, call_id)) ||
+        (rc = buf_append_str(out, ",\"type\":\"function\",\"function\":{\"name\":")) ||
+        (rc = append_json_str(out, name)) || (rc = buf_append_str(out, ",\"arguments\":\"")) ||
+        (rc = openai_json_escape(out, args, args_len)) ||
+        (rc = buf_append_str(out, "\"}}]},\"logprobs\":null,\"finish_reason\":")) ||
+        (rc = append_json_str(out, finish_reason ? finish_reason : "tool_calls")) ||
         (rc = buf_append(out, LIT("}],"))) ||
         (rc = append_usage(out, prompt_tokens, completion_tokens)) ||
         (rc = buf_append_char(out, '}')))

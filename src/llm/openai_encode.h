@@ -17,6 +17,16 @@
  *            "finish_reason":"stop"}]}
  *   usage:   ...,"choices":[],"usage":{"prompt_tokens":P,
  *            "completion_tokens":C,"total_tokens":P+C}}
+ *   tool call (first chunk of a call, in place of the role chunk):
+ *            ...,"choices":[{"index":0,"delta":{"role":"assistant",
+ *            "content":null,"tool_calls":[{"index":I,"id":"CALL_ID",
+ *            "type":"function","function":{"name":"NAME","arguments":""}}]},
+ *            "logprobs":null,"finish_reason":null}]}
+ *   tool arguments (each later piece of the arguments):
+ *            ...,"choices":[{"index":0,"delta":{"tool_calls":[{"index":I,
+ *            "function":{"arguments":"PIECE"}}]},"logprobs":null,
+ *            "finish_reason":null}]}
+ *   (a tool call ends with the finish chunk, finish_reason "tool_calls")
  * completions (object "text_completion"):
  *   content: ...,"choices":[{"index":0,"text":"TEXT","logprobs":null,
  *            "finish_reason":null}]}
@@ -72,7 +82,14 @@ TS_MUST_CHECK int openai_stream_enc_role(const struct openai_stream_enc *e, stru
 /* One chunk carrying text (delta.content for chat, text for completions). */
 TS_MUST_CHECK int openai_stream_enc_content(const struct openai_stream_enc *e, struct buf *out,
                                             const char *text, size_t len);
-/* The chunk with finish_reason (e.g. "stop", "length") and no text. */
+/* Chat only (-EINVAL otherwise): the first chunk of tool call number index
+ * (role, id, type, function name, empty arguments). */
+TS_MUST_CHECK int openai_stream_enc_tool_call(const struct openai_stream_enc *e, struct buf *out,
+                                              int index, const char *call_id, const char *name);
+/* Chat only (-EINVAL otherwise): a piece of the arguments of tool call index. */
+TS_MUST_CHECK int openai_stream_enc_tool_args(const struct openai_stream_enc *e, struct buf *out,
+                                              int index, const char *args, size_t len);
+/* The chunk with finish_reason (e.g. "stop", "length", "tool_calls") and no text. */
 TS_MUST_CHECK int openai_stream_enc_finish(const struct openai_stream_enc *e, struct buf *out,
                                            const char *finish_reason);
 /* The usage chunk ("choices":[]), sent when stream_options.include_usage. */
@@ -95,6 +112,23 @@ TS_MUST_CHECK int openai_encode_response(struct buf *out, enum openai_endpoint e
                                          int64_t created, const char *model, const char *text,
                                          size_t len, const char *finish_reason,
                                          int64_t prompt_tokens, int64_t completion_tokens);
+
+/*
+ * A non-streamed chat response with one tool call instead of text:
+ *   {"id":..,"object":"chat.completion","created":N,"model":..,"choices":[{
+ *   "index":0,"message":{"role":"assistant","content":null,"tool_calls":[{
+ *   "id":"CALL_ID","type":"function","function":{"name":"NAME",
+ *   "arguments":"ARGS"}}]},"logprobs":null,"finish_reason":"tool_calls"}],
+ *   "usage":{...}}
+ * args (args_len bytes) is the arguments text, escaped here into a string;
+ * finish_reason NULL means "tool_calls" ("length" when it was cut).
+ */
+TS_MUST_CHECK int openai_encode_tool_call_response(struct buf *out, const char *id, int64_t created,
+                                                   const char *model, const char *call_id,
+                                                   const char *name, const char *args,
+                                                   size_t args_len, const char *finish_reason,
+                                                   int64_t prompt_tokens,
+                                                   int64_t completion_tokens);
 
 /*
  * An embeddings response: {"object":"list","data":[{"object":"embedding",

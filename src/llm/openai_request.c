@@ -1,6 +1,7 @@
 #include "openai_request.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ void openai_request_release(struct openai_request *r)
     ts_free(r->msg_store);
     ts_free(r->part_store);
     ts_free(r->input_store);
+    ts_free(r->tool_store);
     openai_request_init(r);
 }
 
@@ -264,6 +266,37 @@ static int parse_part(struct openai_request *r, const struct openai_request_limi
     return add_text(r, lim, e, "messages", sp->len);
 }
 
+/* tool_call_id of a "tool" message, tool_calls of an assistant message;
+ * name holds "messages[i]" (nl bytes) and is reused. */
+static int parse_tool_fields(struct openai_error *e, const json_t *msg, char *name, size_t size,
+                             size_t nl, struct openai_message *m)
+{
+    if (strcmp(m->role, "tool") == 0) {
+        const json_t *id = json_object_get(msg, "tool_call_id");
+        snprintf(name + nl, size - nl, ".tool_call_id");
+        if (!id || json_is_null(id)) {
+            char param[96];
+            param_of(name, param, sizeof(param));
+            openai_error_set(e, 400, INVALID, param, "missing_required_parameter",
+                             "Missing parameter 'tool_call_id': messages with role 'tool' must "
+                             "have a 'tool_call_id'.");
+            return TS_PARSE;
+        }
+        if (!json_is_string(id))
+            return err_type(e, name, "a string", id);
+        m->tool_call_id = json_string_value(id);
+    } else if (strcmp(m->role, "assistant") == 0) {
+        const json_t *calls = json_object_get(msg, "tool_calls");
+        snprintf(name + nl, size - nl, ".tool_calls");
+        if (calls && !json_is_null(calls)) {
+            if (!json_is_array(calls))
+                return err_type(e, name, "an array", calls);
+            m->tool_calls = calls;
+        }
+    }
+    return 0;
+}
+
 static int parse_message(struct openai_request *r, const struct openai_request_limits *lim,
                          struct openai_error *e, const json_t *msg, size_t i,
                          struct openai_message *m, struct openai_span *parts)
@@ -296,6 +329,9 @@ static int parse_message(struct openai_request *r, const struct openai_request_l
             return err_type(e, name, "a string", nm);
         m->name = json_string_value(nm);
     }
+    int rc = parse_tool_fields(e, msg, name, sizeof(name), nl, m);
+    if (rc)
+        return rc;
     const json_t *content = json_object_get(msg, "content");
     snprintf(name + nl, sizeof(name) - nl, ".content");
     if (!content || json_is_null(content)) {
@@ -313,8 +349,7 @@ static int parse_message(struct openai_request *r, const struct openai_request_l
     if (!json_is_array(content))
         return err_type(e, name, "one of a string or array of objects", content);
     for (size_t j = 0; j < json_array_size(content); j++) {
-        int rc = parse_part(r, lim, e, json_array_get(content, j), i, j, m, parts);
-        if (rc)
+        if ((rc = parse_part(r, lim, e, json_array_get(content, j), i, j, m, parts)))
             return rc;
     }
     return 0;
@@ -480,6 +515,159 @@ static int parse_stop(struct openai_request *r, struct openai_error *e, const js
     return 0;
 }
 
+/* A 400 about tools: param "tools", the message names the field. */
+static int err_tool(struct openai_error *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int err_tool(struct openai_error *e, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    openai_error_set(e, 400, INVALID, "tools", "invalid_value", "%s", msg);
+    return TS_PARSE;
+}
+
+/* 1..64 characters of [a-zA-Z0-9_-], OpenAI's rule for function names. */
+static bool tool_name_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+        if (n == 64)
+            return false;
+    }
+    return n > 0;
+}
+
+static int parse_tool(struct openai_error *e, const json_t *t, size_t i, struct openai_tool *out)
+{
+    if (!json_is_object(t))
+        return err_tool(e, "Invalid type for 'tools[%zu]': expected an object, but got %s instead.",
+                        i, kind(t));
+    const json_t *type = json_object_get(t, "type");
+    if (!json_is_string(type))
+        return err_tool(e, "Missing required parameter: 'tools[%zu].type'.", i);
+    if (strcmp(json_string_value(type), "function") != 0)
+        return err_tool(e,
+                        "Invalid value: '%.64s'. Supported values are: 'function' (in "
+                        "'tools[%zu].type').",
+                        json_string_value(type), i);
+    const json_t *fn = json_object_get(t, "function");
+    if (!fn || json_is_null(fn))
+        return err_tool(e, "Missing required parameter: 'tools[%zu].function'.", i);
+    if (!json_is_object(fn))
+        return err_tool(e,
+                        "Invalid type for 'tools[%zu].function': expected an object, but got %s "
+                        "instead.",
+                        i, kind(fn));
+    const json_t *name = json_object_get(fn, "name");
+    if (!name || json_is_null(name))
+        return err_tool(e, "Missing required parameter: 'tools[%zu].function.name'.", i);
+    if (!json_is_string(name) || !tool_name_ok(json_string_value(name)) ||
+        strlen(json_string_value(name)) != json_string_length(name))
+        return err_tool(e,
+                        "Invalid 'tools[%zu].function.name': expected a string of 1 to 64 "
+                        "characters matching the pattern '^[a-zA-Z0-9_-]+$'.",
+                        i);
+    const json_t *desc = json_object_get(fn, "description");
+    if (desc && !json_is_null(desc) && !json_is_string(desc))
+        return err_tool(e,
+                        "Invalid type for 'tools[%zu].function.description': expected a string, "
+                        "but got %s instead.",
+                        i, kind(desc));
+    const json_t *params = json_object_get(fn, "parameters");
+    if (params && !json_is_null(params) && !json_is_object(params))
+        return err_tool(e,
+                        "Invalid type for 'tools[%zu].function.parameters': expected an object, "
+                        "but got %s instead.",
+                        i, kind(params));
+    out->name = json_string_value(name);
+    out->function = fn;
+    out->parameters = json_is_object(params) ? params : NULL;
+    return 0;
+}
+
+static int parse_tools(struct openai_request *r, struct openai_error *e, const json_t *root)
+{
+    const json_t *tools = json_object_get(root, "tools");
+    if (!tools || json_is_null(tools))
+        return 0;
+    if (!json_is_array(tools))
+        return err_type(e, "tools", "an array", tools);
+    size_t n = json_array_size(tools);
+    if (n == 0)
+        return 0;
+    if (n > OPENAI_MAX_TOOLS)
+        return err_too_long(e, "tools", OPENAI_MAX_TOOLS, n);
+    r->tool_store = ts_calloc(n, sizeof(*r->tool_store));
+    if (!r->tool_store)
+        return err_nomem(e);
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_tool(e, json_array_get(tools, i), i, &r->tool_store[i]);
+        if (rc)
+            return rc;
+    }
+    r->tools = r->tool_store;
+    r->n_tools = n;
+    r->has_tools = true;
+    return 0;
+}
+
+static int err_tool_choice(struct openai_error *e, const char *msg)
+{
+    openai_error_set(e, 400, INVALID, "tool_choice", "invalid_value", "%s", msg);
+    return TS_PARSE;
+}
+
+static int parse_tool_choice(struct openai_request *r, struct openai_error *e, const json_t *root)
+{
+    const json_t *v = json_object_get(root, "tool_choice");
+    r->tool_choice = OPENAI_TOOL_CHOICE_AUTO;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (strcmp(s, "auto") == 0)
+            return 0;
+        if (strcmp(s, "none") == 0) {
+            r->tool_choice = OPENAI_TOOL_CHOICE_NONE;
+            return 0;
+        }
+        if (strcmp(s, "required") == 0) {
+            r->tool_choice = OPENAI_TOOL_CHOICE_REQUIRED;
+            return 0;
+        }
+        return err_tool_choice(e, "Invalid value for 'tool_choice': expected 'none', 'auto', "
+                                  "'required' or an object naming a function.");
+    }
+    if (!json_is_object(v))
+        return err_type(e, "tool_choice", "one of a string or object", v);
+    const json_t *type = json_object_get(v, "type");
+    const json_t *fn = json_object_get(v, "function");
+    const json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0 ||
+        !json_is_string(name))
+        return err_tool_choice(e, "Invalid 'tool_choice': expected {\"type\": \"function\", "
+                                  "\"function\": {\"name\": ...}}.");
+    for (size_t i = 0; i < r->n_tools; i++) {
+        if (strcmp(r->tools[i].name, json_string_value(name)) == 0) {
+            r->tool_choice = OPENAI_TOOL_CHOICE_FUNCTION;
+            r->tool_choice_name = r->tools[i].name;
+            return 0;
+        }
+    }
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "Invalid 'tool_choice': the function '%.64s' is not one of the 'tools'.",
+             json_string_value(name));
+    return err_tool_choice(e, msg);
+}
+
 /* Fields of chat and completions. */
 static int parse_generation(struct openai_request *r, struct openai_error *e, const json_t *root)
 {
@@ -535,13 +723,11 @@ static int parse_generation(struct openai_request *r, struct openai_error *e, co
         openai_error_set(e, 400, INVALID, "n", "invalid_value", "n must be 1");
         return TS_PARSE;
     }
-    const json_t *tools = json_object_get(root, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools))
-            return err_type(e, "tools", "an array", tools);
-        r->has_tools = json_array_size(tools) > 0;
-    }
-    return 0;
+    if (r->endpoint != OPENAI_CHAT)
+        return 0;
+    if ((rc = parse_tools(r, e, root)))
+        return rc;
+    return parse_tool_choice(r, e, root);
 }
 
 static int parse_embedding_opts(struct openai_request *r, struct openai_error *e,

@@ -19,9 +19,21 @@
  *   "n must be 1"                                                  (param n)
  * Nested params are named like OpenAI does: message "messages[0].role",
  * param "messages.[0].role". Optional fields may be null (= absent).
- * Fields the simulator does not use (tools, tool_choice, logprobs,
- * frequency_penalty, response_format, ...) are accepted and ignored, as are
- * unknown fields (vLLM-style leniency).
+ * Fields the simulator does not use (logprobs, frequency_penalty,
+ * response_format, parallel_tool_calls, ...) are accepted and ignored, as
+ * are unknown fields (vLLM-style leniency).
+ *
+ * Tools (chat): "tools" is an array of at most OPENAI_MAX_TOOLS function
+ * tools {"type":"function","function":{"name":N,"description":D,
+ * "parameters":{...}}}: type must be "function", name 1..64 characters of
+ * [a-zA-Z0-9_-], description a string if given, parameters an object if
+ * given; anything else is a 400 with param "tools" and a message naming the
+ * field ("Invalid 'tools[1].function.name': ..."). "tool_choice" is "none",
+ * "auto", "required" or {"type":"function","function":{"name":N}} where N
+ * names one of the tools (param "tool_choice" otherwise). A "tool" message
+ * needs a string "tool_call_id" (param "messages.[i].tool_call_id"); an
+ * assistant message may carry "tool_calls" (an array, then content may be
+ * null or absent); their entries are not checked further.
  *
  * Accepted per endpoint:
  *   chat:        model, messages[] {role: system|developer|user|assistant|
@@ -57,7 +69,8 @@
 #include "base/err.h"
 #include "llm/openai.h"
 
-#define OPENAI_MAX_STOP 4
+#define OPENAI_MAX_STOP  4
+#define OPENAI_MAX_TOOLS 128 /* OpenAI's limit */
 
 struct openai_span {
     const char *s;
@@ -71,7 +84,23 @@ struct openai_message {
      * array, none for null/absent content */
     const struct openai_span *parts;
     size_t n_parts;
-    size_t text_len; /* sum of the parts' lengths */
+    size_t text_len;          /* sum of the parts' lengths */
+    const char *tool_call_id; /* role "tool": the call answered; else NULL */
+    const json_t *tool_calls; /* assistant: the "tool_calls" array, or NULL */
+};
+
+/* One function tool of "tools". */
+struct openai_tool {
+    const char *name;         /* function.name: 1..64 of [a-zA-Z0-9_-] */
+    const json_t *function;   /* the whole "function" object */
+    const json_t *parameters; /* function.parameters (an object), or NULL */
+};
+
+enum openai_tool_choice {
+    OPENAI_TOOL_CHOICE_AUTO = 0, /* "auto" or absent */
+    OPENAI_TOOL_CHOICE_NONE,
+    OPENAI_TOOL_CHOICE_REQUIRED,
+    OPENAI_TOOL_CHOICE_FUNCTION, /* a named function: tool_choice_name */
 };
 
 /* One prompt (completions) or input (embeddings) item. */
@@ -112,7 +141,11 @@ struct openai_request {
     bool has_top_p;
     double top_p;
     const char *user; /* NULL if absent */
-    bool has_tools;   /* a non-empty tools array was sent (then ignored) */
+    bool has_tools;   /* a non-empty tools array was sent (n_tools > 0) */
+    const struct openai_tool *tools;
+    size_t n_tools;
+    enum openai_tool_choice tool_choice;
+    const char *tool_choice_name; /* with OPENAI_TOOL_CHOICE_FUNCTION: one of tools[] */
     /* chat */
     const struct openai_message *messages;
     size_t n_messages;
@@ -128,6 +161,7 @@ struct openai_request {
     struct openai_message *msg_store;
     struct openai_span *part_store;
     struct openai_input *input_store;
+    struct openai_tool *tool_store;
 };
 
 /* Fills lim with the defaults listed above. */

@@ -32,6 +32,12 @@ struct sim_seq {
     uint32_t blocks;
     uint32_t sched; /* tokens in the step in progress */
     uint32_t preemptions;
+    /* prefix caching: hashes[0..nhash) of the full prompt blocks; held[0..nheld) the cached
+     * blocks this seq references (always its leading blocks); one allocation */
+    uint64_t *hashes;
+    struct pc_block **held;
+    uint32_t nhash, nheld;
+    uint32_t cached; /* prompt tokens found cached at the first admission */
     uint8_t state;
     bool decoding;  /* yielded a token since its last admission */
     bool cancelled; /* gone from the caller's view: no more callbacks */
@@ -59,6 +65,22 @@ struct sim_event {
     uint32_t type;
 };
 
+/*
+ * A block of the prefix cache: the KV of one full prompt block, known by its
+ * chained hash. ref counts the running seqs holding it; at ref 0 it is idle,
+ * on the LRU list (head = evicted first), and counts as free.
+ */
+struct pc_block {
+    uint64_t hash;
+    uint32_t ref;
+    struct pc_block *prev, *next; /* idle list; free list */
+};
+
+struct pc_list {
+    struct pc_block *head, *tail;
+    uint64_t n;
+};
+
 #define FREE_SEQS_MAX 1024 /* records kept for reuse; beyond, they are freed */
 #define STEP_MS_MAX   1e9  /* clamp of one step (11.6 days) before the ns conversion */
 
@@ -79,7 +101,15 @@ struct sim_engine {
     size_t nslots;          /* power of two */
     size_t nused;
 
-    uint64_t blocks_used;
+    uint64_t blocks_used; /* blocks held by running seqs, a shared cached block once */
+
+    /* prefix cache: hash -> block (open addressing, linear probing) */
+    struct pc_block **pc_slots;
+    size_t pc_nslots; /* power of two, 0 until the first insert */
+    size_t pc_n;      /* blocks in the cache, held or idle */
+    struct pc_list pc_idle;
+    struct pc_block *pc_free; /* spare records, at most the peak of pc_n */
+    uint64_t pc_queries, pc_hits, pc_evictions;
 
     bool busy;
     uint64_t step_start;
@@ -236,6 +266,10 @@ static struct sim_seq *seq_get(struct sim_engine *e)
 
 static void seq_put(struct sim_engine *e, struct sim_seq *s)
 {
+    ts_free(s->hashes);
+    s->hashes = NULL;
+    s->held = NULL;
+    s->nhash = s->nheld = 0;
     if (e->n_free_seqs >= FREE_SEQS_MAX) {
         ts_free(s);
         return;
@@ -252,9 +286,220 @@ static uint64_t blocks_for(const struct sim_engine *e, uint64_t tokens)
     return (tokens + e->prof.block_size - 1) / e->prof.block_size;
 }
 
+/* Blocks not held by a running seq: empty ones and idle cached ones (evicted on demand). */
 static uint64_t free_blocks(const struct sim_engine *e)
 {
     return e->caps.kv_blocks > e->blocks_used ? e->caps.kv_blocks - e->blocks_used : 0;
+}
+
+/* ---- prefix cache ---- */
+
+static size_t pc_find_slot(const struct sim_engine *e, uint64_t hash)
+{
+    if (!e->pc_nslots)
+        return SIZE_MAX;
+    size_t mask = e->pc_nslots - 1;
+    for (size_t i = rng_mix64(hash) & mask;; i = (i + 1) & mask) {
+        if (!e->pc_slots[i])
+            return SIZE_MAX;
+        if (e->pc_slots[i]->hash == hash)
+            return i;
+    }
+}
+
+static struct pc_block *pc_find(const struct sim_engine *e, uint64_t hash)
+{
+    size_t i = pc_find_slot(e, hash);
+    return i == SIZE_MAX ? NULL : e->pc_slots[i];
+}
+
+static void pc_put(struct pc_block **slots, size_t nslots, struct pc_block *b)
+{
+    size_t mask = nslots - 1;
+    size_t i = rng_mix64(b->hash) & mask;
+    while (slots[i])
+        i = (i + 1) & mask;
+    slots[i] = b;
+}
+
+/* Adds b (its hash not in the table). 0 or -ENOMEM (then nothing changed). */
+static int pc_insert(struct sim_engine *e, struct pc_block *b)
+{
+    if ((e->pc_n + 1) * 2 > e->pc_nslots) {
+        size_t n = e->pc_nslots ? e->pc_nslots * 2 : 1024;
+        struct pc_block **slots = ts_calloc(n, sizeof(*slots));
+        if (!slots)
+            return -ENOMEM;
+        for (size_t i = 0; i < e->pc_nslots; i++) {
+            if (e->pc_slots[i])
+                pc_put(slots, n, e->pc_slots[i]);
+        }
+        ts_free(e->pc_slots);
+        e->pc_slots = slots;
+        e->pc_nslots = n;
+    }
+    pc_put(e->pc_slots, e->pc_nslots, b);
+    e->pc_n++;
+    return 0;
+}
+
+/* Backward-shift deletion, as for the req map. */
+static void pc_remove_at(struct sim_engine *e, size_t i)
+{
+    size_t mask = e->pc_nslots - 1;
+    e->pc_slots[i] = NULL;
+    e->pc_n--;
+    for (size_t j = (i + 1) & mask; e->pc_slots[j]; j = (j + 1) & mask) {
+        size_t home = rng_mix64(e->pc_slots[j]->hash) & mask;
+        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            e->pc_slots[i] = e->pc_slots[j];
+            e->pc_slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+static void pc_idle_push(struct pc_list *l, struct pc_block *b)
+{
+    b->next = NULL;
+    b->prev = l->tail;
+    if (l->tail)
+        l->tail->next = b;
+    else
+        l->head = b;
+    l->tail = b;
+    l->n++;
+}
+
+static void pc_idle_remove(struct pc_list *l, struct pc_block *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        l->head = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    else
+        l->tail = b->prev;
+    b->prev = b->next = NULL;
+    l->n--;
+}
+
+/*
+ * Idle cached blocks occupy free blocks until they are needed: evicts the
+ * least recently used ones while held plus idle blocks exceed the cache.
+ */
+static void pc_make_room(struct sim_engine *e)
+{
+    while (e->pc_idle.n && e->blocks_used + e->pc_idle.n > e->caps.kv_blocks) {
+        struct pc_block *b = e->pc_idle.head;
+        pc_idle_remove(&e->pc_idle, b);
+        size_t i = pc_find_slot(e, b->hash);
+        assert(i != SIZE_MAX);
+        pc_remove_at(e, i);
+        b->next = e->pc_free;
+        e->pc_free = b;
+        e->pc_evictions++;
+    }
+}
+
+/* Takes a reference on b for a seq; an idle block leaves the LRU list and is in use again. */
+static void pc_ref(struct sim_engine *e, struct pc_block *b)
+{
+    if (b->ref++ == 0) {
+        pc_idle_remove(&e->pc_idle, b);
+        e->blocks_used++;
+    }
+}
+
+/*
+ * Frees the KV blocks of s: its own blocks at once, its cached ones when no
+ * other seq holds them (they stay cached, idle). Like vLLM, the last blocks
+ * of the prompt are queued for eviction before the first ones.
+ */
+static void seq_release_blocks(struct sim_engine *e, struct sim_seq *s)
+{
+    e->blocks_used -= s->blocks - s->nheld;
+    for (uint32_t i = s->nheld; i-- > 0;) {
+        struct pc_block *b = s->held[i];
+        if (--b->ref == 0) {
+            e->blocks_used--;
+            pc_idle_push(&e->pc_idle, b);
+        }
+    }
+    s->nheld = 0;
+    s->blocks = 0;
+}
+
+/*
+ * The cached prefix of s if it were admitted now: its longest run of leading
+ * blocks in the cache, stopping before the last known token (which is always
+ * computed, to yield a token). Fills s->held[0..n) without taking references.
+ */
+static uint32_t pc_lookup(const struct sim_engine *e, struct sim_seq *s)
+{
+    uint64_t known = (uint64_t)s->prompt + s->generated;
+    uint64_t limit = (known - 1) / e->prof.block_size;
+    if (limit > s->nhash)
+        limit = s->nhash;
+    uint32_t n = 0;
+    while (n < limit) {
+        struct pc_block *b = pc_find(e, s->hashes[n]);
+        if (!b)
+            break;
+        s->held[n++] = b;
+    }
+    return n;
+}
+
+/*
+ * Puts the full prompt blocks s has computed into the cache (its own block
+ * becomes the cached one; if another seq cached the same block meanwhile, s
+ * shares that one and frees its copy). Out of memory: the rest stay private.
+ */
+static void pc_commit(struct sim_engine *e, struct sim_seq *s)
+{
+    uint32_t full = (s->computed < s->prompt ? s->computed : s->prompt) / e->prof.block_size;
+    if (full > s->nhash)
+        full = s->nhash;
+    while (s->nheld < full) {
+        uint64_t h = s->hashes[s->nheld];
+        struct pc_block *b = pc_find(e, h);
+        if (b) {
+            if (b->ref++ == 0)
+                pc_idle_remove(&e->pc_idle, b); /* it was free; our copy is freed instead */
+            else
+                e->blocks_used--; /* our copy is freed, the shared one was counted */
+        } else {
+            b = e->pc_free;
+            if (b)
+                e->pc_free = b->next;
+            else if (!(b = ts_malloc(sizeof(*b))))
+                return;
+            memset(b, 0, sizeof(*b));
+            b->hash = h;
+            b->ref = 1;
+            if (pc_insert(e, b) != 0) {
+                b->next = e->pc_free;
+                e->pc_free = b;
+                return;
+            }
+        }
+        s->held[s->nheld++] = b;
+    }
+}
+
+static void pc_free_all(struct sim_engine *e)
+{
+    for (size_t i = 0; i < e->pc_nslots; i++)
+        ts_free(e->pc_slots[i]);
+    ts_free(e->pc_slots);
+    while (e->pc_free) {
+        struct pc_block *b = e->pc_free;
+        e->pc_free = b->next;
+        ts_free(b);
+    }
 }
 
 static void ev_push(struct sim_engine *e, struct sim_seq *s, enum ev_type type, uint32_t index)
@@ -310,6 +555,7 @@ static void list_free(struct seq_list *l)
     struct sim_seq *s = l->head;
     while (s) {
         struct sim_seq *next = s->next;
+        ts_free(s->hashes);
         ts_free(s);
         s = next;
     }
@@ -330,6 +576,7 @@ void sim_engine_free(struct sim_engine *e)
         e->free_seqs = s->next;
         ts_free(s);
     }
+    pc_free_all(e);
     ts_free(e->ev);
     ts_free(e->slots);
     ts_free(e);
@@ -340,7 +587,15 @@ void sim_engine_free(struct sim_engine *e)
 int sim_engine_submit(struct sim_engine *e, void *req, uint32_t prompt_tokens,
                       uint32_t output_tokens, uint64_t now_ns)
 {
-    if (prompt_tokens == 0 || output_tokens == 0)
+    return sim_engine_submit_prefix(e, req, prompt_tokens, output_tokens, NULL, 0, now_ns);
+}
+
+int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_tokens,
+                             uint32_t output_tokens, const uint64_t *block_hashes,
+                             uint32_t n_hashes, uint64_t now_ns)
+{
+    if (prompt_tokens == 0 || output_tokens == 0 || n_hashes > prompt_tokens / e->prof.block_size ||
+        (n_hashes && !block_hashes))
         return -EINVAL;
     if (map_find(e, req) != SIZE_MAX)
         return -EEXIST;
@@ -366,6 +621,16 @@ int sim_engine_submit(struct sim_engine *e, void *req, uint32_t prompt_tokens,
     s->prompt = prompt_tokens;
     s->output = output_tokens;
     s->arrival_ns = now_ns;
+    if (e->prof.prefix_caching && n_hashes) {
+        s->hashes = ts_malloc((size_t)n_hashes * (sizeof(*s->hashes) + sizeof(*s->held)));
+        if (!s->hashes) {
+            seq_put(e, s);
+            return -ENOMEM;
+        }
+        memcpy(s->hashes, block_hashes, (size_t)n_hashes * sizeof(*s->hashes));
+        s->held = (struct pc_block **)(void *)(s->hashes + n_hashes);
+        s->nhash = n_hashes;
+    }
     if (map_insert(e, s) != 0) {
         seq_put(e, s);
         return -ENOMEM;
@@ -386,8 +651,7 @@ void sim_engine_cancel(struct sim_engine *e, void *req)
     switch (s->state) {
     case SEQ_RUNNING:
         list_remove(&e->running, s);
-        e->blocks_used -= s->blocks;
-        s->blocks = 0;
+        seq_release_blocks(e, s);
         break;
     case SEQ_WAITING:
         list_remove(&e->waiting, s);
@@ -410,8 +674,7 @@ void sim_engine_cancel(struct sim_engine *e, void *req)
 static void preempt(struct sim_engine *e, struct sim_seq *s)
 {
     list_remove(&e->running, s);
-    e->blocks_used -= s->blocks;
-    s->blocks = 0;
+    seq_release_blocks(e, s);
     s->computed = 0;
     s->sched = 0;
     s->decoding = false;
@@ -436,6 +699,8 @@ static void step_complete(struct sim_engine *e, uint64_t now)
                 e->prefill_tokens_total += s->sched;
             s->computed += s->sched;
             s->sched = 0;
+            if (s->nheld < s->nhash)
+                pc_commit(e, s);
             if (s->computed == s->prompt + s->generated) {
                 uint32_t index = s->generated++;
                 if (index == 0) {
@@ -448,8 +713,7 @@ static void step_complete(struct sim_engine *e, uint64_t now)
                 ev_push(e, s, EV_TOKEN, index);
                 if (s->generated == s->output) {
                     list_remove(&e->running, s);
-                    e->blocks_used -= s->blocks;
-                    s->blocks = 0;
+                    seq_release_blocks(e, s);
                     s->state = SEQ_DONE;
                     list_push_tail(&e->limbo, s);
                     e->requests_finished++;
@@ -496,6 +760,7 @@ static bool schedule_decodes(struct sim_engine *e, struct batch *b)
             if (free_blocks(e) > 0) {
                 s->blocks++;
                 e->blocks_used++;
+                pc_make_room(e);
                 continue;
             }
             struct sim_seq *victim = e->running.tail;
@@ -524,14 +789,29 @@ static void schedule_admissions(struct sim_engine *e, struct batch *b, uint64_t 
     struct sim_seq *s;
     while ((s = e->waiting.head) != NULL && e->running.n < e->caps.max_seqs && b->budget > 0) {
         uint64_t need = blocks_for(e, (uint64_t)s->prompt + s->generated);
-        if (free_blocks(e) < need + e->caps.watermark_blocks)
+        /* cached blocks already held by others cost nothing; idle ones leave the free pool */
+        uint32_t hit = s->nhash ? pc_lookup(e, s) : 0;
+        uint64_t cost = need - hit;
+        for (uint32_t i = 0; i < hit; i++)
+            cost += s->held[i]->ref == 0;
+        if (free_blocks(e) < cost + e->caps.watermark_blocks)
             break;
         list_remove(&e->waiting, s);
         list_push_tail(&e->running, s);
         s->state = SEQ_RUNNING;
+        for (uint32_t i = 0; i < hit; i++)
+            pc_ref(e, s->held[i]);
+        s->nheld = hit;
         s->blocks = (uint32_t)need;
-        e->blocks_used += need;
-        s->computed = 0;
+        e->blocks_used += need - hit;
+        pc_make_room(e);
+        s->computed = hit * e->prof.block_size;
+        if (e->prof.prefix_caching) {
+            e->pc_queries += (uint64_t)s->prompt + s->generated;
+            e->pc_hits += s->computed;
+            if (s->preemptions == 0)
+                s->cached = s->computed;
+        }
         s->decoding = false;
         if (!s->admitted_ns)
             s->admitted_ns = now;
@@ -673,6 +953,10 @@ void sim_engine_stats(const struct sim_engine *e, struct sim_engine_stats *st)
     st->requests_finished = e->requests_finished;
     st->requests_cancelled = e->requests_cancelled;
     st->requests_rejected = e->requests_rejected;
+    st->prefix_cache_queries = e->pc_queries;
+    st->prefix_cache_hits = e->pc_hits;
+    st->prefix_cache_blocks = e->pc_n;
+    st->prefix_cache_evictions = e->pc_evictions;
     if (e->busy) {
         st->batch_tokens = e->batch_tokens;
         st->batch_seqs = e->batch_seqs;
@@ -694,6 +978,7 @@ int sim_engine_req_info(const struct sim_engine *e, const void *req, struct sim_
     info->output_tokens = s->output;
     info->generated = s->generated;
     info->preemptions = s->preemptions;
+    info->cached_tokens = s->cached;
     info->arrival_ns = s->arrival_ns;
     info->admitted_ns = s->admitted_ns;
     info->first_token_ns = s->first_token_ns;
@@ -729,6 +1014,7 @@ int sim_engine_set_kv_capacity(struct sim_engine *e, uint64_t tokens, uint64_t n
         e->caps.max_seqs = (uint32_t)blocks;
     while (e->blocks_used > blocks && e->running.tail)
         preempt(e, e->running.tail);
+    pc_make_room(e);
     dispatch(e, now_ns);
     return 0;
 }

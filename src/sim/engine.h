@@ -54,16 +54,52 @@
  * output_tokens tokens.
  *
  * KV cache: blocks of block_size tokens. Admission allocates the blocks of
- * all known tokens at once; a decoding seq takes one more block when its next
- * token starts a block. Preemption is by recompute: the victim's blocks are
- * freed, its computed tokens reset to 0, and it goes back to the head of the
- * waiting queue (several victims keep their admission order). Its
+ * all known tokens at once (sharing cached ones, see "Prefix caching"); a
+ * decoding seq takes one more block when its next token starts a block.
+ * Preemption is by recompute: the victim's blocks are freed (cached ones stay
+ * cached, free), its computed tokens reset to 0, and it goes back to the head
+ * of the waiting queue (several victims keep their admission order). Its
  * `generated` count is kept: tokens already delivered are never delivered
- * again. On readmission it prefills prompt + generated tokens (chunked like
- * any prefill, costing c_pf * chunk^2) and the step that completes that
- * prefill yields output token number `generated` (0-based), i.e. the
- * next token the client has not seen. So every request gets on_token exactly
- * output_tokens times, with indexes 0, 1, ..., output_tokens - 1.
+ * again. On readmission it prefills prompt + generated tokens (less what is
+ * still cached; chunked like any prefill, costing c_pf * chunk^2) and the
+ * step that completes that prefill yields output token number `generated`
+ * (0-based), i.e. the next token the client has not seen. So every request
+ * gets on_token exactly output_tokens times, with indexes 0, 1, ...,
+ * output_tokens - 1.
+ *
+ * Prefix caching (profile prefix_caching; vLLM V1's automatic prefix
+ * caching). A request may come with the chained hashes of its full prompt
+ * blocks (sim_engine_submit_prefix): hash i stands for prompt tokens
+ * [i * block_size, (i + 1) * block_size) and everything before them, so equal
+ * hashes mean equal prefixes. The cache maps a hash to one KV block:
+ *  - admission looks up the longest run of leading hashes in the cache, at
+ *    most floor((known - 1) / block_size) blocks, so at least one token is
+ *    always computed (with a fully cached 1024-token prompt, 1008 tokens hit
+ *    and one block is recomputed, as in vLLM). Those `hit` blocks are shared:
+ *    computed starts at hit * block_size, so the prefill (and its cost, see
+ *    "Step time") covers only the rest. The request needs need - hit new
+ *    blocks plus the cached blocks no running seq holds (they stop being
+ *    free); admission compares that with the free blocks above the watermark.
+ *  - when a step completes, the full prompt blocks a seq has computed enter
+ *    the cache (its block becomes the cached one; if the same hash was cached
+ *    meanwhile by another seq, it shares that one and frees its copy).
+ *  - a cached block is held (reference counted) by the running seqs using
+ *    it and counts once in kv_blocks_used. When the last one finishes, is
+ *    preempted or cancelled, the block stays cached but is free: it is
+ *    evicted, least recently released first, only when a new block is needed
+ *    (admission, a decode's new block) and no empty block is left. A seq's
+ *    blocks are released last-first, so the tail of a prompt is evicted
+ *    before its head (vLLM's order). A block some running seq holds is never
+ *    evicted. So cached blocks never exceed the KV capacity, and the hash
+ *    table holds at most kv_blocks entries.
+ *  - each admission (readmission after a preemption included) counts
+ *    prompt + generated tokens as queried and hit * block_size as hit
+ *    (vLLM's prefix_cache_queries / prefix_cache_hits); the hit of the first
+ *    admission is the request's cached_tokens.
+ * The attention of the uncached tokens over the cached prefix is not
+ * charged, as the later chunks of a chunked prefill are not charged for the
+ * earlier ones. Generated tokens are not cached. Without prefix_caching the
+ * hashes are ignored and nothing above happens.
  *
  * Callbacks run inside sim_engine_step (and sim_engine_set_kv_capacity) after
  * the engine's state is updated, all with now = the time passed in, in this
@@ -127,6 +163,18 @@ TS_MUST_CHECK int sim_engine_submit(struct sim_engine *e, void *req, uint32_t pr
                                     uint32_t output_tokens, uint64_t now_ns);
 
 /*
+ * sim_engine_submit with the chained hashes of the request's first n_hashes
+ * full prompt blocks (see "Prefix caching"; n_hashes <= prompt_tokens /
+ * block_size, else -EINVAL). The engine copies them (n_hashes * 16 bytes
+ * while it holds the request), only when the profile has prefix_caching.
+ * n_hashes 0 (block_hashes may be NULL) is sim_engine_submit. Errors as
+ * sim_engine_submit.
+ */
+TS_MUST_CHECK int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_tokens,
+                                           uint32_t output_tokens, const uint64_t *block_hashes,
+                                           uint32_t n_hashes, uint64_t now_ns);
+
+/*
  * The client went away: drops req wherever it is (waiting or running), frees
  * its KV blocks at once, and guarantees no further callback for it. Unknown
  * req (finished, never submitted) is a no-op.
@@ -157,10 +205,14 @@ struct sim_engine_stats {
     uint64_t steps_total;             /* steps completed */
     uint64_t requests_finished;
     uint64_t requests_cancelled;
-    uint64_t requests_rejected; /* submits refused with -E2BIG, -EBUSY or -EAGAIN */
-    uint32_t batch_tokens;      /* tokens in the step in progress (N_new) */
-    uint32_t batch_seqs;        /* seqs in the step in progress */
-    uint64_t step_ns;           /* duration of the step in progress, 0 if idle */
+    uint64_t requests_rejected;    /* submits refused with -E2BIG, -EBUSY or -EAGAIN */
+    uint64_t prefix_cache_queries; /* tokens of admitted requests looked up (prompt + generated) */
+    uint64_t prefix_cache_hits;    /* of those, tokens found cached */
+    uint64_t prefix_cache_blocks;  /* blocks in the prefix cache (held or idle) */
+    uint64_t prefix_cache_evictions; /* idle cached blocks evicted for new blocks */
+    uint32_t batch_tokens;           /* tokens in the step in progress (N_new) */
+    uint32_t batch_seqs;             /* seqs in the step in progress */
+    uint64_t step_ns;                /* duration of the step in progress, 0 if idle */
 };
 
 /* Fills *st with a snapshot; O(1). */
@@ -178,6 +230,7 @@ struct sim_req_info {
     uint32_t output_tokens;
     uint32_t generated; /* output tokens delivered so far */
     uint32_t preemptions;
+    uint32_t cached_tokens;  /* prompt tokens found in the prefix cache at the first admission */
     uint64_t arrival_ns;     /* submit time */
     uint64_t admitted_ns;    /* first admission, 0 before */
     uint64_t first_token_ns; /* 0 before */

@@ -3,6 +3,7 @@
  * body to the engine, and from the engine's tokens to the wire.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -12,6 +13,7 @@
 #include "llm/openai_request.h"
 #include "llm/sign.h"
 #include "llm/text.h"
+#include "sim/blockhash.h"
 #include "sim/server_int.h"
 
 #define SIM_MAX_TEXT (64u << 20)
@@ -24,10 +26,13 @@ struct sim_req {
     bool stream;
     bool include_usage;
     bool in_engine;
-    const char *finish_reason; /* "stop" or "length" */
+    bool enc_inited;
+    bool tool_call;            /* the answer is a call of tool_name, its arguments in text */
+    const char *finish_reason; /* "stop", "length" or "tool_calls" */
     uint32_t prompt_tokens;
     uint32_t output_tokens;
     uint32_t preemptions;
+    uint32_t cached_tokens; /* prompt tokens the prefix cache held at admission */
     uint64_t seed;
     /* rendered text, when the pieces are not the word model's (answers, stop) */
     char *text;
@@ -37,6 +42,8 @@ struct sim_req {
     struct chunk_signer *signer; /* --sign-chunks: an id on every event */
     struct buf out;              /* stream: one write's chunks; otherwise the whole answer */
     char *model;
+    char *tool_name;
+    char call_id[40];
     char id[48];
     char request_id[80];
     char traceparent[64]; /* the W3C header, for --trace-log */
@@ -160,7 +167,7 @@ static int render_pieces(struct sim_req *r, const char *answer, uint32_t count,
 
 static void req_free(struct sim_req *r)
 {
-    if (r->stream)
+    if (r->enc_inited)
         openai_stream_enc_release(&r->enc);
     ts_free(r->signer);
     buf_release(&r->out);
@@ -168,6 +175,7 @@ static void req_free(struct sim_req *r)
     ts_free(r->piece_end);
     ts_free(r->token_ns);
     ts_free(r->model);
+    ts_free(r->tool_name);
     ts_free(r);
 }
 
@@ -190,12 +198,13 @@ static void trace_write(struct sim_req *r, const char *status, uint64_t finish_n
     int rc = buf_appendf(&b,
                          "{\"request_id\":\"%s\",\"traceparent\":\"%s\",\"id\":\"%s\","
                          "\"endpoint\":\"%s\",\"stream\":%s,"
-                         "\"status\":\"%s\",\"prompt_tokens\":%u,\"output_tokens\":%u,"
+                         "\"status\":\"%s\",\"prompt_tokens\":%u,\"cached_tokens\":%u,"
+                         "\"output_tokens\":%u,"
                          "\"preemptions\":%u,\"arrival_ns\":%llu,\"admitted_ns\":%llu,"
                          "\"first_token_ns\":%llu,\"finish_ns\":%llu,\"token_ns\":[",
                          r->request_id, r->traceparent, r->id, openai_endpoint_name(r->ep),
-                         r->stream ? "true" : "false", status, r->prompt_tokens, r->output_tokens,
-                         r->preemptions, (unsigned long long)r->arrival_ns,
+                         r->stream ? "true" : "false", status, r->prompt_tokens, r->cached_tokens,
+                         r->output_tokens, r->preemptions, (unsigned long long)r->arrival_ns,
                          (unsigned long long)r->admitted_ns, (unsigned long long)r->first_token_ns,
                          (unsigned long long)finish_ns);
     for (uint32_t i = 0; !rc && r->token_ns && i < r->output_tokens && r->token_ns[i]; i++)
@@ -267,7 +276,11 @@ static void kick(struct sim_server *s)
 
 void sim_gen_on_admit(void *ctx, void *req, uint64_t now_ns)
 {
+    struct sim_server *s = ctx;
     struct sim_req *r = req;
+    struct sim_req_info info;
+    if (sim_engine_req_info(s->engine, r, &info) == 0)
+        r->cached_tokens = info.cached_tokens; /* set at the first admission, kept after */
     if (!r->admitted_ns) {
         r->admitted_ns = now_ns;
         prom_hist_observe(&r->s->h_queue, (double)(now_ns - r->arrival_ns) / 1e9);
@@ -332,7 +345,14 @@ void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns)
     }
     r->last_token_ns = now_ns;
     int rc = 0;
-    if (r->stream) {
+    if (r->stream && r->tool_call) {
+        if (index == 0)
+            rc = openai_stream_enc_tool_call(&r->enc, &r->out, 0, r->call_id, r->tool_name);
+        if (!rc)
+            rc = openai_stream_enc_tool_args(&r->enc, &r->out, 0, t, len);
+        if (!rc)
+            stream_write(r);
+    } else if (r->stream) {
         if (index == 0)
             rc = openai_stream_enc_role(&r->enc, &r->out);
         if (!rc)
@@ -351,6 +371,41 @@ void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns)
     s->stats.tokens_sent++;
 }
 
+/*
+ * Adds "prompt_tokens_details":{"cached_tokens":N} (OpenAI's field) to the
+ * usage object the encoder wrote last in b[from..]: it ends with
+ * "total_tokens":T}. Returns 0, TS_PARSE if there is no such object, or a buf
+ * error.
+ */
+static int usage_add_cached(struct buf *b, size_t from, uint32_t cached)
+{
+    static const char key[] = "\"total_tokens\":";
+    const char *last = NULL, *p = b->data ? b->data + from : NULL;
+    const char *end = b->data ? b->data + b->len : NULL;
+    while (p && p < end && (p = memmem(p, (size_t)(end - p), key, sizeof(key) - 1)) != NULL) {
+        last = p;
+        p += sizeof(key) - 1;
+    }
+    if (!last)
+        return TS_PARSE;
+    size_t pos = (size_t)(last - b->data) + sizeof(key) - 1;
+    while (pos < b->len && b->data[pos] >= '0' && b->data[pos] <= '9')
+        pos++;
+    if (pos >= b->len || b->data[pos] != '}')
+        return TS_PARSE;
+    char ins[80];
+    int n = snprintf(ins, sizeof(ins), ",\"prompt_tokens_details\":{\"cached_tokens\":%u}", cached);
+    if (n < 0 || (size_t)n >= sizeof(ins))
+        return -EINVAL;
+    int rc = buf_reserve(b, (size_t)n);
+    if (rc)
+        return rc;
+    memmove(b->data + pos + n, b->data + pos, b->len - pos + 1); /* with the NUL */
+    memcpy(b->data + pos, ins, (size_t)n);
+    b->len += (size_t)n;
+    return 0;
+}
+
 void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
 {
     struct sim_server *s = ctx;
@@ -359,8 +414,11 @@ void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
     int rc = 0;
     if (r->stream) {
         rc = openai_stream_enc_finish(&r->enc, &r->out, r->finish_reason);
+        size_t usage_at = r->out.len;
         if (!rc && r->include_usage)
             rc = openai_stream_enc_usage(&r->enc, &r->out, r->prompt_tokens, r->output_tokens);
+        if (!rc && r->include_usage && s->profile.prefix_caching)
+            rc = usage_add_cached(&r->out, usage_at, r->cached_tokens);
         if (!rc)
             rc = openai_stream_enc_done(&r->out);
         if (!rc)
@@ -369,9 +427,17 @@ void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
     } else {
         struct buf body;
         buf_init(&body, SIM_MAX_TEXT * 2);
-        rc = openai_encode_response(&body, r->ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
-                                    r->model, buf_cstr(&r->out), r->out.len, r->finish_reason,
-                                    r->prompt_tokens, r->output_tokens);
+        int64_t created = (int64_t)(ts_wall_ns() / TS_NS_PER_S);
+        if (r->tool_call)
+            rc = openai_encode_tool_call_response(
+                &body, r->id, created, r->model, r->call_id, r->tool_name, buf_cstr(&r->out),
+                r->out.len, r->finish_reason, r->prompt_tokens, r->output_tokens);
+        else
+            rc = openai_encode_response(&body, r->ep, r->id, created, r->model, buf_cstr(&r->out),
+                                        r->out.len, r->finish_reason, r->prompt_tokens,
+                                        r->output_tokens);
+        if (!rc && s->profile.prefix_caching)
+            rc = usage_add_cached(&body, 0, r->cached_tokens);
         if (rc)
             (void)http_respond(r->http, 500, NULL, NULL, NULL, 0);
         else
@@ -389,32 +455,89 @@ void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
 
 /* ---- the request ---- */
 
-static uint32_t count_prompt(const struct openai_request *q, const char **last_user,
-                             size_t *last_user_len)
+/*
+ * Prompt tokens are counted piece by piece; with prefix caching the same
+ * pieces, in the same order, go through a block hasher (h, NULL otherwise),
+ * so equal prompt prefixes give equal block hashes. The 3 template tokens of
+ * a message (or tool, or call, or the reply's priming) are hashed as a start
+ * marker, the role and a separator.
+ */
+static uint64_t span_tokens(struct sim_block_hasher *h, const char *s, size_t len)
+{
+    return h ? sim_block_hasher_text(h, s, len) : text_count_tokens(s, len);
+}
+
+static uint64_t template_tokens(struct sim_block_hasher *h, const char *role)
+{
+    if (h) {
+        sim_block_hasher_piece(h, "<|start|>", 9);
+        sim_block_hasher_piece(h, role, strlen(role));
+        sim_block_hasher_piece(h, "<|sep|>", 7);
+    }
+    return 3;
+}
+
+/* Approximate tokens of a JSON value as compact text (0 if it cannot be written). */
+static uint64_t json_tokens(struct sim_block_hasher *h, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    uint64_t n = s ? span_tokens(h, s, strlen(s)) : 0;
+    free(s); /* jansson's allocator */
+    return n;
+}
+
+/* Tokens of the tool calls of an assistant message: each call's name and arguments. */
+static uint64_t tool_calls_tokens(struct sim_block_hasher *h, const json_t *calls)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        const json_t *fn = json_object_get(json_array_get(calls, i), "function");
+        const json_t *name = json_object_get(fn, "name");
+        const json_t *args = json_object_get(fn, "arguments");
+        n += template_tokens(h, "call");
+        if (json_is_string(name))
+            n += span_tokens(h, json_string_value(name), json_string_length(name));
+        if (json_is_string(args))
+            n += span_tokens(h, json_string_value(args), json_string_length(args));
+    }
+    return n;
+}
+
+static uint32_t count_prompt(const struct openai_request *q, struct sim_block_hasher *h,
+                             const char **last_user, size_t *last_user_len)
 {
     uint64_t n = 0;
     *last_user = NULL;
     *last_user_len = 0;
     if (q->endpoint == OPENAI_CHAT) {
+        /* the tool definitions are put into the prompt by the chat template */
+        for (size_t i = 0; i < q->n_tools; i++)
+            n += template_tokens(h, "tool") + json_tokens(h, q->tools[i].function);
         /* chat template overhead: 3 tokens per message and 3 to prime the reply */
         for (size_t i = 0; i < q->n_messages; i++) {
             const struct openai_message *m = &q->messages[i];
-            n += 3;
+            n += template_tokens(h, m->role);
+            if (m->tool_calls)
+                n += tool_calls_tokens(h, m->tool_calls);
             for (size_t k = 0; k < m->n_parts; k++)
-                n += text_count_tokens(m->parts[k].s, m->parts[k].len);
+                n += span_tokens(h, m->parts[k].s, m->parts[k].len);
             if (!strcmp(m->role, "user") && m->n_parts) {
                 *last_user = m->parts[m->n_parts - 1].s;
                 *last_user_len = m->parts[m->n_parts - 1].len;
             }
         }
-        n += 3;
+        n += template_tokens(h, "assistant");
     } else {
         for (size_t i = 0; i < q->n_inputs; i++) {
             const struct openai_input *in = &q->inputs[i];
-            n += in->text ? text_count_tokens(in->text, in->len) : (uint64_t)in->n_tokens;
             if (in->text) {
+                n += span_tokens(h, in->text, in->len);
                 *last_user = in->text;
                 *last_user_len = in->len;
+            } else {
+                if (h)
+                    sim_block_hasher_opaque(h, (uint64_t)in->n_tokens);
+                n += (uint64_t)in->n_tokens;
             }
         }
     }
@@ -453,7 +576,7 @@ static void reject(struct sim_server *s, struct http_request *req, int rc, uint3
 
 /* Copies a header value kept JSON-safe without escaping: printable ASCII but
  * quote and backslash. */
-static void copy_header_safe(char *dst, size_t n, const char *v)
+void sim_copy_header_safe(char *dst, size_t n, const char *v)
 {
     size_t j = 0;
     for (size_t i = 0; v && v[i] && j + 1 < n; i++)
@@ -464,10 +587,212 @@ static void copy_header_safe(char *dst, size_t n, const char *v)
 
 static void copy_request_id(struct sim_req *r, const struct http_request *req)
 {
-    copy_header_safe(r->request_id, sizeof(r->request_id),
-                     http_request_header(req, "x-request-id"));
-    copy_header_safe(r->traceparent, sizeof(r->traceparent),
-                     http_request_header(req, "traceparent"));
+    sim_copy_header_safe(r->request_id, sizeof(r->request_id),
+                         http_request_header(req, "x-request-id"));
+    sim_copy_header_safe(r->traceparent, sizeof(r->traceparent),
+                         http_request_header(req, "traceparent"));
+}
+
+/* ---- tool calls ---- */
+
+/*
+ * The tool the answer calls, or NULL for a text answer: a call is made when
+ * the request has tools, tool_choice is not "none" and the last message is
+ * the user's (after a "tool" message the model answers in text).
+ */
+static const struct openai_tool *tool_to_call(const struct openai_request *q)
+{
+    if (q->endpoint != OPENAI_CHAT || !q->n_tools || q->tool_choice == OPENAI_TOOL_CHOICE_NONE ||
+        !q->n_messages || strcmp(q->messages[q->n_messages - 1].role, "user") != 0)
+        return NULL;
+    if (q->tool_choice == OPENAI_TOOL_CHOICE_FUNCTION)
+        for (size_t i = 0; i < q->n_tools; i++)
+            if (q->tools[i].name == q->tool_choice_name)
+                return &q->tools[i];
+    return &q->tools[0];
+}
+
+/* The first (up to) 8 words of the user's message, as the inside of a JSON string. */
+static int append_words(struct buf *out, const struct openai_message *m)
+{
+    int words = 0, rc = 0;
+    for (size_t k = 0; !rc && k < m->n_parts && words < 8; k++) {
+        const char *p = m->parts[k].s, *end = p + m->parts[k].len;
+        while (!rc && p < end && words < 8) {
+            while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))
+                p++;
+            const char *w = p;
+            while (p < end && *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
+                p++;
+            if (p == w)
+                break;
+            if (words++ && (rc = buf_append_char(out, ' ')))
+                break;
+            rc = openai_json_escape(out, w, (size_t)(p - w));
+        }
+    }
+    return rc;
+}
+
+/* A value for a required parameter of JSON schema prop (an object or NULL). */
+static int append_arg_value(struct buf *out, const json_t *prop, const struct openai_message *m)
+{
+    const json_t *en = json_object_get(prop, "enum");
+    if (json_array_size(en) > 0) {
+        char *s = json_dumps(json_array_get(en, 0), JSON_COMPACT | JSON_ENCODE_ANY);
+        int rc = s ? buf_append_str(out, s) : -ENOMEM;
+        free(s); /* jansson's allocator */
+        return rc;
+    }
+    const json_t *type = json_object_get(prop, "type");
+    if (json_is_array(type)) { /* ["null", "string"]: the first that is not null */
+        const json_t *types = type;
+        type = json_array_get(types, 0);
+        for (size_t i = 0; i < json_array_size(types); i++) {
+            const json_t *t = json_array_get(types, i);
+            if (json_is_string(t) && strcmp(json_string_value(t), "null") != 0) {
+                type = t;
+                break;
+            }
+        }
+    }
+    const char *t = json_is_string(type) ? json_string_value(type) : "string";
+    int rc;
+    if (!strcmp(t, "integer") || !strcmp(t, "number"))
+        return buf_append_char(out, '1');
+    if (!strcmp(t, "boolean"))
+        return buf_append_str(out, "true");
+    if (!strcmp(t, "null"))
+        return buf_append_str(out, "null");
+    if (!strcmp(t, "object"))
+        return buf_append_str(out, "{}");
+    if (!strcmp(t, "array")) {
+        const json_t *it = json_object_get(json_object_get(prop, "items"), "type");
+        if (!json_is_string(it) || strcmp(json_string_value(it), "string") != 0)
+            return buf_append_str(out, "[]");
+        if ((rc = buf_append_str(out, "[\"")) || (rc = append_words(out, m)))
+            return rc;
+        return buf_append_str(out, "\"]");
+    }
+    if ((rc = buf_append_char(out, '"')) || (rc = append_words(out, m)))
+        return rc;
+    return buf_append_char(out, '"');
+}
+
+/*
+ * The arguments of the call: a JSON object with each required parameter of
+ * the tool's schema (at most 16), strings filled with the first words of the
+ * last message, e.g. {"query":"how do volcanoes erupt"}.
+ */
+static int tool_arguments(const struct openai_tool *t, const struct openai_message *m,
+                          struct buf *out)
+{
+    const json_t *req = json_object_get(t->parameters, "required");
+    const json_t *props = json_object_get(t->parameters, "properties");
+    int rc = buf_append_char(out, '{');
+    size_t n = 0;
+    for (size_t i = 0; !rc && i < json_array_size(req) && n < 16; i++) {
+        const json_t *name = json_array_get(req, i);
+        if (!json_is_string(name))
+            continue;
+        if ((rc = buf_append_str(out, n++ ? ",\"" : "\"")) ||
+            (rc = openai_json_escape(out, json_string_value(name), json_string_length(name))) ||
+            (rc = buf_append_str(out, "\":")))
+            break;
+        rc = append_arg_value(out, json_object_get(props, json_string_value(name)), m);
+    }
+    return rc ? rc : buf_append_char(out, '}');
+}
+
+/* Makes r a call of tool t: its id, name and the arguments as its pieces. */
+static int setup_tool_call(struct sim_req *r, const struct openai_tool *t,
+                           const struct openai_request *q)
+{
+    const struct openai_message *m = &q->messages[q->n_messages - 1];
+    struct buf args;
+    buf_init(&args, 1u << 20);
+    int rc = tool_arguments(t, m, &args);
+    if (rc) {
+        buf_release(&args);
+        return rc;
+    }
+    r->tool_call = true;
+    r->tool_name = ts_strdup(t->name);
+    uint64_t h = mix(r->seed ^ text_hash(t->name, strlen(t->name), 0x746f6f6cull));
+    snprintf(r->call_id, sizeof(r->call_id), "call_%016llx%08x", (unsigned long long)h,
+             (unsigned)(mix(h) >> 32));
+    struct buf text;
+    buf_init(&text, SIM_MAX_TEXT);
+    struct piece_collect c = {&text, NULL, 0, 0};
+    rc = r->tool_name ? text_split_tokens(args.data, args.len, collect_piece, &c) : -ENOMEM;
+    buf_release(&args);
+    if (!rc && buf_reserve(&text, 0))
+        rc = -ENOMEM;
+    if (rc) {
+        buf_release(&text);
+        ts_free(c.ends);
+        return rc;
+    }
+    r->text = buf_take(&text, NULL);
+    r->piece_end = c.ends;
+    r->npieces = c.n;
+    return 0;
+}
+
+/*
+ * The length of a text answer (and its text when it is not the word
+ * model's): see server.h. Returns 0 with *out, or a negative error.
+ */
+static int plan_text(struct sim_req *r, const struct openai_request *q, const char *key,
+                     size_t key_len, uint64_t max, uint64_t *out)
+{
+    struct sim_server *s = r->s;
+    const char *answer = key && s->answers ? answers_find(s->answers, key, key_len) : NULL;
+    uint64_t natural;
+    if (answer) {
+        natural = text_count_tokens(answer, strlen(answer));
+    } else {
+        struct rng rng;
+        rng_seed(&rng, r->seed ^ 0x6e61747572616cull);
+        natural = dist_sample_uint(&s->output_len, &rng, 1, UINT32_MAX);
+    }
+    if (natural == 0)
+        natural = 1;
+    uint64_t n = q->ignore_eos ? max : (natural < max ? natural : max);
+    r->finish_reason = (q->ignore_eos || natural > max) ? "length" : "stop";
+    if ((uint64_t)q->min_tokens > n) {
+        n = (uint64_t)q->min_tokens < max ? (uint64_t)q->min_tokens : max;
+        r->finish_reason = n == max ? "length" : "stop";
+    }
+    int rc = 0;
+    if (answer || q->n_stop) {
+        bool stopped;
+        /* a stop string can only shorten; render no more than can be sent */
+        uint64_t limit = n < (1u << 20) ? n : (1u << 20);
+        rc = render_pieces(r, answer, (uint32_t)limit, q, &stopped);
+        if (rc > 0) {
+            if (stopped) {
+                n = (uint64_t)rc;
+                r->finish_reason = "stop";
+            }
+            rc = 0;
+        }
+    }
+    *out = n;
+    return rc;
+}
+
+/* A tool call answer: one token per piece of the arguments, cut at max
+ * (finish "length"). Returns 0 with *out, or a negative error. */
+static int plan_tool_call(struct sim_req *r, const struct openai_tool *t,
+                          const struct openai_request *q, uint64_t max, uint64_t *out)
+{
+    int rc = setup_tool_call(r, t, q);
+    if (rc)
+        return rc;
+    *out = r->npieces < max ? r->npieces : max;
+    r->finish_reason = r->npieces > max ? "length" : "tool_calls";
+    return 0;
 }
 
 void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep)
@@ -480,6 +805,11 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
         sim_send_error(req, &e, NULL);
         return;
     }
+    /* prefix caching: the prompt's block hashes (no hashes beyond max_model_len: rejected) */
+    struct sim_block_hasher bh;
+    const struct sim_profile *prof = &s->profile;
+    sim_block_hasher_init(&bh, prof->prefix_caching ? prof->block_size : 0,
+                          prof->max_model_len / prof->block_size);
     if (!sim_model_ok(s, req, q.model))
         goto out_release;
     if (ep == OPENAI_COMPLETIONS && q.n_inputs != 1) {
@@ -508,7 +838,7 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
 
     const char *key;
     size_t key_len;
-    r->prompt_tokens = count_prompt(&q, &key, &key_len);
+    r->prompt_tokens = count_prompt(&q, prof->prefix_caching ? &bh : NULL, &key, &key_len);
     if (q.has_seed)
         r->seed = (uint64_t)q.seed;
     else if (q.has_temperature && q.temperature == 0)
@@ -522,57 +852,34 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
     uint64_t max = q.max_tokens > 0 ? (uint64_t)q.max_tokens : room;
     if (max > UINT32_MAX)
         max = UINT32_MAX;
-    const char *answer = key && s->answers ? answers_find(s->answers, key, key_len) : NULL;
-    uint64_t natural;
-    if (answer) {
-        natural = text_count_tokens(answer, strlen(answer));
-    } else {
-        struct rng rng;
-        rng_seed(&rng, r->seed ^ 0x6e61747572616cull);
-        natural = dist_sample_uint(&s->output_len, &rng, 1, UINT32_MAX);
-    }
-    if (natural == 0)
-        natural = 1;
-    uint64_t out = q.ignore_eos ? max : (natural < max ? natural : max);
-    r->finish_reason = (q.ignore_eos || natural > max) ? "length" : "stop";
-    if ((uint64_t)q.min_tokens > out) {
-        out = (uint64_t)q.min_tokens < max ? (uint64_t)q.min_tokens : max;
-        r->finish_reason = out == max ? "length" : "stop";
-    }
-    int rc = 0;
-    if (answer || q.n_stop) {
-        bool stopped;
-        /* a stop string can only shorten; render no more than can be sent */
-        uint64_t limit = out < (1u << 20) ? out : (1u << 20);
-        rc = render_pieces(r, answer, (uint32_t)limit, &q, &stopped);
-        if (rc > 0) {
-            if (stopped) {
-                out = (uint64_t)rc;
-                r->finish_reason = "stop";
-            }
-            rc = 0;
-        }
-    }
+    const struct openai_tool *tool = tool_to_call(&q);
+    uint64_t out = 0;
+    int rc =
+        tool ? plan_tool_call(r, tool, &q, max, &out) : plan_text(r, &q, key, key_len, max, &out);
     r->output_tokens = (uint32_t)out;
     if (!rc && s->trace) {
         r->token_ns = ts_calloc(r->output_tokens ? r->output_tokens : 1, sizeof(uint64_t));
         if (!r->token_ns)
             rc = -ENOMEM;
     }
-    if (!rc && r->stream)
+    if (!rc && r->stream) {
         rc = openai_stream_enc_init(&r->enc, ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
                                     r->model);
+        r->enc_inited = !rc;
+    }
     if (!rc && r->stream && s->sign_key_len) {
         r->signer = ts_malloc(sizeof(*r->signer));
         rc = r->signer ? chunk_signer_init(r->signer, s->sign_key, s->sign_key_len) : -ENOMEM;
     }
     if (rc) {
-        r->stream = false;
         reject(s, req, rc, r->prompt_tokens, r->output_tokens, NULL);
         req_free(r);
         goto out_release;
     }
-    rc = sim_engine_submit(s->engine, r, r->prompt_tokens, r->output_tokens, r->arrival_ns);
+    /* the hashes stand for the counted tokens (a count capped at UINT32_MAX has none) */
+    uint32_t nhash = bh.tokens == r->prompt_tokens ? bh.n : 0;
+    rc = sim_engine_submit_prefix(s->engine, r, r->prompt_tokens, r->output_tokens, bh.hashes,
+                                  nhash, r->arrival_ns);
     if (rc) {
         reject(s, req, rc, r->prompt_tokens, r->output_tokens,
                ep == OPENAI_CHAT ? "messages" : "prompt");
@@ -588,5 +895,6 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
                                 "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n");
     kick(s);
 out_release:
+    sim_block_hasher_release(&bh);
     openai_request_release(&q);
 }

@@ -62,6 +62,7 @@ struct sim_profile {
     uint32_t block_size;             /* tokens per KV block */
     double watermark;                /* fraction of blocks kept free at admission */
     uint32_t max_waiting;            /* waiting-queue bound; 0 = unbounded (full -> 429) */
+    bool prefix_caching;             /* automatic prefix caching (engine.h, "Prefix caching") */
 
     /* KV cache size. */
     uint64_t kv_capacity_tokens;   /* 0 = auto (derived from memory) */

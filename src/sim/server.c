@@ -115,6 +115,22 @@ static void handle_metrics(struct sim_server *s, struct http_request *req)
     rc = rc ? rc
             : metrics_gauge(&b, "vllm:generation_tokens_total", "Generation tokens processed.",
                             "counter", labels, (double)st.generation_tokens_total);
+    /* vLLM V1's prefix cache counters (tokens), and V0's hit-rate gauge, cumulative */
+    rc = rc ? rc
+            : metrics_gauge(&b, "vllm:prefix_cache_queries_total",
+                            "Prefix cache queries, in terms of number of queried tokens.",
+                            "counter", labels, (double)st.prefix_cache_queries);
+    rc = rc ? rc
+            : metrics_gauge(&b, "vllm:prefix_cache_hits_total",
+                            "Prefix cache hits, in terms of number of cached tokens.", "counter",
+                            labels, (double)st.prefix_cache_hits);
+    rc = rc ? rc
+            : metrics_gauge(&b, "vllm:gpu_prefix_cache_hit_rate",
+                            "Prefix cache hit rate: hit tokens / queried tokens since start.",
+                            "gauge", labels,
+                            st.prefix_cache_queries
+                                ? (double)st.prefix_cache_hits / (double)st.prefix_cache_queries
+                                : 0);
     if (!rc)
         rc = prom_header(&b, "vllm:request_success_total", "Successfully finished requests.",
                          "counter");
@@ -142,6 +158,10 @@ static void handle_metrics(struct sim_server *s, struct http_request *req)
             : metrics_hist(&b, "tokenstorm_sim_send_lag_seconds",
                            "Token write time minus the engine step's due time.", labels,
                            &s->h_send_lag);
+    rc = rc ? rc
+            : metrics_gauge(&b, "tokenstorm_sim_vector_searches_total",
+                            "Vector store searches answered.", "counter", labels,
+                            (double)s->stats.vector_searches);
     rc = rc ? rc
             : metrics_gauge(&b, "tokenstorm_sim_rejected_total",
                             "Requests refused with 429 (queue full).", "counter", labels,
@@ -260,6 +280,16 @@ static void on_request(struct http_request *req, void *ctx)
             return;
         return handle_embeddings(s, req);
     }
+    static const char vs_prefix[] = "/v1/vector_stores/";
+    if (!strncmp(p, vs_prefix, sizeof(vs_prefix) - 1)) {
+        const char *id = p + sizeof(vs_prefix) - 1;
+        const char *slash = strchr(id, '/');
+        if (slash && slash > id && !strcmp(slash, "/search")) {
+            if (!post)
+                return wrong_method(req, "POST");
+            return sim_vsearch_handle(s, req, id, (size_t)(slash - id));
+        }
+    }
     if (!strcmp(p, "/v1/models") || !strcmp(p, "/health") || !strcmp(p, "/metrics") ||
         !strcmp(p, "/ping")) {
         if (!get)
@@ -334,6 +364,8 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     }
     s->step_timer.data = s;
     s->handles++;
+    if ((rc = sim_vsearch_init(s, cfg, err, errlen)))
+        goto out_timer;
     struct http_server_config hc = {
         .host = cfg->host ? cfg->host : "127.0.0.1",
         .port = cfg->port,
@@ -441,6 +473,7 @@ void sim_server_shutdown(struct sim_server *s, uint64_t grace_ms,
 
 void sim_server_close_timer(struct sim_server *s)
 {
+    sim_vsearch_close(s, on_timer_closed);
     if (s->timer_closing || !s->step_timer.poll.loop)
         return;
     s->timer_closing = true;
@@ -454,6 +487,7 @@ void sim_server_free(struct sim_server *s)
     sim_engine_free(s->engine);
     (void)asyncw_close(s->trace);
     answers_free(s->answers);
+    sim_vsearch_release(s);
     dist_release(&s->output_len);
     buf_release(&s->sign_scratch);
     ts_free(s);

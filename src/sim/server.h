@@ -5,6 +5,8 @@
  * main thread in `tokenstorm sim`). It answers:
  *   POST /v1/chat/completions, /v1/completions   (streamed or not)
  *   POST /v1/embeddings
+ *   POST /v1/vector_stores/{id}/search (sim/vstore.h; answered after a
+ *        simulated search time, on a timer: the engine is not involved)
  *   GET  /v1/models, /health, /metrics (vLLM metric names)
  *   POST/GET/DELETE /admin/faults[/{type}]  with cfg->admin only (sim/admin.h)
  * and drives the engine in real time: a nanosecond timer fires at each step
@@ -19,6 +21,21 @@
  * ignore_eos; otherwise the reference answer (--answers) or a natural length
  * drawn from output_len (seeded per request), cut to max_tokens (finish
  * "length") or at a stop string (finish "stop"), and at least min_tokens.
+ *
+ * Prefix caching (profile prefix_caching): the prompt is cut into blocks of
+ * block_size tokens as it is counted (sim/blockhash.h) and the engine reuses
+ * cached blocks (engine.h); the usage object then carries OpenAI's
+ * "prompt_tokens_details":{"cached_tokens":N} (streamed and not), the trace
+ * log's cached_tokens is N, and /metrics has vllm:prefix_cache_queries_total,
+ * vllm:prefix_cache_hits_total and vllm:gpu_prefix_cache_hit_rate. Without
+ * it the usage object has no prompt_tokens_details.
+ *
+ * Tool calls: a chat request with tools, tool_choice not "none" and a user
+ * message last is answered with one call of the first tool (or the one
+ * tool_choice names) instead of text: arguments fill the tool's required
+ * parameters (strings get the first 8 words of that message), one output
+ * token per piece of the arguments, finish "tool_calls" ("length" when cut
+ * by max_tokens). After a "tool" message the answer is text again.
  */
 #ifndef TS_SIM_SERVER_H
 #define TS_SIM_SERVER_H
@@ -48,7 +65,19 @@ struct sim_server_config {
     bool quiet;                 /* no access log lines */
     const char *sign_key;       /* sign every stream event (llm/sign.h); NULL = off */
     bool admin;                 /* the admin API for chaos faults (sim/admin.h) */
+    /* the vector store (POST /v1/vector_stores/{id}/search, sim/vstore.h) */
+    const char *vector_docs_path; /* passages instead of the built-in ones; NULL: built-in */
+    const char *vector_store_id;  /* answered besides "vs_default" (1..64 of [A-Za-z0-9_-]) */
+    /* simulated search time = vector_latency_ns + vector_doc_ns * passages; 0 means the
+     * default (SIM_VECTOR_LATENCY_NS, SIM_VECTOR_DOC_NS), SIM_DURATION_ZERO zero */
+    uint64_t vector_latency_ns;
+    uint64_t vector_doc_ns;
 };
+
+#define SIM_VECTOR_ID_MAX     64
+#define SIM_VECTOR_LATENCY_NS 2000000ull /* 2 ms per search */
+#define SIM_VECTOR_DOC_NS     1000ull    /* 1 us per passage */
+#define SIM_DURATION_ZERO     UINT64_MAX /* a duration option set to 0 */
 
 /*
  * Creates the server on loop and starts listening. Returns 0 and *out, or a
@@ -74,13 +103,14 @@ void sim_server_free(struct sim_server *s);
 
 /* Counters for tests and progress lines. */
 struct sim_server_stats {
-    uint64_t requests;     /* generation requests accepted by the engine */
-    uint64_t finished;     /* completed */
-    uint64_t cancelled;    /* client went away */
-    uint64_t rejected_429; /* waiting queue full */
-    uint64_t rejected_400; /* bad request or context too long */
-    uint64_t tokens_sent;  /* content chunks written */
-    uint64_t embeddings;   /* embedding requests answered */
+    uint64_t requests;        /* generation requests accepted by the engine */
+    uint64_t finished;        /* completed */
+    uint64_t cancelled;       /* client went away */
+    uint64_t rejected_429;    /* waiting queue full */
+    uint64_t rejected_400;    /* bad request or context too long */
+    uint64_t tokens_sent;     /* content chunks written */
+    uint64_t embeddings;      /* embedding requests answered */
+    uint64_t vector_searches; /* vector store searches answered */
 };
 void sim_server_stats(const struct sim_server *s, struct sim_server_stats *st);
 

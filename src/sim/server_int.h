@@ -18,6 +18,8 @@
 #include "sim/server.h"
 
 struct sim_req;
+struct sim_search;
+struct vstore;
 
 /* The admin API's state (admin.c), with --admin. */
 struct sim_admin {
@@ -59,6 +61,14 @@ struct sim_server {
 
     struct sim_admin admin;
 
+    /* the vector store (vsearch.c) */
+    struct vstore *vstore;
+    char vstore_id[SIM_VECTOR_ID_MAX + 1]; /* answered besides "vs_default" */
+    uint64_t vsearch_ns;                   /* simulated time of one search */
+    struct ptimer vs_timer;                /* due time of the first pending search */
+    bool vs_timer_inited, vs_timer_closing;
+    struct sim_search *vs_head, *vs_tail; /* pending searches, due in this order */
+
     struct sim_server_stats stats;
     uint64_t finished_by[2]; /* stop, length */
     struct prom_hist h_ttft, h_tpot, h_e2e, h_queue, h_send_lag;
@@ -84,7 +94,23 @@ bool sim_admin_route(struct sim_server *s, struct http_request *req);
 /* Cold start or an injected error answered req (true); health: only the cold start applies. */
 bool sim_admin_intercept(struct sim_server *s, struct http_request *req, bool health);
 
+/* vsearch.c */
+/* Loads the store and creates the timer (one more in s->handles). On error
+ * nothing is left (message in err). */
+int sim_vsearch_init(struct sim_server *s, const struct sim_server_config *cfg, char *err,
+                     size_t errlen);
+/* POST /v1/vector_stores/{store_id}/search */
+void sim_vsearch_handle(struct sim_server *s, struct http_request *req, const char *store_id,
+                        size_t id_len);
+/* Closes the timer (no search may be pending); on_closed counts the handle down. */
+void sim_vsearch_close(struct sim_server *s, void (*on_closed)(struct ptimer *t));
+/* Frees the store. */
+void sim_vsearch_release(struct sim_server *s);
+
 /* gen.c */
+/* Copies header value v (NULL: "") keeping only printable ASCII but quote and
+ * backslash, so it can go into JSON unescaped; dst gets at most n - 1 bytes. */
+void sim_copy_header_safe(char *dst, size_t n, const char *v);
 void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep);
 void sim_gen_on_admit(void *ctx, void *req, uint64_t now_ns);
 void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns);

@@ -67,3 +67,34 @@ test('errors surface as typed API errors', async () => {
     (e) => e instanceof OpenAI.BadRequestError,
   );
 });
+
+test('vector store search and a tool-call round trip', async () => {
+  const page = await client.vectorStores.search('vs_default', { query: 'How do volcanoes erupt?', max_num_results: 3 });
+  assert.equal(page.data.length, 3);
+  assert.equal(page.data[0].attributes.topic, 'volcanoes');
+  assert.equal(page.data[0].content[0].type, 'text');
+  const tools = [{
+    type: 'function',
+    function: { name: 'search_docs', parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } },
+  }];
+  const messages = [{ role: 'user', content: 'How do volcanoes erupt?' }];
+  const r = await client.chat.completions.create({ model, tools, messages });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  const call = r.choices[0].message.tool_calls[0];
+  assert.deepEqual(JSON.parse(call.function.arguments), { query: 'How do volcanoes erupt?' });
+  // the client's stream helper assembles the streamed call from its deltas
+  const stream = client.chat.completions.stream({ model, tools, messages, stream: true });
+  const final = await stream.finalChatCompletion();
+  const streamed = final.choices[0].message.tool_calls[0];
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+  assert.equal(streamed.function.name, 'search_docs');
+  assert.deepEqual(JSON.parse(streamed.function.arguments), { query: 'How do volcanoes erupt?' });
+  // the tool's result goes back; the answer is text
+  const answer = await client.chat.completions.create({
+    model, tools, max_tokens: 5, ignore_eos: true,
+    messages: [...messages, { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: call.id, content: page.data[0].content[0].text }],
+  });
+  assert.equal(typeof answer.choices[0].message.content, 'string');
+  assert.equal(answer.usage.completion_tokens, 5);
+});

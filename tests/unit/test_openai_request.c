@@ -28,7 +28,8 @@ static void test_chat_full(void **state)
         "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"max_tokens\":100,"
         "\"max_completion_tokens\":50,\"min_tokens\":10,\"ignore_eos\":true,"
         "\"stop\":[\"a\",\"bc\"],\"seed\":42,\"temperature\":0.7,\"top_p\":1,\"n\":1,"
-        "\"user\":\"u\",\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"auto\","
+        "\"user\":\"u\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_"
+        "choice\":\"auto\","
         "\"logprobs\":false,\"unknown_field\":{\"x\":1}}";
     struct openai_request r;
     struct openai_error e;
