@@ -25,9 +25,12 @@
  */
 #include "net/http_client.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -482,11 +485,51 @@ static int client_on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
     return uv_timer_start(&c->timer, client_on_uv_timer, (uint64_t)timeout_ms, 0) ? -1 : 0;
 }
 
+/*
+ * The kernel's receive time (SO_TIMESTAMPNS, CLOCK_REALTIME) of the newest
+ * of the unread bytes curl's next read will take, as a monotonic time, or 0
+ * when there is none. TCP reports the time of the last segment a read
+ * covers, so the peek spans what curl reads (its buffer): when several
+ * events wait, they are all timed by the newest, late rather than early.
+ */
+static uint64_t sock_rx_stamp(struct http_client *c, int fd)
+{
+    struct iovec iov = {c->peek, sizeof(c->peek)};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = ctl.buf,
+        .msg_controllen = sizeof(ctl.buf),
+    };
+    if (recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT) <= 0)
+        return 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPNS)
+            continue;
+        struct timespec ts;
+        memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+        uint64_t real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        uint64_t mono = ts_now_ns(), wall = ts_wall_ns();
+        if (real > wall || wall - real > mono)
+            return 0; /* the clocks moved: do not trust it */
+        return mono - (wall - real);
+    }
+    return 0;
+}
+
 static void sock_on_poll(uv_poll_t *h, int status, int events)
 {
     struct sock_ctx *sc = h->data;
     int flags = 0;
 
+    if (sc->client->cfg.rx_timestamps && status >= 0 && (events & UV_READABLE)) {
+        sc->client->rx_stamp_ns = sock_rx_stamp(sc->client, sc->fd);
+        sc->client->rx_stamp_fd = sc->fd;
+    }
     /* On error libuv stops the poll; let curl try both directions so the
      * read or write reports the real socket error (a pure CURL_CSELECT_ERR
      * would be reported as a send error even mid-body). */
@@ -496,7 +539,27 @@ static void sock_on_poll(uv_poll_t *h, int status, int events)
         flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE)
         flags |= CURL_CSELECT_OUT;
-    client_socket_action(sc->client, sc->fd, flags);
+    struct http_client *c = sc->client;
+    client_socket_action(c, sc->fd, flags); /* may free sc */
+    c->rx_stamp_ns = 0;
+}
+
+/*
+ * When the bytes being handed over to call arrived: the kernel's time when
+ * they come from the socket that was peeked (curl may also serve other
+ * transfers whose timers expired from the same socket_action).
+ */
+static uint64_t rx_now(const struct http_call *call)
+{
+    const struct http_client *c = call->client;
+    uint64_t now = ts_now_ns();
+    if (!c->rx_stamp_ns || c->rx_stamp_ns > now)
+        return now;
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    if (curl_easy_getinfo(call->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
+        fd != c->rx_stamp_fd)
+        return now;
+    return c->rx_stamp_ns;
 }
 
 static struct sock_ctx *sock_new(struct http_client *c, curl_socket_t fd)
@@ -513,6 +576,11 @@ static struct sock_ctx *sock_new(struct http_client *c, curl_socket_t fd)
     sc->poll.data = sc;
     sc->fd = fd;
     sc->client = c;
+    if (c->cfg.rx_timestamps) {
+        int on = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)))
+            ts_debug("http_client: SO_TIMESTAMPNS: %s", strerror(errno));
+    }
     list_add_tail(&c->socks, &sc->link);
     c->open_handles++;
     return sc;
@@ -584,7 +652,7 @@ static size_t call_on_header(char *buf, size_t size, size_t nitems, void *ud)
 
     if (call->forced != HTTP_CALL_OK)
         return CURL_WRITEFUNC_ERROR;
-    uint64_t now = ts_now_ns();
+    uint64_t now = rx_now(call);
     call->last_rx_ns = now;
     if (!call->first_rx_ns) {
         call->first_rx_ns = now;
@@ -613,7 +681,7 @@ static size_t call_on_write(char *data, size_t size, size_t nmemb, void *ud)
         return CURL_WRITEFUNC_ERROR;
     if (len == 0)
         return 0;
-    uint64_t now = ts_now_ns();
+    uint64_t now = rx_now(call);
     call->last_rx_ns = now;
     if (!call->first_byte_ns)
         call->first_byte_ns = now;

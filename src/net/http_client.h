@@ -94,6 +94,18 @@ struct http_client_config {
      * CURL_MAX_READ_SIZE; 0 = curl's default (16 KiB). Smaller saves memory
      * per call, larger means fewer on_body calls for big bodies. */
     unsigned recv_buffer_size;
+    /*
+     * Time received bytes by the kernel's receive timestamp (SO_TIMESTAMPNS,
+     * read with a 1-byte MSG_PEEK before curl reads the socket) instead of
+     * the moment curl hands them over: when many sockets are readable at
+     * once, the last ones are read milliseconds after their data arrived.
+     * The bytes of one read get the arrival time of the newest of them (so
+     * events that waited are timed late, never early). Costs one recvmsg
+     * (MSG_PEEK of up to 16 KiB) per readable event. Plain HTTP/1.1
+     * (with HTTP/2 several streams share a socket; TLS is timed by record
+     * arrival, which is still right). Off by default.
+     */
+    bool rx_timestamps;
 };
 
 /* Fills cfg with the defaults: connect 10 s, no ttfb/idle/total limit, TLS
@@ -205,6 +217,9 @@ struct http_client {
     int depth; /* > 0 while inside curl_multi_socket_action */
     uint64_t timer_fired_at;
     unsigned timer_streak;
+    uint64_t rx_stamp_ns; /* kernel arrival of the socket being read, monotonic; 0 = none */
+    int rx_stamp_fd;      /* that socket */
+    char peek[16384];     /* rx_timestamps: MSG_PEEK target, curl's read size */
     bool closing, handles_closing;
     void (*on_closed)(struct http_client *c, void *arg);
     void *closed_arg;
