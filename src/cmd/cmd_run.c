@@ -32,10 +32,17 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: tokenstorm run [OPTIONS]\n\n"
+        "usage: tokenstorm run [OPTIONS] [SCENARIO.yaml]\n\n"
         "Loads an OpenAI-compatible service with streaming requests and measures what users\n"
         "feel: TTFT, ITL, TPOT, end-to-end latency, throughput, goodput, errors by class.\n"
         "With no --target it starts the built-in simulator on a loopback port.\n\n"
+        "scenario files (docs/SCENARIOS.md): traffic classes, prompt schemas, sessions, flows:\n"
+        "  SCENARIO.yaml          run the file's classes (options given here win over it)\n"
+        "  --check                validate the file and exit\n"
+        "  --dry-run DIR          write the generated requests and the workload summary, send "
+        "nothing\n"
+        "  --dry-run-requests N   iterations per class in a dry run (default 100)\n"
+        "  --tokenizer FILE       tokenizer.json or tiktoken file: exact input lengths\n\n"
         "target:\n"
         "  --target URL           server root, base URL ending in /v1, or a full endpoint URL\n"
         "  --model NAME           model to ask for (default: the first of /v1/models)\n"
@@ -210,6 +217,10 @@ enum {
     O_SHARD,
     O_START_AT,
     O_OTLP_ENDPOINT,
+    O_CHECK,
+    O_DRY_RUN,
+    O_DRY_RUN_N,
+    O_TOKENIZER,
 };
 
 static const struct option run_options[] = {
@@ -260,6 +271,10 @@ static const struct option run_options[] = {
     {"shard", required_argument, NULL, O_SHARD},
     {"start-at", required_argument, NULL, O_START_AT},
     {"otlp-endpoint", required_argument, NULL, O_OTLP_ENDPOINT},
+    {"check", no_argument, NULL, O_CHECK},
+    {"dry-run", required_argument, NULL, O_DRY_RUN},
+    {"dry-run-requests", required_argument, NULL, O_DRY_RUN_N},
+    {"tokenizer", required_argument, NULL, O_TOKENIZER},
     {"out", required_argument, NULL, O_OUT},
     {"save-requests", no_argument, NULL, O_SAVE},
     {"json", no_argument, NULL, O_JSON},
@@ -346,6 +361,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         case O_DURATION:
             bad = parse_dur("--duration", optarg, &o->duration_ns);
             duration_given = true;
+            o->duration_given = true;
             break;
         case O_REQUESTS:
             bad = parse_u64("--requests", optarg, &o->requests);
@@ -355,6 +371,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             break;
         case O_DRAIN:
             bad = parse_dur("--drain", optarg, &o->drain_ns);
+            o->drain_given = true;
             break;
         case O_WORKERS:
             bad = parse_u64("--workers", optarg, &v);
@@ -366,6 +383,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             break;
         case O_SEED:
             bad = parse_u64("--seed", optarg, &o->seed);
+            o->seed_given = true;
             break;
         case O_INPUT_LEN:
             o->input_len = optarg;
@@ -506,6 +524,18 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             }
             o->sim_sets[o->nsim_sets++] = optarg;
             break;
+        case O_CHECK:
+            o->check = true;
+            break;
+        case O_DRY_RUN:
+            o->dry_run = optarg;
+            break;
+        case O_DRY_RUN_N:
+            bad = parse_u64("--dry-run-requests", optarg, &o->dry_run_n);
+            break;
+        case O_TOKENIZER:
+            o->tokenizer = optarg;
+            break;
         case 'q':
             o->quiet = true;
             break;
@@ -525,12 +555,21 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         if (bad)
             return TS_EXIT_USAGE;
     }
+    if (optind < argc)
+        o->scenario = argv[optind++];
     if (optind < argc) {
-        fprintf(stderr,
-                "tokenstorm run: unexpected argument '%s' (scenario files are not "
-                "supported yet)\n",
+        fprintf(stderr, "tokenstorm run: unexpected argument '%s' (one scenario file at most)\n",
                 argv[optind]);
         return TS_EXIT_USAGE;
+    }
+    if ((o->check || o->dry_run) && !o->scenario) {
+        fprintf(stderr, "tokenstorm run: --check and --dry-run need a scenario file\n");
+        return TS_EXIT_USAGE;
+    }
+    if (o->scenario) {
+        if (!duration_given)
+            o->duration_ns = 0; /* the file's, or until the classes' requests are done */
+        return -1;
     }
     if (o->requests && !duration_given)
         o->duration_ns = 0; /* --requests alone: run until they are done */

@@ -71,8 +71,11 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             r->itl_sum_ns += gap;
             if (gap > r->itl_max_ns)
                 r->itl_max_ns = gap;
-            if (!(r->flags & REQF_WARMUP))
+            if (!(r->flags & REQF_WARMUP)) {
                 run_stats_add_itl_at(x->w->active, r->choice_chunks, gap);
+                if (x->actor)
+                    run_stats_add_itl_at(x->w->cls[x->actor->cls].res.stats, r->choice_chunks, gap);
+            }
         }
         x->last_choice_ns = at;
         r->choice_chunks++;
@@ -374,6 +377,10 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     if (x->sse_mode) {
         size_t discarded = 0;
         (void)sse_parser_finish(&x->sse, &discarded);
+    } else if (x->actor && !x->treq.openai) {
+        /* a flow's plain HTTP step: the status decides */
+        r->first_chunk_ns = r->first_token_ns = r->last_chunk_ns = r->end_ns;
+        x->saw_done = x->saw_finish = true;
     } else if (res->error == HTTP_CALL_OK || x->body.len) {
         finish_body(x);
     }
@@ -400,6 +407,11 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
         r->token_source = TOKENS_USAGE;
         if (x->sse_mode && (uint32_t)r->usage_completion_tokens != r->client_tokens)
             r->flags |= REQF_USAGE_MISMATCH;
+    } else if (x->w->tc && x->keep_answer && x->answer.len < QUALITY_MAX_TEXT) {
+        /* --tokenizer: the answer's tokens, counted here */
+        r->client_tokens = (uint32_t)tokcount_count(x->w->tc, x->answer.data, x->answer.len);
+        r->output_tokens = r->client_tokens;
+        r->token_source = TOKENS_TOKENIZER;
     } else {
         r->output_tokens = r->client_tokens;
         r->token_source = x->sse_mode ? TOKENS_CHUNKS : TOKENS_TOKENIZER;
@@ -421,14 +433,15 @@ void exch_cut(struct exch *x)
         http_call_cancel(x->call);
 }
 
-void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
+/* A new exchange in the worker's in-flight list, its record begun. */
+static struct exch *exch_new(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
 {
     struct runner *run = w->run;
     const struct runner_config *cfg = run->cfg;
     struct exch *x = ts_calloc(1, sizeof(*x));
     if (!x) {
         ts_error("worker %u: out of memory", w->index);
-        return;
+        return NULL;
     }
     x->w = w;
     x->user = user;
@@ -438,6 +451,7 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
     r->intended_ns = intended_ns;
     r->usage_prompt_tokens = -1;
     r->usage_completion_tokens = -1;
+    r->prefix = -1;
     if (intended_ns < run->warmup_end_ns)
         r->flags |= REQF_WARMUP;
     buf_init(&x->body, EXCH_MAX_BODY);
@@ -460,8 +474,63 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
     w->n_inflight++;
     atomic_fetch_add(&w->in_flight_now, 1);
     atomic_fetch_add(&w->sent, 1);
+    return x;
+}
 
-    int rc = workload_item(cfg->workload, index, &x->item);
+/* Sends x->item to url with the run's headers plus extra ones. */
+static void exch_send(struct exch *x, const char *method, const char *url, const char *const *extra,
+                      size_t nextra, uint64_t timeout_ns)
+{
+    struct worker *w = x->w;
+    struct runner *run = w->run;
+    const struct runner_config *cfg = run->cfg;
+    struct req_record *r = &x->rec;
+    r->prompt_tokens = x->item.prompt_tokens;
+    r->max_tokens = x->item.max_tokens;
+    /* the request id lets a server's logs (the simulator's trace log) be joined */
+    const char *headers[2 * RUNNER_MAX_HEADERS + 3];
+    char request_id[64];
+    struct reqtrace_headers trace_headers;
+    snprintf(request_id, sizeof(request_id), "X-Request-Id: ts-%016llx-%llu",
+             (unsigned long long)run->run_id, (unsigned long long)r->id);
+    memcpy(headers, cfg->headers, cfg->n_headers * sizeof(*headers));
+    size_t n_headers = cfg->n_headers;
+    if (nextra > RUNNER_MAX_HEADERS)
+        nextra = RUNNER_MAX_HEADERS;
+    memcpy(headers + n_headers, extra, nextra * sizeof(*headers));
+    n_headers += nextra;
+    headers[n_headers++] = request_id;
+    /* W3C traceparent and baggage, so server-side spans join the request's trace */
+    n_headers += reqtrace_begin(&x->trace, &run->trace, run->run_id, r->id, r->tenant,
+                                &trace_headers, headers + n_headers);
+    uint32_t timeout_ms = (uint32_t)(timeout_ns / TS_NS_PER_MS);
+    struct http_call_spec spec = {
+        .method = method,
+        .url = url,
+        .headers = headers,
+        .n_headers = n_headers,
+        .body = x->item.body,
+        .body_len = x->item.body_len,
+        .total_timeout_ms = timeout_ns && !timeout_ms ? 1 : timeout_ms,
+    };
+    r->start_ns = ts_now_ns();
+    int rc = http_client_request(&w->client, &spec, &exch_ops, x, &x->call);
+    if (rc) {
+        r->end_ns = ts_now_ns();
+        r->outcome = REQ_OTHER;
+        set_error(x, "cannot send: ", ts_strerror(rc));
+        worker_request_done(w, x, x->user);
+    }
+}
+
+void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    struct exch *x = exch_new(w, index, intended_ns, user);
+    if (!x)
+        return;
+    struct req_record *r = &x->rec;
+    int rc = workload_item_tc(cfg->workload, index, w->tc, &x->item);
     if (rc) {
         r->start_ns = ts_now_ns();
         r->end_ns = r->start_ns;
@@ -470,37 +539,53 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
         worker_request_done(w, x, user);
         return;
     }
-    x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency;
-    r->prompt_tokens = x->item.prompt_tokens;
-    r->max_tokens = x->item.max_tokens;
-    /* the request id lets a server's logs (the simulator's trace log) be joined */
-    const char *headers[RUNNER_MAX_HEADERS + 3];
-    char request_id[64];
-    struct reqtrace_headers trace_headers;
-    snprintf(request_id, sizeof(request_id), "X-Request-Id: ts-%016llx-%llu",
-             (unsigned long long)run->run_id, (unsigned long long)index);
-    memcpy(headers, cfg->headers, cfg->n_headers * sizeof(*headers));
-    headers[cfg->n_headers] = request_id;
-    size_t n_headers = cfg->n_headers + 1;
-    /* W3C traceparent and baggage, so server-side spans join the request's trace */
-    n_headers += reqtrace_begin(&x->trace, &run->trace, run->run_id, index, r->tenant,
-                                &trace_headers, headers + n_headers);
-    struct http_call_spec spec = {
-        .method = "POST",
-        .url = cfg->url,
-        .headers = headers,
-        .n_headers = n_headers,
-        .body = x->item.body,
-        .body_len = x->item.body_len,
-    };
-    r->start_ns = ts_now_ns();
-    rc = http_client_request(&w->client, &spec, &exch_ops, x, &x->call);
-    if (rc) {
-        r->end_ns = ts_now_ns();
-        r->outcome = REQ_OTHER;
-        set_error(x, "cannot send: ", ts_strerror(rc));
-        worker_request_done(w, x, user);
+    x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
+    exch_send(x, "POST", cfg->url, NULL, 0, 0);
+}
+
+void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *rq,
+                        uint64_t intended_ns)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    const struct traffic *t = cfg->classes[a->cls].traffic;
+    uint64_t id = atomic_fetch_add(&w->run->req_seq, 1);
+    struct exch *x = exch_new(w, id, intended_ns, a->user);
+    if (!x) {
+        traffic_req_release(rq);
+        return;
     }
+    x->actor = a;
+    a->inflight++;
+    x->treq = *rq;
+    x->item = rq->item;
+    memset(&x->treq.item, 0, sizeof(x->treq.item));
+    memset(rq, 0, sizeof(*rq));
+    if (a->warmup)
+        x->rec.flags |= REQF_WARMUP;
+    struct req_record *r = &x->rec;
+    r->tenant = (uint16_t)a->cls;
+    r->class_name = t->name;
+    r->step_name = t->has_flow ? traffic_step_name(t, x->treq.step) : NULL;
+    r->intent_name = x->treq.intent >= 0 && t->has_gen
+                         ? promptgen_intent_name(&t->gen, (uint32_t)x->treq.intent)
+                         : NULL;
+    r->prefix = x->treq.prefix;
+    r->perturb_mask = x->treq.perturb_mask;
+    if (r->perturb_mask) {
+        struct buf names;
+        buf_init(&names, sizeof(r->perturb) - 1);
+        if (!perturb_mask_names(&t->perturb, r->perturb_mask, &names))
+            snprintf(r->perturb, sizeof(r->perturb), "%.*s", (int)names.len, names.data);
+        buf_release(&names);
+    }
+    r->session = x->treq.session;
+    r->turn = x->treq.turn;
+    r->trimmed = x->treq.trimmed;
+    /* sessions and flows need the answer; the rest when quality is measured */
+    x->keep_answer = t->sessions || t->has_flow || t->source == TRAFFIC_DATASET ||
+                     x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
+    exch_send(x, x->treq.method ? x->treq.method : "POST", x->treq.url,
+              (const char *const *)x->treq.headers, x->treq.nheaders, x->treq.timeout_ns);
 }
 
 /* The dual-SLA and consistency facts of a finished request, for the coordinator. */
@@ -530,6 +615,13 @@ void exch_finish(struct exch *x)
     const struct runner_config *cfg = w->run->cfg;
     reqtrace_end(&x->trace, &w->run->trace, w->run->run_id, &x->rec);
     run_stats_add_record(w->active, &x->rec, &cfg->goodput);
+    if (x->actor) {
+        struct runner_class_result *res = &w->cls[x->actor->cls].res;
+        const struct goodput_cfg *g = &cfg->classes[x->actor->cls].goodput;
+        run_stats_add_record(res->stats, &x->rec, g);
+        if (res->steps && x->treq.step < res->nsteps)
+            run_stats_add_record(res->steps[x->treq.step], &x->rec, g);
+    }
     if ((cfg->quality.dual_sla || cfg->quality.consistency) && !(x->rec.flags & REQF_WARMUP))
         add_note(x);
     if (cfg->requests_out) {
@@ -554,5 +646,6 @@ void exch_finish(struct exch *x)
     ts_free(x->verifier);
     buf_release(&x->body);
     work_item_release(&x->item);
+    traffic_req_release(&x->treq);
     ts_free(x);
 }

@@ -111,6 +111,19 @@ struct req_record {
     char finish_reason[16];
     char error[96];  /* short error text or server error code, "" if none */
     uint16_t tenant; /* traffic class index */
+
+    /* Scenario classes (load/traffic.h): labels of the request, for
+     * requests.jsonl and per-label splits. The names are owned by the run's
+     * traffic classes (NULL outside a scenario). */
+    const char *class_name;
+    const char *step_name; /* flow step, or NULL for a plain request */
+    const char *intent_name;
+    int32_t prefix;        /* shared prefix entry, -1 none */
+    uint32_t perturb_mask; /* bits of the class's perturbation set */
+    char perturb[96];      /* their names, comma-separated ("" none) */
+    uint64_t session;      /* session number + 1; 0 = not in a session */
+    uint32_t turn;
+    uint32_t trimmed; /* history messages dropped + context tokens cut to fit the window */
 };
 
 #endif

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "load/dist.h"
+#include "load/run_scenario.h"
 #include "load/runner.h"
 #include "load/target.h"
 #include "net/addr.h"
@@ -28,7 +29,7 @@
 #include "sim/thread.h"
 #include "ts_config.h"
 
-static int parse_goodput(const char *s, struct goodput_cfg *g)
+int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t errlen)
 {
     char copy[256];
     snprintf(copy, sizeof(copy), "%s", s);
@@ -38,11 +39,8 @@ static int parse_goodput(const char *s, struct goodput_cfg *g)
         char *end;
         double v = colon ? strtod(colon + 1, &end) : 0;
         if (!colon || end == colon + 1 || *end || !(v > 0)) {
-            fprintf(stderr,
-                    "tokenstorm run: --goodput: expected 'ttft:MS tpot:MS e2el:MS', "
-                    "got '%s'\n",
-                    tok);
-            return -1;
+            snprintf(err, errlen, "goodput: expected 'ttft:MS tpot:MS e2el:MS', got '%s'", tok);
+            return -EINVAL;
         }
         *colon = '\0';
         if (!strcmp(tok, "ttft"))
@@ -52,9 +50,8 @@ static int parse_goodput(const char *s, struct goodput_cfg *g)
         else if (!strcmp(tok, "e2el"))
             g->e2el_ms = v;
         else {
-            fprintf(stderr, "tokenstorm run: --goodput: unknown metric '%s' (ttft, tpot, e2el)\n",
-                    tok);
-            return -1;
+            snprintf(err, errlen, "goodput: unknown metric '%s' (ttft, tpot, e2el)", tok);
+            return -EINVAL;
         }
     }
     return 0;
@@ -204,6 +201,62 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
     return j;
 }
 
+/* ---- --dry-run ---- */
+
+static int run_dry(const struct run_opts *o, struct scenario *scn)
+{
+    char err[1024] = "";
+    struct scenario_run sr;
+    memset(&sr, 0, sizeof(sr));
+    const char *base = o->target ? o->target : "http://127.0.0.1:8000/v1";
+    const char *model = o->model ? o->model : "default";
+    char path[1200];
+    FILE *out = NULL;
+    json_t *summary = NULL;
+    int code = TS_EXIT_FAIL;
+    if (make_dirs(o->dry_run, err, sizeof(err)))
+        goto out;
+    if (scenario_run_tokenizer(&sr, o->tokenizer ? o->tokenizer : scn->target.tokenizer, err,
+                               sizeof(err)) ||
+        scenario_run_init(&sr, scn, base, model, o->requests, err, sizeof(err))) {
+        code = TS_EXIT_USAGE;
+        goto out;
+    }
+    snprintf(path, sizeof(path), "%s/requests.jsonl", o->dry_run);
+    if (!(out = fopen(path, "w"))) {
+        snprintf(err, sizeof(err), "cannot write %.900s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (scenario_run_dry(&sr, o->dry_run_n ? o->dry_run_n : 100, out, &summary, err, sizeof(err)))
+        goto out;
+    if (fclose(out)) {
+        out = NULL;
+        snprintf(err, sizeof(err), "%.900s: write error", path);
+        goto out;
+    }
+    out = NULL;
+    snprintf(path, sizeof(path), "%s/workload.json", o->dry_run);
+    if (result_write_file(summary, path, err, sizeof(err)))
+        goto out;
+    if (!o->quiet) {
+        char *text = json_dumps(summary, JSON_INDENT(2));
+        if (text && o->json)
+            printf("%s\n", text);
+        free(text);
+        if (!o->json)
+            printf("dry run: requests in %s/requests.jsonl, summary in %s\n", o->dry_run, path);
+    }
+    code = TS_EXIT_OK;
+out:
+    if (code != TS_EXIT_OK)
+        fprintf(stderr, "tokenstorm run: %s\n", err);
+    if (out)
+        fclose(out);
+    json_decref(summary);
+    scenario_run_release(&sr);
+    return code;
+}
+
 /* ---- main ---- */
 
 int run_job(struct run_opts *opts, int *argc, char ***argv)
@@ -212,6 +265,10 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
     int rc;
     char err[1024];
     int exit_code = TS_EXIT_OK;
+    struct scenario scn;
+    memset(&scn, 0, sizeof(scn));
+    struct scenario_run sr;
+    memset(&sr, 0, sizeof(sr));
 
     struct slo slos[RUN_MAX_SLOS];
     for (size_t i = 0; i < o.nslos; i++) {
@@ -221,8 +278,10 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
         }
     }
     struct goodput_cfg goodput = {0};
-    if (o.goodput && parse_goodput(o.goodput, &goodput))
+    if (o.goodput && run_parse_goodput(o.goodput, &goodput, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: --%s\n", err);
         return TS_EXIT_USAGE;
+    }
     enum workload_endpoint ep = WORKLOAD_CHAT;
     if (o.endpoint && workload_endpoint_parse(o.endpoint, &ep)) {
         fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
@@ -261,15 +320,51 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
         otlp_config_release(&otlp);
         return TS_EXIT_FAIL;
     }
-
-    /* the target: given, or the built-in simulator */
     struct sim_thread *sim = NULL;
+    struct dist_group *group = NULL;
+    if (o.scenario) {
+        int lrc = scenario_load(&scn, o.scenario, err, sizeof(err));
+        if (lrc) {
+            fprintf(stderr, "tokenstorm run: %s\n", err);
+            exit_code = lrc == -ENOMEM ? TS_EXIT_FAIL : TS_EXIT_USAGE;
+            goto out;
+        }
+        scenario_apply_opts(&scn, &o);
+        if (o.check) {
+            /* build the classes too: templates, prompt and dataset files, tokenizer
+             * (the description first: building moves the prompt schemas out) */
+            char *desc = NULL;
+            size_t desc_len = 0;
+            FILE *mem = open_memstream(&desc, &desc_len);
+            if (mem) {
+                scenario_print_check(mem, &scn);
+                fclose(mem);
+            }
+            if (scenario_run_tokenizer(&sr, o.tokenizer ? o.tokenizer : scn.target.tokenizer, err,
+                                       sizeof(err)) ||
+                scenario_run_init(&sr, &scn, o.target ? o.target : "http://127.0.0.1:8000/v1",
+                                  o.model ? o.model : "default", o.requests, err, sizeof(err))) {
+                fprintf(stderr, "tokenstorm run: %s: %s\n", o.scenario, err);
+                free(desc);
+                exit_code = TS_EXIT_USAGE;
+                goto out;
+            }
+            if (desc)
+                fputs(desc, stdout);
+            free(desc);
+            goto out;
+        }
+        if (o.dry_run) {
+            exit_code = run_dry(&o, &scn);
+            goto out;
+        }
+    }
+    /* the target: given, or the built-in simulator */
     char target_buf[128];
     const char *target = o.target;
     char model[256] = "";
     const char *sim_profile = NULL;
     /* MPI (mpirun/srun): each rank runs shard rank/N; not with an explicit --shard */
-    struct dist_group *group = NULL;
     if (!o.shard.count && dist_group_join(&group, argc, argv, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s\n", err);
         exit_code = TS_EXIT_USAGE;
@@ -367,7 +462,8 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
     wcfg.body_overrides = overrides;
     wcfg.seed = o.seed;
     struct workload wl;
-    if (workload_init(&wl, &wcfg, err, sizeof(err))) {
+    memset(&wl, 0, sizeof(wl));
+    if (!o.scenario && workload_init(&wl, &wcfg, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s\n", err);
         exit_code = TS_EXIT_USAGE;
         goto out;
@@ -457,6 +553,8 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
     rcfg.client.total_timeout_ms = (uint32_t)(o.t_total / TS_NS_PER_MS);
     rcfg.client.insecure = o.insecure;
     rcfg.client.version = o.http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
+    /* time stream bytes by their kernel arrival, not by when curl reads them */
+    rcfg.client.rx_timestamps = !o.http2 && !getenv("TS_NO_RX_TIMESTAMPS");
     struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json, .group = group};
     rcfg.tick_arg = &pg;
     char metrics_url[TARGET_URL_MAX];
@@ -519,6 +617,35 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
     if (json_is_number(temperature)) {
         rcfg.trace.temperature = json_number_value(temperature);
         rcfg.trace.has_temperature = true;
+    }
+    if (o.scenario) {
+        /* the target's base URL, for the classes' endpoints and {{target}} in flows */
+        char base[TARGET_URL_MAX];
+        snprintf(base, sizeof(base), "%s", models_url);
+        size_t bl = strlen(base);
+        if (bl > 7 && !strcmp(base + bl - 7, "/models"))
+            base[bl - 7] = '\0';
+        if (scenario_run_tokenizer(&sr, o.tokenizer ? o.tokenizer : scn.target.tokenizer, err,
+                                   sizeof(err)) ||
+            scenario_run_init(&sr, &scn, base, model, o.requests, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", err);
+            exit_code = TS_EXIT_USAGE;
+            goto out_files;
+        }
+        rcfg.classes = sr.classes;
+        rcfg.nclasses = sr.n;
+        rcfg.make_tokcount = scenario_run_make_tokcount;
+        rcfg.tokcount_arg = &sr;
+        rcfg.trace.scenario = scn.name ? scn.name : "scenario";
+    } else if (o.tokenizer) {
+        /* exact synthetic input lengths, output tokens counted here when no usage */
+        if (scenario_run_tokenizer(&sr, o.tokenizer, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", err);
+            exit_code = TS_EXIT_USAGE;
+            goto out_files;
+        }
+        rcfg.make_tokcount = scenario_run_make_tokcount;
+        rcfg.tokcount_arg = &sr;
     }
     if (runner_config_check(&rcfg, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s\n", err);
@@ -598,12 +725,23 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
         .quality = quality,
     };
     json_t *doc = NULL;
+    size_t class_failed = 0;
     if (result_build(res.total, &sum, &info, &doc)) {
         fprintf(stderr, "tokenstorm run: cannot build result.json\n");
         exit_code = TS_EXIT_FAIL;
     } else {
         if (res.otlp_enabled)
             json_object_set_new(doc, "otlp", otlp_stats_json(&res.otlp));
+        if (o.scenario) {
+            json_object_set_new(doc, "classes", scenario_run_results(&sr, &res, &class_failed));
+            /* the workload's make-up: the first iterations of each class, as generated */
+            json_t *wsum = NULL;
+            char werr[256] = "";
+            if (!scenario_run_dry(&sr, 1000, NULL, &wsum, werr, sizeof(werr)))
+                json_object_set_new(doc, "workload", wsum);
+            else
+                ts_warn("workload summary: %s", werr);
+        }
         snprintf(path, sizeof(path), "%s/result.json", dir);
         if (result_write_file(doc, path, err, sizeof(err))) {
             fprintf(stderr, "tokenstorm run: %s\n", err);
@@ -626,6 +764,8 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
         if (report_text_summary(stdout, res.total, &sum) ||
             (o.nslos && report_text_slo(stdout, slos, o.nslos, &sum, &failed)))
             ts_warn("cannot print the summary");
+        if (o.scenario)
+            scenario_run_print(stdout, &sr, &res);
         if (res.otlp_enabled) {
             char line[192];
             otlp_stats_format(&res.otlp, line, sizeof(line));
@@ -633,6 +773,7 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
         }
         printf("\nresults: %s/\n", dir);
     }
+    failed += class_failed;
     if (exit_code == TS_EXIT_OK && failed)
         exit_code = TS_EXIT_SLO;
     if (res.interrupted)
@@ -658,6 +799,8 @@ out_files:
 out_workload:
     workload_release(&wl);
 out:
+    scenario_run_release(&sr);
+    scenario_release(&scn);
     if (sim)
         sim_thread_stop(sim, 0);
     run_quality_release(&o.quality);

@@ -44,8 +44,19 @@ struct run_opts {
     uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
     uint64_t t_connect, t_ttfb, t_idle, t_total;
     bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
+    /* scenario files (load/run_scenario.h) */
+    const char *scenario;  /* the YAML file, or NULL */
+    bool check;            /* --check: validate and exit */
+    const char *dry_run;   /* --dry-run DIR: write the requests, send nothing */
+    uint64_t dry_run_n;    /* --dry-run-requests: iterations per class (default 100) */
+    const char *tokenizer; /* --tokenizer FILE */
+    bool duration_given, drain_given, seed_given;
     struct run_quality_opts quality;
 };
+
+struct goodput_cfg;
+/* Parses "ttft:MS tpot:MS e2el:MS" (any of them) into g; 0 or -EINVAL with a message. */
+TS_MUST_CHECK int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t errlen);
 
 /*
  * Carries out the run described by o; returns the exit code. argc/argv are

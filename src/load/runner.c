@@ -40,6 +40,34 @@ int runner_config_check(const struct runner_config *cfg, char *err, size_t errle
                  cfg->shard.count, SHARD_MAX);
         return -EINVAL;
     }
+    for (size_t k = 0; k < cfg->nclasses; k++) {
+        const struct runner_class *rc = &cfg->classes[k];
+        if (!rc->traffic) {
+            snprintf(err, errlen, "class %zu: no traffic", k);
+            return -EINVAL;
+        }
+        if (rc->mode == RUNNER_CLOSED && (rc->users < 1 || rc->users > RUNNER_MAX_USERS)) {
+            snprintf(err, errlen, "class '%s': users must be 1..%u", rc->name, RUNNER_MAX_USERS);
+            return -EINVAL;
+        }
+        if (rc->mode == RUNNER_OPEN && !rc->times && !rc->arrival.stages &&
+            !(rc->arrival.rate > 0)) {
+            snprintf(err, errlen, "class '%s': the open loop needs a rate > 0 or stages", rc->name);
+            return -EINVAL;
+        }
+        if (!cfg->duration_ns && !rc->max_iterations && !rc->times && !rc->arrival.stages) {
+            snprintf(err, errlen, "class '%s' needs an end: a duration or a number of requests",
+                     rc->name);
+            return -EINVAL;
+        }
+    }
+    if (cfg->nclasses) {
+        if (cfg->workers < 1 || cfg->workers > RUNNER_MAX_WORKERS) {
+            snprintf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
+            return -EINVAL;
+        }
+        return 0;
+    }
     if (!cfg->url || !cfg->workload) {
         snprintf(err, errlen, "no target or no workload");
         return -EINVAL;
@@ -372,6 +400,39 @@ static int metrics_start(struct coord *c, char *err, size_t errlen)
     return rc;
 }
 
+/* Each class's results: the sum of the workers' shares (taken from them). */
+static int merge_classes(struct runner *run, struct runner_result *out)
+{
+    const struct runner_config *cfg = run->cfg;
+    out->classes = ts_calloc(cfg->nclasses, sizeof(*out->classes));
+    if (!out->classes)
+        return -ENOMEM;
+    out->nclasses = cfg->nclasses;
+    for (size_t k = 0; k < cfg->nclasses; k++) {
+        struct runner_class_result *dst = &out->classes[k];
+        for (uint32_t i = 0; i < run->nworkers; i++) {
+            struct runner_class_result *src = &run->workers[i].cls[k].res;
+            if (!dst->stats) { /* the first worker's becomes the sum */
+                *dst = *src;
+                memset(src, 0, sizeof(*src));
+                continue;
+            }
+            if (run_stats_merge(dst->stats, src->stats) ||
+                hdr_add(dst->iter_latency, src->iter_latency))
+                return -ENOMEM;
+            for (uint32_t s = 0; s < dst->nsteps; s++) {
+                if (run_stats_merge(dst->steps[s], src->steps[s]))
+                    return -ENOMEM;
+            }
+            dst->iterations += src->iterations;
+            for (int o = 0; o < 3; o++)
+                dst->iter_outcome[o] += src->iter_outcome[o];
+            dst->sessions += src->sessions;
+        }
+    }
+    return 0;
+}
+
 int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err, size_t errlen)
 {
     int rc = runner_config_check(cfg, err, errlen);
@@ -393,9 +454,20 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         rc = -ENOMEM;
         goto out_free;
     }
-    if ((rc = reqtrace_run_init(&run->trace, &cfg->trace, cfg->url, cfg->workload->endpoint, err,
-                                errlen)))
+    if ((rc = reqtrace_run_init(&run->trace, &cfg->trace, cfg->url,
+                                cfg->nclasses ? cfg->classes[0].traffic->endpoint
+                                              : cfg->workload->endpoint,
+                                err, errlen)))
         goto out_free;
+    if (cfg->nclasses) {
+        run->cls_iter = ts_calloc(cfg->nclasses, sizeof(*run->cls_iter));
+        run->cls_session = ts_calloc(cfg->nclasses, sizeof(*run->cls_session));
+        if (!run->cls_iter || !run->cls_session) {
+            snprintf(err, errlen, "out of memory");
+            rc = -ENOMEM;
+            goto out_free;
+        }
+    }
     uint32_t inited = 0;
     for (; inited < cfg->workers; inited++) {
         if ((rc = worker_init(&run->workers[inited], run, inited, err, errlen))) {
@@ -542,6 +614,10 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         c->consistency = NULL;
         out->otlp_enabled = otlp_on;
         out->otlp = otlp_stats;
+        if (cfg->nclasses && (rc = merge_classes(run, out))) {
+            snprintf(err, errlen, "out of memory merging the classes' measurements");
+            runner_result_release(out);
+        }
     }
 out_workers:
     for (uint32_t i = 0; i < inited; i++)
@@ -554,12 +630,27 @@ out_free:
     run_stats_free(c->interval);
     ts_free(c->timeline);
     ts_free(run->workers);
+    ts_free((void *)run->cls_iter);
+    ts_free((void *)run->cls_session);
     ts_free(c);
     return rc;
 }
 
+void runner_class_result_release(struct runner_class_result *r)
+{
+    run_stats_free(r->stats);
+    for (uint32_t i = 0; r->steps && i < r->nsteps; i++)
+        run_stats_free(r->steps[i]);
+    ts_free(r->steps);
+    hdr_free(r->iter_latency);
+    memset(r, 0, sizeof(*r));
+}
+
 void runner_result_release(struct runner_result *r)
 {
+    for (size_t k = 0; r->classes && k < r->nclasses; k++)
+        runner_class_result_release(&r->classes[k]);
+    ts_free(r->classes);
     scrape_summary_release(&r->server);
     consistency_free(r->consistency);
     run_stats_free(r->total);

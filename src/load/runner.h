@@ -40,6 +40,8 @@
 #include "analysis/stats.h"
 #include "base/asyncw.h"
 #include "base/dist.h"
+#include "base/hdr.h"
+#include "llm/tokcount.h"
 #include "base/err.h"
 #include "load/arrival.h"
 #include "load/dist.h"
@@ -80,11 +82,52 @@ struct runner_arrival {
     const char *stages; /* "30s:10,1m:50,30s:0" k6-like stages, or NULL */
 };
 
+struct traffic;
+
+/*
+ * A traffic class of a scenario (load/traffic.h): its own arrivals or users,
+ * its requests built by its struct traffic, its own statistics. When a
+ * config has classes, the top-level workload, mode, arrival, users, think,
+ * ramp_users_ns, max_concurrency and max_requests are not used: every
+ * request comes from a class.
+ */
+struct runner_class {
+    const char *name;
+    const struct traffic *traffic; /* read-only, shared by the workers */
+    enum runner_mode mode;
+    struct runner_arrival arrival; /* open loop */
+    const uint64_t *times;         /* open loop: explicit offsets (trace replay), or NULL */
+    size_t ntimes;
+    uint32_t users;           /* closed loop */
+    const struct dist *think; /* closed loop, between a user's sessions; NULL = none */
+    uint64_t ramp_users_ns;   /* closed loop */
+    uint32_t max_concurrency; /* open loop: iterations in flight; 0 = none */
+    uint64_t max_iterations;  /* 0 = none */
+    struct goodput_cfg goodput;
+};
+
+/* One class's results: its requests, each flow step's, and its iterations. */
+struct runner_class_result {
+    struct run_stats *stats;  /* every request of the class (owned) */
+    struct run_stats **steps; /* per flow step when the class has a flow, else NULL */
+    uint32_t nsteps;
+    uint64_t iterations;      /* ended (not warm-up) */
+    uint64_t iter_outcome[3]; /* ok, degraded, failed */
+    struct hdr *iter_latency; /* iteration time, intended start -> last response (us) */
+    uint64_t sessions;        /* sessions started */
+};
+
 struct runner_config {
     const char *url; /* the full endpoint URL */
     const char *const *headers;
     size_t n_headers;
-    const struct workload *workload; /* read-only, shared by the workers */
+    const struct workload *workload;    /* read-only, shared by the workers */
+    const struct runner_class *classes; /* a scenario's classes, or NULL */
+    size_t nclasses;
+    /* Per-thread token counters (tokenizer-backed) for generating requests;
+     * NULL = the approximate counter. Called once per worker. */
+    int (*make_tokcount)(void *arg, struct tokcount **out);
+    void *tokcount_arg;
 
     enum runner_mode mode;
     struct runner_arrival arrival; /* RUNNER_OPEN */
@@ -188,6 +231,8 @@ struct runner_result {
     struct scrape_summary server;    /* --server-metrics: the server's timeline */
     bool otlp_enabled;               /* spans were exported (trace.otlp had an endpoint) */
     struct otlp_stats otlp;          /* what became of them, after the final flush */
+    struct runner_class_result *classes; /* one per config class (owned), or NULL */
+    size_t nclasses;
 };
 
 /* Checks a config; 0 or -EINVAL with a message. */
@@ -206,5 +251,7 @@ TS_MUST_CHECK int runner_run(const struct runner_config *cfg, struct runner_resu
 void runner_stop(void);
 
 void runner_result_release(struct runner_result *r);
+/* Frees what a class result owns and zeroes it. */
+void runner_class_result_release(struct runner_class_result *r);
 
 #endif

@@ -12,6 +12,7 @@
 #include "llm/openai_chunk.h"
 #include "llm/sign.h"
 #include "load/record.h"
+#include "load/traffic.h"
 #include "load/runner.h"
 #include "net/ptimer.h"
 #include "net/sse.h"
@@ -44,10 +45,39 @@ int qnotes_push(struct qnotes *q, const struct qnote *note);
 void qnotes_clear(struct qnotes *q);
 void qnotes_release(struct qnotes *q);
 
-/* A user of the closed loop waiting for its next turn (a binary heap entry). */
+struct ractor;
+
+/* A user of the closed loop waiting for its next turn (a binary heap entry);
+ * with classes, the actor that waits (a closed-loop user or an open-loop
+ * session between turns). */
 struct wake {
     uint64_t at_ns;
     uint32_t user;
+    struct ractor *actor;
+};
+
+/* A class's actor on the runner's side: a traffic actor and where it stands. */
+struct ractor {
+    struct traffic_actor *ta;
+    uint32_t cls;
+    uint32_t user;          /* closed loop: the user; UINT32_MAX: an open-loop arrival */
+    uint64_t iter_intended; /* the current iteration's intended start */
+    bool warmup;            /* the current iteration began in the warm-up */
+    bool counted;           /* the current iteration counts toward max_concurrency */
+    uint32_t inflight;      /* its requests in flight */
+    bool launched;          /* the current iteration sent its first requests */
+};
+
+/* A worker's share of one class. */
+struct wclass {
+    struct arrival arrival;
+    bool arrival_inited;
+    struct rng arrival_rng;
+    uint64_t next_index; /* open loop: global index of this worker's next arrival */
+    uint64_t next_at;    /* its intended time, absolute ns; 0 = schedule over */
+    uint32_t users_active;
+    uint64_t iters_inflight;        /* open loop: iterations in flight (max_concurrency) */
+    struct runner_class_result res; /* kept for the whole run, merged at the end */
 };
 
 enum worker_cmd_bits {
@@ -95,6 +125,12 @@ struct worker {
     size_t heap_len, heap_cap;
     uint32_t users_active;
 
+    /* classes (cfg->nclasses > 0) */
+    struct wclass *cls;
+    uint32_t ncls;
+    struct tokcount *tc; /* this thread's token counter, or NULL (approximate) */
+    uint32_t actors;     /* live actors (freed at the end) */
+
     struct exch *inflight; /* list of requests in flight */
     uint64_t n_inflight;
     bool sending_over;
@@ -113,6 +149,9 @@ struct runner {
     uint64_t warmup_end_ns;
     uint64_t run_id;                        /* random, in every X-Request-Id */
     atomic_uint_fast64_t closed_next_index; /* closed loop: the next request index */
+    atomic_uint_fast64_t *cls_iter;         /* classes: the next iteration number, per class */
+    atomic_uint_fast64_t *cls_session;      /* classes, closed loop: the next session number */
+    atomic_uint_fast64_t req_seq;           /* classes: the next request id */
     atomic_bool stop;
     struct worker *workers;
     uint32_t nworkers;
@@ -142,6 +181,8 @@ struct exch {
     struct buf body;                 /* non-streamed responses and error bodies */
     struct chunk_verifier *verifier; /* --integrity hmac */
     uint32_t user;                   /* closed loop */
+    struct ractor *actor;            /* classes: the actor that sent it, else NULL */
+    struct traffic_req treq;         /* classes: what was sent (its item is moved to item) */
     uint64_t last_choice_ns;
     char first_id[64];
     bool have_id;
@@ -172,6 +213,9 @@ struct exch {
 /* Starts request `index` with the given intended time. 0 or a negative code
  * (the request is then recorded as failed and worker_request_done is called). */
 void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user);
+/* Starts a class's request (takes rq); the same contract. */
+void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *rq,
+                        uint64_t intended_ns);
 /* Parses the stream bytes every request of the worker received since the last call. */
 void exch_rx_flush(struct worker *w);
 /* Records a finished request into the worker's stats (and requests.jsonl) and frees it. */

@@ -46,6 +46,16 @@ void qnotes_release(struct qnotes *q)
 #define SEND_SLACK_NS (20 * TS_NS_PER_US)
 
 static void arm(struct worker *w);
+static void actor_free(struct worker *w, struct ractor *a);
+static void cls_release(struct worker *w);
+
+/* The first few problems of a kind are logged, not every one of thousands. */
+#define WARN_SOME(...)                                                                             \
+    do {                                                                                           \
+        static atomic_uint warned_;                                                                \
+        if (atomic_fetch_add(&warned_, 1) < 5)                                                     \
+            ts_warn(__VA_ARGS__);                                                                  \
+    } while (0)
 
 void worker_post(struct worker *w, unsigned bits)
 {
@@ -55,7 +65,7 @@ void worker_post(struct worker *w, unsigned bits)
 
 /* ---- closed-loop users: a min-heap of wake-up times ---- */
 
-static int heap_push(struct worker *w, uint64_t at, uint32_t user)
+static int heap_push_actor(struct worker *w, uint64_t at, uint32_t user, struct ractor *actor)
 {
     if (w->heap_len == w->heap_cap) {
         size_t cap = w->heap_cap ? w->heap_cap * 2 : 64;
@@ -73,8 +83,13 @@ static int heap_push(struct worker *w, uint64_t at, uint32_t user)
         w->heap[i] = w->heap[parent];
         i = parent;
     }
-    w->heap[i] = (struct wake){at, user};
+    w->heap[i] = (struct wake){at, user, actor};
     return 0;
+}
+
+static int heap_push(struct worker *w, uint64_t at, uint32_t user)
+{
+    return heap_push_actor(w, at, user, NULL);
 }
 
 static struct wake heap_pop(struct worker *w)
@@ -146,6 +161,10 @@ static void stop_sending(struct worker *w)
         return;
     w->sending_over = true;
     ptimer_stop(&w->timer);
+    for (size_t i = 0; i < w->heap_len; i++) {
+        if (w->heap[i].actor)
+            actor_free(w, w->heap[i].actor);
+    }
     w->heap_len = 0;
     check_done(w);
 }
@@ -163,6 +182,266 @@ static void send_closed(struct worker *w, uint64_t intended, uint32_t user)
     exch_start(w, index, intended, user);
 }
 
+/* ---- scenario classes: actors that run iterations ---- */
+
+static void cls_next_arrival(struct worker *w, uint32_t k)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    const struct runner_class *rc = &cfg->classes[k];
+    struct wclass *c = &w->cls[k];
+    for (;;) {
+        uint64_t t, index;
+        if (rc->times) {
+            index = c->arrival.count;
+            if (index >= rc->ntimes) {
+                c->next_at = 0;
+                return;
+            }
+            c->arrival.count++;
+            t = rc->times[index];
+        } else {
+            if (arrival_next(&c->arrival, &c->arrival_rng, &t)) {
+                c->next_at = 0;
+                return;
+            }
+            index = c->arrival.count - 1;
+        }
+        if ((rc->max_iterations && index >= rc->max_iterations) ||
+            w->run->start_ns + t >= w->run->end_send_ns) {
+            c->next_at = 0;
+            return;
+        }
+        if (shard_owns(&cfg->shard, index) &&
+            shard_worker(&cfg->shard, index + k, w->run->nworkers) == w->index) {
+            c->next_index = index;
+            c->next_at = w->run->start_ns + t;
+            return;
+        }
+    }
+}
+
+static bool cls_sending(const struct worker *w)
+{
+    for (uint32_t k = 0; k < w->ncls; k++) {
+        if (w->cls[k].next_at || w->cls[k].users_active)
+            return true;
+    }
+    return false;
+}
+
+static void actor_free(struct worker *w, struct ractor *a)
+{
+    traffic_actor_free(a->ta);
+    ts_free(a);
+    w->actors--;
+}
+
+/* A user ended (closed loop) or an open-loop arrival's actor is done. */
+static void actor_retire(struct worker *w, struct ractor *a)
+{
+    if (a->user != UINT32_MAX) {
+        struct wclass *c = &w->cls[a->cls];
+        c->users_active--;
+    }
+    actor_free(w, a);
+    if (!cls_sending(w))
+        stop_sending(w);
+}
+
+static void actor_iteration_end(struct worker *w, struct ractor *a);
+
+/* Sends every request of the actor's iteration that is ready now. */
+static void actor_pump(struct worker *w, struct ractor *a)
+{
+    for (;;) {
+        struct traffic_req rq;
+        char err[256] = "";
+        int rc = traffic_next(a->ta, w->tc, &rq, err, sizeof(err));
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            WARN_SOME("class '%s': %s", w->run->cfg->classes[a->cls].name, err);
+            continue; /* the traffic marked it failed; look for more */
+        }
+        /* the iteration's first requests keep its intended time (the schedule's
+         * lag shows); later steps are timed from when they became ready */
+        exch_start_traffic(w, a, &rq, a->launched ? ts_now_ns() : a->iter_intended);
+        a->launched = true;
+        if (w->closing)
+            return;
+    }
+    if (traffic_iteration_done(a->ta))
+        actor_iteration_end(w, a);
+}
+
+/* Starts an iteration of a (its intended time: at). false when the class's cap is reached. */
+static bool actor_begin(struct worker *w, struct ractor *a, uint64_t at, uint64_t session_no)
+{
+    const struct runner_class *rc = &w->run->cfg->classes[a->cls];
+    uint64_t n = atomic_fetch_add(&w->run->cls_iter[a->cls], 1);
+    if (a->user != UINT32_MAX && rc->max_iterations && n >= rc->max_iterations)
+        return false;
+    a->iter_intended = at;
+    a->launched = false;
+    a->warmup = at < w->run->warmup_end_ns;
+    if (traffic_begin(a->ta, session_no, w->tc))
+        return false;
+    return true;
+}
+
+static void actor_iteration_end(struct worker *w, struct ractor *a)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    struct wclass *c = &w->cls[a->cls];
+    uint64_t now = ts_now_ns();
+    if (!a->warmup) {
+        int o = traffic_iteration_outcome(a->ta);
+        c->res.iterations++;
+        c->res.iter_outcome[o]++;
+        if (c->res.iter_latency && now > a->iter_intended)
+            (void)hdr_record(c->res.iter_latency, (int64_t)((now - a->iter_intended) / 1000));
+    }
+    if (a->counted) {
+        c->iters_inflight--;
+        a->counted = false;
+    }
+    uint64_t think = 0;
+    bool more = traffic_after(a->ta, &w->rng, &think);
+    bool sending = !w->sending_over && !atomic_load(&w->run->stop);
+    if (more && sending) {
+        /* the session's next turn */
+        if (!heap_push_actor(w, now + think, a->user, a)) {
+            arm(w);
+            return;
+        }
+    }
+    if (a->user == UINT32_MAX) {
+        actor_retire(w, a);
+        return;
+    }
+    /* a closed-loop user: the next session after its think time */
+    const struct runner_class *rc = &cfg->classes[a->cls];
+    double t = rc->think ? dist_sample(rc->think, &w->rng) : 0;
+    uint64_t at = now + (t > 0 ? (uint64_t)((t < 1e9 ? t : 1e9) * 1e9) : 0); /* <= ~31.7 years */
+    if (!sending || at >= w->run->end_send_ns || heap_push_actor(w, at, a->user, a)) {
+        actor_retire(w, a);
+        return;
+    }
+    arm(w);
+}
+
+/* A wake-up of the heap: a closed-loop user's next iteration or a session's next turn. */
+static void actor_wake(struct worker *w, struct wake wk)
+{
+    struct ractor *a = wk.actor;
+    uint64_t session_no = 0;
+    if (a->user != UINT32_MAX && !traffic_in_session(a->ta)) {
+        session_no = atomic_fetch_add(&w->run->cls_session[a->cls], 1);
+        w->cls[a->cls].res.sessions++;
+    }
+    if (!actor_begin(w, a, wk.at_ns, session_no)) {
+        actor_retire(w, a);
+        return;
+    }
+    actor_pump(w, a);
+}
+
+/* An open-loop arrival of class k: a new actor and its first iteration. */
+static void cls_arrive(struct worker *w, uint32_t k)
+{
+    struct wclass *c = &w->cls[k];
+    const struct runner_class *rc = &w->run->cfg->classes[k];
+    struct ractor *a = ts_calloc(1, sizeof(*a));
+    if (!a || traffic_actor_new(rc->traffic, c->next_index, &a->ta)) {
+        ts_free(a);
+        WARN_SOME("worker %u: out of memory for an arrival", w->index);
+        return;
+    }
+    w->actors++;
+    a->cls = k;
+    a->user = UINT32_MAX;
+    c->res.sessions++;
+    if (!actor_begin(w, a, c->next_at, c->next_index)) {
+        actor_free(w, a);
+        return;
+    }
+    a->counted = true;
+    c->iters_inflight++;
+    actor_pump(w, a);
+}
+
+static bool cls_slot_free(const struct worker *w, uint32_t k)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    uint32_t cap = cfg->classes[k].max_concurrency;
+    return !cap || w->cls[k].iters_inflight * w->run->nworkers * shard_n(&cfg->shard) < cap;
+}
+
+static void cls_on_timer(struct worker *w, uint64_t now)
+{
+    for (uint32_t k = 0; k < w->ncls && !w->closing; k++) {
+        struct wclass *c = &w->cls[k];
+        while (c->next_at && c->next_at <= now + SEND_SLACK_NS && cls_slot_free(w, k)) {
+            cls_arrive(w, k);
+            if (w->closing)
+                return;
+            cls_next_arrival(w, k);
+        }
+    }
+    while (w->heap_len && w->heap[0].at_ns <= now + SEND_SLACK_NS && !w->sending_over &&
+           !w->closing) {
+        struct wake wk = heap_pop(w);
+        actor_wake(w, wk);
+    }
+    if (!cls_sending(w) && !w->heap_len)
+        stop_sending(w);
+}
+
+/* The earliest thing to do for the classes, or 0. */
+static uint64_t cls_next_at(const struct worker *w)
+{
+    uint64_t at = 0;
+    for (uint32_t k = 0; k < w->ncls; k++) {
+        uint64_t t = w->cls[k].next_at;
+        if (t && cls_slot_free(w, k) && (!at || t < at))
+            at = t;
+    }
+    if (w->heap_len && (!at || w->heap[0].at_ns < at))
+        at = w->heap[0].at_ns;
+    return at;
+}
+
+static void cls_start(struct worker *w)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    uint64_t step = (uint64_t)shard_n(&cfg->shard) * w->run->nworkers;
+    for (uint32_t k = 0; k < w->ncls; k++) {
+        const struct runner_class *rc = &cfg->classes[k];
+        if (rc->mode == RUNNER_OPEN) {
+            cls_next_arrival(w, k);
+            continue;
+        }
+        for (uint64_t u64 = shard_global(&cfg->shard, (w->index + k) % w->run->nworkers);
+             u64 < rc->users; u64 += step) {
+            uint32_t u = (uint32_t)u64;
+            uint64_t offset = rc->ramp_users_ns ? rc->ramp_users_ns * u / rc->users : 0;
+            struct ractor *a = ts_calloc(1, sizeof(*a));
+            if (!a || traffic_actor_new(rc->traffic, u, &a->ta) ||
+                heap_push_actor(w, w->run->start_ns + offset, u, a)) {
+                if (a)
+                    traffic_actor_free(a->ta);
+                ts_free(a);
+                ts_error("worker %u: out of memory for users", w->index);
+                break;
+            }
+            a->cls = k;
+            a->user = u;
+            w->actors++;
+            w->cls[k].users_active++;
+        }
+    }
+}
+
 static void on_timer(struct ptimer *t)
 {
     struct worker *w = t->data;
@@ -172,7 +451,9 @@ static void on_timer(struct ptimer *t)
         stop_sending(w);
         return;
     }
-    if (cfg->mode == RUNNER_OPEN) {
+    if (w->ncls) {
+        cls_on_timer(w, now);
+    } else if (cfg->mode == RUNNER_OPEN) {
         while (w->next_at && w->next_at <= now + SEND_SLACK_NS) {
             if (cfg->max_concurrency &&
                 w->n_inflight * w->run->nworkers * shard_n(&cfg->shard) >= cfg->max_concurrency) {
@@ -203,7 +484,11 @@ static void arm(struct worker *w)
     if (w->sending_over || w->closing)
         return;
     uint64_t at;
-    if (cfg->mode == RUNNER_OPEN) {
+    if (w->ncls) {
+        at = cls_next_at(w);
+        if (!at)
+            return;
+    } else if (cfg->mode == RUNNER_OPEN) {
         if (!w->next_at)
             return;
         if (cfg->max_concurrency &&
@@ -226,10 +511,29 @@ void worker_request_done(struct worker *w, struct exch *x, uint32_t user)
 {
     const struct runner_config *cfg = w->run->cfg;
     uint64_t end = x->rec.end_ns;
+    struct ractor *actor = x->actor;
+    if (actor) {
+        bool ok = x->rec.outcome == REQ_OK;
+        actor->inflight--;
+        traffic_done(actor->ta, &x->treq, ok, x->answer.len ? x->answer.data : NULL, x->answer.len,
+                     x->sse_mode || !x->body.len ? NULL : x->body.data, x->body.len);
+        exch_finish(x);
+        if (w->closing) {
+            if (!actor->inflight)
+                actor_free(w, actor);
+        } else if (!traffic_iteration_done(actor->ta))
+            actor_pump(w, actor);
+        else
+            actor_iteration_end(w, actor);
+        if (!w->sending_over)
+            arm(w);
+        check_done(w);
+        return;
+    }
     exch_finish(x);
     if (cfg->mode == RUNNER_CLOSED && !w->sending_over) {
         double think = cfg->think ? dist_sample(cfg->think, &w->rng) : 0;
-        uint64_t at = end + (think > 0 ? (uint64_t)(think * 1e9) : 0);
+        uint64_t at = end + (think > 0 ? (uint64_t)((think < 1e9 ? think : 1e9) * 1e9) : 0);
         if (at >= w->run->end_send_ns || atomic_load(&w->run->stop) || heap_push(w, at, user)) {
             w->users_active--;
             if (!w->users_active)
@@ -327,7 +631,11 @@ void *worker_main(void *arg)
 {
     struct worker *w = arg;
     const struct runner_config *cfg = w->run->cfg;
-    if (cfg->mode == RUNNER_OPEN) {
+    if (w->ncls) {
+        cls_start(w);
+        if (!cls_sending(w))
+            stop_sending(w);
+    } else if (cfg->mode == RUNNER_OPEN) {
         next_arrival(w);
         if (!w->next_at)
             stop_sending(w);
@@ -361,6 +669,14 @@ void worker_release(struct worker *w)
         if (uv_loop_close(&w->loop))
             ts_warn("worker %u: loop closed with open handles", w->index);
     }
+    for (size_t i = 0; i < w->heap_len; i++) {
+        if (w->heap[i].actor)
+            actor_free(w, w->heap[i].actor);
+    }
+    w->heap_len = 0;
+    cls_release(w);
+    tokcount_free(w->tc);
+    w->tc = NULL;
     openai_decoder_release(&w->decoder);
     arrival_release(&w->arrival);
     run_stats_free(w->active);
@@ -390,6 +706,64 @@ static int build_arrival(struct worker *w, char *err, size_t errlen)
     return rc;
 }
 
+/* The worker's share of each class: arrivals, statistics. */
+static int cls_init(struct worker *w, char *err, size_t errlen)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    w->cls = ts_calloc(cfg->nclasses, sizeof(*w->cls));
+    if (!w->cls)
+        goto oom;
+    w->ncls = (uint32_t)cfg->nclasses;
+    for (uint32_t k = 0; k < w->ncls; k++) {
+        const struct runner_class *rc = &cfg->classes[k];
+        struct wclass *c = &w->cls[k];
+        if (run_stats_new(&c->res.stats) || hdr_new_latency(&c->res.iter_latency))
+            goto oom;
+        uint32_t nsteps = traffic_nsteps(rc->traffic);
+        if (rc->traffic->has_flow) {
+            c->res.steps = ts_calloc(nsteps, sizeof(*c->res.steps));
+            if (!c->res.steps)
+                goto oom;
+            c->res.nsteps = nsteps;
+            for (uint32_t i = 0; i < nsteps; i++) {
+                if (run_stats_new(&c->res.steps[i]))
+                    goto oom;
+            }
+        }
+        if (rc->mode != RUNNER_OPEN || rc->times)
+            continue;
+        const struct runner_arrival *a = &rc->arrival;
+        int rc2;
+        if (a->stages)
+            rc2 = arrival_parse_stages(&c->arrival, &a->process, a->rate, a->stages, err, errlen);
+        else
+            rc2 = arrival_init(&c->arrival, &a->process, a->rate);
+        if (rc2) {
+            if (!err[0])
+                snprintf(err, errlen, "class '%s': bad arrival process", rc->name);
+            return rc2;
+        }
+        c->arrival_inited = true;
+        rng_seed(&c->arrival_rng, cfg->seed ^ 0x61727269766c ^ rng_mix64(k + 1));
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}
+
+static void cls_release(struct worker *w)
+{
+    for (uint32_t k = 0; w->cls && k < w->ncls; k++) {
+        struct wclass *c = &w->cls[k];
+        if (c->arrival_inited)
+            arrival_release(&c->arrival);
+        runner_class_result_release(&c->res);
+    }
+    ts_free(w->cls);
+    w->cls = NULL;
+}
+
 int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err, size_t errlen)
 {
     memset(w, 0, sizeof(*w));
@@ -412,8 +786,16 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
         snprintf(err, errlen, "out of memory");
         return rc;
     }
-    if (run->cfg->mode == RUNNER_OPEN && (rc = build_arrival(w, err, errlen)))
+    if (run->cfg->make_tokcount && (rc = run->cfg->make_tokcount(run->cfg->tokcount_arg, &w->tc))) {
+        snprintf(err, errlen, "out of memory");
         return rc;
+    }
+    if (run->cfg->nclasses) {
+        if ((rc = cls_init(w, err, errlen)))
+            return rc;
+    } else if (run->cfg->mode == RUNNER_OPEN && (rc = build_arrival(w, err, errlen))) {
+        return rc;
+    }
     if ((rc = uv_async_init(&w->loop, &w->cmd, on_cmd))) {
         snprintf(err, errlen, "async: %s", uv_strerror(rc));
         return rc;

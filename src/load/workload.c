@@ -10,6 +10,7 @@
 #include "base/buf.h"
 #include "base/rng.h"
 #include "llm/text.h"
+#include "llm/tokcount.h"
 #include "load/corpus.h"
 
 #define DEFAULT_INPUT_TOKENS  "1024" /* vLLM's random dataset defaults */
@@ -165,8 +166,8 @@ static int cut_piece(const char *piece, size_t n, void *ctx)
  * the pieces before it (its look-ahead only decides where a piece ends, never
  * an earlier one). test_every_start_exact checks this from every start word.
  */
-static int synth_append(const struct workload *w, struct buf *body, const char *tag,
-                        uint32_t tokens, size_t start)
+static int synth_append(const struct workload *w, const struct tokcount *tc, struct buf *body,
+                        const char *tag, uint32_t tokens, size_t start)
 {
     size_t tag_len = strlen(tag);
     size_t cap = tag_len + (size_t)tokens * 8 + 64;
@@ -187,7 +188,13 @@ static int synth_append(const struct workload *w, struct buf *body, const char *
             off = (off + n) % w->corpus_len;
         }
         struct cut c = {tokens, 0, 0, text};
-        int done = text_split_tokens(text, len, cut_piece, &c);
+        int done;
+        if (tc) { /* a real tokenizer: its longest prefix of `tokens` tokens */
+            c.end = tokcount_prefix(tc, text, len, tokens);
+            done = c.end < len; /* text was left over: the cut is final */
+        } else {
+            done = text_split_tokens(text, len, cut_piece, &c);
+        }
         int rc = 0;
         if (done)
             rc = json_escape(body, text, c.end);
@@ -200,14 +207,14 @@ static int synth_append(const struct workload *w, struct buf *body, const char *
 
 /* One synthetic text: draws its length and start word, appends it as a JSON
  * string and returns its token count. */
-static int synth_string(const struct workload *w, struct rng *r, struct buf *body, const char *tag,
-                        uint32_t *tokens)
+static int synth_string(const struct workload *w, const struct tokcount *tc, struct rng *r,
+                        struct buf *body, const char *tag, uint32_t *tokens)
 {
     uint32_t n = (uint32_t)dist_sample_uint(&w->input, r, 1, WORKLOAD_MAX_INPUT_TOKENS);
     size_t start = w->starts[rng_range(r, 0, w->nstarts - 1)];
     int rc = buf_append_char(body, '"');
     if (rc == 0)
-        rc = synth_append(w, body, tag, n, start);
+        rc = synth_append(w, tc, body, tag, n, start);
     if (rc == 0)
         rc = buf_append_char(body, '"');
     *tokens = n;
@@ -225,8 +232,8 @@ static uint32_t user_msg_tokens(uint32_t content)
 }
 
 /* The "messages" array of a chat body; returns the request's tokens. */
-static int chat_messages(const struct workload *w, uint64_t index, struct rng *r, struct buf *body,
-                         struct work_item *out)
+static int chat_messages(const struct workload *w, const struct tokcount *tc, uint64_t index,
+                         struct rng *r, struct buf *body, struct work_item *out)
 {
     int rc = buf_append_str(body, "\"messages\":");
     if (rc)
@@ -250,7 +257,7 @@ static int chat_messages(const struct workload *w, uint64_t index, struct rng *r
     } else {
         char tag[32];
         snprintf(tag, sizeof(tag), "[r%" PRIu64 "] ", index);
-        rc = synth_string(w, r, body, tag, &content);
+        rc = synth_string(w, tc, r, body, tag, &content);
     }
     if (rc == 0)
         rc = buf_append_str(body, "}]");
@@ -259,8 +266,8 @@ static int chat_messages(const struct workload *w, uint64_t index, struct rng *r
     return rc;
 }
 
-static int completion_prompt(const struct workload *w, uint64_t index, struct rng *r,
-                             struct buf *body, struct work_item *out)
+static int completion_prompt(const struct workload *w, const struct tokcount *tc, uint64_t index,
+                             struct rng *r, struct buf *body, struct work_item *out)
 {
     int rc = buf_append_str(body, "\"prompt\":");
     if (rc)
@@ -272,11 +279,11 @@ static int completion_prompt(const struct workload *w, uint64_t index, struct rn
     }
     char tag[32];
     snprintf(tag, sizeof(tag), "[r%" PRIu64 "] ", index);
-    return synth_string(w, r, body, tag, &out->prompt_tokens);
+    return synth_string(w, tc, r, body, tag, &out->prompt_tokens);
 }
 
-static int embedding_input(const struct workload *w, uint64_t index, struct rng *r,
-                           struct buf *body, struct work_item *out)
+static int embedding_input(const struct workload *w, const struct tokcount *tc, uint64_t index,
+                           struct rng *r, struct buf *body, struct work_item *out)
 {
     int rc = buf_append_str(body, "\"input\":[");
     for (uint32_t k = 0; rc == 0 && k < w->embed_batch; k++) {
@@ -295,7 +302,7 @@ static int embedding_input(const struct workload *w, uint64_t index, struct rng 
                 snprintf(tag, sizeof(tag), "[r%" PRIu64 "] ", index);
             else
                 snprintf(tag, sizeof(tag), "[r%" PRIu64 ".%" PRIu32 "] ", index, k);
-            rc = synth_string(w, r, body, tag, &tokens);
+            rc = synth_string(w, tc, r, body, tag, &tokens);
         }
         out->prompt_tokens = add_sat(out->prompt_tokens, tokens);
     }
@@ -305,6 +312,12 @@ static int embedding_input(const struct workload *w, uint64_t index, struct rng 
 }
 
 int workload_item(const struct workload *w, uint64_t index, struct work_item *out)
+{
+    return workload_item_tc(w, index, NULL, out);
+}
+
+int workload_item_tc(const struct workload *w, uint64_t index, const struct tokcount *tc,
+                     struct work_item *out)
 {
     memset(out, 0, sizeof(*out));
     out->index = index;
@@ -318,13 +331,13 @@ int workload_item(const struct workload *w, uint64_t index, struct work_item *ou
         goto out_free;
     switch (w->endpoint) {
     case WORKLOAD_CHAT:
-        rc = chat_messages(w, index, &r, &body, out);
+        rc = chat_messages(w, tc, index, &r, &body, out);
         break;
     case WORKLOAD_COMPLETIONS:
-        rc = completion_prompt(w, index, &r, &body, out);
+        rc = completion_prompt(w, tc, index, &r, &body, out);
         break;
     case WORKLOAD_EMBEDDINGS:
-        rc = embedding_input(w, index, &r, &body, out);
+        rc = embedding_input(w, tc, index, &r, &body, out);
         break;
     }
     if (rc)

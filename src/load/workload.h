@@ -172,6 +172,16 @@ void workload_release(struct workload *w);
  */
 TS_MUST_CHECK int workload_item(const struct workload *w, uint64_t index, struct work_item *out);
 
+struct tokcount;
+/*
+ * The same, with synthetic texts cut to exactly their drawn length by the
+ * token counter tc (a tokenizer, --tokenizer; NULL: the approximation above).
+ * The counts of a prompts file's lines stay approximate. tc is used by this
+ * thread only while the call runs.
+ */
+TS_MUST_CHECK int workload_item_tc(const struct workload *w, uint64_t index,
+                                   const struct tokcount *tc, struct work_item *out);
+
 /* Frees the item's body; the item is zeroed. NULL is a no-op. */
 void work_item_release(struct work_item *it);
 

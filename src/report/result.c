@@ -737,6 +737,29 @@ int result_append_request(struct buf *out, const struct req_record *rec, uint64_
                          ",\"unsigned\":%" PRIu32 "}",
                          rec->sig.ok, rec->sig.missing, rec->sig.duplicates, rec->sig.reorders,
                          rec->sig.forged, rec->sig.unsigned_events);
+    if (!rc && rec->class_name) { /* a scenario class's labels */
+        rc = buf_append_str(out, ",\"class\":");
+        rc = rc ? rc : append_json_string(out, rec->class_name, strlen(rec->class_name) + 1);
+        if (!rc && rec->step_name) {
+            rc = buf_append_str(out, ",\"step\":");
+            rc = rc ? rc : append_json_string(out, rec->step_name, strlen(rec->step_name) + 1);
+        }
+        if (!rc && rec->intent_name) {
+            rc = buf_append_str(out, ",\"intent\":");
+            rc = rc ? rc : append_json_string(out, rec->intent_name, strlen(rec->intent_name) + 1);
+        }
+        if (!rc && rec->prefix >= 0)
+            rc = buf_appendf(out, ",\"prefix\":%" PRId32, rec->prefix);
+        if (!rc && rec->perturb[0]) {
+            rc = buf_append_str(out, ",\"perturbations\":");
+            rc = rc ? rc : append_json_string(out, rec->perturb, sizeof(rec->perturb));
+        }
+        if (!rc && rec->session)
+            rc = buf_appendf(out, ",\"session\":%" PRIu64 ",\"turn\":%" PRIu32, rec->session - 1,
+                             rec->turn);
+        if (!rc && rec->trimmed)
+            rc = buf_appendf(out, ",\"trimmed\":%" PRIu32, rec->trimmed);
+    }
     rc = rc ? rc : buf_append_str(out, ",\"finish_reason\":");
     if (!rc && rec->finish_reason[0])
         rc = append_json_string(out, rec->finish_reason, sizeof(rec->finish_reason));

@@ -227,7 +227,7 @@ static void test_every_start_exact(void **state)
             if (n > 40 && s % 16 != 0)
                 continue;
             buf_reset(&b);
-            assert_int_equal(synth_append(&w, &b, "[r12345] ", want, w.starts[s]), 0);
+            assert_int_equal(synth_append(&w, NULL, &b, "[r12345] ", want, w.starts[s]), 0);
             char *text = unescape(&b);
             if (count(text) != want)
                 fail_msg("start %u, %u tokens: counted %zu in '%s'", w.starts[s], want, count(text),
