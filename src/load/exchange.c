@@ -497,8 +497,10 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
     size_t n_headers = cfg->n_headers;
     if (nextra > RUNNER_MAX_HEADERS)
         nextra = RUNNER_MAX_HEADERS;
-    memcpy(headers + n_headers, extra, nextra * sizeof(*headers));
-    n_headers += nextra;
+    if (nextra) {
+        memcpy(headers + n_headers, extra, nextra * sizeof(*headers));
+        n_headers += nextra;
+    }
     headers[n_headers++] = request_id;
     /* W3C traceparent and baggage, so server-side spans join the request's trace */
     n_headers += reqtrace_begin(&x->trace, &run->trace, run->run_id, r->id, r->tenant,
