@@ -629,8 +629,8 @@ static void test_alloc_failures(void **state)
     static const char *const texts[] = {
         "[" SHAREGPT_0 "," SHAREGPT_1 "]",
         "id,prompt,max_tokens\n1,\"a,b\",3\n2,c,\n",
-        "{\"timestamp\": 3, \"prompt\": \"x\", \"hash_ids\": [1]}\n{\"timestamp\": 1, "
-        "\"input_length\": 3}\n",
+        ("{\"timestamp\": 3, \"prompt\": \"x\", \"hash_ids\": [1]}\n{\"timestamp\": 1, "
+         "\"input_length\": 3}\n"),
     };
     static const enum dataset_format fmt[] = {DATASET_SHAREGPT, DATASET_CSV, DATASET_TRACE};
     for (size_t t = 0; t < 3; t++) {
