@@ -79,6 +79,8 @@ static void usage(FILE *out)
         "timeouts:\n"
         "  --timeout-connect DUR  (default 10s)    --timeout-ttfb DUR (default 5m)\n"
         "  --timeout-idle DUR     between chunks (default 2m)   --timeout DUR total (none)\n"
+        "  --no-kernel-timestamps time stream bytes when curl reads them, not by their kernel\n"
+        "                         arrival (SO_TIMESTAMPNS; HTTP/1.1 only; see docs/METRICS.md)\n"
         "checks:\n"
         "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
         "                         (repeatable; exit code 1 when one fails)\n"
@@ -221,6 +223,7 @@ enum {
     O_DRY_RUN,
     O_DRY_RUN_N,
     O_TOKENIZER,
+    O_NO_KERNEL_TS,
 };
 
 static const struct option run_options[] = {
@@ -275,6 +278,7 @@ static const struct option run_options[] = {
     {"dry-run", required_argument, NULL, O_DRY_RUN},
     {"dry-run-requests", required_argument, NULL, O_DRY_RUN_N},
     {"tokenizer", required_argument, NULL, O_TOKENIZER},
+    {"no-kernel-timestamps", no_argument, NULL, O_NO_KERNEL_TS},
     {"out", required_argument, NULL, O_OUT},
     {"save-requests", no_argument, NULL, O_SAVE},
     {"json", no_argument, NULL, O_JSON},
@@ -535,6 +539,9 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             break;
         case O_TOKENIZER:
             o->tokenizer = optarg;
+            break;
+        case O_NO_KERNEL_TS:
+            o->no_kernel_timestamps = true;
             break;
         case 'q':
             o->quiet = true;

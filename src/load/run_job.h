@@ -51,6 +51,7 @@ struct run_opts {
     uint64_t dry_run_n;    /* --dry-run-requests: iterations per class (default 100) */
     const char *tokenizer; /* --tokenizer FILE */
     bool duration_given, drain_given, seed_given;
+    bool no_kernel_timestamps; /* time stream bytes when read, not by the kernel's arrival */
     struct run_quality_opts quality;
 };
 

@@ -227,6 +227,7 @@ static void client_close_handles(struct http_client *c)
         sock_close(CONTAINER_OF(c->socks.next, struct sock_ctx, link));
     uv_close((uv_handle_t *)&c->timer, client_on_handle_closed);
     uv_close((uv_handle_t *)&c->idle, client_on_handle_closed);
+    uv_close((uv_handle_t *)&c->prepare, client_on_handle_closed);
 }
 
 /* ---- calls: timers, result, finish --------------------------------------- */
@@ -521,14 +522,40 @@ static uint64_t sock_rx_stamp(struct http_client *c, int fd)
     return 0;
 }
 
+/* Right before the loop polls: a new poll pass begins. */
+static void client_on_prepare(uv_prepare_t *h)
+{
+    struct http_client *c = h->data;
+    c->prepare_ns = ts_now_ns();
+    c->pass_ns = 0;
+}
+
+/*
+ * Whether a socket's read time may be late: the read is timed by the clock
+ * unless this pass began with a poll that waited (the data woke the loop)
+ * and the pass is young, so nothing was read long after it arrived. The
+ * peek costs a syscall; this keeps it to bursts and busy loops.
+ */
+#define RX_FRESH_NS (50 * TS_NS_PER_US)
+static bool rx_may_be_late(struct http_client *c)
+{
+    uint64_t now = ts_now_ns();
+    if (!c->pass_ns) {
+        c->pass_ns = now;
+        c->pass_waited = c->prepare_ns && now - c->prepare_ns > RX_FRESH_NS;
+    }
+    return !c->pass_waited || now - c->pass_ns > RX_FRESH_NS;
+}
+
 static void sock_on_poll(uv_poll_t *h, int status, int events)
 {
     struct sock_ctx *sc = h->data;
     int flags = 0;
 
-    if (sc->client->cfg.rx_timestamps && status >= 0 && (events & UV_READABLE)) {
+    if (sc->client->cfg.rx_timestamps && status >= 0 && (events & UV_READABLE) &&
+        rx_may_be_late(sc->client)) {
         sc->client->rx_stamp_ns = sock_rx_stamp(sc->client, sc->fd);
-        sc->client->rx_stamp_fd = sc->fd;
+        sc->client->rx_stamp_owner = NULL;
     }
     /* On error libuv stops the poll; let curl try both directions so the
      * read or write reports the real socket error (a pure CURL_CSELECT_ERR
@@ -542,24 +569,27 @@ static void sock_on_poll(uv_poll_t *h, int status, int events)
     struct http_client *c = sc->client;
     client_socket_action(c, sc->fd, flags); /* may free sc */
     c->rx_stamp_ns = 0;
+    c->rx_stamp_owner = NULL;
 }
 
 /*
  * When the bytes being handed over to call arrived: the kernel's time when
- * they come from the socket that was peeked (curl may also serve other
- * transfers whose timers expired from the same socket_action).
+ * they come from the socket that was peeked. curl_multi_socket_action()
+ * serves the socket's own transfer first (with HTTP/1.1 one socket carries
+ * one transfer) and may then run others whose timers expired, reading their
+ * sockets: the first call that receives bytes owns the stamp, any other gets
+ * the time of its read. (curl 7.88 cannot tell a running transfer's socket:
+ * CURLINFO_ACTIVESOCKET answers only for CONNECT_ONLY handles.)
  */
 static uint64_t rx_now(const struct http_call *call)
 {
-    const struct http_client *c = call->client;
+    struct http_client *c = call->client;
     uint64_t now = ts_now_ns();
     if (!c->rx_stamp_ns || c->rx_stamp_ns > now)
         return now;
-    curl_socket_t fd = CURL_SOCKET_BAD;
-    if (curl_easy_getinfo(call->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
-        fd != c->rx_stamp_fd)
-        return now;
-    return c->rx_stamp_ns;
+    if (!c->rx_stamp_owner)
+        c->rx_stamp_owner = call;
+    return c->rx_stamp_owner == call ? c->rx_stamp_ns : now;
 }
 
 static struct sock_ctx *sock_new(struct http_client *c, curl_socket_t fd)
@@ -1050,9 +1080,15 @@ int http_client_init(struct http_client *c, uv_loop_t *loop, const struct http_c
         uv_close((uv_handle_t *)&c->timer, NULL);
         goto out_multi;
     }
+    (void)uv_prepare_init(loop, &c->prepare); /* cannot fail either */
     c->timer.data = c;
     c->idle.data = c;
-    c->open_handles = 2;
+    c->prepare.data = c;
+    c->open_handles = 3;
+    if (c->cfg.rx_timestamps) {
+        (void)uv_prepare_start(&c->prepare, client_on_prepare);
+        uv_unref((uv_handle_t *)&c->prepare); /* it alone does not keep the loop alive */
+    }
     return 0;
 
 out_multi:
