@@ -25,7 +25,7 @@
 #include "base/file.h"
 
 #define NO_ID             UINT32_MAX
-#define CACHE_SLOTS       4096
+#define CACHE_SLOTS       16384
 #define CACHE_WORD        24
 #define CACHE_IDS         12
 #define REGEX_MATCH_LIMIT 10000000u
