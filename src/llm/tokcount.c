@@ -73,7 +73,7 @@ static size_t tk_count(const struct tokcount *tc, const char *s, size_t n)
 {
     struct tk *k = (struct tk *)tc;
     size_t count = 0;
-    int rc = tokenizer_count(k->s, s, n, 0, &count);
+    int rc = tokenizer_count(k->s, s, n, TOKENIZER_SPECIAL, &count);
     if (rc) {
         warn_once(k, rc);
         return text_count_tokens(s, n);
@@ -93,7 +93,7 @@ static size_t tk_prefix(const struct tokcount *tc, const char *s, size_t n, size
     if (!tokens)
         return 0;
     k->ids.len = 0;
-    int rc = tokenizer_encode(k->s, s, n, 0, &k->ids);
+    int rc = tokenizer_encode(k->s, s, n, TOKENIZER_SPECIAL, &k->ids);
     if (rc) {
         warn_once(k, rc);
         return approx_prefix(tc, s, n, tokens);

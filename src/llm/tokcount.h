@@ -6,7 +6,9 @@
  * A struct tokcount is a small vtable. tokcount_approx() is static, stateless
  * and thread-safe. tokcount_tokenizer_new() wraps a loaded tokenizer with one
  * encoding session: it is NOT thread-safe, so give each thread its own (the
- * tokenizer itself may be shared).
+ * tokenizer itself may be shared). A tokenizer counts the text of its
+ * special tokens ("<|eot_id|>") as those tokens, as a server does when it
+ * tokenizes the rendered chat template.
  */
 #ifndef TS_LLM_TOKCOUNT_H
 #define TS_LLM_TOKCOUNT_H

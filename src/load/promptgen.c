@@ -1163,8 +1163,36 @@ static int msg_append(struct buf *b, bool first, const char *role, const char *c
     return rc;
 }
 
-static uint64_t msg_cost(const struct tokcount *tc, const char *role, const char *s, size_t n)
+/* Tokens of one message rendered with the template (see struct chat_template). */
+static uint64_t tmpl_cost(const struct tokcount *tc, const char *t, const char *role, const char *s,
+                          size_t n)
 {
+    struct buf b;
+    buf_init(&b, (size_t)1 << 31);
+    int rc = 0;
+    while (*t && !rc) {
+        const char *r = strstr(t, "{role}"), *c = strstr(t, "{content}");
+        const char *at = r && (!c || r < c) ? r : c;
+        if (!at) {
+            rc = buf_append_str(&b, t);
+            break;
+        }
+        rc = buf_append(&b, t, (size_t)(at - t));
+        if (!rc)
+            rc = at == r ? buf_append_str(&b, role) : buf_append(&b, s, n);
+        t = at + (at == r ? 6 : 9);
+    }
+    /* out of memory: the content alone, a lower bound */
+    uint64_t cost = rc ? tokcount_count(tc, s, n) : tokcount_count(tc, b.data ? b.data : "", b.len);
+    buf_release(&b);
+    return cost;
+}
+
+static uint64_t msg_cost(const struct tokcount *tc, const struct chat_template *tmpl,
+                         const char *role, const char *s, size_t n)
+{
+    if (tmpl && tmpl->message)
+        return tmpl_cost(tc, tmpl->message, role, s, n);
     return CHAT_TOKENS_PER_MESSAGE + tokcount_count(tc, role, strlen(role)) +
            tokcount_count(tc, s, n);
 }
@@ -1209,17 +1237,23 @@ int chat_assemble(const struct tokcount *tc, const char *system, size_t system_l
         rc = -ENOMEM;
         goto out_fail;
     }
+    const struct chat_template *tmpl = cfg ? cfg->tmpl : NULL;
     uint64_t total = CHAT_TOKENS_PER_REPLY;
+    if (tmpl && tmpl->message) {
+        total = tmpl->reply ? tokcount_count(tc, tmpl->reply, strlen(tmpl->reply)) : 0;
+        if (tmpl->bos)
+            total += tokcount_count(tc, tmpl->bos, strlen(tmpl->bos));
+    }
     if (system)
-        total += msg_cost(tc, "system", system, system_len);
+        total += msg_cost(tc, tmpl, "system", system, system_len);
     for (size_t i = 0; i < nhistory; i++) {
-        cost[i] = msg_cost(tc, history[i].role, history[i].content, history[i].len);
+        cost[i] = msg_cost(tc, tmpl, history[i].role, history[i].content, history[i].len);
         total += cost[i];
     }
     size_t keep = context_len;
     if ((rc = user_build(&u, context, keep, user ? user : "", user_len)))
         goto out_fail;
-    uint64_t ucost = msg_cost(tc, "user", u.data ? u.data : "", u.len);
+    uint64_t ucost = msg_cost(tc, tmpl, "user", u.data ? u.data : "", u.len);
     total += ucost;
 
     bool limited = cfg && cfg->context_tokens;
@@ -1248,7 +1282,7 @@ int chat_assemble(const struct tokcount *tc, const char *system, size_t system_l
             if ((rc = user_build(&u, context, keep, user ? user : "", user_len)))
                 goto out_fail;
             total -= ucost;
-            ucost = msg_cost(tc, "user", u.data ? u.data : "", u.len);
+            ucost = msg_cost(tc, tmpl, "user", u.data ? u.data : "", u.len);
             total += ucost;
         }
         size_t kept = tokcount_count(tc, context, keep);

@@ -292,10 +292,28 @@ struct chat_msg {
     size_t len;
 };
 
+/*
+ * A model's chat template, to count a request's tokens exactly instead of by
+ * the per-message overhead above: each message costs the tokens of
+ * `message` with "{role}" and "{content}" replaced (the whole rendered text
+ * counted at once, so tokens that cross the boundaries count right), and the
+ * request adds the tokens of `bos` + `reply` (the generation prompt). E.g.
+ * Llama-3: message "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>",
+ * reply "<|start_header_id|>assistant<|end_header_id|>\n\n", bos "<|begin_of_text|>".
+ * Special tokens count as one token each only with a tokenizer that knows
+ * them (tokcount counts them as text otherwise).
+ */
+struct chat_template {
+    const char *message; /* NULL: no template (the per-message overhead) */
+    const char *reply;   /* may be NULL */
+    const char *bos;     /* may be NULL */
+};
+
 struct assemble_cfg {
-    uint32_t context_tokens; /* the model's window; 0 = unlimited (no trimming) */
-    uint32_t margin;         /* safety margin tokens */
-    uint32_t output_tokens;  /* reserved for the answer */
+    uint32_t context_tokens;          /* the model's window; 0 = unlimited (no trimming) */
+    uint32_t margin;                  /* safety margin tokens */
+    uint32_t output_tokens;           /* reserved for the answer */
+    const struct chat_template *tmpl; /* NULL: the per-message overhead */
 };
 
 struct assemble_result {

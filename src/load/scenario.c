@@ -162,10 +162,11 @@ static int get_headers(struct sctx *c, struct fy_node *map, const char *key, siz
 
 static int parse_target(struct sctx *c, struct fy_node *t)
 {
-    static const char *const keys[] = {"url",       "model",          "api_key_env",
-                                       "headers",   "context_length", "context_margin",
-                                       "tokenizer", "timeout",        NULL};
+    static const char *const keys[] = {
+        "url",       "model",   "api_key_env",   "headers", "context_length", "context_margin",
+        "tokenizer", "timeout", "chat_template", NULL};
     static const char *const tkeys[] = {"connect", "ttfb", "idle", "total", NULL};
+    static const char *const ckeys[] = {"message", "reply", "bos", NULL};
     struct yamlwalk *w = &c->w;
     struct scenario *s = c->s;
     struct fy_node *v;
@@ -213,6 +214,18 @@ static int parse_target(struct sctx *c, struct fy_node *t)
                       s->target.context_length);
     if ((rc = get_path(c, t, "tokenizer", &s->target.tokenizer)) < 0)
         return rc;
+    if ((rc = yw_find(w, t, "chat_template", &v)) < 0)
+        return rc;
+    if (rc == 1) {
+        if ((rc = yw_keys_check(w, v, ckeys, "target.chat_template")) != 0)
+            return rc;
+        if ((rc = yw_str(w, v, "message", 65536, &s->target.tmpl_message)) < 0 ||
+            (rc = yw_str(w, v, "reply", 65536, &s->target.tmpl_reply)) < 0 ||
+            (rc = yw_str(w, v, "bos", 65536, &s->target.tmpl_bos)) < 0)
+            return rc;
+        if (!s->target.tmpl_message || !strstr(s->target.tmpl_message, "{content}"))
+            return yw_err(w, v, "'chat_template' needs a 'message' with {content} in it");
+    }
     if ((rc = yw_find(w, t, "timeout", &v)) < 0)
         return rc;
     if (rc == 1) {
@@ -1428,6 +1441,9 @@ void scenario_release(struct scenario *s)
     for (size_t i = 0; i < s->target.nheaders; i++)
         ts_free(s->target.headers[i]);
     ts_free(s->target.tokenizer);
+    ts_free(s->target.tmpl_message);
+    ts_free(s->target.tmpl_reply);
+    ts_free(s->target.tmpl_bos);
     ts_free(s->sim.profile);
     for (size_t i = 0; i < s->sim.nsets; i++)
         ts_free(s->sim.sets[i]);

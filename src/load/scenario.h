@@ -20,7 +20,8 @@
  *   drain: DURATION           default 30s
  *   workers: INT              default: the CPU count
  *   target: {url, model, api_key_env, headers: {NAME: VALUE}, context_length,
- *            context_margin, tokenizer, timeout: {connect, ttfb, idle, total}}
+ *            context_margin, tokenizer, chat_template: {message, reply, bos},
+ *            timeout: {connect, ttfb, idle, total}}
  *            (no target.url: the built-in simulator)
  *   simulator: {profile: NAME, set: {KEY: VALUE}}
  *   classes: [CLASS, ...]     at least one (at most SCENARIO_MAX_CLASSES)
@@ -193,6 +194,8 @@ struct scenario {
         size_t nheaders;
         uint32_t context_length, context_margin;
         char *tokenizer; /* resolved path or NULL */
+        /* chat_template: {message, reply, bos} (load/promptgen.h struct chat_template) */
+        char *tmpl_message, *tmpl_reply, *tmpl_bos;
         uint64_t t_connect, t_ttfb, t_idle, t_total;
     } target;
     struct {

@@ -123,6 +123,8 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
         t->body = json_incref(c->body);
     t->context_tokens = s->target.context_length;
     t->context_margin = s->target.context_margin;
+    t->tmpl =
+        (struct chat_template){s->target.tmpl_message, s->target.tmpl_reply, s->target.tmpl_bos};
 
     if (c->prompts_file) {
         t->source = TRAFFIC_PROMPTS;
@@ -630,6 +632,7 @@ static int build_single(struct traffic_actor *a, const struct tokcount *tc, stru
                 .context_tokens = t->context_tokens,
                 .margin = t->context_margin,
                 .output_tokens = out_tokens,
+                .tmpl = t->tmpl.message ? &t->tmpl : NULL,
             };
             struct assemble_result ares;
             memset(&ares, 0, sizeof(ares));

@@ -96,6 +96,7 @@ struct traffic {
     struct perturb_set perturb;
 
     uint32_t context_tokens, context_margin;
+    struct chat_template tmpl; /* borrowed from the scenario; message NULL = none */
 
     bool has_flow;
     const struct flow_def *flow; /* borrowed from the scenario */

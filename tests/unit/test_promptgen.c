@@ -767,6 +767,48 @@ static void test_assemble_exact(void **state)
     buf_release(&out);
 }
 
+/* A chat template replaces the per-message overhead: each message costs its
+ * rendered text, the request its bos + reply; trimming uses those costs. */
+static void test_assemble_template(void **state)
+{
+    (void)state;
+    const struct chat_template tmpl = {"<s>{role}: {content}</s>\n", "<s>assistant: ", "[BOS]"};
+    struct chat_msg hist[] = {{"user", "first question here", 19}, {"assistant", "an answer", 9}};
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    struct assemble_cfg cfg = {.tmpl = &tmpl};
+    struct assemble_result res;
+    assert_int_equal(
+        chat_assemble(NULL, "Be brief.", 9, hist, 2, NULL, 0, "And now?", 8, &cfg, &out, &res), 0);
+    const char *parts[] = {"[BOS]",
+                           "<s>assistant: ",
+                           "<s>system: Be brief.</s>\n",
+                           "<s>user: first question here</s>\n",
+                           "<s>assistant: an answer</s>\n",
+                           "<s>user: And now?</s>\n"};
+    size_t want = 0;
+    for (size_t i = 0; i < 6; i++)
+        want += text_count_tokens(parts[i], strlen(parts[i]));
+    assert_int_equal(res.prompt_tokens, want);
+    /* a budget one token short of it drops the history pair */
+    size_t hist_cost = text_count_tokens(parts[3], strlen(parts[3])) +
+                       text_count_tokens(parts[4], strlen(parts[4]));
+    buf_reset(&out);
+    cfg.context_tokens = (uint32_t)want - 1;
+    assert_int_equal(
+        chat_assemble(NULL, "Be brief.", 9, hist, 2, NULL, 0, "And now?", 8, &cfg, &out, &res), 0);
+    assert_int_equal(res.dropped_messages, 2);
+    assert_int_equal(res.prompt_tokens, want - hist_cost);
+    assert_false(res.over);
+    /* without the template: the cookbook overhead, which differs */
+    buf_reset(&out);
+    cfg = (struct assemble_cfg){0};
+    assert_int_equal(
+        chat_assemble(NULL, "Be brief.", 9, hist, 2, NULL, 0, "And now?", 8, &cfg, &out, &res), 0);
+    assert_int_not_equal(res.prompt_tokens, want);
+    buf_release(&out);
+}
+
 static void test_assemble_trim_history(void **state)
 {
     (void)state;
@@ -1182,6 +1224,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intent_mix),
+        cmocka_unit_test(test_assemble_template),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_padding_exact),
         cmocka_unit_test(test_padding_edges),
