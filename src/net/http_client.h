@@ -208,8 +208,8 @@ struct http_client_list {
 struct http_client {
     uv_loop_t *loop;
     CURLM *multi;
-    uv_timer_t timer; /* curl's timer (CURLMOPT_TIMERFUNCTION) */
-    uv_idle_t idle;   /* runs deferred work: cancels, adds from inside curl */
+    uv_timer_t timer;     /* curl's timer (CURLMOPT_TIMERFUNCTION) */
+    uv_idle_t idle;       /* runs deferred work: cancels, adds from inside curl */
     uv_prepare_t prepare; /* rx_timestamps: marks the start of each poll pass */
     struct http_client_config cfg;
     struct http_client_list calls;    /* calls not yet finished */
@@ -224,7 +224,7 @@ struct http_client {
     const struct http_call *rx_stamp_owner; /* the call its bytes went to */
     uint64_t prepare_ns, pass_ns; /* when the loop last went to poll; its first socket event */
     bool pass_waited;             /* that poll blocked: the pass began when data came */
-    char peek[16384];     /* rx_timestamps: MSG_PEEK target, curl's read size */
+    char peek[16384];             /* rx_timestamps: MSG_PEEK target, curl's read size */
     bool closing, handles_closing;
     void (*on_closed)(struct http_client *c, void *arg);
     void *closed_arg;
