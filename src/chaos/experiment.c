@@ -1192,9 +1192,12 @@ int experiment_judge(const struct experiment *e, const struct exp_requests *reqs
         if (windows[i].to_ms > last)
             last = windows[i].to_ms;
     }
+    double base_end = first;
     if (first < 0) /* no fault was applied: judge the whole run as a baseline */
-        first = last = reqs->last_ms;
-    if ((rc = eval_window(e, reqs, st, baseline_from_ms, first, false, &baseline_ok, &w)) ||
+        base_end = first = last = reqs->last_ms;
+    else if (first - EXP_BASELINE_GUARD_MS > baseline_from_ms)
+        base_end = first - EXP_BASELINE_GUARD_MS; /* requests in flight when it is applied */
+    if ((rc = eval_window(e, reqs, st, baseline_from_ms, base_end, false, &baseline_ok, &w)) ||
         (rc = json_object_set_new(rep, "baseline", w) ? -ENOMEM : 0))
         goto out;
     for (size_t i = 0; i < e->nphases; i++) {

@@ -168,8 +168,14 @@ const char *exp_verdict_name(enum exp_verdict v);
 /* The exit code of a verdict: 0 steady/deviated/recovered, 1 not_recovered/unsteady. */
 int exp_verdict_exit(enum exp_verdict v);
 
+/* The baseline ends this long before the first fault is applied: a request
+ * sent just before the apply call returned may already meet the fault (the
+ * proxy takes it at once), and would make a healthy baseline look broken. */
+#define EXP_BASELINE_GUARD_MS 100.0
+
 /*
- * Judges the run: the hypothesis over [baseline_from_ms, first fault), each
+ * Judges the run: the hypothesis over [baseline_from_ms, first fault -
+ * EXP_BASELINE_GUARD_MS), each
  * phase's tolerance over its window, and the recovery: windows of
  * window_ns sliding by step_ns from the end of the last fault until every
  * probe holds (a window without requests never holds). windows[] has one

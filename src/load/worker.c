@@ -477,6 +477,19 @@ static void on_timer(struct ptimer *t)
     arm(w);
 }
 
+/* Between two sockets' reads of a long poll pass: send what fell due. */
+static void between_reads(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t due = w->timer.deadline_ns; /* 0: not armed */
+    if (w->sending_over || w->closing || !due)
+        return;
+    if (due <= ts_now_ns() + SEND_SLACK_NS) {
+        ptimer_stop(&w->timer);
+        on_timer(&w->timer);
+    }
+}
+
 /* Arms the timer for the next thing to send (unless waiting for a slot). */
 static void arm(struct worker *w)
 {
@@ -810,7 +823,10 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     w->timer.data = w;
     w->timer_inited = true;
     w->handles++;
-    if ((rc = http_client_init(&w->client, &w->loop, &run->cfg->client))) {
+    struct http_client_config ccfg = run->cfg->client;
+    ccfg.between_reads = between_reads;
+    ccfg.between_reads_arg = w;
+    if ((rc = http_client_init(&w->client, &w->loop, &ccfg))) {
         snprintf(err, errlen, "HTTP client: %s", ts_strerror(rc));
         return rc;
     }

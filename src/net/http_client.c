@@ -570,6 +570,13 @@ static void sock_on_poll(uv_poll_t *h, int status, int events)
     client_socket_action(c, sc->fd, flags); /* may free sc */
     c->rx_stamp_ns = 0;
     c->rx_stamp_owner = NULL;
+    if (c->cfg.between_reads && !c->closing) {
+        uint64_t now = ts_now_ns();
+        if (now - c->between_ns >= 100 * TS_NS_PER_US) {
+            c->between_ns = now;
+            c->cfg.between_reads(c->cfg.between_reads_arg);
+        }
+    }
 }
 
 /*

@@ -108,6 +108,14 @@ struct http_client_config {
      * arrival, which is still right). Off by default.
      */
     bool rx_timestamps;
+    /*
+     * Called between two sockets' reads, at most every 100 us, while a
+     * poll pass hands many sockets to curl (a burst of a batching server
+     * can take milliseconds): the owner may send what fell due meanwhile
+     * instead of waiting for the pass to end. Never called inside curl.
+     */
+    void (*between_reads)(void *arg);
+    void *between_reads_arg;
 };
 
 /* Fills cfg with the defaults: connect 10 s, no ttfb/idle/total limit, TLS
@@ -224,6 +232,7 @@ struct http_client {
     const struct http_call *rx_stamp_owner; /* the call its bytes went to */
     uint64_t prepare_ns, pass_ns; /* when the loop last went to poll; its first socket event */
     bool pass_waited;             /* that poll blocked: the pass began when data came */
+    uint64_t between_ns;          /* last between_reads call */
     char peek[16384];             /* rx_timestamps: MSG_PEEK target, curl's read size */
     bool closing, handles_closing;
     void (*on_closed)(struct http_client *c, void *arg);

@@ -27,7 +27,7 @@ struct ptimer {
     ptimer_cb cb;
     void (*close_cb)(struct ptimer *t);
     void *data;
-    uint64_t deadline_ns; /* 0 when not armed */
+    uint64_t deadline_ns; /* 0 when not armed; owners may read it */
 };
 
 /* 0 or a negative errno (timerfd_create or uv_poll_init failed). */
