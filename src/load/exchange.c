@@ -583,6 +583,15 @@ void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *
     r->session = x->treq.session;
     r->turn = x->treq.turn;
     r->trimmed = x->treq.trimmed;
+    /* the make-up of what is sent, per class */
+    struct runner_class_result *cres = &w->cls[a->cls].res;
+    cres->sent++;
+    cres->with_prefix += r->prefix >= 0;
+    cres->trimmed += r->trimmed > 0;
+    if (x->treq.intent >= 0 && (uint32_t)x->treq.intent < cres->nintents)
+        cres->intent_sent[x->treq.intent]++;
+    for (size_t i = 0; i < t->perturb.n && i < 16; i++)
+        cres->perturb_sent[i] += (r->perturb_mask >> i) & 1;
     /* sessions and flows need the answer; the rest when quality is measured */
     x->keep_answer = t->sessions || t->has_flow || t->source == TRAFFIC_DATASET ||
                      x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;

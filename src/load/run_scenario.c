@@ -463,6 +463,24 @@ static json_t *iterations_json(const struct runner_class_result *r)
                      "latency", lat);
 }
 
+/* The make-up of what the class actually sent (warm-up included). */
+static json_t *sent_json(const struct traffic *t, const struct runner_class_result *r)
+{
+    json_t *intents = json_object(), *pert = json_object();
+    for (uint32_t i = 0; intents && t->has_gen && i < r->nintents; i++) {
+        if (r->intent_sent[i])
+            json_object_set_new(intents, promptgen_intent_name(&t->gen, i),
+                                json_integer((json_int_t)r->intent_sent[i]));
+    }
+    for (size_t i = 0; pert && i < t->perturb.n && i < 16; i++)
+        json_object_set_new(pert, perturb_kind_name(t->perturb.v[i].kind),
+                            json_integer((json_int_t)r->perturb_sent[i]));
+    return json_pack("{s:I, s:o*, s:o*, s:f, s:I}", "requests", (json_int_t)r->sent, "intents",
+                     intents, "perturbations", pert, "prefix_reuse",
+                     r->sent ? (double)r->with_prefix / (double)r->sent : 0.0, "trimmed",
+                     (json_int_t)r->trimmed);
+}
+
 /* The summary sections of one group of requests (a class or a step). */
 static json_t *group_json(const struct run_stats *st, double duration_s,
                           const struct goodput_cfg *g, const struct slo *slos, size_t nslos,
@@ -500,6 +518,7 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
         json_object_set_new(c, "mode",
                             json_string(sr->classes[k].mode == RUNNER_OPEN ? "open" : "closed"));
         json_object_set_new(c, "iterations", iterations_json(r));
+        json_object_set_new(c, "sent", sent_json(t, r));
         if (r->steps) {
             json_t *steps = json_array();
             for (uint32_t s = 0; s < r->nsteps; s++) {

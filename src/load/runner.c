@@ -428,6 +428,13 @@ static int merge_classes(struct runner *run, struct runner_result *out)
             for (int o = 0; o < 3; o++)
                 dst->iter_outcome[o] += src->iter_outcome[o];
             dst->sessions += src->sessions;
+            for (uint32_t n = 0; n < dst->nintents && n < src->nintents; n++)
+                dst->intent_sent[n] += src->intent_sent[n];
+            for (size_t n = 0; n < 16; n++)
+                dst->perturb_sent[n] += src->perturb_sent[n];
+            dst->sent += src->sent;
+            dst->with_prefix += src->with_prefix;
+            dst->trimmed += src->trimmed;
         }
     }
     return 0;
@@ -643,6 +650,7 @@ void runner_class_result_release(struct runner_class_result *r)
         run_stats_free(r->steps[i]);
     ts_free(r->steps);
     hdr_free(r->iter_latency);
+    ts_free(r->intent_sent);
     memset(r, 0, sizeof(*r));
 }
 

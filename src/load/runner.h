@@ -115,6 +115,11 @@ struct runner_class_result {
     uint64_t iter_outcome[3]; /* ok, degraded, failed */
     struct hdr *iter_latency; /* iteration time, intended start -> last response (us) */
     uint64_t sessions;        /* sessions started */
+    /* What was actually sent (every request, warm-up included): */
+    uint64_t *intent_sent; /* per intent of the class's prompt schema, or NULL */
+    uint32_t nintents;
+    uint64_t perturb_sent[16]; /* per item of the class's perturbation set */
+    uint64_t sent, with_prefix, trimmed;
 };
 
 struct runner_config {

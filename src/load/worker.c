@@ -732,6 +732,12 @@ static int cls_init(struct worker *w, char *err, size_t errlen)
         struct wclass *c = &w->cls[k];
         if (run_stats_new(&c->res.stats) || hdr_new_latency(&c->res.iter_latency))
             goto oom;
+        if (rc->traffic->has_gen) {
+            c->res.nintents = (uint32_t)promptgen_nintents(&rc->traffic->gen);
+            c->res.intent_sent = ts_calloc(c->res.nintents ? c->res.nintents : 1, sizeof(uint64_t));
+            if (!c->res.intent_sent)
+                goto oom;
+        }
         uint32_t nsteps = traffic_nsteps(rc->traffic);
         if (rc->traffic->has_flow) {
             c->res.steps = ts_calloc(nsteps, sizeof(*c->res.steps));

@@ -142,6 +142,10 @@ classes:
   assert.equal(byClass('steady').length + byClass('users').length, reqs.length);
   assert.ok(byClass('steady').every((q) => q.prompt_tokens === 32 + 7));
   assert.ok(byClass('users').every((q) => q.max_tokens === 4 && q.tenant === 1));
+  // what each class actually sent, tallied by the workers
+  assert.equal(res.classes[0].sent.requests, byClass('steady').length);
+  assert.equal(res.classes[1].sent.requests, byClass('users').length);
+  assert.equal(res.classes[0].sent.intents.synthetic, byClass('steady').length);
 });
 
 test('sessions: each turn sends the history with the real answers and the session header', async () => {
