@@ -35,8 +35,7 @@ void openai_request_release(struct openai_request *r)
     openai_request_init(r);
 }
 
-/* OpenAI's words for the JSON type of a value. */
-static const char *kind(const json_t *v)
+const char *openai_json_kind(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
@@ -76,7 +75,7 @@ static int err_type(struct openai_error *e, const char *name, const char *want, 
     param_of(name, param, sizeof(param));
     openai_error_set(e, 400, INVALID, param, "invalid_type",
                      "Invalid type for '%s': expected %s, but got %s instead.", name, want,
-                     kind(got));
+                     openai_json_kind(got));
     return TS_PARSE;
 }
 
@@ -548,7 +547,7 @@ static int parse_tool(struct openai_error *e, const json_t *t, size_t i, struct 
 {
     if (!json_is_object(t))
         return err_tool(e, "Invalid type for 'tools[%zu]': expected an object, but got %s instead.",
-                        i, kind(t));
+                        i, openai_json_kind(t));
     const json_t *type = json_object_get(t, "type");
     if (!json_is_string(type))
         return err_tool(e, "Missing required parameter: 'tools[%zu].type'.", i);
@@ -564,7 +563,7 @@ static int parse_tool(struct openai_error *e, const json_t *t, size_t i, struct 
         return err_tool(e,
                         "Invalid type for 'tools[%zu].function': expected an object, but got %s "
                         "instead.",
-                        i, kind(fn));
+                        i, openai_json_kind(fn));
     const json_t *name = json_object_get(fn, "name");
     if (!name || json_is_null(name))
         return err_tool(e, "Missing required parameter: 'tools[%zu].function.name'.", i);
@@ -579,13 +578,13 @@ static int parse_tool(struct openai_error *e, const json_t *t, size_t i, struct 
         return err_tool(e,
                         "Invalid type for 'tools[%zu].function.description': expected a string, "
                         "but got %s instead.",
-                        i, kind(desc));
+                        i, openai_json_kind(desc));
     const json_t *params = json_object_get(fn, "parameters");
     if (params && !json_is_null(params) && !json_is_object(params))
         return err_tool(e,
                         "Invalid type for 'tools[%zu].function.parameters': expected an object, "
                         "but got %s instead.",
-                        i, kind(params));
+                        i, openai_json_kind(params));
     out->name = json_string_value(name);
     out->function = fn;
     out->parameters = json_is_object(params) ? params : NULL;
@@ -778,7 +777,7 @@ static int parse_body(struct openai_request *r, const struct openai_request_limi
         openai_error_set(e, 400, INVALID, NULL, "invalid_type",
                          "Invalid type for the request body: expected an object, but got %s "
                          "instead.",
-                         kind(root));
+                         openai_json_kind(root));
         return TS_PARSE;
     }
     const json_t *model = json_object_get(root, "model");

@@ -185,4 +185,8 @@ TS_MUST_CHECK int openai_request_parse(struct openai_request *r, enum openai_end
 /* Frees what a parse kept; r can be parsed into again. */
 void openai_request_release(struct openai_request *r);
 
+/* OpenAI's words for the JSON type of a value in its 400 messages ("an
+ * object", "an integer", "a decimal", "a boolean", ...); static strings. */
+const char *openai_json_kind(const json_t *v);
+
 #endif

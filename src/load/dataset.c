@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "base/alloc.h"
+#include "load/prompts.h"
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/strdist.h"
@@ -134,27 +135,6 @@ static void position(const struct ctx *c, size_t off, uint64_t *line, uint64_t *
     }
     *line = l;
     *col = off - start + 1;
-}
-
-static const char *json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "something else";
 }
 
 /* ---- storage ---------------------------------------------------------------- */
@@ -283,7 +263,7 @@ static enum role role_parse(const char *s, size_t n)
 static int message_get(struct ctx *c, const char *key, size_t i, const json_t *m, struct msg *out)
 {
     if (!json_is_object(m))
-        return fail(c, TS_PARSE, "%s[%zu] must be an object, got %s", key, i, json_type_name(m));
+        return fail(c, TS_PARSE, "%s[%zu] must be an object, got %s", key, i, prompts_json_type(m));
     const json_t *from = json_object_get(m, "from");
     const json_t *role = json_object_get(m, "role");
     if (from && role)
@@ -294,7 +274,7 @@ static int message_get(struct ctx *c, const char *key, size_t i, const json_t *m
         return fail(c, TS_PARSE, "%s[%zu] needs a \"from\" or \"role\" string", key, i);
     if (!json_is_string(r))
         return fail(c, TS_PARSE, "%s[%zu].%s must be a string, got %s", key, i, rkey,
-                    json_type_name(r));
+                    prompts_json_type(r));
     out->role = role_parse(json_string_value(r), json_string_length(r));
     if (out->role == ROLE_NONE) {
         const char *cand[N_ROLES];
@@ -323,7 +303,7 @@ static int message_get(struct ctx *c, const char *key, size_t i, const json_t *m
         out->n = json_string_length(t);
     } else if (!json_is_null(t)) {
         return fail(c, TS_PARSE, "%s[%zu].%s must be a string or null, got %s", key, i, tkey,
-                    json_type_name(t));
+                    prompts_json_type(t));
     }
     return 0;
 }
@@ -437,7 +417,7 @@ static int conv_build(struct ctx *c, struct dataset_conv *cv, const struct msg *
 static int take_sharegpt(struct ctx *c, const json_t *obj)
 {
     if (!json_is_object(obj))
-        return fail(c, TS_PARSE, "expected a JSON object, got %s", json_type_name(obj));
+        return fail(c, TS_PARSE, "expected a JSON object, got %s", prompts_json_type(obj));
     static const char *const keys[] = {"conversations", "conversation", "messages"};
     const char *key = NULL;
     const json_t *conv = NULL;
@@ -454,7 +434,7 @@ static int take_sharegpt(struct ctx *c, const json_t *obj)
         return fail(c, TS_PARSE,
                     "needs a \"conversations\" array (or \"conversation\", \"messages\")");
     if (!json_is_array(conv))
-        return fail(c, TS_PARSE, "\"%s\" must be an array, got %s", key, json_type_name(conv));
+        return fail(c, TS_PARSE, "\"%s\" must be an array, got %s", key, prompts_json_type(conv));
     size_t nm = json_array_size(conv);
     if (nm > c->msgs_cap) {
         struct msg *v = ts_realloc(c->msgs, nm * sizeof(*v));
@@ -663,7 +643,7 @@ static int tokens_get(struct ctx *c, const json_t *obj, const char *key, uint32_
 static int take_trace(struct ctx *c, const json_t *obj)
 {
     if (!json_is_object(obj))
-        return fail(c, TS_PARSE, "expected a JSON object, got %s", json_type_name(obj));
+        return fail(c, TS_PARSE, "expected a JSON object, got %s", prompts_json_type(obj));
     const json_t *ts = json_object_get(obj, "timestamp");
     if (!ts)
         return fail(c, TS_PARSE, "needs a \"timestamp\" (milliseconds)");
@@ -683,14 +663,15 @@ static int take_trace(struct ctx *c, const json_t *obj)
     if (!prompt && !input)
         return fail(c, TS_PARSE, "needs \"prompt\" (a string) or \"input_length\" (tokens)");
     if (prompt && !json_is_string(prompt))
-        return fail(c, TS_PARSE, "\"prompt\" must be a string, got %s", json_type_name(prompt));
+        return fail(c, TS_PARSE, "\"prompt\" must be a string, got %s", prompts_json_type(prompt));
     if (prompt && json_string_length(prompt) == 0)
         return fail(c, TS_PARSE, "\"prompt\" is empty");
     const json_t *hash = json_object_get(obj, "hash_ids");
     size_t nhash = 0;
     if (hash) {
         if (!json_is_array(hash))
-            return fail(c, TS_PARSE, "\"hash_ids\" must be an array, got %s", json_type_name(hash));
+            return fail(c, TS_PARSE, "\"hash_ids\" must be an array, got %s",
+                        prompts_json_type(hash));
         nhash = json_array_size(hash);
         if (nhash > DATASET_MAX_HASH_IDS)
             return fail(c, TS_TOOBIG, "\"hash_ids\" has %zu ids, more than %u", nhash,

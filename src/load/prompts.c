@@ -71,7 +71,7 @@ __attribute__((format(printf, 4, 5))) static int fail_at(struct parse_ctx *c, in
     return code;
 }
 
-static const char *json_type_name(const json_t *v)
+const char *prompts_json_type(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
@@ -129,7 +129,7 @@ static int content_tokens(struct parse_ctx *c, size_t i, const json_t *content, 
 static int messages_tokens(struct parse_ctx *c, const json_t *msgs, size_t *out)
 {
     if (!json_is_array(msgs))
-        return fail(c, TS_PARSE, "\"messages\" must be an array, got %s", json_type_name(msgs));
+        return fail(c, TS_PARSE, "\"messages\" must be an array, got %s", prompts_json_type(msgs));
     size_t n = json_array_size(msgs);
     if (n == 0)
         return fail(c, TS_PARSE, "\"messages\" is empty");
@@ -143,7 +143,7 @@ static int messages_tokens(struct parse_ctx *c, const json_t *msgs, size_t *out)
     {
         if (!json_is_object(m))
             return fail(c, TS_PARSE, "\"messages\"[%zu] must be an object, got %s", i,
-                        json_type_name(m));
+                        prompts_json_type(m));
         const json_t *role = json_object_get(m, "role");
         if (!json_is_string(role))
             return fail(c, TS_PARSE, "\"messages\"[%zu] needs a \"role\" string", i);
@@ -242,7 +242,7 @@ static int entry_push(struct parse_ctx *c, const struct prompt_entry *e)
 static int take_object(struct parse_ctx *c, const json_t *obj)
 {
     if (!json_is_object(obj))
-        return fail(c, TS_PARSE, "expected a JSON object, got %s", json_type_name(obj));
+        return fail(c, TS_PARSE, "expected a JSON object, got %s", prompts_json_type(obj));
     const json_t *prompt = json_object_get(obj, "prompt");
     const json_t *msgs = json_object_get(obj, "messages");
     if (prompt && msgs)
@@ -254,7 +254,8 @@ static int take_object(struct parse_ctx *c, const json_t *obj)
     size_t tokens = 0;
     if (prompt) {
         if (!json_is_string(prompt))
-            return fail(c, TS_PARSE, "\"prompt\" must be a string, got %s", json_type_name(prompt));
+            return fail(c, TS_PARSE, "\"prompt\" must be a string, got %s",
+                        prompts_json_type(prompt));
         e.kind = PROMPT_TEXT;
         tokens = count_str(prompt);
     } else {
@@ -273,7 +274,7 @@ static int take_object(struct parse_ctx *c, const json_t *obj)
         return rc;
     const json_t *ref = json_object_get(obj, "reference");
     if (ref && !json_is_string(ref))
-        return fail(c, TS_PARSE, "\"reference\" must be a string, got %s", json_type_name(ref));
+        return fail(c, TS_PARSE, "\"reference\" must be a string, got %s", prompts_json_type(ref));
 
     size_t pool_len = c->p->pool.len;
     rc = pool_add_json(c, prompt ? prompt : msgs, &e.json_off, &e.json_len);

@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/buf.h"
 #include "base/err.h"
 
@@ -136,5 +138,9 @@ static inline const char *prompts_reference(const struct prompts *p, const struc
 {
     return e->has_ref ? p->pool.data + e->ref_off : NULL;
 }
+
+/* The words these messages use for the JSON type of a value ("an object",
+ * "a number", ...); static strings. Also used by load/dataset.c. */
+const char *prompts_json_type(const json_t *v);
 
 #endif

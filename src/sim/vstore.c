@@ -13,6 +13,7 @@
 #include "base/utf8.h"
 #include "llm/embed.h"
 #include "llm/openai_encode.h"
+#include "llm/openai_request.h"
 
 #define INVALID "invalid_request_error"
 
@@ -510,34 +511,12 @@ void vstore_query_release(struct vstore_query *q)
     vstore_query_init(q);
 }
 
-static const char *kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a decimal";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "?";
-}
-
 static int err_type(struct openai_error *e, const char *name, const char *param, const char *want,
                     const json_t *got)
 {
     openai_error_set(e, 400, INVALID, param, "invalid_type",
                      "Invalid type for '%s': expected %s, but got %s instead.", name, want,
-                     kind(got));
+                     openai_json_kind(got));
     return TS_PARSE;
 }
 
@@ -677,7 +656,7 @@ int vstore_query_parse(struct vstore_query *q, const char *body, size_t len,
         openai_error_set(err, 400, INVALID, NULL, "invalid_type",
                          "Invalid type for the request body: expected an object, but got %s "
                          "instead.",
-                         kind(q->root));
+                         openai_json_kind(q->root));
         rc = TS_PARSE;
     } else if (!(rc = parse_query_text(q, err))) {
         rc = parse_options(q, err);
