@@ -216,8 +216,11 @@ void exch_rx_flush(struct worker *w)
     unsigned n = 0;
     while (w->rx_head) {
         rx_parse(w->rx_head);
-        if (++n % 8 == 0 && ts_now_ns() - start > TS_NS_PER_MS)
-            break;
+        if (++n % 8 == 0) {
+            worker_send_due(w);
+            if (ts_now_ns() - start > TS_NS_PER_MS)
+                break;
+        }
     }
     if (w->rx_head)
         (void)uv_idle_start(&w->rx_idle, rx_idle_cb);

@@ -218,6 +218,9 @@ void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *
                         uint64_t intended_ns);
 /* Parses the stream bytes every request of the worker received since the last call. */
 void exch_rx_flush(struct worker *w);
+/* Sends what fell due by now (the worker's timer), if anything: called
+ * between pieces of long work on the loop so sends are not held up by it. */
+void worker_send_due(struct worker *w);
 /* Records a finished request into the worker's stats (and requests.jsonl) and frees it. */
 void exch_finish(struct exch *x);
 /* Cancels a request in flight as "cut". */

@@ -477,10 +477,10 @@ static void on_timer(struct ptimer *t)
     arm(w);
 }
 
-/* Between two sockets' reads of a long poll pass: send what fell due. */
-static void between_reads(void *arg)
+/* Between two sockets' reads of a long poll pass, or between decodes of
+ * what such a pass received: send what fell due. */
+void worker_send_due(struct worker *w)
 {
-    struct worker *w = arg;
     uint64_t due = w->timer.deadline_ns; /* 0: not armed */
     if (w->sending_over || w->closing || !due)
         return;
@@ -488,6 +488,11 @@ static void between_reads(void *arg)
         ptimer_stop(&w->timer);
         on_timer(&w->timer);
     }
+}
+
+static void between_reads(void *arg)
+{
+    worker_send_due(arg);
 }
 
 /* Arms the timer for the next thing to send (unless waiting for a slot). */
