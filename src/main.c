@@ -2,9 +2,11 @@
  * tokenstorm - load, chaos and SLA testing for LLM services.
  * This file is only the subcommand table; each command lives in src/cmd/.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include "cmd/cmd.h"
@@ -43,15 +45,35 @@ static void usage(FILE *out)
  * Process-wide settings every command needs: a peer that closes a socket
  * must give EPIPE, not kill the process; thousands of streams need as many
  * file descriptors as the hard limit allows.
+ *
+ * The kernel's descriptor table is grown here, once, while the process has
+ * one thread: growing it later, in a process with several threads, waits for
+ * an RCU grace period (expand_fdtable -> synchronize_rcu) inside socket() or
+ * accept(), which stalled a worker 5-20 ms each time the table doubled while
+ * it opened thousands of connections (bench/README.md).
  */
+#define FD_TABLE_PREGROW 65536
 static void process_setup(void)
 {
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
+    rlim_t top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > FD_TABLE_PREGROW ? FD_TABLE_PREGROW
+                                                                                : rl.rlim_cur;
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && top > (rlim_t)fd + 1) {
+        int hi = dup2(fd, (int)(top - 1));
+        if (hi >= 0)
+            close(hi);
+    }
+    if (fd >= 0)
+        close(fd);
 }
 
 int main(int argc, char **argv)

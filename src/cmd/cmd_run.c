@@ -79,8 +79,10 @@ static void usage(FILE *out)
         "timeouts:\n"
         "  --timeout-connect DUR  (default 10s)    --timeout-ttfb DUR (default 5m)\n"
         "  --timeout-idle DUR     between chunks (default 2m)   --timeout DUR total (none)\n"
-        "  --no-kernel-timestamps time stream bytes when curl reads them, not by their kernel\n"
+        "  --no-kernel-timestamps time stream bytes when they are read, not by their kernel\n"
         "                         arrival (SO_TIMESTAMPNS; HTTP/1.1 only; see docs/METRICS.md)\n"
+        "  --http-engine auto|curl  plain http:// HTTP/1.1 on the own engine (auto, the\n"
+        "                         default) or on libcurl like TLS, HTTP/2 and proxies\n"
         "checks:\n"
         "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
         "                         (repeatable; exit code 1 when one fails)\n"
@@ -224,6 +226,7 @@ enum {
     O_DRY_RUN_N,
     O_TOKENIZER,
     O_NO_KERNEL_TS,
+    O_HTTP_ENGINE,
 };
 
 static const struct option run_options[] = {
@@ -279,6 +282,7 @@ static const struct option run_options[] = {
     {"dry-run-requests", required_argument, NULL, O_DRY_RUN_N},
     {"tokenizer", required_argument, NULL, O_TOKENIZER},
     {"no-kernel-timestamps", no_argument, NULL, O_NO_KERNEL_TS},
+    {"http-engine", required_argument, NULL, O_HTTP_ENGINE},
     {"out", required_argument, NULL, O_OUT},
     {"save-requests", no_argument, NULL, O_SAVE},
     {"json", no_argument, NULL, O_JSON},
@@ -542,6 +546,17 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             break;
         case O_NO_KERNEL_TS:
             o->no_kernel_timestamps = true;
+            break;
+        case O_HTTP_ENGINE:
+            if (!strcmp(optarg, "auto")) {
+                o->http_engine_curl = false;
+            } else if (!strcmp(optarg, "curl")) {
+                o->http_engine_curl = true;
+            } else {
+                fprintf(stderr, "tokenstorm run: --http-engine: '%s' is not auto or curl\n",
+                        optarg);
+                return TS_EXIT_USAGE;
+            }
             break;
         case 'q':
             o->quiet = true;

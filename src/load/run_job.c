@@ -555,6 +555,7 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
     rcfg.client.version = o.http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
     /* time stream bytes by their kernel arrival, not by when curl reads them */
     rcfg.client.rx_timestamps = !o.http2 && !o.no_kernel_timestamps;
+    rcfg.client.engine = o.http_engine_curl ? HTTP_CLIENT_ENGINE_CURL : HTTP_CLIENT_ENGINE_AUTO;
     struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json, .group = group};
     rcfg.tick_arg = &pg;
     char metrics_url[TARGET_URL_MAX];

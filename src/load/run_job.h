@@ -52,6 +52,7 @@ struct run_opts {
     const char *tokenizer; /* --tokenizer FILE */
     bool duration_given, drain_given, seed_given;
     bool no_kernel_timestamps; /* time stream bytes when read, not by the kernel's arrival */
+    bool http_engine_curl;     /* libcurl for plain http:// too (--http-engine curl) */
     struct run_quality_opts quality;
 };
 

@@ -25,6 +25,8 @@
  */
 #include "net/http_client.h"
 
+#include <sys/uio.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +37,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "net/http_client_int.h"
 #include "ts_config.h"
 
 #define HTTP_CLIENT_USER_AGENT "tokenstorm/" TS_VERSION
@@ -43,63 +46,12 @@
  * its own callback again in the same pass, which could starve the loop. */
 #define ZERO_TIMER_STREAK_MAX 16
 
-#define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
-struct http_call {
-    struct http_client *client;
-    CURL *easy;
-    struct http_call_ops ops;
-    void *user;
-    struct curl_slist *headers;         /* nodes live in this block */
-    uv_timer_t timer;                   /* ttfb / idle / total deadlines */
-    struct http_client_list link;       /* in client->calls */
-    struct http_client_list defer_link; /* in client->deferred, or alone */
-    uint64_t start_ns, first_rx_ns, last_rx_ns, headers_ns;
-    uint64_t first_byte_ns, last_byte_ns, bytes;
-    uint32_t ttfb_ms, idle_ms, total_ms;
-    enum http_call_error forced; /* set when we end the call, not curl */
-    const char *forced_text;     /* detail for forced == HTTP_CALL_ERR_OTHER */
-    bool added;                  /* in the multi handle */
-    bool deferred_add;           /* to be added by the idle handle */
-    bool finished;               /* on_done is running or has run */
-    bool headers_done;
-    char errbuf[CURL_ERROR_SIZE];
-    /* followed by the curl_slist nodes, the header strings, the body copy */
-};
-
 struct sock_ctx {
     uv_poll_t poll;
     curl_socket_t fd;
     struct http_client *client;
     struct http_client_list link; /* in client->socks */
 };
-
-static void list_init(struct http_client_list *l)
-{
-    l->prev = l;
-    l->next = l;
-}
-
-static bool list_empty(const struct http_client_list *l)
-{
-    return l->next == l;
-}
-
-static void list_add_tail(struct http_client_list *head, struct http_client_list *n)
-{
-    n->prev = head->prev;
-    n->next = head;
-    head->prev->next = n;
-    head->prev = n;
-}
-
-/* Unlinks n (a no-op when n is alone) and leaves it alone. */
-static void list_remove(struct http_client_list *n)
-{
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
-    list_init(n);
-}
 
 static const char *const error_names[] = {
     [HTTP_CALL_OK] = "none",
@@ -189,7 +141,7 @@ void http_client_global_cleanup(void)
 
 /* ---- handle accounting and close ---------------------------------------- */
 
-static void client_handle_closed(struct http_client *c)
+void hc_client_handle_closed(struct http_client *c)
 {
     c->open_handles--;
     if (c->handles_closing && c->open_handles == 0 && c->on_closed)
@@ -198,7 +150,7 @@ static void client_handle_closed(struct http_client *c)
 
 static void client_on_handle_closed(uv_handle_t *h)
 {
-    client_handle_closed(h->data);
+    hc_client_handle_closed(h->data);
 }
 
 static void sock_on_closed(uv_handle_t *h)
@@ -206,12 +158,12 @@ static void sock_on_closed(uv_handle_t *h)
     struct sock_ctx *sc = h->data;
     struct http_client *c = sc->client;
     ts_free(sc);
-    client_handle_closed(c);
+    hc_client_handle_closed(c);
 }
 
 static void sock_close(struct sock_ctx *sc)
 {
-    list_remove(&sc->link);
+    hc_list_remove(&sc->link);
     /* uv_close stops the poll at once, so curl may reuse the fd number. */
     uv_close((uv_handle_t *)&sc->poll, sock_on_closed);
 }
@@ -223,7 +175,8 @@ static void client_close_handles(struct http_client *c)
     c->handles_closing = true;
     curl_multi_cleanup(c->multi);
     c->multi = NULL;
-    while (!list_empty(&c->socks))
+    h1_client_close(c);
+    while (!hc_list_empty(&c->socks))
         sock_close(CONTAINER_OF(c->socks.next, struct sock_ctx, link));
     uv_close((uv_handle_t *)&c->timer, client_on_handle_closed);
     uv_close((uv_handle_t *)&c->idle, client_on_handle_closed);
@@ -237,7 +190,7 @@ static void call_on_closed(uv_handle_t *h)
     struct http_call *call = h->data;
     struct http_client *c = call->client;
     ts_free(call);
-    client_handle_closed(c);
+    hc_client_handle_closed(c);
 }
 
 static uint64_t call_deadline(const struct http_call *call)
@@ -245,6 +198,9 @@ static uint64_t call_deadline(const struct http_call *call)
     uint64_t d = UINT64_MAX;
     if (call->total_ms)
         d = call->start_ns + call->total_ms * TS_NS_PER_MS;
+    if (call->h1 && call->connect_ms && !call->h1_connect_ns &&
+        call->start_ns + call->connect_ms * TS_NS_PER_MS < d)
+        d = call->start_ns + call->connect_ms * TS_NS_PER_MS;
     if (!call->first_rx_ns) {
         if (call->ttfb_ms && call->start_ns + call->ttfb_ms * TS_NS_PER_MS < d)
             d = call->start_ns + call->ttfb_ms * TS_NS_PER_MS;
@@ -258,7 +214,7 @@ static void call_on_timer(uv_timer_t *t);
 
 /* (Re)starts the call's timer for its nearest deadline. The timer may fire
  * early (loop time lags, idle was extended); call_on_timer then re-arms. */
-static void call_arm_timer(struct http_call *call, uint64_t now)
+void hc_call_arm_timer(struct http_call *call, uint64_t now)
 {
     uint64_t d = call_deadline(call);
     if (d == UINT64_MAX) {
@@ -285,8 +241,6 @@ static void call_fill_result(struct http_call *call, CURLcode code, struct http_
     memset(res, 0, sizeof(*res));
     res->error = call->forced != HTTP_CALL_OK ? call->forced : classify_curl_code(code);
     res->curl_code = (int)code;
-    if (curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &res->status) != CURLE_OK)
-        res->status = 0;
     res->bytes = call->bytes;
     res->start_ns = call->start_ns;
     res->first_rx_ns = call->first_rx_ns;
@@ -294,18 +248,24 @@ static void call_fill_result(struct http_call *call, CURLcode code, struct http_
     res->first_byte_ns = call->first_byte_ns;
     res->last_byte_ns = call->last_byte_ns;
     res->end_ns = ts_now_ns();
-    res->dns_ns = info_us_to_ns(e, CURLINFO_NAMELOOKUP_TIME_T);
-    res->connect_ns = info_us_to_ns(e, CURLINFO_CONNECT_TIME_T);
-    res->tls_ns = info_us_to_ns(e, CURLINFO_APPCONNECT_TIME_T);
-    res->pretransfer_ns = info_us_to_ns(e, CURLINFO_PRETRANSFER_TIME_T);
-    res->starttransfer_ns = info_us_to_ns(e, CURLINFO_STARTTRANSFER_TIME_T);
-    res->total_ns = info_us_to_ns(e, CURLINFO_TOTAL_TIME_T);
-    /* No new connection, yet the request got as far as being sent: reused.
+    if (call->h1) {
+        h1_fill_result(call, res);
+    } else {
+        if (curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &res->status) != CURLE_OK)
+            res->status = 0;
+        res->dns_ns = info_us_to_ns(e, CURLINFO_NAMELOOKUP_TIME_T);
+        res->connect_ns = info_us_to_ns(e, CURLINFO_CONNECT_TIME_T);
+        res->tls_ns = info_us_to_ns(e, CURLINFO_APPCONNECT_TIME_T);
+        res->pretransfer_ns = info_us_to_ns(e, CURLINFO_PRETRANSFER_TIME_T);
+        res->starttransfer_ns = info_us_to_ns(e, CURLINFO_STARTTRANSFER_TIME_T);
+        res->total_ns = info_us_to_ns(e, CURLINFO_TOTAL_TIME_T);
+        /* No new connection, yet the request got as far as being sent: reused.
      * (curl records at least 1 µs for every phase it reaches.) */
-    long nconn = -1;
-    if (curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &nconn) != CURLE_OK)
-        nconn = -1;
-    res->reused = nconn == 0 && res->pretransfer_ns > 0;
+        long nconn = -1;
+        if (curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &nconn) != CURLE_OK)
+            nconn = -1;
+        res->reused = nconn == 0 && res->pretransfer_ns > 0;
+    }
 
     switch (call->forced) {
     case HTTP_CALL_OK:
@@ -327,6 +287,10 @@ static void call_fill_result(struct http_call *call, CURLcode code, struct http_
     case HTTP_CALL_ERR_ABORTED:
         snprintf(call->errbuf, sizeof(call->errbuf), "aborted");
         break;
+    case HTTP_CALL_ERR_TIMEOUT_CONNECT:
+        snprintf(call->errbuf, sizeof(call->errbuf), "Connection timed out after %u milliseconds",
+                 call->connect_ms);
+        break;
     default:
         snprintf(call->errbuf, sizeof(call->errbuf), "%s",
                  call->forced_text ? call->forced_text : "failed");
@@ -339,7 +303,7 @@ static void call_fill_result(struct http_call *call, CURLcode code, struct http_
 
 /* Ends a call: on_done, then the easy handle goes, then the call memory (in
  * its timer's close callback). Only at depth 0. */
-static void call_finish(struct http_call *call, CURLcode code)
+void hc_call_finish(struct http_call *call, CURLcode code)
 {
     struct http_client *c = call->client;
     struct http_call_result res;
@@ -347,10 +311,12 @@ static void call_finish(struct http_call *call, CURLcode code)
     if (call->finished)
         return;
     call->finished = true;
-    list_remove(&call->link);
-    list_remove(&call->defer_link);
+    hc_list_remove(&call->link);
+    hc_list_remove(&call->defer_link);
     c->n_calls--;
     uv_timer_stop(&call->timer);
+    if (call->h1)
+        h1_call_release(call);
     if (call->added) {
         CURLMcode mc = curl_multi_remove_handle(c->multi, call->easy);
         if (mc != CURLM_OK)
@@ -359,8 +325,14 @@ static void call_finish(struct http_call *call, CURLcode code)
     }
     call_fill_result(call, code, &res);
     call->ops.on_done(call, &res, call->user);
-    curl_easy_cleanup(call->easy);
+    if (call->easy)
+        curl_easy_cleanup(call->easy);
     call->easy = NULL;
+    if (call->h1) {
+        ts_free(call->h1_req);
+        call->h1_req = NULL;
+        buf_release(&call->h1_rh);
+    }
     uv_close((uv_handle_t *)&call->timer, call_on_closed);
 }
 
@@ -372,6 +344,9 @@ static void call_on_timer(uv_timer_t *t)
 
     if (call->total_ms && now >= call->start_ns + call->total_ms * TS_NS_PER_MS)
         e = HTTP_CALL_ERR_TIMEOUT_TOTAL;
+    else if (call->h1 && call->connect_ms && !call->h1_connect_ns &&
+             now >= call->start_ns + call->connect_ms * TS_NS_PER_MS)
+        e = HTTP_CALL_ERR_TIMEOUT_CONNECT;
     else if (!call->first_rx_ns && call->ttfb_ms &&
              now >= call->start_ns + call->ttfb_ms * TS_NS_PER_MS)
         e = HTTP_CALL_ERR_TIMEOUT_TTFB;
@@ -379,21 +354,21 @@ static void call_on_timer(uv_timer_t *t)
              now >= call->last_rx_ns + call->idle_ms * TS_NS_PER_MS)
         e = HTTP_CALL_ERR_TIMEOUT_IDLE;
     if (e == HTTP_CALL_OK) {
-        call_arm_timer(call, now);
+        hc_call_arm_timer(call, now);
         return;
     }
     if (call->forced == HTTP_CALL_OK)
         call->forced = e;
-    call_finish(call, CURLE_OK);
+    hc_call_finish(call, CURLE_OK);
 }
 
 static void client_on_idle(uv_idle_t *h);
 
 /* Queues deferred work for call (a cancel, or the add). */
-static void client_defer(struct http_client *c, struct http_call *call)
+void hc_client_defer(struct http_client *c, struct http_call *call)
 {
-    if (list_empty(&call->defer_link))
-        list_add_tail(&c->deferred, &call->defer_link);
+    if (hc_list_empty(&call->defer_link))
+        hc_list_add_tail(&c->deferred, &call->defer_link);
     int rc = uv_idle_start(&c->idle, client_on_idle);
     if (rc)
         ts_warn("http_client: uv_idle_start: %s", uv_strerror(rc));
@@ -403,11 +378,13 @@ static void client_on_idle(uv_idle_t *h)
 {
     struct http_client *c = h->data;
 
-    while (!list_empty(&c->deferred)) {
+    while (!hc_list_empty(&c->deferred)) {
         struct http_call *call = CONTAINER_OF(c->deferred.next, struct http_call, defer_link);
-        list_remove(&call->defer_link);
+        hc_list_remove(&call->defer_link);
         if (call->forced != HTTP_CALL_OK) {
-            call_finish(call, CURLE_OK);
+            hc_call_finish(call, CURLE_OK);
+        } else if (call->h1_failed) {
+            hc_call_finish(call, call->h1_code);
         } else if (call->deferred_add) {
             call->deferred_add = false;
             CURLMcode mc = curl_multi_add_handle(c->multi, call->easy);
@@ -416,7 +393,7 @@ static void client_on_idle(uv_idle_t *h)
             } else {
                 call->forced = HTTP_CALL_ERR_OTHER;
                 call->forced_text = "curl_multi_add_handle failed";
-                call_finish(call, CURLE_OK);
+                hc_call_finish(call, CURLE_OK);
             }
         }
     }
@@ -439,7 +416,7 @@ static void client_check_multi_info(struct http_client *c)
         char *priv = NULL;
         if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv) != CURLE_OK || !priv)
             continue;
-        call_finish((struct http_call *)priv, code);
+        hc_call_finish((struct http_call *)priv, code);
     }
 }
 
@@ -508,7 +485,12 @@ static uint64_t sock_rx_stamp(struct http_client *c, int fd)
     };
     if (recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT) <= 0)
         return 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    return hc_msg_stamp(&msg);
+}
+
+uint64_t hc_msg_stamp(const struct msghdr *msg)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPNS)
             continue;
         struct timespec ts;
@@ -570,6 +552,11 @@ static void sock_on_poll(uv_poll_t *h, int status, int events)
     client_socket_action(c, sc->fd, flags); /* may free sc */
     c->rx_stamp_ns = 0;
     c->rx_stamp_owner = NULL;
+    hc_between_reads(c);
+}
+
+void hc_between_reads(struct http_client *c)
+{
     if (c->cfg.between_reads && !c->closing) {
         uint64_t now = ts_now_ns();
         if (now - c->between_ns >= 100 * TS_NS_PER_US) {
@@ -618,7 +605,7 @@ static struct sock_ctx *sock_new(struct http_client *c, curl_socket_t fd)
         if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)))
             ts_debug("http_client: SO_TIMESTAMPNS: %s", strerror(errno));
     }
-    list_add_tail(&c->socks, &sc->link);
+    hc_list_add_tail(&c->socks, &sc->link);
     c->open_handles++;
     return sc;
 }
@@ -634,7 +621,7 @@ static void client_fail_easy(struct http_client *c, CURL *easy)
         return;
     call->forced = HTTP_CALL_ERR_OTHER;
     call->forced_text = "cannot watch the connection's socket";
-    client_defer(c, call);
+    hc_client_defer(c, call);
 }
 
 /* CURLMOPT_SOCKETFUNCTION: start, change or stop watching socket s. */
@@ -682,6 +669,39 @@ static bool is_blank_line(const char *buf, size_t len)
     return (len == 2 && buf[0] == '\r' && buf[1] == '\n') || (len == 1 && buf[0] == '\n');
 }
 
+void hc_call_rx(struct http_call *call, uint64_t now)
+{
+    call->last_rx_ns = now;
+    if (!call->first_rx_ns) {
+        call->first_rx_ns = now;
+        hc_call_arm_timer(call, now); /* from the ttfb to the idle deadline */
+    }
+}
+
+void hc_call_headers(struct http_call *call, long status, uint64_t now)
+{
+    call->headers_done = true;
+    call->headers_ns = now;
+    if (call->ops.on_headers)
+        call->ops.on_headers(call, status, call->user);
+}
+
+int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t now)
+{
+    if (call->forced != HTTP_CALL_OK)
+        return 1;
+    call->last_rx_ns = now;
+    if (!call->first_byte_ns)
+        call->first_byte_ns = now;
+    call->last_byte_ns = now;
+    call->bytes += len;
+    if (call->ops.on_body && call->ops.on_body(call, data, len, now, call->user) != 0) {
+        if (call->forced == HTTP_CALL_OK)
+            call->forced = HTTP_CALL_ERR_ABORTED;
+    }
+    return call->forced != HTTP_CALL_OK;
+}
+
 static size_t call_on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
     struct http_call *call = ud;
@@ -690,11 +710,7 @@ static size_t call_on_header(char *buf, size_t size, size_t nitems, void *ud)
     if (call->forced != HTTP_CALL_OK)
         return CURL_WRITEFUNC_ERROR;
     uint64_t now = rx_now(call);
-    call->last_rx_ns = now;
-    if (!call->first_rx_ns) {
-        call->first_rx_ns = now;
-        call_arm_timer(call, now); /* from the ttfb to the idle deadline */
-    }
+    hc_call_rx(call, now);
     if (call->headers_done || !is_blank_line(buf, len))
         return len;
     long status = 0;
@@ -702,10 +718,7 @@ static size_t call_on_header(char *buf, size_t size, size_t nitems, void *ud)
         status = 0;
     if (status >= 100 && status < 200)
         return len; /* an interim response; the final one follows */
-    call->headers_done = true;
-    call->headers_ns = now;
-    if (call->ops.on_headers)
-        call->ops.on_headers(call, status, call->user);
+    hc_call_headers(call, status, now);
     return call->forced == HTTP_CALL_OK ? len : CURL_WRITEFUNC_ERROR;
 }
 
@@ -718,17 +731,7 @@ static size_t call_on_write(char *data, size_t size, size_t nmemb, void *ud)
         return CURL_WRITEFUNC_ERROR;
     if (len == 0)
         return 0;
-    uint64_t now = rx_now(call);
-    call->last_rx_ns = now;
-    if (!call->first_byte_ns)
-        call->first_byte_ns = now;
-    call->last_byte_ns = now;
-    call->bytes += len;
-    if (call->ops.on_body && call->ops.on_body(call, data, len, now, call->user) != 0) {
-        if (call->forced == HTTP_CALL_OK)
-            call->forced = HTTP_CALL_ERR_ABORTED;
-    }
-    return call->forced == HTTP_CALL_OK ? len : CURL_WRITEFUNC_ERROR;
+    return hc_call_body(call, data, len, rx_now(call)) ? CURL_WRITEFUNC_ERROR : len;
 }
 
 /* ---- building a call ------------------------------------------------------ */
@@ -923,8 +926,8 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     call->client = c;
     call->ops = *ops;
     call->user = user;
-    list_init(&call->link);
-    list_init(&call->defer_link);
+    hc_list_init(&call->link);
+    hc_list_init(&call->defer_link);
     char *after = headers_build(call, spec, n_nodes, has_expect);
     const void *body = spec->body;
     if (body_copy) {
@@ -934,6 +937,31 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     call->ttfb_ms = pick_timeout(spec->ttfb_timeout_ms, c->cfg.ttfb_timeout_ms);
     call->idle_ms = pick_timeout(spec->idle_timeout_ms, c->cfg.idle_timeout_ms);
     call->total_ms = pick_timeout(spec->total_timeout_ms, c->cfg.total_timeout_ms);
+    call->connect_ms = pick_timeout(spec->connect_timeout_ms, c->cfg.connect_timeout_ms);
+
+    if (h1_eligible(c, spec, has_expect)) {
+        rc = h1_start(call, spec, body);
+        if (!rc)
+            rc = uv_timer_init(c->loop, &call->timer);
+        if (rc) {
+            ts_free(call->h1_req);
+            buf_release(&call->h1_rh);
+            if (call->h1_host)
+                h1_call_release(call);
+            ts_free(call);
+            return rc;
+        }
+        call->timer.data = call;
+        c->open_handles++;
+        call->start_ns = ts_now_ns();
+        hc_list_add_tail(&c->calls, &call->link);
+        c->n_calls++;
+        hc_call_arm_timer(call, call->start_ns);
+        h1_launch(call);
+        if (out)
+            *out = call;
+        return 0;
+    }
 
     call->easy = curl_easy_init();
     if (!call->easy) {
@@ -954,7 +982,7 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     if (c->depth > 0) {
         /* Inside curl's callbacks curl_multi_add_handle is refused. */
         call->deferred_add = true;
-        client_defer(c, call);
+        hc_client_defer(c, call);
     } else {
         CURLMcode mc = curl_multi_add_handle(c->multi, call->easy);
         if (mc != CURLM_OK) {
@@ -965,9 +993,9 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
         }
         call->added = true;
     }
-    list_add_tail(&c->calls, &call->link);
+    hc_list_add_tail(&c->calls, &call->link);
     c->n_calls++;
-    call_arm_timer(call, call->start_ns);
+    hc_call_arm_timer(call, call->start_ns);
     if (out)
         *out = call;
     return 0;
@@ -985,14 +1013,18 @@ void http_call_cancel(struct http_call *call)
         return;
     if (call->forced == HTTP_CALL_OK)
         call->forced = HTTP_CALL_ERR_ABORTED;
-    client_defer(call->client, call);
+    hc_client_defer(call->client, call);
 }
 
 const char *http_call_header(struct http_call *call, const char *name)
 {
     struct curl_header *h = NULL;
 
-    if (!call || !call->easy || !name)
+    if (!call || !name)
+        return NULL;
+    if (call->h1)
+        return h1_header(call, name);
+    if (!call->easy)
         return NULL;
     if (curl_easy_header(call->easy, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK || !h)
         return NULL;
@@ -1004,7 +1036,11 @@ int http_call_headers_each(struct http_call *call,
 {
     struct curl_header *h = NULL;
 
-    if (!call || !call->easy || !fn)
+    if (!call || !fn)
+        return -EINVAL;
+    if (call->h1)
+        return h1_headers_each(call, fn, ctx);
+    if (!call->easy)
         return -EINVAL;
     while ((h = curl_easy_nextheader(call->easy, CURLH_HEADER, -1, h)) != NULL) {
         int rc = fn(ctx, h->name, h->value);
@@ -1050,9 +1086,10 @@ int http_client_init(struct http_client *c, uv_loop_t *loop, const struct http_c
     memset(c, 0, sizeof(*c));
     c->loop = loop;
     c->cfg = *cfg;
-    list_init(&c->calls);
-    list_init(&c->deferred);
-    list_init(&c->socks);
+    hc_list_init(&c->calls);
+    hc_list_init(&c->deferred);
+    hc_list_init(&c->socks);
+    h1_client_init(c);
     c->multi = curl_multi_init();
     if (!c->multi)
         return -ENOMEM;

@@ -63,6 +63,13 @@
 #define HTTP_CALL_MAX_HEADERS      256
 #define HTTP_CALL_MAX_HEADER_BYTES (64 * 1024)
 
+/* Which engine runs plain http:// HTTP/1.1 calls (TLS, HTTP/2 and proxied
+ * calls always run on libcurl). */
+enum http_client_engine {
+    HTTP_CLIENT_ENGINE_AUTO = 0, /* the own HTTP/1.1 engine where it can (the default) */
+    HTTP_CLIENT_ENGINE_CURL = 1, /* libcurl for every call */
+};
+
 enum http_client_version {
     HTTP_CLIENT_HTTP1 = 0,       /* HTTP/1.1 only (the default) */
     HTTP_CLIENT_HTTP2_TLS = 1,   /* HTTP/2 over TLS via ALPN, HTTP/1.1 for http:// */
@@ -116,6 +123,7 @@ struct http_client_config {
      */
     void (*between_reads)(void *arg);
     void *between_reads_arg;
+    enum http_client_engine engine;
 };
 
 /* Fills cfg with the defaults: connect 10 s, no ttfb/idle/total limit, TLS
@@ -233,7 +241,17 @@ struct http_client {
     uint64_t prepare_ns, pass_ns; /* when the loop last went to poll; its first socket event */
     bool pass_waited;             /* that poll blocked: the pass began when data came */
     uint64_t between_ns;          /* last between_reads call */
-    char peek[16384];             /* rx_timestamps: MSG_PEEK target, curl's read size */
+    char peek[16384];             /* rx_timestamps: MSG_PEEK target, curl's read size; the
+                                   * HTTP/1.1 engine's receive buffer */
+    /* The HTTP/1.1 engine (http1.c). */
+    struct http_client_list h1_hosts; /* struct h1_host: targets, their names and pools */
+    unsigned h1_idle;                 /* kept-alive connections in all pools */
+    bool h1_proxy_env;                /* a proxy variable is set: curl for http:// */
+    char *h1_url;                     /* the last URL parsed, and what it gave */
+    struct h1_host *h1_url_host;
+    char *h1_url_path;
+    unsigned h1_sync;    /* > 0 inside http_client_request */
+    uint64_t h1_retries; /* calls moved off a kept-alive connection found closed */
     bool closing, handles_closing;
     void (*on_closed)(struct http_client *c, void *arg);
     void *closed_arg;

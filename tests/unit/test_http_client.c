@@ -3,10 +3,15 @@
  * here on raw libuv TCP (same loop, 127.0.0.1, port 0). The client's .c is
  * included to reach classify_curl_code().
  *
+ * Every test runs twice: on the own HTTP/1.1 engine (http1.c, the default
+ * for http://) and on libcurl (HTTP_CLIENT_ENGINE_CURL).
+ *
  * Server routes: /hello (200, "hello world"), /echo (echoes the body and its
  * Content-Type), /retry (429 + Retry-After: 7), /stream (chunked, 5 events 30
  * ms apart), /silent (never answers), /stall (headers, then nothing), /cut
- * (Content-Length 100, sends 10 bytes, closes), /early (103 Early Hints, then
+ * (Content-Length 100, sends 10 bytes, closes), /bye (200 "bye", then
+ * closes without saying so: a kept-alive connection that is gone), /garbage
+ * (not HTTP), /bigheads (100 KiB of response headers), /early (103 Early Hints, then
  * 200 "ok"), /sink (reads a body of any size, answers 200 "ok").
  */
 #include <stdarg.h>
@@ -19,6 +24,8 @@
 #include <cmocka.h>
 
 #include "net/http_client.c"
+
+static enum http_client_engine g_engine;
 
 #define GUARD_MS     5000
 #define STREAM_N     5
@@ -179,6 +186,17 @@ static void conn_handle(struct srv_conn *conn, const char *method, const char *p
         /* never answer */
     } else if (strcmp(path, "/stall") == 0) {
         conn_writef(conn, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+    } else if (strcmp(path, "/bye") == 0) {
+        const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbye";
+        conn_write(conn, r, strlen(r), true);
+    } else if (strcmp(path, "/garbage") == 0) {
+        const char *r = "HTTP/1.1 2x0 WHAT\r\n\r\n";
+        conn_write(conn, r, strlen(r), true);
+    } else if (strcmp(path, "/bigheads") == 0) {
+        conn_writef(conn, "HTTP/1.1 200 OK\r\n");
+        for (int i = 0; i < 100; i++)
+            conn_writef(conn, "X-Pad-%d: %01000d\r\n", i, 0);
+        conn_writef(conn, "Content-Length: 0\r\n\r\n");
     } else if (strcmp(path, "/cut") == 0) {
         const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789";
         conn_write(conn, r, strlen(r), true);
@@ -368,13 +386,19 @@ static void guard_cb(uv_timer_t *t)
     uv_stop(&f->loop);
 }
 
-static struct fx *fx_new(const struct http_client_config *cfg)
+static struct fx *fx_new(const struct http_client_config *given)
 {
+    struct http_client_config cfg;
+    if (given)
+        cfg = *given;
+    else
+        http_client_config_default(&cfg);
+    cfg.engine = g_engine;
     struct fx *f = ts_calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(uv_loop_init(&f->loop), 0);
     srv_start(&f->srv, &f->loop);
-    assert_int_equal(http_client_init(&f->client, &f->loop, cfg), 0);
+    assert_int_equal(http_client_init(&f->client, &f->loop, &cfg), 0);
     assert_int_equal(uv_timer_init(&f->loop, &f->guard), 0);
     f->guard.data = f;
     assert_int_equal(uv_timer_start(&f->guard, guard_cb, GUARD_MS, 0), 0);
@@ -925,7 +949,10 @@ static void start_from_headers(struct fx *f, struct rec *r)
     if (r != &f->recs[0])
         return;
     struct rec *n = fx_get(f, "/hello");
-    assert_true(n->call->deferred_add); /* inside curl: added by the idle handle */
+    if (g_engine == HTTP_CLIENT_ENGINE_CURL)
+        assert_true(n->call->deferred_add); /* inside curl: added by the idle handle */
+    else
+        assert_true(n->call->h1); /* sent at once on a new connection */
 }
 
 static void test_request_from_callback(void **state)
@@ -997,6 +1024,126 @@ static void test_large_body_no_expect(void **state)
     assert_false(f->srv.saw_expect);
     assert_true(elapsed_ms(r) < 900);
     ts_free(body);
+    ts_free(f);
+}
+
+/* Which engine runs a call: the own one for plain http:// unless told
+ * otherwise or a proxy variable is set; libcurl for everything else. */
+static void test_engine_choice(void **state)
+{
+    struct fx *f = fx_new(NULL);
+    f->expected = 1;
+    struct rec *r = fx_get(f, "/hello");
+    assert_int_equal(r->call->h1, g_engine == HTTP_CLIENT_ENGINE_AUTO);
+    assert_int_equal(r->call->easy != NULL, g_engine == HTTP_CLIENT_ENGINE_CURL);
+    fx_run(f);
+    assert_int_equal(r->res.status, 200);
+    ts_free(f);
+
+    uv_loop_t loop;
+    struct http_client c;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(setenv("http_proxy", "http://127.0.0.1:1", 1), 0);
+    assert_int_equal(http_client_init(&c, &loop, NULL), 0);
+    unsetenv("http_proxy");
+    struct http_call_spec spec = {.url = "http://127.0.0.1:9/x"};
+    assert_false(h1_eligible(&c, &spec, false));
+    http_client_close(&c, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(http_client_init(&c, &loop, NULL), 0);
+    const char *no[] = {"https://127.0.0.1:9/x", "http://user:pw@127.0.0.1:9/x", "ftp://h/x",
+                        "http://[fe80::1%25eth0]:9/x", "http://"};
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        spec.url = no[i];
+        assert_false(h1_eligible(&c, &spec, false));
+    }
+    const char *te[] = {"Transfer-Encoding: chunked"};
+    spec = (struct http_call_spec){.url = "http://127.0.0.1:9/x", .headers = te, .n_headers = 1};
+    assert_false(h1_eligible(&c, &spec, false));
+    spec.n_headers = 0;
+    assert_true(h1_eligible(&c, &spec, false));
+    assert_string_equal(c.h1_url_path, "/x");
+    spec.url = "http://127.0.0.1:9/a/../b?q=1#frag";
+    assert_true(h1_eligible(&c, &spec, false));
+    assert_string_equal(c.h1_url_path, "/b?q=1");
+    http_client_close(&c, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void again_after_bye(struct fx *f, struct rec *r)
+{
+    if (r == &f->recs[0])
+        fx_get(f, "/hello");
+}
+
+/* The server closed a kept-alive connection without saying so: the next
+ * call goes out on it, finds it closed before any byte of its response,
+ * and is retried once on a new connection. */
+static void test_stale_keepalive(void **state)
+{
+    struct fx *f = fx_new(NULL);
+    f->expected = 2;
+    f->after_done = again_after_bye;
+    fx_get(f, "/bye");
+    fx_run(f);
+    assert_int_equal(f->recs[0].res.error, HTTP_CALL_OK);
+    assert_memory_equal(f->recs[0].body, "bye", 3);
+    assert_int_equal(f->recs[1].res.error, HTTP_CALL_OK);
+    assert_int_equal(f->recs[1].res.status, 200);
+    assert_memory_equal(f->recs[1].body, "hello world", 11);
+    assert_int_equal(f->srv.accepted, 2);
+    if (g_engine == HTTP_CLIENT_ENGINE_AUTO)
+        assert_int_equal(f->client.h1_retries, 1);
+    ts_free(f);
+}
+
+/* A response that is not HTTP ends the call with "other", whoever parses it. */
+static void test_garbage_response(void **state)
+{
+    struct fx *f = fx_new(NULL);
+    f->expected = 1;
+    struct rec *r = fx_get(f, "/garbage");
+    fx_run(f);
+    assert_int_equal(r->res.error, HTTP_CALL_ERR_OTHER);
+    assert_int_equal(r->headers_calls, 0);
+    assert_true(r->error_text[0] != '\0');
+    ts_free(f);
+}
+
+/* The own engine keeps at most 64 KiB of response headers (curl allows more). */
+static void test_big_headers(void **state)
+{
+    struct fx *f = fx_new(NULL);
+    f->expected = 1;
+    struct rec *r = fx_get(f, "/bigheads");
+    fx_run(f);
+    if (g_engine == HTTP_CLIENT_ENGINE_AUTO) {
+        assert_int_equal(r->res.error, HTTP_CALL_ERR_RECV);
+        assert_string_equal(r->error_text, "response headers over 64 KiB");
+    } else {
+        assert_int_equal(r->res.error, HTTP_CALL_OK);
+    }
+    ts_free(f);
+}
+
+/* A name, not an address: resolved (by getaddrinfo on the own engine),
+ * every address tried until one answers. */
+static void test_host_name(void **state)
+{
+    struct fx *f = fx_new(NULL);
+    f->expected = 1;
+    char url[128];
+    snprintf(url, sizeof(url), "http://localhost:%d/hello", f->srv.port);
+    struct http_call_spec spec = {.url = url};
+    struct rec *r = fx_start(f, &spec);
+    fx_run(f);
+    assert_int_equal(r->res.error, HTTP_CALL_OK);
+    assert_int_equal(r->res.status, 200);
+    assert_true(r->res.dns_ns > 0 && r->res.dns_ns <= r->res.connect_ns);
     ts_free(f);
 }
 
@@ -1101,8 +1248,16 @@ int main(void)
         cmocka_unit_test(test_interim_response),
         cmocka_unit_test(test_large_body_no_expect),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_engine_choice),
+        cmocka_unit_test(test_stale_keepalive),
+        cmocka_unit_test(test_garbage_response),
+        cmocka_unit_test(test_big_headers),
+        cmocka_unit_test(test_host_name),
     };
-    int rc = cmocka_run_group_tests_name("http_client", tests, NULL, NULL);
+    g_engine = HTTP_CLIENT_ENGINE_AUTO;
+    int rc = cmocka_run_group_tests_name("http_client (own HTTP/1.1 engine)", tests, NULL, NULL);
+    g_engine = HTTP_CLIENT_ENGINE_CURL;
+    rc |= cmocka_run_group_tests_name("http_client (libcurl)", tests, NULL, NULL);
     http_client_global_cleanup();
     return rc;
 }

@@ -1,0 +1,1114 @@
+/*
+ * http1.c - the client's own engine for plain http:// HTTP/1.1 calls: one
+ * non-blocking socket per connection watched by a uv_poll, the request
+ * written with one sendmsg, the response read with one recvmsg per readable
+ * event (which also brings the kernel's receive timestamp, no extra peek)
+ * and parsed by http-parser in response mode. Kept-alive connections wait in
+ * a pool per target (host, port), newest first.
+ *
+ * Why not libcurl here: with thousands of streams, curl_multi_socket_action()
+ * on one socket also runs every other transfer whose timer expired, and one
+ * call took up to 46 ms with 5,000 streams (bench/README.md); curl's
+ * machinery costs about a quarter of the client's CPU per SSE event. TLS,
+ * HTTP/2, proxies and connection limits stay with libcurl.
+ *
+ * What it does as curl does: the same request headers (Host, User-Agent,
+ * Accept, Content-Length and curl's default Content-Type for a body; a user
+ * header replaces one of them, "Name:" removes it, "Name;" sends it empty),
+ * dot segments removed from the path (curl's URL parser splits the URL), the
+ * same error classes and CURLcode values, a request retried once on a new
+ * connection when a kept-alive one turns out closed before any response byte.
+ * Names that are not IP literals are resolved with uv_getaddrinfo and kept
+ * for 60 s; the addresses are tried in order.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <http_parser.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "net/http_client_int.h"
+#include "ts_config.h"
+
+#define H1_USER_AGENT   "tokenstorm/" TS_VERSION
+#define H1_MAX_ADDRS    8
+#define H1_DNS_TTL_NS   (60ull * 1000000000ull)
+#define H1_MAX_RH_BYTES (64 * 1024) /* response headers of one response */
+#define H1_MAX_HOSTS    64          /* targets kept; beyond, unused ones go */
+#define H1_MAX_NAME     255
+
+struct h1_host {
+    struct http_client *client;
+    struct http_client_list link;    /* in client->h1_hosts */
+    struct http_client_list idle;    /* kept-alive connections, newest first */
+    struct http_client_list waiting; /* calls waiting for the name */
+    char name[H1_MAX_NAME + 1];      /* host without brackets */
+    char *host_hdr;                  /* "Host: name[:port]" value */
+    uint16_t port;
+    bool literal;                 /* an IP literal: never resolved */
+    struct uv_getaddrinfo_s *gai; /* the lookup in progress, or NULL */
+    struct sockaddr_storage addr[H1_MAX_ADDRS];
+    socklen_t addr_len[H1_MAX_ADDRS];
+    unsigned naddr;
+    uint64_t resolved_ns;
+    unsigned users; /* calls and connections that point here */
+    bool orphan;    /* the client closed: freed by the last user */
+};
+
+enum h1_state { H1_CONNECTING, H1_SENDING, H1_RECEIVING, H1_IDLE };
+
+struct h1_conn {
+    uv_poll_t poll;
+    int fd;
+    struct h1_host *host;
+    struct http_client_list link; /* in host->idle while idle */
+    struct http_call *call;
+    enum h1_state state;
+    unsigned addr_i; /* the address being connected to */
+    unsigned served; /* calls completed on it */
+    bool msg_done;   /* the response ended */
+    bool got_bytes;  /* the current call received any */
+    bool closing;
+    int events;     /* what the poll watches */
+    uint64_t rx_ns; /* the time of the bytes being parsed */
+    http_parser parser;
+};
+
+struct h1_gai {
+    uv_getaddrinfo_t req;
+    struct h1_host *host; /* NULL once the client closed */
+    struct http_client *client;
+};
+
+static void conn_on_poll(uv_poll_t *h, int status, int events);
+static void conn_connect(struct h1_conn *conn);
+static void call_start_on_host(struct http_call *call);
+
+/* ---- ending a call ---------------------------------------------------------- */
+
+/* Ends call with code (and text): on_done runs now. Only from the loop's
+ * callbacks, never inside the parser. */
+static void call_fail(struct http_call *call, CURLcode code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void call_fail(struct http_call *call, CURLcode code, const char *fmt, ...)
+{
+    if (call->finished || call->h1_failed)
+        return;
+    call->h1_code = code;
+    if (fmt && !call->errbuf[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(call->errbuf, sizeof(call->errbuf), fmt, ap);
+        va_end(ap);
+    }
+    if (call->client->h1_sync) { /* inside http_client_request: on_done runs later */
+        call->h1_failed = true;
+        hc_client_defer(call->client, call);
+        return;
+    }
+    hc_call_finish(call, code);
+}
+
+/* ---- connections -------------------------------------------------------------- */
+
+static void conn_on_closed(uv_handle_t *h)
+{
+    struct h1_conn *conn = h->data;
+    struct h1_host *host = conn->host;
+    struct http_client *c = host->client;
+    ts_free(conn);
+    if (--host->users == 0 && host->orphan) {
+        ts_free(host->host_hdr);
+        ts_free(host);
+    }
+    hc_client_handle_closed(c);
+}
+
+static void conn_close(struct h1_conn *conn)
+{
+    if (conn->closing)
+        return;
+    conn->closing = true;
+    if (conn->state == H1_IDLE) {
+        hc_list_remove(&conn->link);
+        conn->host->client->h1_idle--;
+    }
+    if (conn->call) {
+        conn->call->h1_conn = NULL;
+        conn->call = NULL;
+    }
+    /* uv_close stops the poll at once; the fd is closed right after it. */
+    uv_close((uv_handle_t *)&conn->poll, conn_on_closed);
+    close(conn->fd);
+    conn->fd = -1;
+}
+
+static int conn_watch(struct h1_conn *conn, int events)
+{
+    if (conn->events == events)
+        return 0;
+    int rc = uv_poll_start(&conn->poll, events, conn_on_poll);
+    if (rc == 0)
+        conn->events = events;
+    return rc;
+}
+
+static struct h1_conn *conn_new(struct h1_host *host, int fd)
+{
+    struct http_client *c = host->client;
+    struct h1_conn *conn = ts_calloc(1, sizeof(*conn));
+    if (!conn)
+        return NULL;
+    if (uv_poll_init_socket(c->loop, &conn->poll, fd)) {
+        ts_free(conn);
+        return NULL;
+    }
+    conn->poll.data = conn;
+    conn->fd = fd;
+    conn->host = host;
+    hc_list_init(&conn->link);
+    host->users++;
+    c->open_handles++;
+    return conn;
+}
+
+/* The connection is free again: keep it for the next call, or close it. */
+static void conn_park(struct h1_conn *conn)
+{
+    struct http_client *c = conn->host->client;
+    conn->call = NULL;
+    conn->served++;
+    if (c->closing || (c->cfg.max_connects && c->h1_idle >= c->cfg.max_connects)) {
+        conn_close(conn);
+        return;
+    }
+    conn->state = H1_IDLE;
+    /* Readable while idle: the server closed it (or talks out of turn). */
+    if (conn_watch(conn, UV_READABLE)) {
+        conn_close(conn);
+        return;
+    }
+    hc_list_add_head(&conn->host->idle, &conn->link);
+    c->h1_idle++;
+}
+
+/* ---- the response parser ------------------------------------------------------------ */
+
+static struct http_call *parser_call(http_parser *p)
+{
+    struct h1_conn *conn = p->data;
+    return conn->call;
+}
+
+static int rh_append(struct http_call *call, const char *at, size_t len)
+{
+    return buf_append(&call->h1_rh, at, len);
+}
+
+/* Ends the last header value: trailing blanks go, then its NUL. */
+static int rh_end_value(struct http_call *call)
+{
+    struct buf *b = &call->h1_rh;
+    size_t len = b->len;
+    while (len && (b->data[len - 1] == ' ' || b->data[len - 1] == '\t'))
+        len--;
+    buf_truncate(b, len);
+    call->h1_rh_n++;
+    return buf_append_char(b, '\0');
+}
+
+static int p_on_message_begin(http_parser *p)
+{
+    struct http_call *call = parser_call(p);
+    buf_reset(&call->h1_rh);
+    call->h1_rh_n = 0;
+    call->h1_rh_value = false;
+    return 0;
+}
+
+static int p_on_header_field(http_parser *p, const char *at, size_t len)
+{
+    struct http_call *call = parser_call(p);
+    if (call->h1_rh_value) {
+        if (rh_end_value(call))
+            return 1;
+        call->h1_rh_value = false;
+    }
+    return rh_append(call, at, len) ? 1 : 0;
+}
+
+static int p_on_header_value(http_parser *p, const char *at, size_t len)
+{
+    struct http_call *call = parser_call(p);
+    if (!call->h1_rh_value) {
+        if (buf_append_char(&call->h1_rh, '\0'))
+            return 1;
+        call->h1_rh_value = true;
+    }
+    return rh_append(call, at, len) ? 1 : 0;
+}
+
+static int p_on_headers_complete(http_parser *p)
+{
+    struct h1_conn *conn = p->data;
+    struct http_call *call = conn->call;
+    if (call->h1_rh_value && rh_end_value(call))
+        return -1;
+    call->h1_rh_value = false;
+    call->h1_status = p->status_code;
+    if (p->status_code >= 100 && p->status_code < 200)
+        return 0; /* an interim response; the final one follows */
+    hc_call_headers(call, p->status_code, conn->rx_ns);
+    if (call->forced != HTTP_CALL_OK)
+        return -1;
+    return call->h1_head ? 1 : 0; /* 1: no body follows */
+}
+
+static int p_on_body(http_parser *p, const char *at, size_t len)
+{
+    struct h1_conn *conn = p->data;
+    return hc_call_body(conn->call, at, len, conn->rx_ns) ? -1 : 0;
+}
+
+static int p_on_message_complete(http_parser *p)
+{
+    struct h1_conn *conn = p->data;
+    if (p->status_code >= 100 && p->status_code < 200)
+        return 0;
+    conn->msg_done = true;
+    http_parser_pause(p, 1); /* what follows is not this call's */
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = p_on_message_begin,
+    .on_header_field = p_on_header_field,
+    .on_header_value = p_on_header_value,
+    .on_headers_complete = p_on_headers_complete,
+    .on_body = p_on_body,
+    .on_message_complete = p_on_message_complete,
+};
+
+/* ---- receiving ------------------------------------------------------------- */
+
+/* A kept-alive connection failed before any byte of the response: the
+ * server had closed it. Moves the call to a new connection, once. */
+static bool call_retry_elsewhere(struct http_call *call, struct h1_conn *conn)
+{
+    if (!conn->served || conn->got_bytes || call->h1_retried || call->finished ||
+        call->forced != HTTP_CALL_OK)
+        return false;
+    call->h1_retried = true;
+    call->h1_sent = 0;
+    call->client->h1_retries++;
+    conn_close(conn); /* detaches the call */
+    call_start_on_host(call);
+    return true;
+}
+
+static void conn_ended(struct h1_conn *conn, bool reusable)
+{
+    struct http_call *call = conn->call;
+    call->h1_conn = NULL;
+    if (reusable)
+        conn_park(conn);
+    else
+        conn_close(conn);
+    call->h1_code = CURLE_OK;
+    hc_call_finish(call, CURLE_OK);
+}
+
+/* The peer closed the connection (or it broke) while call was on it. */
+static void conn_eof(struct h1_conn *conn, int err)
+{
+    struct http_call *call = conn->call;
+    if (!err && conn->got_bytes) {
+        /* A body that runs until the close ends here. */
+        conn->rx_ns = ts_now_ns();
+        http_parser_execute(&conn->parser, &parser_settings, NULL, 0);
+        if (conn->msg_done) {
+            conn_ended(conn, false);
+            return;
+        }
+    }
+    if (call_retry_elsewhere(call, conn))
+        return;
+    conn_close(conn);
+    if (!conn->got_bytes && !err)
+        call_fail(call, CURLE_GOT_NOTHING, "Empty reply from server");
+    else if (err)
+        call_fail(call, CURLE_RECV_ERROR, "Recv failure: %s", strerror(err));
+    else
+        call_fail(call, CURLE_PARTIAL_FILE, "transfer closed with outstanding read data remaining");
+}
+
+/* Reads once. Returns 1 when bytes were taken and the call goes on, 0
+ * when the socket had nothing (EAGAIN), -1 when the call or connection ended. */
+static int conn_read(struct h1_conn *conn)
+{
+    struct http_client *c = conn->host->client;
+    struct http_call *call = conn->call;
+    struct iovec iov = {c->peek, sizeof(c->peek)};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (c->cfg.rx_timestamps) {
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof(ctl.buf);
+    }
+    ssize_t n = recvmsg(conn->fd, &msg, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (!call) { /* idle: closed by the server, or it spoke out of turn */
+        conn_close(conn);
+        return -1;
+    }
+    if (n <= 0) {
+        conn_eof(conn, n < 0 ? errno : 0);
+        return -1;
+    }
+    uint64_t now = ts_now_ns();
+    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg) : 0;
+    conn->rx_ns = stamp && stamp <= now ? stamp : now;
+    conn->got_bytes = true;
+    hc_call_rx(call, conn->rx_ns);
+    size_t used = http_parser_execute(&conn->parser, &parser_settings, c->peek, (size_t)n);
+    enum http_errno e = HTTP_PARSER_ERRNO(&conn->parser);
+    if (call->finished)
+        return -1;
+    if (call->forced != HTTP_CALL_OK) {
+        conn_close(conn);
+        hc_call_finish(call, CURLE_OK);
+        return -1;
+    }
+    if (conn->msg_done) {
+        bool reusable = used == (size_t)n && conn->state == H1_RECEIVING &&
+                        http_should_keep_alive(&conn->parser);
+        conn_ended(conn, reusable);
+        return -1;
+    }
+    if (e == HPE_OK)
+        return 1;
+    {
+        conn_close(conn);
+        if (e == HPE_CB_header_field || e == HPE_CB_header_value || e == HPE_CB_headers_complete)
+            call_fail(call, CURLE_RECV_ERROR, "response headers over %d KiB",
+                      H1_MAX_RH_BYTES / 1024);
+        else
+            call_fail(call, CURLE_WEIRD_SERVER_REPLY, "malformed HTTP response: %s",
+                      http_errno_description(e));
+    }
+    return -1;
+}
+
+/*
+ * libuv stopped the poll because the socket reported an error (POLLERR,
+ * given as UV_EBADF): read what is still queued, then the read itself
+ * reports the real error (a reset, a refused connection...).
+ */
+static void conn_on_error(struct h1_conn *conn)
+{
+    conn->events = 0;
+    if (!conn->call) {
+        conn_close(conn);
+        return;
+    }
+    for (int i = 0; i < 64; i++) {
+        int r = conn_read(conn);
+        if (r < 0)
+            return;
+        if (r == 0)
+            break;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        err = errno;
+    if (err) {
+        conn_eof(conn, err);
+        return;
+    }
+    if (conn_watch(conn, conn->state == H1_SENDING ? UV_READABLE | UV_WRITABLE : UV_READABLE)) {
+        struct http_call *call = conn->call;
+        conn_close(conn);
+        call_fail(call, CURLE_RECV_ERROR, "cannot watch the connection's socket");
+    }
+}
+
+/* ---- sending --------------------------------------------------------------- */
+
+static void conn_send(struct h1_conn *conn)
+{
+    struct http_call *call = conn->call;
+    size_t total = call->h1_req_len + call->h1_body_len;
+    while (call->h1_sent < total) {
+        struct iovec iov[2];
+        int n = 0;
+        if (call->h1_sent < call->h1_req_len) {
+            iov[n].iov_base = call->h1_req + call->h1_sent;
+            iov[n++].iov_len = call->h1_req_len - call->h1_sent;
+            if (call->h1_body_len) {
+                iov[n].iov_base = (void *)call->h1_body;
+                iov[n++].iov_len = call->h1_body_len;
+            }
+        } else {
+            size_t off = call->h1_sent - call->h1_req_len;
+            iov[n].iov_base = (char *)call->h1_body + off;
+            iov[n++].iov_len = call->h1_body_len - off;
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            int err = errno;
+            if (call_retry_elsewhere(call, conn))
+                return;
+            conn_close(conn);
+            call_fail(call, CURLE_SEND_ERROR, "Send failure: %s", strerror(err));
+            return;
+        }
+        call->h1_sent += (size_t)w;
+    }
+    bool done = call->h1_sent == total;
+    if (done)
+        conn->state = H1_RECEIVING;
+    if (conn_watch(conn, done ? UV_READABLE : UV_READABLE | UV_WRITABLE)) {
+        conn_close(conn);
+        call_fail(call, CURLE_FAILED_INIT, "cannot watch the connection's socket");
+    }
+}
+
+/* Puts call on conn (connected) and starts sending. */
+static void conn_begin_call(struct h1_conn *conn, struct http_call *call)
+{
+    conn->call = call;
+    conn->msg_done = false;
+    conn->got_bytes = false;
+    conn->state = H1_SENDING;
+    call->h1_conn = conn;
+    call->h1_reused = conn->served > 0;
+    http_parser_init(&conn->parser, HTTP_RESPONSE);
+    conn->parser.data = conn;
+    uint64_t now = ts_now_ns();
+    if (!call->h1_dns_ns)
+        call->h1_dns_ns = now;
+    if (!call->h1_connect_ns)
+        call->h1_connect_ns = now;
+    call->h1_pretransfer_ns = now;
+    conn_send(conn);
+}
+
+/* ---- connecting -------------------------------------------------------------- */
+
+static void conn_connect_failed(struct h1_conn *conn, int err)
+{
+    struct h1_host *host = conn->host;
+    struct http_call *call = conn->call;
+    unsigned next = conn->addr_i + 1;
+    conn_close(conn);
+    if (next < host->naddr) { /* the next address, on a new socket */
+        struct h1_conn *nc = NULL;
+        int s = socket(host->addr[next].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s >= 0 && (nc = conn_new(host, s)) != NULL) {
+            nc->addr_i = next;
+            nc->call = call;
+            call->h1_conn = nc;
+            conn_connect(nc);
+            return;
+        }
+        if (s >= 0)
+            close(s);
+    }
+    call_fail(call, CURLE_COULDNT_CONNECT, "Failed to connect to %s port %u: %s", host->name,
+              host->port, strerror(err));
+}
+
+static void conn_connected(struct h1_conn *conn)
+{
+    struct http_call *call = conn->call;
+    call->h1_connect_ns = ts_now_ns();
+    conn_begin_call(conn, call);
+}
+
+static void conn_connect(struct h1_conn *conn)
+{
+    struct http_client *c = conn->host->client;
+    struct h1_host *host = conn->host;
+    int one = 1;
+    conn->state = H1_CONNECTING;
+    (void)setsockopt(conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (c->cfg.rx_timestamps && setsockopt(conn->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)))
+        ts_debug("http_client: SO_TIMESTAMPNS: %s", strerror(errno));
+    int rc = connect(conn->fd, (struct sockaddr *)&host->addr[conn->addr_i],
+                     host->addr_len[conn->addr_i]);
+    if (rc == 0) {
+        conn_connected(conn);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        conn_connect_failed(conn, errno);
+        return;
+    }
+    if (conn_watch(conn, UV_WRITABLE)) {
+        struct http_call *call = conn->call;
+        conn_close(conn);
+        call_fail(call, CURLE_FAILED_INIT, "cannot watch the connection's socket");
+    }
+}
+
+static void conn_on_poll(uv_poll_t *h, int status, int events)
+{
+    struct h1_conn *conn = h->data;
+    struct http_client *c = conn->host->client;
+    if (conn->closing)
+        return;
+    if (conn->state == H1_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (status < 0)
+            conn->events = 0; /* libuv stopped the poll */
+        if (!err && status < 0)
+            err = ECONNREFUSED; /* POLLERR, yet no socket error: say refused */
+        if (err)
+            conn_connect_failed(conn, err);
+        else if (events & UV_WRITABLE)
+            conn_connected(conn);
+        hc_between_reads(c);
+        return;
+    }
+    if (status < 0) {
+        conn_on_error(conn);
+    } else {
+        if ((events & UV_WRITABLE) && conn->state == H1_SENDING)
+            conn_send(conn);
+        if ((events & UV_READABLE) && !conn->closing)
+            (void)conn_read(conn);
+    }
+    hc_between_reads(c);
+}
+
+/* A new connection for call to its host's address 0. */
+static void call_connect(struct http_call *call)
+{
+    struct h1_host *host = call->h1_host;
+    int s = socket(host->addr[0].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        call_fail(call, CURLE_COULDNT_CONNECT, "socket: %s", strerror(errno));
+        return;
+    }
+    struct h1_conn *conn = conn_new(host, s);
+    if (!conn) {
+        close(s);
+        call_fail(call, CURLE_OUT_OF_MEMORY, "out of memory for a connection");
+        return;
+    }
+    conn->call = call;
+    call->h1_conn = conn;
+    conn_connect(conn);
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+static void host_resolved(struct h1_host *host, int status, struct addrinfo *res)
+{
+    host->naddr = 0;
+    for (struct addrinfo *ai = res; ai && host->naddr < H1_MAX_ADDRS; ai = ai->ai_next) {
+        if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+            ai->ai_addrlen > sizeof(host->addr[0]))
+            continue;
+        memcpy(&host->addr[host->naddr], ai->ai_addr, ai->ai_addrlen);
+        host->addr_len[host->naddr++] = ai->ai_addrlen;
+    }
+    host->resolved_ns = ts_now_ns();
+    while (!hc_list_empty(&host->waiting)) {
+        struct http_call *call = CONTAINER_OF(host->waiting.next, struct http_call, h1_wait_link);
+        hc_list_remove(&call->h1_wait_link);
+        if (!host->naddr) {
+            call_fail(call, CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: %s (%s)",
+                      host->name, status ? uv_strerror(status) : "no address");
+        } else {
+            call->h1_dns_ns = host->resolved_ns;
+            call_connect(call);
+        }
+    }
+}
+
+static void on_getaddrinfo(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct h1_gai *g = req->data;
+    struct h1_host *host = g->host;
+    struct http_client *c = g->client;
+    if (host) {
+        host->gai = NULL;
+        host_resolved(host, status, res);
+    }
+    uv_freeaddrinfo(res);
+    ts_free(g);
+    hc_client_handle_closed(c);
+}
+
+static int host_resolve(struct h1_host *host)
+{
+    struct http_client *c = host->client;
+    struct h1_gai *g = ts_calloc(1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    g->req.data = g;
+    g->host = host;
+    g->client = c;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    char port[8];
+    snprintf(port, sizeof(port), "%u", host->port);
+    int rc = uv_getaddrinfo(c->loop, &g->req, on_getaddrinfo, host->name, port, &hints);
+    if (rc) {
+        ts_free(g);
+        return rc;
+    }
+    c->open_handles++;
+    host->gai = (struct uv_getaddrinfo_s *)g;
+    return 0;
+}
+
+static void call_start_on_host(struct http_call *call)
+{
+    struct h1_host *host = call->h1_host;
+    if (host->literal && !call->h1_dns_ns)
+        call->h1_dns_ns = ts_now_ns();
+    if (!host->literal && !host->gai &&
+        (!host->naddr || ts_now_ns() - host->resolved_ns > H1_DNS_TTL_NS)) {
+        int rc = host_resolve(host);
+        if (rc) {
+            call_fail(call, CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: %s (%s)",
+                      host->name, uv_strerror(rc));
+            return;
+        }
+    }
+    if (host->gai) {
+        hc_list_add_tail(&host->waiting, &call->h1_wait_link);
+        return;
+    }
+    if (!call->h1_dns_ns)
+        call->h1_dns_ns = ts_now_ns(); /* a name still in the cache */
+    call_connect(call);
+}
+
+/* ---- targets ----------------------------------------------------------------- */
+
+static void host_free(struct h1_host *host)
+{
+    hc_list_remove(&host->link);
+    if (host->gai)
+        ((struct h1_gai *)host->gai)->host = NULL;
+    ts_free(host->host_hdr);
+    ts_free(host);
+}
+
+/* Finds or makes the target name:port. name is curl's host part ([v6] with
+ * brackets). */
+static struct h1_host *host_get(struct http_client *c, const char *name, unsigned port)
+{
+    char bare[H1_MAX_NAME + 1];
+    size_t n = strlen(name);
+    bool v6 = n >= 2 && name[0] == '[' && name[n - 1] == ']';
+    if (v6) {
+        name++;
+        n -= 2;
+    }
+    if (n == 0 || n > H1_MAX_NAME || port == 0 || port > 65535)
+        return NULL;
+    memcpy(bare, name, n);
+    bare[n] = '\0';
+    unsigned count = 0;
+    for (struct http_client_list *l = c->h1_hosts.next; l != &c->h1_hosts; l = l->next) {
+        struct h1_host *h = CONTAINER_OF(l, struct h1_host, link);
+        if (h->port == port && strcmp(h->name, bare) == 0)
+            return h;
+        count++;
+    }
+    if (count >= H1_MAX_HOSTS) { /* drop a target nobody uses */
+        for (struct http_client_list *l = c->h1_hosts.next; l != &c->h1_hosts; l = l->next) {
+            struct h1_host *h = CONTAINER_OF(l, struct h1_host, link);
+            if (!h->users && !h->gai && hc_list_empty(&h->idle) && c->h1_url_host != h) {
+                host_free(h);
+                break;
+            }
+        }
+    }
+    struct h1_host *h = ts_calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->client = c;
+    hc_list_init(&h->idle);
+    hc_list_init(&h->waiting);
+    memcpy(h->name, bare, n + 1);
+    h->port = (uint16_t)port;
+    size_t hl = n + 16;
+    h->host_hdr = ts_malloc(hl);
+    if (!h->host_hdr) {
+        ts_free(h);
+        return NULL;
+    }
+    if (port == 80)
+        snprintf(h->host_hdr, hl, v6 ? "[%s]" : "%s", bare);
+    else
+        snprintf(h->host_hdr, hl, v6 ? "[%s]:%u" : "%s:%u", bare, port);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&h->addr[0];
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&h->addr[0];
+    if (!v6 && inet_pton(AF_INET, bare, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        h->addr_len[0] = sizeof(*a4);
+        h->naddr = 1;
+        h->literal = true;
+    } else if (v6 && inet_pton(AF_INET6, bare, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        h->addr_len[0] = sizeof(*a6);
+        h->naddr = 1;
+        h->literal = true;
+    } else if (v6) {
+        ts_free(h->host_hdr);
+        ts_free(h);
+        return NULL;
+    }
+    hc_list_add_tail(&c->h1_hosts, &h->link);
+    return h;
+}
+
+/* Splits url with curl's URL parser: the target and the request target
+ * (path and query). False when the engine should leave the URL to curl. */
+static bool url_split(struct http_client *c, const char *url)
+{
+    if (c->h1_url && strcmp(c->h1_url, url) == 0)
+        return c->h1_url_host != NULL;
+    ts_free(c->h1_url);
+    ts_free(c->h1_url_path);
+    c->h1_url = NULL;
+    c->h1_url_path = NULL;
+    c->h1_url_host = NULL;
+    CURLU *u = curl_url();
+    if (!u)
+        return false;
+    char *scheme = NULL, *user = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL;
+    char *zone = NULL;
+    bool ok = false;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK || strcmp(scheme, "http") ||
+        curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_NO_USER ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_ZONEID, &zone, 0) == CURLUE_OK || /* left to curl */
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK)
+        goto out;
+    CURLUcode qrc = curl_url_get(u, CURLUPART_QUERY, &query, 0);
+    if (qrc != CURLUE_OK && qrc != CURLUE_NO_QUERY)
+        goto out;
+    char *end = NULL;
+    unsigned long pn = strtoul(port, &end, 10);
+    if (!end || *end || pn == 0 || pn > 65535)
+        goto out;
+    struct h1_host *h = host_get(c, host, (unsigned)pn);
+    if (!h)
+        goto out;
+    size_t pl = strlen(path), ql = query ? strlen(query) : 0;
+    char *target = ts_malloc(pl + ql + 2);
+    char *copy = ts_strdup(url);
+    if (!target || !copy) {
+        ts_free(target);
+        ts_free(copy);
+        goto out;
+    }
+    memcpy(target, path, pl);
+    if (query) {
+        target[pl] = '?';
+        memcpy(target + pl + 1, query, ql + 1);
+    } else {
+        target[pl] = '\0';
+    }
+    for (char *p = target; *p; p++) {
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) { /* curl would send it; we don't */
+            ts_free(target);
+            ts_free(copy);
+            goto out;
+        }
+    }
+    c->h1_url = copy;
+    c->h1_url_host = h;
+    c->h1_url_path = target;
+    ok = true;
+out:
+    curl_free(scheme);
+    curl_free(user);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(query);
+    curl_free(zone);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+/* ---- the request head ---------------------------------------------------- */
+
+enum {
+    HB_HOST = 1 << 0,
+    HB_UA = 1 << 1,
+    HB_ACCEPT = 1 << 2,
+    HB_CTYPE = 1 << 3,
+};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} builtin[] = {
+    {"Host", HB_HOST},
+    {"User-Agent", HB_UA},
+    {"Accept", HB_ACCEPT},
+    {"Content-Type", HB_CTYPE},
+};
+
+/* Length of a header's name (before ':' or ';'). */
+static size_t hdr_name_len(const char *h)
+{
+    return strcspn(h, ":;");
+}
+
+/* The value after the name and its mark, blanks skipped. */
+static const char *hdr_value(const char *h)
+{
+    const char *v = h + hdr_name_len(h) + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    return v;
+}
+
+static bool hdr_is(const char *h, const char *name)
+{
+    size_t n = hdr_name_len(h);
+    return strlen(name) == n && strncasecmp(h, name, n) == 0;
+}
+
+bool h1_eligible(struct http_client *c, const struct http_call_spec *spec, bool has_expect)
+{
+    if (c->cfg.engine != HTTP_CLIENT_ENGINE_AUTO || c->cfg.version == HTTP_CLIENT_HTTP2_PRIOR ||
+        c->h1_proxy_env || c->cfg.max_host_connections || c->cfg.max_total_connections)
+        return false;
+    if (strncasecmp(spec->url, "http://", 7) != 0)
+        return false;
+    for (size_t i = 0; i < spec->n_headers; i++) {
+        const char *h = spec->headers[i];
+        /* Framing and interim responses stay curl's business. */
+        if (hdr_is(h, "Content-Length") || hdr_is(h, "Transfer-Encoding"))
+            return false;
+        if (hdr_is(h, "Expect") && *hdr_value(h))
+            return false;
+    }
+    (void)has_expect;
+    return url_split(c, spec->url);
+}
+
+static int build_head(struct http_call *call, const struct http_call_spec *spec, const char *m,
+                      bool has_body)
+{
+    struct http_client *c = call->client;
+    struct buf b;
+    unsigned given = 0;
+    int rc = 0;
+    buf_init(&b, SIZE_MAX / 2);
+    for (size_t i = 0; i < spec->n_headers; i++)
+        for (size_t k = 0; k < sizeof(builtin) / sizeof(builtin[0]); k++)
+            if (hdr_is(spec->headers[i], builtin[k].name))
+                given |= builtin[k].bit;
+    rc = buf_appendf(&b, "%s %s HTTP/1.1\r\n", m, c->h1_url_path);
+    if (!rc && !(given & HB_HOST))
+        rc = buf_appendf(&b, "Host: %s\r\n", call->h1_host->host_hdr);
+    if (!rc && !(given & HB_UA))
+        rc = buf_append_str(&b, "User-Agent: " H1_USER_AGENT "\r\n");
+    if (!rc && !(given & HB_ACCEPT))
+        rc = buf_append_str(&b, "Accept: */*\r\n");
+    for (size_t i = 0; i < spec->n_headers && !rc; i++) {
+        const char *h = spec->headers[i];
+        size_t n = hdr_name_len(h);
+        const char *v = hdr_value(h);
+        if (h[n] == ';') { /* "Name;": sent with an empty value, if nothing follows */
+            if (!*v)
+                rc = buf_appendf(&b, "%.*s:\r\n", (int)n, h);
+            continue;
+        }
+        if (!*v)
+            continue; /* "Name:": removes it */
+        rc = buf_appendf(&b, "%s\r\n", h);
+    }
+    if (!rc && has_body) {
+        rc = buf_appendf(&b, "Content-Length: %zu\r\n", spec->body_len);
+        if (!rc && !(given & HB_CTYPE))
+            rc = buf_append_str(&b, "Content-Type: application/x-www-form-urlencoded\r\n");
+    }
+    if (!rc)
+        rc = buf_append_str(&b, "\r\n");
+    if (rc) {
+        buf_release(&b);
+        return -ENOMEM;
+    }
+    call->h1_req = buf_take(&b, &call->h1_req_len);
+    return 0;
+}
+
+int h1_start(struct http_call *call, const struct http_call_spec *spec, const void *body)
+{
+    struct http_client *c = call->client;
+    const char *m = spec->method ? spec->method : (spec->body ? "POST" : "GET");
+    bool is_post = strcmp(m, "POST") == 0;
+    bool has_body = spec->body != NULL || is_post;
+    call->h1 = true;
+    call->h1_host = c->h1_url_host;
+    call->h1_head = strcmp(m, "HEAD") == 0;
+    call->h1_body = has_body ? (body ? body : "") : NULL;
+    call->h1_body_len = has_body ? spec->body_len : 0;
+    hc_list_init(&call->h1_wait_link);
+    buf_init(&call->h1_rh, H1_MAX_RH_BYTES);
+    int rc = build_head(call, spec, m, has_body);
+    if (rc)
+        return rc;
+    call->h1_host->users++;
+    return 0;
+}
+
+void h1_launch(struct http_call *call)
+{
+    struct http_client *c = call->client;
+    struct h1_host *host = call->h1_host;
+    c->h1_sync++;
+    if (!hc_list_empty(&host->idle)) {
+        struct h1_conn *conn = CONTAINER_OF(host->idle.next, struct h1_conn, link);
+        hc_list_remove(&conn->link);
+        c->h1_idle--;
+        call->h1_dns_ns = call->h1_connect_ns = ts_now_ns();
+        conn_begin_call(conn, call);
+    } else {
+        call_start_on_host(call);
+    }
+    c->h1_sync--;
+}
+
+void h1_call_release(struct http_call *call)
+{
+    hc_list_remove(&call->h1_wait_link);
+    if (call->h1_conn) {
+        struct h1_conn *conn = call->h1_conn;
+        conn_close(conn); /* mid-call: the connection cannot be reused */
+    }
+    if (call->h1_host) {
+        call->h1_host->users--;
+        call->h1_host = NULL;
+    }
+}
+
+static const char *rh_next(const struct http_call *call, const char *p)
+{
+    return p + strlen(p) + 1;
+}
+
+const char *h1_header(struct http_call *call, const char *name)
+{
+    if (!call->headers_done)
+        return NULL;
+    const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
+    for (unsigned i = 0; p && i < call->h1_rh_n && p < end; i++) {
+        const char *v = rh_next(call, p);
+        if (strcasecmp(p, name) == 0)
+            return v;
+        p = rh_next(call, v);
+    }
+    return NULL;
+}
+
+int h1_headers_each(struct http_call *call,
+                    int (*fn)(void *ctx, const char *name, const char *value), void *ctx)
+{
+    if (!call->headers_done)
+        return 0;
+    const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
+    for (unsigned i = 0; p && i < call->h1_rh_n && p < end; i++) {
+        const char *v = rh_next(call, p);
+        int rc = fn(ctx, p, v);
+        if (rc)
+            return rc;
+        p = rh_next(call, v);
+    }
+    return 0;
+}
+
+static uint64_t since(uint64_t start, uint64_t t)
+{
+    if (!t)
+        return 0;
+    return t > start ? t - start : 1000; /* curl: at least 1 us for a phase reached */
+}
+
+void h1_fill_result(struct http_call *call, struct http_call_result *res)
+{
+    res->status = call->h1_status >= 200 || call->headers_done ? call->h1_status : 0;
+    res->reused = call->h1_reused;
+    res->dns_ns = since(call->start_ns, call->h1_dns_ns);
+    res->connect_ns = since(call->start_ns, call->h1_connect_ns);
+    res->tls_ns = 0;
+    res->pretransfer_ns = since(call->start_ns, call->h1_pretransfer_ns);
+    res->starttransfer_ns = since(call->start_ns, call->first_rx_ns);
+    res->total_ns = since(call->start_ns, res->end_ns);
+}
+
+void h1_client_init(struct http_client *c)
+{
+    hc_list_init(&c->h1_hosts);
+    const char *vars[] = {"http_proxy", "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            c->h1_proxy_env = true;
+    }
+}
+
+void h1_client_close(struct http_client *c)
+{
+    while (!hc_list_empty(&c->h1_hosts)) {
+        struct h1_host *h = CONTAINER_OF(c->h1_hosts.next, struct h1_host, link);
+        while (!hc_list_empty(&h->idle))
+            conn_close(CONTAINER_OF(h->idle.next, struct h1_conn, link));
+        if (h->gai)
+            (void)uv_cancel((uv_req_t *)&((struct h1_gai *)h->gai)->req);
+        /* Closing connections still point at h until their close callback. */
+        hc_list_remove(&h->link);
+        if (h->gai)
+            ((struct h1_gai *)h->gai)->host = NULL;
+        h->gai = NULL;
+        if (!h->users) {
+            ts_free(h->host_hdr);
+            ts_free(h);
+        } else {
+            h->orphan = true; /* freed by the last connection's close */
+        }
+    }
+    ts_free(c->h1_url);
+    ts_free(c->h1_url_path);
+    c->h1_url = c->h1_url_path = NULL;
+    c->h1_url_host = NULL;
+}
