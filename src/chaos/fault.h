@@ -52,6 +52,10 @@
  *   tcp_blackhole       delay (how long to swallow before closing; 0 = forever)
  *   tcp_reset           delay (RST after this long) and/or bytes (after N bytes)
  *   tcp_limit           bytes (close after N bytes in total)
+ *   (TCP faults default to downstream: the bytes written to the client; with
+ *   direction upstream, bandwidth, slicer, reset and limit act on each
+ *   request's bytes written to the upstream, latency delays the forwarding;
+ *   slow close and blackhole act on the client connection either way)
  *   http_abort          status (400..599, default 503), retry_after (duration,
  *                       429 default 1s: Retry-After header in whole seconds),
  *                       text (the error message of the OpenAI-style body)

@@ -103,6 +103,10 @@ struct pxreq {
 };
 
 static void px_progress(struct pxreq *x);
+static struct pxconn *px_tcp_upstream(struct pxreq *x, uint64_t now);
+static uint64_t pxconn_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
+                             uint64_t *wake_at, enum http_shape_then *then);
+static void pxconn_release(void *ctx);
 
 /* ------------------------------------------------------------ lifetime */
 
@@ -639,7 +643,24 @@ static void px_forward(struct pxreq *x)
         .body_len = body_len,
         .copy_body = true,
     };
+    struct pxconn *up = px_tcp_upstream(x, ts_now_ns());
+    struct http_shaper upsh = {pxconn_allow, 0, pxconn_release, up};
+    if (up)
+        spec.send_shaper = &upsh;
     rc = http_client_request(&p->client, &spec, &up_ops, x, &x->call);
+    if (rc == -ENOTSUP && up) { /* an upstream the own engine does not serve (TLS...) */
+        pxconn_release(up);
+        up = NULL;
+        spec.send_shaper = NULL;
+        if (!p->warned_up_shaping) {
+            p->warned_up_shaping = true;
+            ts_warn("proxy: upstream-direction TCP faults need a plain http:// upstream; "
+                    "not applied");
+        }
+        rc = http_client_request(&p->client, &spec, &up_ops, x, &x->call);
+    } else if (rc && up) {
+        pxconn_release(up);
+    }
     buf_release(&hb);
     if (rc) {
         p->upstream_errors++;
@@ -896,6 +917,9 @@ static void pxconn_release(void *ctx)
     ts_free(k);
 }
 
+static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t now,
+                         uint64_t *close_delay_ns);
+
 /* Rolls the TCP faults of x's connection (its first request) and shapes
  * the connection's output with them. */
 static void px_tcp_roll(struct pxreq *x, uint64_t now)
@@ -915,32 +939,53 @@ static void px_tcp_roll(struct pxreq *x, uint64_t now)
     k->nhits = n;
     rng_seed(&k->rng, rng_next_u64(&x->rng));
     struct http_shaper sh = {pxconn_allow, 0, pxconn_release, k};
-    for (size_t i = 0; i < n; i++) {
-        struct fault *f = hits[i];
+    for (size_t i = 0; i < n; i++)
+        px_count(x, hits[i]);
+    pxconn_setup(k, FAULT_DIR_DOWNSTREAM, now, &sh.close_delay_ns);
+    if (http_request_set_shaper(x->req, &sh) != 0)
+        pxconn_release(k);
+}
+
+/*
+ * Takes the TCP faults of k->hits that act in direction dir: latency,
+ * bandwidth, slicer, reset and limit (slow close and blackhole act on the
+ * client connection whatever their direction; upstream latency delays the
+ * forwarding instead, see px_tcp_request).
+ */
+static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t now,
+                         uint64_t *close_delay_ns)
+{
+    for (size_t i = 0; i < k->nhits; i++) {
+        struct fault *f = k->hits[i];
         const struct fault_params *pa = &f->params;
-        px_count(x, f);
+        bool on = (f->dir & dir) != 0;
         switch (f->type) {
         case FAULT_TCP_LATENCY:
-            if ((f->dir & FAULT_DIR_DOWNSTREAM) && !k->lat)
+            if (on && dir == FAULT_DIR_DOWNSTREAM && !k->lat)
                 k->lat = f;
             break;
         case FAULT_TCP_BANDWIDTH:
+            if (!on)
+                break;
             if (pa->rate > 0 && (k->rate == 0 || pa->rate < k->rate))
                 k->rate = pa->rate;
             break;
         case FAULT_TCP_SLICER:
-            if (!k->slicer)
+            if (on && !k->slicer)
                 k->slicer = f;
             break;
         case FAULT_TCP_SLOW_CLOSE:
-            sh.close_delay_ns = pxconn_sample(k, &pa->delay);
+            if (close_delay_ns)
+                *close_delay_ns = pxconn_sample(k, &pa->delay);
             break;
         case FAULT_TCP_BLACKHOLE:
-            if (!k->blackhole)
+            if (close_delay_ns && !k->blackhole)
                 k->blackhole = f;
             break;
         case FAULT_TCP_RESET:
         case FAULT_TCP_LIMIT:
+            if (!on)
+                break;
             if (f->type == FAULT_TCP_RESET && pa->has_delay) {
                 uint64_t at = now + pxconn_sample(k, &pa->delay);
                 k->reset_at = k->reset_at ? (at < k->reset_at ? at : k->reset_at) : at;
@@ -954,8 +999,36 @@ static void px_tcp_roll(struct pxreq *x, uint64_t now)
             break;
         }
     }
-    if (http_request_set_shaper(x->req, &sh) != 0)
-        pxconn_release(k);
+}
+
+/*
+ * A shaper for the request bytes x forwards upstream, from the TCP faults of
+ * its client connection that act upstream (bandwidth, slicer, reset, limit;
+ * each request's bytes are counted alone). NULL when there are none.
+ */
+static struct pxconn *px_tcp_upstream(struct pxreq *x, uint64_t now)
+{
+    const struct pxconn *kc = http_request_shaper_ctx(x->req);
+    if (!kc)
+        return NULL;
+    bool any = false;
+    for (size_t i = 0; i < kc->nhits; i++) {
+        enum fault_type t = kc->hits[i]->type;
+        if ((kc->hits[i]->dir & FAULT_DIR_UPSTREAM) &&
+            (t == FAULT_TCP_BANDWIDTH || t == FAULT_TCP_SLICER || t == FAULT_TCP_RESET ||
+             t == FAULT_TCP_LIMIT))
+            any = true;
+    }
+    if (!any)
+        return NULL;
+    struct pxconn *k = ts_calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    for (size_t i = 0; i < kc->nhits; i++)
+        k->hits[k->nhits++] = fault_ref(kc->hits[i]);
+    rng_seed(&k->rng, rng_next_u64(&x->rng));
+    pxconn_setup(k, FAULT_DIR_UPSTREAM, now, NULL);
+    return k;
 }
 
 /* The per-connection TCP faults that act on this request: blackhole, and

@@ -85,6 +85,7 @@ struct proxy {
     uint64_t requests_total;
     uint64_t in_flight;
     uint64_t upstream_errors;
+    bool warned_up_shaping; /* said once: upstream TCP faults need http:// */
     uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
     uint64_t req_seq;       /* seeds per-request generators */
     struct proxy_tracer tracer;

@@ -450,13 +450,98 @@ static void conn_on_error(struct h1_conn *conn)
 
 /* ---- sending --------------------------------------------------------------- */
 
+static void conn_send(struct h1_conn *conn);
+
+static void wake_on_closed(uv_handle_t *h)
+{
+    struct http_client *c = h->data;
+    ts_free(h);
+    hc_client_handle_closed(c);
+}
+
+static void shaper_on_wake(uv_timer_t *t);
+
+/* Calls the shaper again at wake (monotonic ns). */
+static void shaper_arm(struct http_call *call, uint64_t wake)
+{
+    if (!call->h1_wake) {
+        call->h1_wake = ts_malloc(sizeof(*call->h1_wake));
+        if (!call->h1_wake)
+            return;
+        (void)uv_timer_init(call->client->loop, call->h1_wake); /* cannot fail */
+        call->client->open_handles++;
+    }
+    call->h1_wake->data = call;
+    uint64_t now = ts_now_ns();
+    uint64_t ms = wake > now ? (wake - now + TS_NS_PER_MS - 1) / TS_NS_PER_MS : 0;
+    (void)uv_timer_start(call->h1_wake, shaper_on_wake, ms, 0);
+}
+
+/* The shaper ends the connection: a reset or a close, the call fails. */
+static void shaper_cut(struct h1_conn *conn, enum http_shape_then then)
+{
+    struct http_call *call = conn->call;
+    bool sent = call->h1_sent == call->h1_req_len + call->h1_body_len;
+    if (then == HTTP_SHAPE_RESET) {
+        struct linger lg = {1, 0};
+        (void)setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    conn_close(conn);
+    const char *how = then == HTTP_SHAPE_RESET ? "reset" : "closed";
+    if (sent)
+        call_fail(call, CURLE_RECV_ERROR, "connection %s by the send shaper", how);
+    else
+        call_fail(call, CURLE_SEND_ERROR, "connection %s by the send shaper after %zu bytes", how,
+                  call->h1_sent);
+}
+
+static void shaper_on_wake(uv_timer_t *t)
+{
+    struct http_call *call = t->data;
+    struct h1_conn *conn = call->h1_conn;
+    if (call->finished || !conn || conn->state == H1_CONNECTING)
+        return;
+    if (conn->state == H1_SENDING) {
+        conn_send(conn);
+        return;
+    }
+    size_t total = call->h1_req_len + call->h1_body_len;
+    uint64_t wake = 0;
+    enum http_shape_then then = HTTP_SHAPE_MORE;
+    (void)call->h1_shaper.allow(call->h1_shaper.ctx, total, total, ts_now_ns(), &wake, &then);
+    if (then != HTTP_SHAPE_MORE)
+        shaper_cut(conn, then);
+    else if (wake)
+        shaper_arm(call, wake);
+}
+
 static void conn_send(struct h1_conn *conn)
 {
     struct http_call *call = conn->call;
     size_t total = call->h1_req_len + call->h1_body_len;
+    bool held = false; /* the shaper holds the rest back for now */
     while (call->h1_sent < total) {
         struct iovec iov[2];
         int n = 0;
+        size_t room = total - call->h1_sent;
+        enum http_shape_then then = HTTP_SHAPE_MORE;
+        if (call->h1_shaped) {
+            uint64_t wake = 0;
+            uint64_t ok = call->h1_shaper.allow(call->h1_shaper.ctx, total, call->h1_sent,
+                                                ts_now_ns(), &wake, &then);
+            if (ok < room)
+                room = (size_t)ok;
+            if (wake)
+                shaper_arm(call, wake);
+            if (!room) {
+                if (then != HTTP_SHAPE_MORE) {
+                    shaper_cut(conn, then);
+                    return;
+                }
+                held = true;
+                break;
+            }
+        }
         if (call->h1_sent < call->h1_req_len) {
             iov[n].iov_base = call->h1_req + call->h1_sent;
             iov[n++].iov_len = call->h1_req_len - call->h1_sent;
@@ -469,6 +554,15 @@ static void conn_send(struct h1_conn *conn)
             iov[n].iov_base = (char *)call->h1_body + off;
             iov[n++].iov_len = call->h1_body_len - off;
         }
+        /* at most room bytes */
+        size_t left = room;
+        for (int i = 0; i < n; i++) {
+            if (iov[i].iov_len > left)
+                iov[i].iov_len = left;
+            left -= iov[i].iov_len;
+        }
+        if (n == 2 && iov[1].iov_len == 0)
+            n = 1;
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
@@ -484,11 +578,17 @@ static void conn_send(struct h1_conn *conn)
             return;
         }
         call->h1_sent += (size_t)w;
+        if (then != HTTP_SHAPE_MORE && (size_t)w == room) {
+            shaper_cut(conn, then);
+            return;
+        }
+        if (call->h1_shaped && (size_t)w < room)
+            break; /* the kernel is full: wait for writable */
     }
     bool done = call->h1_sent == total;
     if (done)
         conn->state = H1_RECEIVING;
-    if (conn_watch(conn, done ? UV_READABLE : UV_READABLE | UV_WRITABLE)) {
+    if (conn_watch(conn, done || held ? UV_READABLE : UV_READABLE | UV_WRITABLE)) {
         conn_close(conn);
         call_fail(call, CURLE_FAILED_INIT, "cannot watch the connection's socket");
     }
@@ -982,6 +1082,10 @@ int h1_start(struct http_call *call, const struct http_call_spec *spec, const vo
     call->h1_host = c->h1_url_host;
     call->h1_head = strcmp(m, "HEAD") == 0;
     call->h1_body = has_body ? (body ? body : "") : NULL;
+    if (spec->send_shaper && spec->send_shaper->allow) {
+        call->h1_shaper = *spec->send_shaper;
+        call->h1_shaped = true;
+    }
     call->h1_body_len = has_body ? spec->body_len : 0;
     hc_list_init(&call->h1_wait_link);
     buf_init(&call->h1_rh, H1_MAX_RH_BYTES);
@@ -1012,6 +1116,16 @@ void h1_launch(struct http_call *call)
 void h1_call_release(struct http_call *call)
 {
     hc_list_remove(&call->h1_wait_link);
+    if (call->h1_wake) {
+        call->h1_wake->data = call->client;
+        uv_close((uv_handle_t *)call->h1_wake, wake_on_closed);
+        call->h1_wake = NULL;
+    }
+    if (call->h1_shaped) {
+        call->h1_shaped = false;
+        if (call->h1_shaper.release)
+            call->h1_shaper.release(call->h1_shaper.ctx);
+    }
     if (call->h1_conn) {
         struct h1_conn *conn = call->h1_conn;
         conn_close(conn); /* mid-call: the connection cannot be reused */

@@ -946,6 +946,7 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
         if (rc) {
             ts_free(call->h1_req);
             buf_release(&call->h1_rh);
+            call->h1_shaped = false; /* the caller keeps the shaper's ctx */
             if (call->h1_host)
                 h1_call_release(call);
             ts_free(call);
@@ -963,6 +964,10 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
         return 0;
     }
 
+    if (spec->send_shaper) {
+        rc = -ENOTSUP; /* only the own HTTP/1.1 engine shapes what it sends */
+        goto out_free_call;
+    }
     call->easy = curl_easy_init();
     if (!call->easy) {
         rc = -ENOMEM;

@@ -1,8 +1,16 @@
 /*
- * http_client.h - asynchronous HTTP client: libcurl's multi interface on libuv.
+ * http_client.h - asynchronous HTTP client on libuv, with two engines behind
+ * one API: its own HTTP/1.1 engine (http1.c) for plain http:// calls, and
+ * libcurl's multi interface for everything else (TLS, HTTP/2, proxies,
+ * connection limits) or for every call with HTTP_CLIENT_ENGINE_CURL. The own
+ * engine exists because curl's per-socket work grows with the number of
+ * transfers (see http1.c); both behave alike: the same request headers, error
+ * classes, timeouts and result fields (curl_code holds the CURLcode curl
+ * would have given).
  *
  * One struct http_client per uv loop (per worker thread); it is not
- * thread-safe, every function must be called on the loop's thread. It follows
+ * thread-safe, every function must be called on the loop's thread. The curl
+ * engine follows
  * curl's docs/examples/multi-uv.c: CURLMOPT_SOCKETFUNCTION drives one uv_poll
  * per socket, CURLMOPT_TIMERFUNCTION drives one uv_timer, and both call
  * curl_multi_socket_action(). Connections are kept alive and reused through
@@ -31,14 +39,17 @@
  *
  * Secrets: the client never logs request or response header values.
  *
- * Memory: about 28 KiB of heap per in-flight call with curl's default
+ * Memory on the own engine: the call block, the request head and the
+ * response headers, and about 0.3 KiB per connection; the receive buffer is
+ * the client's. On curl: about 28 KiB of heap per in-flight call with curl's default
  * receive buffer, 16 KiB with recv_buffer_size = 4096 (measured, see
  * http_client.c); libcurl's easy handle dominates. This layer allocates one
  * block per call (about 0.6 KiB plus a copy of the headers and, if asked, the
  * body) and nothing per received chunk.
  *
  * Redirects are not followed (a 3xx is an ordinary response). Host names are
- * resolved by curl (its threaded resolver) and cached per client for 60 s.
+ * resolved by curl (its threaded resolver) or by uv_getaddrinfo on the own
+ * engine, and cached per client for 60 s.
  *
  * Before any client is created, call http_client_global_init() once from the
  * main thread (curl_global_init); http_client_global_cleanup() at exit. Easy
@@ -55,6 +66,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "net/shaper.h"
 
 /* A per-call timeout value meaning "no limit" (0 means "use the client's"). */
 #define HTTP_CALL_TIMEOUT_NONE UINT32_MAX
@@ -214,6 +226,10 @@ struct http_call_spec {
     uint32_t ttfb_timeout_ms;
     uint32_t idle_timeout_ms;
     uint32_t total_timeout_ms;
+    /* Optional: paces or cuts the request bytes (net/shaper.h), copied. Only
+     * the own HTTP/1.1 engine can: elsewhere http_client_request fails with
+     * -ENOTSUP. Once the request is accepted the call owns sh->ctx. */
+    const struct http_shaper *send_shaper;
 };
 
 /* Private state; embed it, do not touch the fields. */

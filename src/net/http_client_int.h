@@ -58,6 +58,9 @@ struct http_call {
     bool h1_rh_value;                                     /* the last header bytes were a value */
     uint64_t h1_dns_ns, h1_connect_ns, h1_pretransfer_ns; /* absolute, 0 = not reached */
     bool h1_reused;
+    bool h1_shaped; /* h1_shaper paces the request bytes */
+    struct http_shaper h1_shaper;
+    uv_timer_t *h1_wake; /* the shaper's wake-ups (heap, a counted handle) */
     char errbuf[CURL_ERROR_SIZE];
     /* followed by the curl_slist nodes, the header strings, the body copy */
 };

@@ -103,6 +103,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "net/shaper.h"
 
 struct http_server;
 struct http_request;
@@ -301,36 +302,8 @@ void http_request_on_drain(struct http_request *req, http_request_event_cb fn);
  */
 void http_request_on_abort(struct http_request *req, http_request_event_cb fn);
 
-/*
- * Output shaping (the chaos proxy's TCP faults). A shaper decides, for one
- * connection, how many of the bytes queued for it may go to the kernel and
- * when, and may end the connection after a given byte count.
- *
- * allow() is called on the loop thread at every flush pass of the connection
- * (after bytes were queued, after a write completed, when the shaper's own
- * wake time passed): queued is the count of bytes ever queued on the
- * connection (head and framing included), sent the count ever handed to the
- * kernel, now_ns ts_now_ns(). It returns how many more bytes may be handed
- * over now (the server clamps it to queued - sent and hands them all over).
- * *wake_at_ns (0 on entry) is when to call again; leave it 0 to be called
- * only when more bytes are queued or a write completes. *then (MORE on
- * entry) set to CLOSE or RESET ends the connection once the allowed bytes are
- * written: CLOSE closes the socket (FIN), RESET resets it (RST); a request
- * held by the handler gets on_abort. allow must not call into the server.
- *
- * close_delay_ns delays an orderly close (FIN after a response with
- * "Connection: close", http_stream_abort, ...) by that long: slow close.
- * release(ctx) (may be NULL) runs once when the connection is freed.
- */
-enum http_shape_then { HTTP_SHAPE_MORE = 0, HTTP_SHAPE_CLOSE, HTTP_SHAPE_RESET };
-
-struct http_shaper {
-    uint64_t (*allow)(void *ctx, uint64_t queued, uint64_t sent, uint64_t now_ns,
-                      uint64_t *wake_at_ns, enum http_shape_then *then);
-    uint64_t close_delay_ns;
-    void (*release)(void *ctx);
-    void *ctx;
-};
+/* Output shaping (the chaos proxy's TCP faults): struct http_shaper, see
+ * net/shaper.h. */
 
 /*
  * Shapes the output of req's connection with *sh (copied) from now until the

@@ -5,6 +5,7 @@ import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN, startSim, startServer, sleep } from './lib.mjs';
@@ -169,6 +170,52 @@ test('tcp_bandwidth 20 KB/s: a response takes bytes / rate', async () => {
   const r = await load(['--rate', '4', '--requests', '3', '--output-len', 'fixed:60']);
   every(r, 'ok');
   for (const q of r.reqs) assert.ok(q.e2el_ms > expect * 0.7, JSON.stringify(q));
+});
+
+// One POST on a connection of its own (TCP faults are rolled per client
+// connection, at its first request): resolves with status, body, ms.
+function postFresh(base, body) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const u = new URL(base + '/v1/chat/completions');
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent: false,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: 15000 },
+    (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text, ms: performance.now() - t0 }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('upstream direction: tcp_bandwidth paces the request, tcp_limit and tcp_reset cut it', async () => {
+  // A 6,000-byte prompt: its request at 4 KB/s upstream takes ~1.5 s to reach
+  // the simulator; the answer (downstream) is not shaped.
+  const body = JSON.stringify({ model: 'tokenstorm/tiny', stream: false, max_tokens: 2, ignore_eos: true,
+    messages: [{ role: 'user', content: 'word '.repeat(1200) }] });
+  let r0 = await postFresh(proxy.base, body);
+  assert.equal(r0.status, 200, r0.text);
+  const base = r0.ms;
+  await addFault({ name: 'slowup', type: 'tcp_bandwidth', rate: '4K', direction: 'upstream' });
+  r0 = await postFresh(proxy.base, body);
+  assert.equal(r0.status, 200, r0.text);
+  assert.equal(JSON.parse(r0.text).choices[0].finish_reason, 'length');
+  const expect = (body.length / 4096) * 1000;
+  assert.ok(r0.ms > expect * 0.8 && r0.ms < expect * 1.5 + base + 200, `${r0.ms} ms (expected ~${expect}, unshaped ${base})`);
+  await fetch(api + '/reset', { method: 'POST' });
+  await addFault({ name: 'cutup', type: 'tcp_limit', bytes: 300, direction: 'upstream' });
+  r0 = await postFresh(proxy.base, body);
+  assert.equal(r0.status, 502, r0.text);
+  assert.match(r0.text, /send shaper after 300 bytes|upstream/i);
+  await fetch(api + '/reset', { method: 'POST' });
+  await addFault({ name: 'rstup', type: 'tcp_reset', bytes: 300, direction: 'upstream' });
+  const r = await load(['--rate', '20', '--requests', '4', '--output-len', 'fixed:4']);
+  every(r, 'http_5xx');
+  for (const q of r.reqs) assert.equal(q.http_status, 502, JSON.stringify(q));
 });
 
 test('llm_hallucinate at rate 1: answer quality drops', async () => {

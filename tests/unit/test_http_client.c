@@ -1147,6 +1147,91 @@ static void test_host_name(void **state)
     ts_free(f);
 }
 
+/* A send shaper that lets `step` bytes out every 2 ms, and cuts (then)
+ * once `cut` bytes went out (0: never). */
+struct tshaper {
+    uint64_t step, cut;
+    enum http_shape_then then;
+    uint64_t next_at;
+    int calls, released;
+    uint64_t max_chunk; /* the most it allowed at once */
+};
+
+static uint64_t tshaper_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
+                              uint64_t *wake, enum http_shape_then *then)
+{
+    struct tshaper *t = ctx;
+    t->calls++;
+    if (sent >= queued)
+        return 0;
+    if (now < t->next_at) {
+        *wake = t->next_at;
+        return 0;
+    }
+    uint64_t n = queued - sent < t->step ? queued - sent : t->step;
+    if (t->cut && sent + n >= t->cut) {
+        n = t->cut > sent ? t->cut - sent : 0;
+        *then = t->then;
+    }
+    t->next_at = now + 2 * TS_NS_PER_MS;
+    if (sent + n < queued)
+        *wake = t->next_at;
+    if (n > t->max_chunk)
+        t->max_chunk = n;
+    return n;
+}
+
+static void tshaper_release(void *ctx)
+{
+    ((struct tshaper *)ctx)->released++;
+}
+
+/* The own engine paces the request bytes with a send shaper, or cuts them
+ * (the proxy's upstream-direction TCP faults); curl refuses a shaper. */
+static void test_send_shaper(void **state)
+{
+    static char body[300];
+    memset(body, 'b', sizeof(body));
+    struct tshaper paced = {.step = 40}, cut = {.step = 1000, .cut = 30, .then = HTTP_SHAPE_RESET};
+    struct http_shaper sh1 = {tshaper_allow, 0, tshaper_release, &paced};
+    struct http_shaper sh2 = {tshaper_allow, 0, tshaper_release, &cut};
+    char url[128];
+    struct fx *f = fx_new(NULL);
+    fx_url(f, "/echo", url, sizeof(url));
+    struct http_call_spec spec = {
+        .url = url, .body = body, .body_len = sizeof(body), .send_shaper = &sh1};
+    if (g_engine == HTTP_CLIENT_ENGINE_CURL) {
+        struct http_call *call = NULL;
+        assert_int_equal(http_client_request(&f->client, &spec, &rec_ops, &f->recs[0], &call),
+                         -ENOTSUP);
+        assert_null(call);
+        assert_int_equal(paced.released, 0); /* still the caller's */
+        f->expected = 0;
+        fx_finish(f);
+        fx_run(f);
+        ts_free(f);
+        return;
+    }
+    f->expected = 2;
+    uint64_t t0 = ts_now_ns();
+    struct rec *r1 = fx_start(f, &spec);
+    spec.send_shaper = &sh2;
+    struct rec *r2 = fx_start(f, &spec);
+    fx_run(f);
+    /* paced: the whole body arrived, 40 bytes at a time, 2 ms apart */
+    assert_int_equal(r1->res.error, HTTP_CALL_OK);
+    assert_int_equal(r1->body_len, sizeof(body));
+    assert_int_equal(paced.max_chunk, 40);
+    assert_true(r1->res.end_ns - t0 >= 2 * TS_NS_PER_MS * 8); /* >= (300 + head) / 40 - 1 waits */
+    assert_int_equal(paced.released, 1);
+    /* cut: reset after 30 bytes, a send error */
+    assert_int_equal(r2->res.error, HTTP_CALL_ERR_SEND);
+    assert_string_equal(r2->error_text, "connection reset by the send shaper after 30 bytes");
+    assert_int_equal(cut.released, 1);
+    assert_int_equal(f->srv.requests, 1);
+    ts_free(f);
+}
+
 static void test_bad_requests(void **state)
 {
     struct fx *f = fx_new(NULL);
@@ -1253,6 +1338,7 @@ int main(void)
         cmocka_unit_test(test_garbage_response),
         cmocka_unit_test(test_big_headers),
         cmocka_unit_test(test_host_name),
+        cmocka_unit_test(test_send_shaper),
     };
     g_engine = HTTP_CLIENT_ENGINE_AUTO;
     int rc = cmocka_run_group_tests_name("http_client (own HTTP/1.1 engine)", tests, NULL, NULL);
