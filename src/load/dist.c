@@ -13,6 +13,7 @@
 #include "analysis/summary.h"
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/hdr.h"
 #include "base/log.h"
 #include "load/dist.h"
 #include "load/runner.h"
@@ -193,6 +194,118 @@ static json_t *timeline_arrays(const struct runner_result *res)
     return a;
 }
 
+/* A result document of stats alone (what result_read_stats reads back). */
+static json_t *stats_doc(const struct run_stats *st, const struct runner_result *res,
+                         const struct goodput_cfg *goodput)
+{
+    struct run_summary sum;
+    run_summary_compute(&sum, st, res->duration_s, res->peak_output_tps, goodput);
+    struct result_info info = {0};
+    json_t *doc = NULL;
+    return result_build(st, &sum, &info, &doc) ? NULL : doc;
+}
+
+static json_t *u64_array(const uint64_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer((json_int_t)v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* A scenario's classes, as dist_merger_add reads them back. */
+static json_t *classes_encode(const struct runner_result *res, const struct goodput_cfg *goodput)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < res->nclasses; k++) {
+        const struct runner_class_result *c = &res->classes[k];
+        json_t *steps = json_array();
+        for (uint32_t i = 0; steps && i < c->nsteps; i++)
+            if (json_array_append_new(steps, stats_doc(c->steps[i], res, goodput))) {
+                json_decref(steps);
+                steps = NULL;
+            }
+        char *lat = NULL;
+        size_t lat_len = 0;
+        if (c->iter_latency && hdr_encode_base64(c->iter_latency, &lat, &lat_len))
+            lat = NULL;
+        json_t *o = json_pack("{s:o?, s:o?, s:I, s:o?, s:I, s:o?, s:o?, s:I, s:I, s:I, s:s?}",
+                              "stats", c->stats ? stats_doc(c->stats, res, goodput) : NULL, "steps",
+                              steps, "iterations", (json_int_t)c->iterations, "iter_outcome",
+                              u64_array(c->iter_outcome, 3), "sessions", (json_int_t)c->sessions,
+                              "intent_sent", u64_array(c->intent_sent, c->nintents), "perturb_sent",
+                              u64_array(c->perturb_sent, 16), "sent", (json_int_t)c->sent,
+                              "with_prefix", (json_int_t)c->with_prefix, "trimmed",
+                              (json_int_t)c->trimmed, "iter_latency", lat);
+        ts_free(lat);
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static uint64_t jcount(const json_t *v)
+{
+    json_int_t n = json_integer_value(v);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+/* Adds one rank's class k (o, from classes_encode) to dst. */
+static int class_add(struct runner_class_result *dst, const json_t *o, char *err, size_t errlen)
+{
+    struct runner_class_result t = {0};
+    const json_t *steps = json_object_get(o, "steps");
+    const json_t *lat = json_object_get(o, "iter_latency");
+    int rc = 0;
+    if (!json_is_object(o) || !json_is_array(steps) || json_array_size(steps) != dst->nsteps) {
+        ts_errf(err, errlen, "bad result: its classes differ from this rank's");
+        return TS_PARSE;
+    }
+    rc = result_read_stats(json_object_get(o, "stats"), &t.stats, err, errlen);
+    if (!rc && dst->nsteps) {
+        t.steps = ts_calloc(dst->nsteps, sizeof(*t.steps));
+        if (!t.steps)
+            rc = -ENOMEM;
+        t.nsteps = dst->nsteps;
+        for (uint32_t i = 0; !rc && i < dst->nsteps; i++)
+            rc = result_read_stats(json_array_get(steps, i), &t.steps[i], err, errlen);
+    }
+    if (!rc && json_is_string(lat) &&
+        hdr_decode_base64(json_string_value(lat), json_string_length(lat), &t.iter_latency)) {
+        ts_errf(err, errlen, "bad result: a class's iteration histogram");
+        rc = TS_PARSE;
+    }
+    if (!rc) {
+        t.iterations = jcount(json_object_get(o, "iterations"));
+        for (size_t i = 0; i < 3; i++)
+            t.iter_outcome[i] = jcount(json_array_get(json_object_get(o, "iter_outcome"), i));
+        t.sessions = jcount(json_object_get(o, "sessions"));
+        const json_t *is = json_object_get(o, "intent_sent");
+        t.nintents =
+            (uint32_t)(json_array_size(is) < dst->nintents ? json_array_size(is) : dst->nintents);
+        if (t.nintents && !(t.intent_sent = ts_calloc(t.nintents, sizeof(*t.intent_sent))))
+            rc = -ENOMEM;
+        for (uint32_t i = 0; !rc && i < t.nintents; i++)
+            t.intent_sent[i] = jcount(json_array_get(is, i));
+        for (size_t i = 0; i < 16; i++)
+            t.perturb_sent[i] = jcount(json_array_get(json_object_get(o, "perturb_sent"), i));
+        t.sent = jcount(json_object_get(o, "sent"));
+        t.with_prefix = jcount(json_object_get(o, "with_prefix"));
+        t.trimmed = jcount(json_object_get(o, "trimmed"));
+    }
+    if (!rc && (rc = runner_class_result_add(dst, &t)))
+        ts_errf(err, errlen, "merging a class: %s", ts_strerror(rc));
+    if (rc == -ENOMEM)
+        ts_errf(err, errlen, "out of memory");
+    runner_class_result_release(&t);
+    return rc;
+}
+
 char *dist_result_encode(const struct runner_result *res, const struct goodput_cfg *goodput)
 {
     struct run_summary sum;
@@ -205,6 +318,13 @@ char *dist_result_encode(const struct runner_result *res, const struct goodput_c
                           res->duration_s, "end_cut", res->end_cut, "interrupted", res->interrupted,
                           "timeline", timeline_arrays(res));
     char *text = NULL;
+    if (d && res->nclasses) {
+        json_t *cl = classes_encode(res, goodput);
+        if (!cl || json_object_set_new(d, "classes", cl)) {
+            json_decref(d);
+            d = NULL;
+        }
+    }
     if (d && !json_object_set_new(doc, "dist", d))
         text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
@@ -279,8 +399,16 @@ int dist_merger_add(struct dist_merger *m, const char *text, size_t len, char *e
         rc = result_read_stats(doc, &stats, err, errlen);
     if (!rc && (rc = merger_grow(m, json_array_size(tl))))
         ts_errf(err, errlen, "out of memory");
+    const json_t *cl = json_object_get(d, "classes");
+    if (!rc && (res->nclasses || cl) && json_array_size(cl) != res->nclasses) {
+        ts_errf(err, errlen, "bad result: %zu classes, this rank has %zu", json_array_size(cl),
+                res->nclasses);
+        rc = TS_PARSE;
+    }
     if (!rc && (rc = run_stats_merge(res->total, stats)))
         ts_errf(err, errlen, "merging the histograms: %s", ts_strerror(rc));
+    for (size_t k = 0; !rc && k < res->nclasses; k++)
+        rc = class_add(&res->classes[k], json_array_get(cl, k), err, errlen);
     run_stats_free(stats);
     if (rc) {
         json_decref(doc);

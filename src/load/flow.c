@@ -1487,6 +1487,27 @@ int flow_run_complete(struct flow_run *r, uint32_t step, bool ok, const char *bo
     return 0;
 }
 
+int flow_run_complete_dry(struct flow_run *r, uint32_t step)
+{
+    if (step >= r->n || r->state[step] != FLOW_RUNNING)
+        return -EINVAL;
+    const struct flow_step_def *st = &r->d->steps[step];
+    for (size_t k = 0; k < st->ncaptures; k++) {
+        const struct flow_capture *cap = &st->captures[k];
+        if (!cap->var)
+            continue;
+        char text[320];
+        snprintf(text, sizeof(text), "(dry run: %.120s from step %.120s)", cap->var, st->name);
+        json_t *v = json_string(text);
+        int rc = v ? flow_vars_set(&r->vars, cap->var, v) : -ENOMEM; /* takes v */
+        if (rc == -ENOMEM)
+            return rc;
+    }
+    r->state[step] = FLOW_OK;
+    settle(r);
+    return 0;
+}
+
 bool flow_run_done(const struct flow_run *r)
 {
     for (uint32_t i = 0; i < r->n; i++)

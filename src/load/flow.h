@@ -301,6 +301,14 @@ void flow_request_release(struct flow_request *req);
 TS_MUST_CHECK int flow_run_complete(struct flow_run *r, uint32_t step, bool ok, const char *body,
                                     size_t len);
 
+/*
+ * A dry run's end of a RUNNING step: it succeeds and each of its captures
+ * is set to the string "(dry run: VAR from step STEP)", so the steps after
+ * it can be rendered without a response. Returns 0, -EINVAL (not RUNNING)
+ * or -ENOMEM.
+ */
+TS_MUST_CHECK int flow_run_complete_dry(struct flow_run *r, uint32_t step);
+
 /* Nothing is RUNNING and nothing can start: every step is then OK, FAILED,
  * SKIPPED or NOT_RUN. */
 bool flow_run_done(const struct flow_run *r);

@@ -374,21 +374,16 @@ static int dry_class_run(struct scenario_run *sr, size_t k, uint64_t iterations,
             if (!rc && out)
                 rc = dry_line(out, t, &rq, body);
             json_decref(body);
-            /* a session's next turn gets a placeholder answer; a flow's later steps need
-             * real responses and are not generated */
-            if (!rc && !t->has_flow) {
-                char ans[64];
-                snprintf(ans, sizeof(ans), "(dry run: the answer to turn %u)", rq.turn);
-                traffic_done(a, &rq, true, ans, strlen(ans), NULL, 0);
-            }
+            /* a session's next turn gets a placeholder answer, a flow step placeholder
+             * captures, so later turns and steps are generated too */
+            if (!rc)
+                traffic_done_dry(a, &rq);
             traffic_req_release(&rq);
-            if (t->has_flow)
-                continue;
         }
         uint64_t think;
         struct rng r;
         rng_seed(&r, it);
-        bool more = !t->has_flow && traffic_iteration_done(a) && traffic_after(a, &r, &think);
+        bool more = traffic_iteration_done(a) && traffic_after(a, &r, &think);
         if (!more) {
             traffic_actor_free(a);
             a = NULL;

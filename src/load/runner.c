@@ -400,6 +400,32 @@ static int metrics_start(struct coord *c, char *err, size_t errlen)
     return rc;
 }
 
+int runner_class_result_add(struct runner_class_result *dst, const struct runner_class_result *src)
+{
+    if (!dst->stats || !src->stats || dst->nsteps != src->nsteps)
+        return -EINVAL;
+    if (run_stats_merge(dst->stats, src->stats))
+        return -ENOMEM;
+    if (dst->iter_latency && src->iter_latency && hdr_add(dst->iter_latency, src->iter_latency))
+        return -ENOMEM;
+    for (uint32_t s = 0; s < dst->nsteps; s++) {
+        if (run_stats_merge(dst->steps[s], src->steps[s]))
+            return -ENOMEM;
+    }
+    dst->iterations += src->iterations;
+    for (int o = 0; o < 3; o++)
+        dst->iter_outcome[o] += src->iter_outcome[o];
+    dst->sessions += src->sessions;
+    for (uint32_t n = 0; n < dst->nintents && n < src->nintents; n++)
+        dst->intent_sent[n] += src->intent_sent[n];
+    for (size_t n = 0; n < 16; n++)
+        dst->perturb_sent[n] += src->perturb_sent[n];
+    dst->sent += src->sent;
+    dst->with_prefix += src->with_prefix;
+    dst->trimmed += src->trimmed;
+    return 0;
+}
+
 /* Each class's results: the sum of the workers' shares (taken from them). */
 static int merge_classes(struct runner *run, struct runner_result *out)
 {
@@ -417,24 +443,9 @@ static int merge_classes(struct runner *run, struct runner_result *out)
                 memset(src, 0, sizeof(*src));
                 continue;
             }
-            if (run_stats_merge(dst->stats, src->stats) ||
-                hdr_add(dst->iter_latency, src->iter_latency))
-                return -ENOMEM;
-            for (uint32_t s = 0; s < dst->nsteps; s++) {
-                if (run_stats_merge(dst->steps[s], src->steps[s]))
-                    return -ENOMEM;
-            }
-            dst->iterations += src->iterations;
-            for (int o = 0; o < 3; o++)
-                dst->iter_outcome[o] += src->iter_outcome[o];
-            dst->sessions += src->sessions;
-            for (uint32_t n = 0; n < dst->nintents && n < src->nintents; n++)
-                dst->intent_sent[n] += src->intent_sent[n];
-            for (size_t n = 0; n < 16; n++)
-                dst->perturb_sent[n] += src->perturb_sent[n];
-            dst->sent += src->sent;
-            dst->with_prefix += src->with_prefix;
-            dst->trimmed += src->trimmed;
+            int rc = runner_class_result_add(dst, src);
+            if (rc)
+                return rc;
         }
     }
     return 0;

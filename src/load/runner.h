@@ -258,5 +258,9 @@ void runner_stop(void);
 void runner_result_release(struct runner_result *r);
 /* Frees what a class result owns and zeroes it. */
 void runner_class_result_release(struct runner_class_result *r);
+/* Adds src's measurements and counts to dst (the same class of another
+ * worker or rank). 0, -EINVAL (different shapes), or -ENOMEM. */
+TS_MUST_CHECK int runner_class_result_add(struct runner_class_result *dst,
+                                          const struct runner_class_result *src);
 
 #endif

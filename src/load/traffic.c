@@ -983,6 +983,20 @@ void traffic_done(struct traffic_actor *a, const struct traffic_req *rq, bool ok
     json_decref(doc);
 }
 
+void traffic_done_dry(struct traffic_actor *a, const struct traffic_req *rq)
+{
+    if (!a->t->has_flow) {
+        char ans[64];
+        snprintf(ans, sizeof(ans), "(dry run: the answer to turn %u)", rq->turn);
+        traffic_done(a, rq, true, ans, strlen(ans), NULL, 0);
+        return;
+    }
+    if (a->inflight)
+        a->inflight--;
+    if (flow_run_complete_dry(a->fr, rq->step))
+        a->failed = true;
+}
+
 bool traffic_in_session(const struct traffic_actor *a)
 {
     return a->in_session;

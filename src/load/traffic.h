@@ -166,6 +166,11 @@ TS_MUST_CHECK int traffic_next(struct traffic_actor *a, const struct tokcount *t
 void traffic_done(struct traffic_actor *a, const struct traffic_req *rq, bool ok,
                   const char *answer, size_t answer_len, const char *body, size_t body_len);
 
+/* A dry run's end of rq: a session's turn gets a placeholder answer, a
+ * flow step succeeds with placeholder captures, so what follows can be
+ * generated without a server. */
+void traffic_done_dry(struct traffic_actor *a, const struct traffic_req *rq);
+
 /* True while the actor is in the middle of a session (more turns to come). */
 bool traffic_in_session(const struct traffic_actor *a);
 

@@ -19,7 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void exercise(const struct hdr *h)
 {
-    volatile int64_t sink = hdr_value_at_percentile(h, 99.9) + hdr_min(h) + hdr_max(h);
+    /* unsigned: values near INT64_MAX must not overflow the driver's own sum */
+    volatile uint64_t sink =
+        (uint64_t)hdr_value_at_percentile(h, 99.9) + (uint64_t)hdr_min(h) + (uint64_t)hdr_max(h);
     volatile double dsink = hdr_mean(h) + hdr_stddev(h);
     (void)sink;
     (void)dsink;

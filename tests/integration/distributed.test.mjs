@@ -193,3 +193,27 @@ test('mpirun -n 2: one merged result equal to a single process at the same rate'
     .map((q) => { assert.equal(q.id % 2, k); return q.id; }));
   assert.deepEqual(ids.sort((x, y) => x - y), [...Array(60).keys()]);
 });
+
+test('mpirun -n 2 with a scenario: per-class results merged across the ranks', { skip: mpiSkip }, async () => {
+  const scn = path.join(tmp, 'two-classes.yaml');
+  fs.writeFileSync(scn, ['name: two', 'seed: 3', 'duration: 2s', 'classes:',
+    '  - name: open', '    rate: 10', '    arrival: constant', '    input_tokens: fixed:32', '    output_tokens: fixed:8',
+    '  - name: closed', '    users: 2', '    think: fixed:0.1', '    input_tokens: fixed:32', '    output_tokens: fixed:8',
+    ''].join('\n'));
+  const out = path.join(tmp, 'mpi-classes');
+  const env = { ...process.env, ASAN_OPTIONS: 'detect_leaks=0', OMPI_MCA_rmaps_base_oversubscribe: '1' };
+  const m = await exec(mpirun, ['-n', '2', '--oversubscribe', '--allow-run-as-root', BIN, 'run', scn,
+    '--target', sim.base, '-q', '--workers', '1', '--out', out], { env, timeoutMs: 120000 });
+  assert.equal(m.code, 0, `${m.stdout}\n${m.stderr}`);
+  const all = readJson(path.join(out, 'result.json'));
+  assert.equal(all.run.mpi_ranks, 2);
+  const [open, closed] = all.classes;
+  // the open class: 10/s for 2 s over both ranks (each rank takes every other arrival)
+  assert.equal(open.summary.requests, 20, JSON.stringify(open.summary));
+  assert.equal(open.sent.requests, 20);
+  // the closed class: 2 users, one per rank; both ranks' requests are in it
+  assert.ok(closed.summary.requests >= 4, JSON.stringify(closed.summary));
+  assert.equal(closed.sent.requests, closed.summary.requests);
+  assert.equal(open.summary.requests + closed.summary.requests, all.summary.requests);
+  assert.equal(open.latency.ttft.count + closed.latency.ttft.count, all.latency.ttft.count);
+});

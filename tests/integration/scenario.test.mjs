@@ -190,6 +190,18 @@ classes:
   }
 });
 
+test('--dry-run of a flow writes every step, later ones with placeholder captures', async () => {
+  const d = path.join(tmp, 'dry-rag');
+  const r = await run(['--dry-run', d, '--dry-run-requests', '4', path.join(examples, 'rag.yaml')]);
+  assert.equal(r.code, 0, r.stderr);
+  const reqs = readJsonl(path.join(d, 'requests.jsonl'));
+  const steps = reqs.map((q) => q.step);
+  assert.deepEqual(steps, ['embed', 'search', 'generate', 'embed', 'search', 'generate',
+    'embed', 'search', 'generate', 'embed', 'search', 'generate']);
+  for (const q of reqs.filter((x) => x.step === 'generate'))
+    assert.match(JSON.stringify(q.body), /\(dry run: passage from step search\)/);
+});
+
 test('a context window trims the oldest history first and never the instruction', async () => {
   const f = write('trim.yaml', `
 seed: 8

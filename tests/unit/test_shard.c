@@ -254,6 +254,92 @@ static void test_merger_is_exact(void **state)
     run_stats_free(single);
 }
 
+/* A class of a scenario run: one flow step, two intents. */
+static void make_class(struct runner_class_result *c, uint64_t base)
+{
+    memset(c, 0, sizeof(*c));
+    assert_int_equal(run_stats_new(&c->stats), 0);
+    c->steps = ts_calloc(1, sizeof(*c->steps));
+    assert_non_null(c->steps);
+    c->nsteps = 1;
+    assert_int_equal(run_stats_new(&c->steps[0]), 0);
+    assert_int_equal(hdr_new_latency(&c->iter_latency), 0);
+    c->intent_sent = ts_calloc(2, sizeof(*c->intent_sent));
+    assert_non_null(c->intent_sent);
+    c->nintents = 2;
+    for (uint64_t i = 0; i < base; i++) {
+        add_ok(c->stats, 100 + i, 1000 + i, 10);
+        add_ok(c->steps[0], 50 + i, 500 + i, 5);
+        assert_int_equal(hdr_record(c->iter_latency, (int64_t)(2000 + i) * 1000), 0);
+    }
+    c->iterations = base;
+    c->iter_outcome[0] = base - 1;
+    c->iter_outcome[2] = 1;
+    c->sessions = base / 2;
+    c->intent_sent[0] = base;
+    c->intent_sent[1] = 2 * base;
+    c->perturb_sent[3] = base;
+    c->sent = base + 1;
+    c->with_prefix = 3;
+    c->trimmed = 1;
+}
+
+/* MPI ranks' scenario classes are added class by class, step by step. */
+static void test_merger_adds_classes(void **state)
+{
+    struct runner_result a, b;
+    make_result(&a, 1);
+    make_result(&b, 1);
+    a.classes = ts_calloc(2, sizeof(*a.classes));
+    b.classes = ts_calloc(2, sizeof(*b.classes));
+    assert_non_null(a.classes);
+    assert_non_null(b.classes);
+    a.nclasses = b.nclasses = 2;
+    make_class(&a.classes[0], 10);
+    make_class(&a.classes[1], 4);
+    make_class(&b.classes[0], 6);
+    make_class(&b.classes[1], 8);
+    char *text = dist_result_encode(&b, NULL);
+    assert_non_null(text);
+    struct dist_merger m;
+    char err[128] = "";
+    assert_int_equal(dist_merger_init(&m, &a), 0);
+    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), 0);
+    dist_merger_finish(&m, 0);
+    const struct runner_class_result *c0 = &a.classes[0], *c1 = &a.classes[1];
+    assert_int_equal(c0->stats->requests, 16);
+    assert_int_equal(c1->stats->requests, 12);
+    assert_int_equal(c0->steps[0]->requests, 16);
+    assert_int_equal(c0->steps[0]->output_tokens, 16 * 5);
+    assert_int_equal(hdr_total_count(c0->iter_latency), 16);
+    assert_int_equal(hdr_max(c1->iter_latency) / 1000, 2007);
+    assert_int_equal(c0->iterations, 16);
+    assert_int_equal(c0->iter_outcome[0], 14);
+    assert_int_equal(c0->iter_outcome[2], 2);
+    assert_int_equal(c1->sessions, 2 + 4);
+    assert_int_equal(c1->intent_sent[1], 8 + 16);
+    assert_int_equal(c0->perturb_sent[3], 16);
+    assert_int_equal(c0->sent, 18);
+    assert_int_equal(c1->with_prefix, 6);
+    assert_int_equal(c1->trimmed, 2);
+
+    /* a rank with other classes is refused */
+    struct runner_result one;
+    make_result(&one, 1);
+    one.classes = ts_calloc(1, sizeof(*one.classes));
+    assert_non_null(one.classes);
+    one.nclasses = 1;
+    make_class(&one.classes[0], 2);
+    assert_int_equal(dist_merger_init(&m, &one), 0);
+    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), TS_PARSE);
+    assert_string_equal(err, "bad result: 2 classes, this rank has 1");
+    dist_merger_release(&m);
+    free(text);
+    runner_result_release(&a);
+    runner_result_release(&b);
+    runner_result_release(&one);
+}
+
 static void test_merger_rejects_bad_input(void **state)
 {
     struct runner_result a;
@@ -367,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_whole_run_is_the_old_dealing),
         cmocka_unit_test(test_users_and_closed_loop_indexes),
         cmocka_unit_test(test_merger_is_exact),
+        cmocka_unit_test(test_merger_adds_classes),
         cmocka_unit_test(test_merger_rejects_bad_input),
         cmocka_unit_test(test_launch_detection),
         cmocka_unit_test(test_start_at),
