@@ -80,8 +80,9 @@ struct h1_conn {
     bool msg_done;   /* the response ended */
     bool got_bytes;  /* the current call received any */
     bool closing;
-    int events;     /* what the poll watches */
-    uint64_t rx_ns; /* the time of the bytes being parsed */
+    bool bad_status; /* the status line's code is not 100..999 */
+    int events;      /* what the poll watches */
+    uint64_t rx_ns;  /* the time of the bytes being parsed */
     http_parser parser;
 };
 
@@ -267,8 +268,12 @@ static int p_on_headers_complete(http_parser *p)
         return -1;
     call->h1_rh_value = false;
     call->h1_status = p->status_code;
+    if (p->status_code < 100 || p->status_code > 999) {
+        conn->bad_status = true;
+        return -1;
+    }
     if (p->status_code >= 100 && p->status_code < 200)
-        return 0; /* an interim response; the final one follows */
+        return 1; /* an interim response has no body (whatever it says); the final one follows */
     hc_call_headers(call, p->status_code, conn->rx_ns);
     if (call->forced != HTTP_CALL_OK)
         return -1;
@@ -402,15 +407,15 @@ static int conn_read(struct h1_conn *conn)
     }
     if (e == HPE_OK)
         return 1;
-    {
-        conn_close(conn);
-        if (e == HPE_CB_header_field || e == HPE_CB_header_value || e == HPE_CB_headers_complete)
-            call_fail(call, CURLE_RECV_ERROR, "response headers over %d KiB",
-                      H1_MAX_RH_BYTES / 1024);
-        else
-            call_fail(call, CURLE_WEIRD_SERVER_REPLY, "malformed HTTP response: %s",
-                      http_errno_description(e));
-    }
+    conn_close(conn);
+    if (conn->bad_status)
+        call_fail(call, CURLE_WEIRD_SERVER_REPLY, "malformed HTTP response: status %ld",
+                  call->h1_status);
+    else if (e == HPE_CB_header_field || e == HPE_CB_header_value || e == HPE_CB_headers_complete)
+        call_fail(call, CURLE_RECV_ERROR, "response headers over %d KiB", H1_MAX_RH_BYTES / 1024);
+    else
+        call_fail(call, CURLE_WEIRD_SERVER_REPLY, "malformed HTTP response: %s",
+                  http_errno_description(e));
     return -1;
 }
 
@@ -600,6 +605,7 @@ static void conn_begin_call(struct h1_conn *conn, struct http_call *call)
     conn->call = call;
     conn->msg_done = false;
     conn->got_bytes = false;
+    conn->bad_status = false;
     conn->state = H1_SENDING;
     call->h1_conn = conn;
     call->h1_reused = conn->served > 0;
@@ -1143,8 +1149,8 @@ static const char *rh_next(const struct http_call *call, const char *p)
 
 const char *h1_header(struct http_call *call, const char *name)
 {
-    if (!call->headers_done)
-        return NULL;
+    if (!call->headers_done || !call->h1_rh.data)
+        return NULL; /* no headers at all */
     const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
     for (unsigned i = 0; p && i < call->h1_rh_n && p < end; i++) {
         const char *v = rh_next(call, p);
@@ -1158,7 +1164,7 @@ const char *h1_header(struct http_call *call, const char *name)
 int h1_headers_each(struct http_call *call,
                     int (*fn)(void *ctx, const char *name, const char *value), void *ctx)
 {
-    if (!call->headers_done)
+    if (!call->headers_done || !call->h1_rh.data)
         return 0;
     const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
     for (unsigned i = 0; p && i < call->h1_rh_n && p < end; i++) {

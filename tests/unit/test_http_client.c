@@ -189,6 +189,12 @@ static void conn_handle(struct srv_conn *conn, const char *method, const char *p
     } else if (strcmp(path, "/bye") == 0) {
         const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbye";
         conn_write(conn, r, strlen(r), true);
+    } else if (strcmp(path, "/early-len") == 0) { /* a 1xx has no body, whatever it says */
+        conn_writef(conn, "HTTP/1.1 103 Early Hints\r\nContent-Length: 3\r\n\r\n"
+                          "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    } else if (strcmp(path, "/bare") == 0) { /* no header at all, the body until the close */
+        const char *r = "HTTP/1.0 200 OK\r\n\r\nuntil the close";
+        conn_write(conn, r, strlen(r), true);
     } else if (strcmp(path, "/garbage") == 0) {
         const char *r = "HTTP/1.1 2x0 WHAT\r\n\r\n";
         conn_write(conn, r, strlen(r), true);
@@ -1114,6 +1120,26 @@ static void test_garbage_response(void **state)
     ts_free(f);
 }
 
+/* Found by fuzz_http1: an interim response's Content-Length is no body; a
+ * response without headers has none to look up. */
+static void test_fuzz_finds(void **state)
+{
+    struct fx *f = fx_new(NULL);
+    f->expected = 2;
+    struct rec *a = fx_get(f, "/early-len");
+    struct rec *b = fx_get(f, "/bare");
+    fx_run(f);
+    assert_int_equal(a->res.error, HTTP_CALL_OK);
+    assert_int_equal(a->res.status, 200);
+    assert_int_equal(a->body_len, 2);
+    assert_memory_equal(a->body, "ok", 2);
+    assert_int_equal(b->res.error, HTTP_CALL_OK);
+    assert_int_equal(b->res.status, 200);
+    assert_int_equal(b->body_len, 15);
+    assert_string_equal(b->ctype, "");
+    ts_free(f);
+}
+
 /* The own engine keeps at most 64 KiB of response headers (curl allows more). */
 static void test_big_headers(void **state)
 {
@@ -1339,6 +1365,7 @@ int main(void)
         cmocka_unit_test(test_big_headers),
         cmocka_unit_test(test_host_name),
         cmocka_unit_test(test_send_shaper),
+        cmocka_unit_test(test_fuzz_finds),
     };
     g_engine = HTTP_CLIENT_ENGINE_AUTO;
     int rc = cmocka_run_group_tests_name("http_client (own HTTP/1.1 engine)", tests, NULL, NULL);
