@@ -359,7 +359,8 @@ static void call_on_timer(uv_timer_t *t)
     }
     if (call->forced == HTTP_CALL_OK)
         call->forced = e;
-    hc_call_finish(call, CURLE_OK);
+    /* the own engine's connect timeout is curl's on the curl engine: its code */
+    hc_call_finish(call, e == HTTP_CALL_ERR_TIMEOUT_CONNECT ? CURLE_OPERATION_TIMEDOUT : CURLE_OK);
 }
 
 static void client_on_idle(uv_idle_t *h);

@@ -772,6 +772,46 @@ static void test_connect_refused(void **state)
     ts_free(f);
 }
 
+/* A listener that never accepts, its accept queue filled by raw connects:
+ * the kernel drops further SYNs, so a connect hangs until the timeout. */
+static void test_connect_timeout(void **state)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(l, 0), 0);
+    socklen_t al = sizeof(a);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
+    int fill[4];
+    for (int i = 0; i < 4; i++) { /* the queue holds backlog + 1; the rest hang */
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        assert_true(fill[i] >= 0);
+        (void)connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+    }
+    struct http_client_config cfg;
+    http_client_config_default(&cfg);
+    cfg.connect_timeout_ms = 300;
+    struct fx *f = fx_new(&cfg);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", ntohs(a.sin_port));
+    f->expected = 1;
+    struct http_call_spec spec = {.url = url};
+    uint64_t t0 = ts_now_ns();
+    struct rec *r = fx_start(f, &spec);
+    fx_run(f);
+    uint64_t ms = (ts_now_ns() - t0) / TS_NS_PER_MS;
+    assert_int_equal(r->res.error, HTTP_CALL_ERR_TIMEOUT_CONNECT);
+    assert_int_equal(r->res.curl_code, CURLE_OPERATION_TIMEDOUT);
+    assert_true(ms >= 290 && ms < 2000);
+    assert_int_equal(r->res.connect_ns, 0);
+    assert_true(strcasestr(r->error_text, "time") != NULL);
+    for (int i = 0; i < 4; i++)
+        close(fill[i]);
+    close(l);
+    ts_free(f);
+}
+
 static void test_ttfb_timeout(void **state)
 {
     struct http_client_config cfg;
@@ -1347,6 +1387,7 @@ int main(void)
         cmocka_unit_test(test_http2tls_on_plain_http),
         cmocka_unit_test(test_concurrent_100),
         cmocka_unit_test(test_connect_refused),
+        cmocka_unit_test(test_connect_timeout),
         cmocka_unit_test(test_ttfb_timeout),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_per_call_timeouts),
