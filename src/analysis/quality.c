@@ -58,18 +58,6 @@ struct quality_scratch {
     pcre2_match_data *md;
 };
 
-static void *pcre_alloc(PCRE2_SIZE n, void *data)
-{
-    (void)data;
-    return ts_malloc(n);
-}
-
-static void pcre_release(void *p, void *data)
-{
-    (void)data;
-    ts_free(p);
-}
-
 int quality_scratch_new(struct quality_scratch **out)
 {
     struct quality_scratch *s = ts_calloc(1, sizeof(*s));
@@ -81,7 +69,7 @@ int quality_scratch_new(struct quality_scratch **out)
     s->ngram = ts_malloc(NGRAM_SLOTS * sizeof(*s->ngram));
     s->mask_row = ts_calloc(2 * QUALITY_MAX_TOKENS + 1, sizeof(*s->mask_row));
     s->v = ts_malloc(LCS_WORDS * sizeof(*s->v));
-    s->gctx = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
+    s->gctx = pcre2_general_context_create(ts_malloc_hook, ts_free_hook, NULL);
     if (s->gctx != NULL)
         s->md = pcre2_match_data_create(1, s->gctx);
     if (s->toks == NULL || s->ids == NULL || s->tok_slot == NULL || s->ngram == NULL ||
@@ -779,7 +767,7 @@ int quality_regex_new(const char *pattern, unsigned flags, char *err, size_t err
     int rc = -ENOMEM;
     if (re == NULL)
         goto out_nomem;
-    re->gctx = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
+    re->gctx = pcre2_general_context_create(ts_malloc_hook, ts_free_hook, NULL);
     if (re->gctx == NULL)
         goto out_nomem;
     cctx = pcre2_compile_context_create(re->gctx);

@@ -48,6 +48,18 @@ void ts_free(void *p)
     free(p);
 }
 
+void *ts_malloc_hook(size_t n, void *data)
+{
+    (void)data;
+    return ts_malloc(n);
+}
+
+void ts_free_hook(void *p, void *data)
+{
+    (void)data;
+    ts_free(p);
+}
+
 char *ts_strndup(const char *s, size_t n)
 {
     if (!s)

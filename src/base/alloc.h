@@ -20,6 +20,11 @@ char *ts_strdup(const char *s);
 /* Returns a NUL-terminated heap copy of the first n bytes of s, or NULL. */
 char *ts_strndup(const char *s, size_t n);
 
+/* ts_malloc / ts_free in the shape of libraries' allocator hooks that pass
+ * a user pointer (PCRE2's general context, ...); data is ignored. */
+void *ts_malloc_hook(size_t n, void *data);
+void ts_free_hook(void *p, void *data);
+
 /* Test hook: fail allocations after n more succeed; n < 0 disables. */
 void ts_alloc_fail_after(long n);
 

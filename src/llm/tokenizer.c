@@ -139,18 +139,6 @@ struct sink {
     size_t count;
 };
 
-static void *pcre_alloc(PCRE2_SIZE n, void *data)
-{
-    (void)data;
-    return ts_malloc(n);
-}
-
-static void pcre_release(void *p, void *data)
-{
-    (void)data;
-    ts_free(p);
-}
-
 static uint64_t hash_bytes(const void *p, size_t n)
 {
     const unsigned char *s = p;
@@ -341,7 +329,7 @@ static int compile_regex(struct tokenizer *t, const char *pat, size_t n, char *e
         ts_errf(err, errlen, "pre-tokenizer regex: %zu bytes (limit %d)", n, TOKENIZER_MAX_PATTERN);
         return TS_TOOBIG;
     }
-    t->gctx = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
+    t->gctx = pcre2_general_context_create(ts_malloc_hook, ts_free_hook, NULL);
     if (t->gctx == NULL)
         return -ENOMEM;
     pcre2_compile_context *cctx = pcre2_compile_context_create(t->gctx);
