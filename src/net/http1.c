@@ -622,27 +622,14 @@ static void conn_begin_call(struct h1_conn *conn, struct http_call *call)
 
 /* ---- connecting -------------------------------------------------------------- */
 
+static void call_connect_from(struct http_call *call, unsigned first, int err);
+
 static void conn_connect_failed(struct h1_conn *conn, int err)
 {
-    struct h1_host *host = conn->host;
     struct http_call *call = conn->call;
     unsigned next = conn->addr_i + 1;
     conn_close(conn);
-    if (next < host->naddr) { /* the next address, on a new socket */
-        struct h1_conn *nc = NULL;
-        int s = socket(host->addr[next].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s >= 0 && (nc = conn_new(host, s)) != NULL) {
-            nc->addr_i = next;
-            nc->call = call;
-            call->h1_conn = nc;
-            conn_connect(nc);
-            return;
-        }
-        if (s >= 0)
-            close(s);
-    }
-    call_fail(call, CURLE_COULDNT_CONNECT, "Failed to connect to %s port %u: %s", host->name,
-              host->port, strerror(err));
+    call_connect_from(call, next, err);
 }
 
 static void conn_connected(struct h1_conn *conn)
@@ -711,24 +698,36 @@ static void conn_on_poll(uv_poll_t *h, int status, int events)
     hc_between_reads(c);
 }
 
-/* A new connection for call to its host's address 0. */
-static void call_connect(struct http_call *call)
+/* A new connection for call to its host's first address from `first` on
+ * that gives a socket; err: why the one before failed (0: none yet). */
+static void call_connect_from(struct http_call *call, unsigned first, int err)
 {
     struct h1_host *host = call->h1_host;
-    int s = socket(host->addr[0].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        call_fail(call, CURLE_COULDNT_CONNECT, "socket: %s", strerror(errno));
+    for (unsigned i = first; i < host->naddr; i++) {
+        int s = socket(host->addr[i].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s < 0) { /* e.g. no IPv6 in this kernel: the next address */
+            err = errno;
+            continue;
+        }
+        struct h1_conn *conn = conn_new(host, s);
+        if (!conn) {
+            close(s);
+            call_fail(call, CURLE_OUT_OF_MEMORY, "out of memory for a connection");
+            return;
+        }
+        conn->addr_i = i;
+        conn->call = call;
+        call->h1_conn = conn;
+        conn_connect(conn);
         return;
     }
-    struct h1_conn *conn = conn_new(host, s);
-    if (!conn) {
-        close(s);
-        call_fail(call, CURLE_OUT_OF_MEMORY, "out of memory for a connection");
-        return;
-    }
-    conn->call = call;
-    call->h1_conn = conn;
-    conn_connect(conn);
+    call_fail(call, CURLE_COULDNT_CONNECT, "Failed to connect to %s port %u: %s", host->name,
+              host->port, strerror(err ? err : EADDRNOTAVAIL));
+}
+
+static void call_connect(struct http_call *call)
+{
+    call_connect_from(call, 0, 0);
 }
 
 /* ---- names ------------------------------------------------------------------- */
@@ -827,6 +826,15 @@ static void host_free(struct h1_host *host)
     ts_free(host);
 }
 
+/* "localhost" or a name under ".localhost" (RFC 6761), any case. */
+static bool is_localhost(const char *name, size_t n)
+{
+    static const char tail[] = ".localhost";
+    size_t t = sizeof(tail) - 1;
+    return (n == t - 1 && strcasecmp(name, tail + 1) == 0) ||
+           (n > t && strcasecmp(name + n - t, tail) == 0);
+}
+
 /* Finds or makes the target name:port. name is curl's host part ([v6] with
  * brackets). */
 static struct h1_host *host_get(struct http_client *c, const char *name, unsigned port)
@@ -894,6 +902,20 @@ static struct h1_host *host_get(struct http_client *c, const char *name, unsigne
         ts_free(h->host_hdr);
         ts_free(h);
         return NULL;
+    } else if (is_localhost(bare, n)) {
+        /* as curl (7.78 on): localhost is loopback without asking the resolver,
+         * IPv4 and IPv6, whatever /etc/hosts says */
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        h->addr_len[0] = sizeof(*a4);
+        struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&h->addr[1];
+        b6->sin6_family = AF_INET6;
+        b6->sin6_port = htons((uint16_t)port);
+        b6->sin6_addr = in6addr_loopback;
+        h->addr_len[1] = sizeof(*b6);
+        h->naddr = 2;
+        h->literal = true;
     }
     hc_list_add_tail(&c->h1_hosts, &h->link);
     return h;
