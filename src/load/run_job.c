@@ -196,6 +196,10 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
                         json_string(o->output_len ? o->output_len : "uniform:64-256"));
     json_object_set_new(j, "stream", json_boolean(!o->no_stream));
     json_object_set_new(j, "ignore_eos", json_boolean(!o->no_ignore_eos));
+    /* which client engine plain http:// calls ran on (TLS and HTTP/2: always curl) */
+    json_object_set_new(j, "http_engine", json_string(o->http_engine_curl ? "curl" : "auto"));
+    json_object_set_new(j, "kernel_timestamps",
+                        json_boolean(!o->http2 && !o->no_kernel_timestamps));
     if (o->prompts)
         json_object_set_new(j, "prompts", json_string(o->prompts));
     return j;
