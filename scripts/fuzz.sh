@@ -15,6 +15,8 @@ if [ ! -f "$dir/build.ninja" ]; then
     CC=clang meson setup "$dir" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
 ninja -C "$dir"
+# third-party leaks the drivers cannot avoid (see the file)
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/fuzz/lsan.supp"
 shopt -s nullglob
 drivers=()
 for f in "$dir"/tests/fuzz/fuzz_*; do
