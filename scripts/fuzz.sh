@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-smoke}
 case "$mode" in
-smoke) secs=${FUZZ_SECONDS:-5} ;;
-long) secs=${FUZZ_SECONDS:-300} ;;
+smoke) secs=${FUZZ_SECONDS:-5}; seed=${FUZZ_SEED:-1} ;; # fixed: the same mutations in every make test
+long) secs=${FUZZ_SECONDS:-300}; seed=${FUZZ_SEED:-0} ;;  # 0: libFuzzer picks one
 *) echo "usage: fuzz.sh smoke|long" >&2; exit 2 ;;
 esac
 dir=build-fuzz
@@ -34,7 +34,7 @@ for drv in "${drivers[@]}"; do
     work=$(mktemp -d)
     [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
     echo "fuzz: $name for ${secs}s"
-    "$drv" -max_total_time="$secs" -max_len=65536 -artifact_prefix=tests/fuzz/artifacts/ \
+    "$drv" -max_total_time="$secs" -seed="$seed" -max_len=65536 -artifact_prefix=tests/fuzz/artifacts/ \
         -print_final_stats=0 "$work" 2>&1 | tail -n 3
     rc=${PIPESTATUS[0]}
     rm -rf "$work"
