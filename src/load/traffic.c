@@ -670,9 +670,17 @@ static int build_single(struct traffic_actor *a, const struct tokcount *tc, stru
     if (raw)
         prompt_tokens = prompt_tokens - (uint32_t)tokcount_count(tc, send_user, send_len) +
                         (uint32_t)tokcount_count(tc, user, user_len);
-    if ((rc = finish_body(t, o, out_tokens, &rq->item.stream)) || (rc = dump_body(o, &body)) ||
-        (raw && (rc = splice_raw(&body, raw_mark, user, user_len)))) {
+    if ((rc = finish_body(t, o, out_tokens, &rq->item.stream)) || (rc = dump_body(o, &body))) {
         snprintf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
+        goto out;
+    }
+    if (raw && (rc = splice_raw(&body, raw_mark, user, user_len))) {
+        /* -EINVAL: the placeholder is not there exactly once, i.e. the request's
+         * other text (a system prompt...) writes it too */
+        snprintf(err, errlen, "cannot build the request: %s",
+                 rc == -EINVAL ? "its text holds the placeholder of its invalid UTF-8 bytes "
+                                 "(\\x01tokenstorm-raw-...\\x01)"
+                               : ts_strerror(rc));
         goto out;
     }
     rq->item.body = body.data;

@@ -328,8 +328,11 @@ static void run_class(const struct traffic *t)
                         (int)rq.item.body_len, rq.item.body);
             if (got < 0) {
                 /* a flow may fail to render at run time; prompts files and datasets come
-                 * from outside; a session whose history holds invalid UTF-8: see `strict` */
-                if (!t->has_flow && t->source == TRAFFIC_SCHEMA && (strict || !st.session_raw)) {
+                 * from outside; a session whose history holds invalid UTF-8: see `strict`;
+                 * a text that writes a request's own raw-text placeholder (seeded, so it
+                 * can be guessed) is refused with a message, which is all that is asked */
+                if (!t->has_flow && t->source == TRAFFIC_SCHEMA && (strict || !st.session_raw) &&
+                    !mentions_mark) {
                     fprintf(stderr, "class '%s': traffic_next: %d %s\n", t->name, got, why);
                     abort();
                 }
