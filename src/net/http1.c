@@ -48,6 +48,8 @@
 #define H1_MAX_HOSTS    64          /* targets kept; beyond, unused ones go */
 #define H1_MAX_NAME     255
 
+struct h1_gai;
+
 struct h1_host {
     struct http_client *client;
     struct http_client_list link;    /* in client->h1_hosts */
@@ -56,8 +58,8 @@ struct h1_host {
     char name[H1_MAX_NAME + 1];      /* host without brackets */
     char *host_hdr;                  /* "Host: name[:port]" value */
     uint16_t port;
-    bool literal;                 /* an IP literal: never resolved */
-    struct uv_getaddrinfo_s *gai; /* the lookup in progress, or NULL */
+    bool literal;       /* an IP literal: never resolved */
+    struct h1_gai *gai; /* the lookup in progress, or NULL */
     struct sockaddr_storage addr[H1_MAX_ADDRS];
     socklen_t addr_len[H1_MAX_ADDRS];
     unsigned naddr;
@@ -330,7 +332,6 @@ static void conn_ended(struct h1_conn *conn, bool reusable)
         conn_park(conn);
     else
         conn_close(conn);
-    call->h1_code = CURLE_OK;
     hc_call_finish(call, CURLE_OK);
 }
 
@@ -788,7 +789,7 @@ static int host_resolve(struct h1_host *host)
         return rc;
     }
     c->open_handles++;
-    host->gai = (struct uv_getaddrinfo_s *)g;
+    host->gai = g;
     return 0;
 }
 
@@ -821,7 +822,7 @@ static void host_free(struct h1_host *host)
 {
     hc_list_remove(&host->link);
     if (host->gai)
-        ((struct h1_gai *)host->gai)->host = NULL;
+        host->gai->host = NULL;
     ts_free(host->host_hdr);
     ts_free(host);
 }
@@ -1034,7 +1035,7 @@ static bool hdr_is(const char *h, const char *name)
     return strlen(name) == n && strncasecmp(h, name, n) == 0;
 }
 
-bool h1_eligible(struct http_client *c, const struct http_call_spec *spec, bool has_expect)
+bool h1_eligible(struct http_client *c, const struct http_call_spec *spec)
 {
     if (c->cfg.engine != HTTP_CLIENT_ENGINE_AUTO || c->cfg.version == HTTP_CLIENT_HTTP2_PRIOR ||
         c->h1_proxy_env || c->cfg.max_host_connections || c->cfg.max_total_connections)
@@ -1049,7 +1050,6 @@ bool h1_eligible(struct http_client *c, const struct http_call_spec *spec, bool 
         if (hdr_is(h, "Expect") && *hdr_value(h))
             return false;
     }
-    (void)has_expect;
     return url_split(c, spec->url);
 }
 
@@ -1108,6 +1108,7 @@ int h1_start(struct http_call *call, const struct http_call_spec *spec, const vo
     bool has_body = spec->body != NULL || is_post;
     call->h1 = true;
     call->h1_host = c->h1_url_host;
+    call->h1_host->users++; /* h1_call_release gives it back, also on failure */
     call->h1_head = strcmp(m, "HEAD") == 0;
     call->h1_body = has_body ? (body ? body : "") : NULL;
     if (spec->send_shaper && spec->send_shaper->allow) {
@@ -1117,11 +1118,7 @@ int h1_start(struct http_call *call, const struct http_call_spec *spec, const vo
     call->h1_body_len = has_body ? spec->body_len : 0;
     hc_list_init(&call->h1_wait_link);
     buf_init(&call->h1_rh, H1_MAX_RH_BYTES);
-    int rc = build_head(call, spec, m, has_body);
-    if (rc)
-        return rc;
-    call->h1_host->users++;
-    return 0;
+    return build_head(call, spec, m, has_body);
 }
 
 void h1_launch(struct http_call *call)
@@ -1164,39 +1161,40 @@ void h1_call_release(struct http_call *call)
     }
 }
 
-static const char *rh_next(const struct http_call *call, const char *p)
-{
-    return p + strlen(p) + 1;
-}
-
-const char *h1_header(struct http_call *call, const char *name)
-{
-    if (!call->headers_done || !call->h1_rh.data)
-        return NULL; /* no headers at all */
-    const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
-    for (unsigned i = 0; p && i < call->h1_rh_n && p < end; i++) {
-        const char *v = rh_next(call, p);
-        if (strcasecmp(p, name) == 0)
-            return v;
-        p = rh_next(call, v);
-    }
-    return NULL;
-}
-
 int h1_headers_each(struct http_call *call,
                     int (*fn)(void *ctx, const char *name, const char *value), void *ctx)
 {
     if (!call->headers_done || !call->h1_rh.data)
-        return 0;
+        return 0; /* no headers at all */
     const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
-    for (unsigned i = 0; p && i < call->h1_rh_n && p < end; i++) {
-        const char *v = rh_next(call, p);
+    for (unsigned i = 0; i < call->h1_rh_n && p < end; i++) {
+        const char *v = p + strlen(p) + 1; /* name\0value\0 */
         int rc = fn(ctx, p, v);
         if (rc)
             return rc;
-        p = rh_next(call, v);
+        p = v + strlen(v) + 1;
     }
     return 0;
+}
+
+struct header_find {
+    const char *name, *value;
+};
+
+static int header_match(void *ctx, const char *name, const char *value)
+{
+    struct header_find *f = ctx;
+    if (strcasecmp(name, f->name) != 0)
+        return 0;
+    f->value = value;
+    return 1;
+}
+
+const char *h1_header(struct http_call *call, const char *name)
+{
+    struct header_find f = {name, NULL};
+    (void)h1_headers_each(call, header_match, &f);
+    return f.value;
 }
 
 static uint64_t since(uint64_t start, uint64_t t)
@@ -1208,7 +1206,7 @@ static uint64_t since(uint64_t start, uint64_t t)
 
 void h1_fill_result(struct http_call *call, struct http_call_result *res)
 {
-    res->status = call->h1_status >= 200 || call->headers_done ? call->h1_status : 0;
+    res->status = call->headers_done ? call->h1_status : 0; /* a final response's */
     res->reused = call->h1_reused;
     res->dns_ns = since(call->start_ns, call->h1_dns_ns);
     res->connect_ns = since(call->start_ns, call->h1_connect_ns);
@@ -1236,11 +1234,11 @@ void h1_client_close(struct http_client *c)
         while (!hc_list_empty(&h->idle))
             conn_close(CONTAINER_OF(h->idle.next, struct h1_conn, link));
         if (h->gai)
-            (void)uv_cancel((uv_req_t *)&((struct h1_gai *)h->gai)->req);
+            (void)uv_cancel((uv_req_t *)&h->gai->req);
         /* Closing connections still point at h until their close callback. */
         hc_list_remove(&h->link);
         if (h->gai)
-            ((struct h1_gai *)h->gai)->host = NULL;
+            h->gai->host = NULL;
         h->gai = NULL;
         if (!h->users) {
             ts_free(h->host_hdr);

@@ -25,8 +25,6 @@
  */
 #include "net/http_client.h"
 
-#include <sys/uio.h>
-
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -260,7 +258,7 @@ static void call_fill_result(struct http_call *call, CURLcode code, struct http_
         res->starttransfer_ns = info_us_to_ns(e, CURLINFO_STARTTRANSFER_TIME_T);
         res->total_ns = info_us_to_ns(e, CURLINFO_TOTAL_TIME_T);
         /* No new connection, yet the request got as far as being sent: reused.
-     * (curl records at least 1 µs for every phase it reaches.) */
+         * (curl records at least 1 µs for every phase it reaches.) */
         long nconn = -1;
         if (curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &nconn) != CURLE_OK)
             nconn = -1;
@@ -914,9 +912,15 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     rc = headers_check(spec, &hdr_bytes, &has_expect);
     if (rc)
         return rc;
+    bool h1 = h1_eligible(c, spec);
+    if (!h1 && spec->send_shaper)
+        return -ENOTSUP; /* only the own HTTP/1.1 engine shapes what it sends */
 
-    size_t n_nodes = spec->n_headers + (has_expect ? 0 : 1);
-    size_t fixed = sizeof(struct http_call) + n_nodes * sizeof(struct curl_slist) + hdr_bytes;
+    /* curl's header list lives in the block; the own engine writes its request
+     * head from spec->headers directly */
+    size_t n_nodes = h1 ? 0 : spec->n_headers + (has_expect ? 0 : 1);
+    size_t fixed =
+        sizeof(struct http_call) + (h1 ? 0 : n_nodes * sizeof(struct curl_slist) + hdr_bytes);
     size_t body_copy = spec->copy_body && spec->body ? spec->body_len : 0;
     if (body_copy > SIZE_MAX - fixed)
         return -ENOMEM;
@@ -929,7 +933,7 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     call->user = user;
     hc_list_init(&call->link);
     hc_list_init(&call->defer_link);
-    char *after = headers_build(call, spec, n_nodes, has_expect);
+    char *after = h1 ? (char *)(call + 1) : headers_build(call, spec, n_nodes, has_expect);
     const void *body = spec->body;
     if (body_copy) {
         memcpy(after, spec->body, body_copy);
@@ -940,52 +944,23 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     call->total_ms = pick_timeout(spec->total_timeout_ms, c->cfg.total_timeout_ms);
     call->connect_ms = pick_timeout(spec->connect_timeout_ms, c->cfg.connect_timeout_ms);
 
-    if (h1_eligible(c, spec, has_expect)) {
+    if (h1) {
         rc = h1_start(call, spec, body);
-        if (!rc)
-            rc = uv_timer_init(c->loop, &call->timer);
-        if (rc) {
-            ts_free(call->h1_req);
-            buf_release(&call->h1_rh);
-            call->h1_shaped = false; /* the caller keeps the shaper's ctx */
-            if (call->h1_host)
-                h1_call_release(call);
-            ts_free(call);
-            return rc;
-        }
-        call->timer.data = call;
-        c->open_handles++;
-        call->start_ns = ts_now_ns();
-        hc_list_add_tail(&c->calls, &call->link);
-        c->n_calls++;
-        hc_call_arm_timer(call, call->start_ns);
-        h1_launch(call);
-        if (out)
-            *out = call;
-        return 0;
+    } else {
+        call->easy = curl_easy_init();
+        rc = call->easy ? call_setup_easy(call, spec, body, call->connect_ms) : -ENOMEM;
     }
-
-    if (spec->send_shaper) {
-        rc = -ENOTSUP; /* only the own HTTP/1.1 engine shapes what it sends */
-        goto out_free_call;
-    }
-    call->easy = curl_easy_init();
-    if (!call->easy) {
-        rc = -ENOMEM;
-        goto out_free_call;
-    }
-    rc = call_setup_easy(call, spec, body,
-                         pick_timeout(spec->connect_timeout_ms, c->cfg.connect_timeout_ms));
+    if (!rc)
+        rc = uv_timer_init(c->loop, &call->timer);
     if (rc)
-        goto out_cleanup_easy;
-    rc = uv_timer_init(c->loop, &call->timer);
-    if (rc)
-        goto out_cleanup_easy;
+        goto out_drop;
     call->timer.data = call;
     c->open_handles++;
 
     call->start_ns = ts_now_ns();
-    if (c->depth > 0) {
+    if (h1) {
+        /* below: h1_launch, once the call is registered */
+    } else if (c->depth > 0) {
         /* Inside curl's callbacks curl_multi_add_handle is refused. */
         call->deferred_add = true;
         hc_client_defer(c, call);
@@ -1002,13 +977,22 @@ int http_client_request(struct http_client *c, const struct http_call_spec *spec
     hc_list_add_tail(&c->calls, &call->link);
     c->n_calls++;
     hc_call_arm_timer(call, call->start_ns);
+    if (h1)
+        h1_launch(call);
     if (out)
         *out = call;
     return 0;
 
-out_cleanup_easy:
-    curl_easy_cleanup(call->easy);
-out_free_call:
+out_drop:
+    if (call->easy)
+        curl_easy_cleanup(call->easy);
+    if (call->h1) {
+        ts_free(call->h1_req);
+        buf_release(&call->h1_rh);
+        call->h1_shaped = false; /* the caller keeps the shaper's ctx */
+        if (call->h1_host)
+            h1_call_release(call);
+    }
     ts_free(call);
     return rc;
 }

@@ -124,7 +124,7 @@ void hc_client_defer(struct http_client *c, struct http_call *call);
 
 /* Whether spec can run on the HTTP/1.1 engine: plain http://, HTTP/1.1, no
  * proxy, no connection limits, headers it writes itself. Parses the URL. */
-bool h1_eligible(struct http_client *c, const struct http_call_spec *spec, bool has_expect);
+bool h1_eligible(struct http_client *c, const struct http_call_spec *spec);
 /* Builds the request (after h1_eligible said yes). 0 or -ENOMEM. */
 int h1_start(struct http_call *call, const struct http_call_spec *spec, const void *body);
 /* Sends it: on a kept-alive connection, a new one, or after the name is

@@ -1097,7 +1097,7 @@ static void test_engine_choice(void **state)
     assert_int_equal(http_client_init(&c, &loop, NULL), 0);
     unsetenv("http_proxy");
     struct http_call_spec spec = {.url = "http://127.0.0.1:9/x"};
-    assert_false(h1_eligible(&c, &spec, false));
+    assert_false(h1_eligible(&c, &spec));
     http_client_close(&c, NULL, NULL);
     assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&loop), 0);
@@ -1108,16 +1108,16 @@ static void test_engine_choice(void **state)
                         "http://[fe80::1%25eth0]:9/x", "http://"};
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
         spec.url = no[i];
-        assert_false(h1_eligible(&c, &spec, false));
+        assert_false(h1_eligible(&c, &spec));
     }
     const char *te[] = {"Transfer-Encoding: chunked"};
     spec = (struct http_call_spec){.url = "http://127.0.0.1:9/x", .headers = te, .n_headers = 1};
-    assert_false(h1_eligible(&c, &spec, false));
+    assert_false(h1_eligible(&c, &spec));
     spec.n_headers = 0;
-    assert_true(h1_eligible(&c, &spec, false));
+    assert_true(h1_eligible(&c, &spec));
     assert_string_equal(c.h1_url_path, "/x");
     spec.url = "http://127.0.0.1:9/a/../b?q=1#frag";
-    assert_true(h1_eligible(&c, &spec, false));
+    assert_true(h1_eligible(&c, &spec));
     assert_string_equal(c.h1_url_path, "/b?q=1");
     http_client_close(&c, NULL, NULL);
     assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);

@@ -173,6 +173,19 @@ static void make_result(struct runner_result *r, size_t npoints)
         r->timeline[i].t_s = (double)(i + 1);
 }
 
+/* What rank 0 does with another rank's result: encode b, add it to a. */
+static void merge_rank(struct runner_result *a, const struct runner_result *b)
+{
+    char *text = dist_result_encode(b, NULL);
+    assert_non_null(text);
+    struct dist_merger m;
+    char err[128] = "";
+    assert_int_equal(dist_merger_init(&m, a), 0);
+    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), 0);
+    dist_merger_finish(&m, 0);
+    free(text);
+}
+
 static void test_merger_is_exact(void **state)
 {
     struct runner_result a, b;
@@ -210,14 +223,7 @@ static void test_merger_is_exact(void **state)
                                           .lag_p99_ms = 3};
     b.timeline[2] = (struct runner_point){.t_s = 3, .chunks = 7};
 
-    char *text = dist_result_encode(&b, NULL);
-    assert_non_null(text);
-    struct dist_merger m;
-    char err[128] = "";
-    assert_int_equal(dist_merger_init(&m, &a), 0);
-    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), 0);
-    dist_merger_finish(&m, 0);
-    free(text);
+    merge_rank(&a, &b);
 
     /* histograms and counters: exactly one process's */
     assert_int_equal(a.total->requests, 80);
@@ -299,13 +305,7 @@ static void test_merger_adds_classes(void **state)
     make_class(&a.classes[1], 4);
     make_class(&b.classes[0], 6);
     make_class(&b.classes[1], 8);
-    char *text = dist_result_encode(&b, NULL);
-    assert_non_null(text);
-    struct dist_merger m;
-    char err[128] = "";
-    assert_int_equal(dist_merger_init(&m, &a), 0);
-    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), 0);
-    dist_merger_finish(&m, 0);
+    merge_rank(&a, &b);
     const struct runner_class_result *c0 = &a.classes[0], *c1 = &a.classes[1];
     assert_int_equal(c0->stats->requests, 16);
     assert_int_equal(c1->stats->requests, 12);
@@ -324,6 +324,10 @@ static void test_merger_adds_classes(void **state)
     assert_int_equal(c1->trimmed, 2);
 
     /* a rank with other classes is refused */
+    char *text = dist_result_encode(&b, NULL);
+    assert_non_null(text);
+    struct dist_merger m;
+    char err[128] = "";
     struct runner_result one;
     make_result(&one, 1);
     one.classes = ts_calloc(1, sizeof(*one.classes));
