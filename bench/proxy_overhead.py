@@ -18,6 +18,7 @@ p50/p99/p99.9/max of both and the differences of the quantiles (the proxy's
 added latency per event; the runs are separate, so the difference is of the
 distributions, not paired per event). Target (issue 5): p99 added <= 100 us.
 Usage: proxy_overhead.py [--streams 1000,100] [--duration 15] [--proxy-core 1,0]
+                         [--proxy-threads N]
 """
 
 import argparse
@@ -42,9 +43,10 @@ TARGET_US = 100
 class Proxy:
     """`tokenstorm proxy --upstream URL --no-api` pinned to core (a context manager)."""
 
-    def __init__(self, core, upstream):
+    def __init__(self, core, upstream, threads=1):
         self.argv = c.pinned(core, [c.TOKENSTORM, "proxy", "--upstream", upstream, "--listen",
-                                    "127.0.0.1:0", "--no-api", "--grace", "1s"])
+                                    "127.0.0.1:0", "--no-api", "--grace", "1s",
+                                    "--threads", str(threads)])
         self.proc, self.port, self.lines = None, None, []
 
     def __enter__(self):
@@ -90,7 +92,7 @@ def quantiles(xs):
     return out
 
 
-def run(streams, duration, proxy_core, work):
+def run(streams, duration, proxy_core, work, threads=1):
     """One measurement: proxy_core None = direct. Returns per-event latency
     quantiles in microseconds and the CPU figures."""
     trace = os.path.join(work, "trace.jsonl")
@@ -98,7 +100,7 @@ def run(streams, duration, proxy_core, work):
     sets = c.FAST_ENGINE + ["t_w_ms=%g" % (1000.0 / TOKENS_PER_S - 0.05)]
     c.wait_quiet()
     with c.Sim(sets=sets, extra=["--trace-log", trace]) as sim:
-        px = Proxy(proxy_core, sim.url).__enter__() if proxy_core is not None else None
+        px = Proxy(proxy_core, sim.url, threads).__enter__() if proxy_core is not None else None
         try:
             port = px.port if px else sim.port
             warmup = LENGTH / TOKENS_PER_S + 1
@@ -156,8 +158,10 @@ def run(streams, duration, proxy_core, work):
     us = lambda cpu: round(cpu / ev * 1e6, 2) if cpu is not None else None
     return {
         "streams": streams,
-        "via": "proxy (core %s)" % proxy_core if px else "direct",
+        "via": ("proxy (core %s%s)" % (proxy_core, ", %d thr" % threads if threads > 1 else "")
+                if px else "direct"),
         "proxy_core": proxy_core,
+        "proxy_threads": threads if px else None,
         "latency_us": quantiles(lat),
         "responses_joined": joined, "responses_unmatched": unmatched,
         "responses_bad_event_count": bad,
@@ -192,7 +196,10 @@ def main():
                     help="concurrent streams, comma-separated: one set of runs each")
     ap.add_argument("--duration", type=float, default=15)
     ap.add_argument("--proxy-core", default="%s,%s" % (c.CLIENT_CORE, c.SIM_CORE),
-                    help="core(s) for the proxy, comma-separated: one proxy run each")
+                    help="core(s) for the proxy, comma-separated: one proxy run each "
+                         "(a taskset list such as 0-1 gives one run several cores)")
+    ap.add_argument("--proxy-threads", type=int, default=1,
+                    help="tokenstorm proxy --threads N (its loop threads)")
     ap.add_argument("--keep", metavar="DIR", help="keep the trace and receive logs in DIR")
     a = ap.parse_args()
     c.ensure_built()
@@ -204,7 +211,7 @@ def main():
         for core in [None] + a.proxy_core.split(","):
             work = tempfile.mkdtemp(prefix="bench-po-", dir=c.OUT)
             try:
-                m = run(streams, a.duration, core, work)
+                m = run(streams, a.duration, core, work, a.proxy_threads)
             finally:
                 if a.keep:
                     dst = os.path.join(a.keep, "%d-%s" % (streams, "direct" if core is None
@@ -241,7 +248,8 @@ def main():
                 "output_tokens": LENGTH},
         "client": {"command": "bench/out/sseload --streams N --record FILE",
                    "core": c.CLIENT_CORE},
-        "proxy": {"command": "tokenstorm proxy --upstream <sim> --no-api"},
+        "proxy": {"command": "tokenstorm proxy --upstream <sim> --no-api --threads %d"
+                            % a.proxy_threads},
         "points": points,
     })
 

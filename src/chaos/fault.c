@@ -1084,20 +1084,20 @@ struct fault *fault_new(const struct fault *src)
     memcpy(f, src, sizeof *f);
     atomic_store(&f->injected, 0);
     atomic_store(&f->matched, 0);
-    f->refs = 1;
+    atomic_store(&f->refs, 1);
     return f;
 }
 
 struct fault *fault_ref(struct fault *f)
 {
     if (f)
-        f->refs++;
+        atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
     return f;
 }
 
 void fault_unref(struct fault *f)
 {
-    if (f && --f->refs <= 0)
+    if (f && atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) <= 1)
         ts_free(f);
 }
 

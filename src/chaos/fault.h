@@ -239,8 +239,8 @@ struct fault {
     /* counters */
     _Atomic uint64_t matched;  /* requests that matched (before the roll) */
     _Atomic uint64_t injected; /* times the fault was injected */
-    /* heap faults only (fault_new) */
-    int refs;
+    /* heap faults only (fault_new); atomic: the proxy's loop threads share faults */
+    _Atomic int refs;
 };
 
 /* The spec name of a type ("sse_truncate") / of a direction ("upstream"). */
@@ -281,7 +281,8 @@ TS_MUST_CHECK int fault_yaml_parse(const char *text, size_t len, const char *nam
                                    char *err, size_t errlen);
 
 /* Heap faults: fault_new copies *src (counters zeroed), refs = 1. NULL on
- * -ENOMEM. fault_unref frees at zero; NULL is a no-op. */
+ * -ENOMEM. fault_unref frees at zero; NULL is a no-op. Both are atomic, so a
+ * fault may be referenced and dropped from several threads. */
 struct fault *fault_new(const struct fault *src);
 struct fault *fault_ref(struct fault *f);
 void fault_unref(struct fault *f);

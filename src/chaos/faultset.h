@@ -13,9 +13,11 @@
  * the connection is accepted): their HTTP selectors cannot be evaluated then
  * and are ignored.
  *
- * The set is used from one loop thread. Faults are heap objects with a
- * reference count: a fault removed or replaced while a response holds it
- * (from faultset_roll) lives until that response drops it.
+ * The set itself is not locked: the proxy's loop threads and its control
+ * API share it under the proxy's faults_mu (struct proxy). Faults are heap
+ * objects with an atomic reference count: a fault removed or replaced while
+ * a response holds it (from faultset_roll) lives until that response drops
+ * it, on whichever thread.
  */
 #ifndef TS_CHAOS_FAULTSET_H
 #define TS_CHAOS_FAULTSET_H

@@ -71,6 +71,7 @@ struct pxemit {
 
 struct pxreq {
     struct proxy *p;
+    struct proxy_worker *w; /* the loop it runs on */
     struct http_request *req;
     struct http_call *call;
     struct rng rng;
@@ -144,8 +145,8 @@ static void px_timer_closed(struct ptimer *t)
 static void px_done(struct pxreq *x)
 {
     x->finished = true;
-    x->p->in_flight--;
-    (void)proxy_trace_finish(&x->trace, &x->p->tracer, x->hits, x->nhits, ts_wall_ns());
+    atomic_fetch_sub_explicit(&x->p->in_flight, 1, memory_order_relaxed);
+    (void)proxy_trace_finish(&x->trace, &x->w->tracer, x->hits, x->nhits, ts_wall_ns());
     if (x->call_running)
         http_call_cancel(x->call);
     if (x->tstate == TIMER_OPEN) {
@@ -203,7 +204,7 @@ static void px_count(struct pxreq *x, struct fault *f)
     fault_count_injection(f);
     proxy_trace_fault(&x->trace, f, ts_wall_ns());
     if (strncmp(f->name, FAULT_HDR, FAULT_HDR_LEN) == 0)
-        x->p->header_faults++;
+        atomic_fetch_add_explicit(&x->p->header_faults, 1, memory_order_relaxed);
 }
 
 static uint64_t px_sample_ns(struct pxreq *x, const struct dist *d)
@@ -511,7 +512,7 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
         return;
     }
     if (res->error != HTTP_CALL_OK) {
-        x->p->upstream_errors++;
+        atomic_fetch_add_explicit(&x->p->upstream_errors, 1, memory_order_relaxed);
         char msg[320];
         snprintf(msg, sizeof msg, "upstream %s error: %s", http_call_error_name(res->error),
                  res->error_text);
@@ -647,23 +648,22 @@ static void px_forward(struct pxreq *x)
     struct http_shaper upsh = {pxconn_allow, 0, pxconn_release, up};
     if (up)
         spec.send_shaper = &upsh;
-    rc = http_client_request(&p->client, &spec, &up_ops, x, &x->call);
+    rc = http_client_request(&x->w->client, &spec, &up_ops, x, &x->call);
     if (rc == -ENOTSUP && up) { /* an upstream the own engine does not serve (TLS...) */
         pxconn_release(up);
         up = NULL;
         spec.send_shaper = NULL;
-        if (!p->warned_up_shaping) {
-            p->warned_up_shaping = true;
+        if (!atomic_exchange(&p->warned_up_shaping, true)) {
             ts_warn("proxy: upstream-direction TCP faults need a plain http:// upstream; "
                     "not applied");
         }
-        rc = http_client_request(&p->client, &spec, &up_ops, x, &x->call);
+        rc = http_client_request(&x->w->client, &spec, &up_ops, x, &x->call);
     } else if (rc && up) {
         pxconn_release(up);
     }
     buf_release(&hb);
     if (rc) {
-        p->upstream_errors++;
+        atomic_fetch_add_explicit(&p->upstream_errors, 1, memory_order_relaxed);
         px_error(x, 502, "server_error", NULL, "cannot start the upstream request", NULL);
         return;
     }
@@ -682,7 +682,7 @@ static void px_timer_cb(struct ptimer *t)
 static void px_arm(struct pxreq *x, uint64_t at)
 {
     if (x->tstate == TIMER_NONE) {
-        if (ptimer_init(x->p->loop, &x->timer) != 0) {
+        if (ptimer_init(x->w->loop, &x->timer) != 0) {
             px_cut(x);
             return;
         }
@@ -926,7 +926,9 @@ static void px_tcp_roll(struct pxreq *x, uint64_t now)
 {
     struct proxy *p = x->p;
     struct fault *hits[FAULTSET_HITS];
+    pthread_mutex_lock(&p->faults_mu);
     size_t n = faultset_roll(&p->faults, NULL, 1u << FAULT_TCP, now, hits, FAULTSET_HITS);
+    pthread_mutex_unlock(&p->faults_mu);
     if (!n)
         return;
     struct pxconn *k = ts_calloc(1, sizeof *k);
@@ -1097,7 +1099,9 @@ static int px_header_faults(struct pxreq *x, uint64_t now, char *err, size_t err
     const char *dl = http_request_header(x->req, FAULT_HDR "-delay");
     (void)now;
     if (name) {
-        struct fault *f = faultset_get(&x->p->faults, name);
+        pthread_mutex_lock(&x->p->faults_mu);
+        struct fault *f = fault_ref(faultset_get(&x->p->faults, name));
+        pthread_mutex_unlock(&x->p->faults_mu);
         if (!f) {
             ts_errf(err, errlen, "x-tokenstorm-fault: no fault named '%.64s'", name);
             return -EINVAL;
@@ -1107,7 +1111,9 @@ static int px_header_faults(struct pxreq *x, uint64_t now, char *err, size_t err
             have |= x->hits[i] == f;
         if (!have && x->nhits < FAULTSET_HITS) {
             atomic_fetch_add_explicit(&f->matched, 1, memory_order_relaxed);
-            x->hits[x->nhits++] = fault_ref(f);
+            x->hits[x->nhits++] = f;
+        } else {
+            fault_unref(f);
         }
     }
     const char *vals[2] = {ab, dl};
@@ -1147,25 +1153,32 @@ static void body_model(const struct http_request *req, char *out, size_t n)
 
 static void proxy_on_request(struct http_request *req, void *ctx)
 {
-    struct proxy *p = ctx;
-    p->requests_total++;
+    struct proxy_worker *w = ctx;
+    struct proxy *p = w->p;
+    atomic_fetch_add_explicit(&p->requests_total, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->requests, 1, memory_order_relaxed);
     struct pxreq *x = ts_calloc(1, sizeof *x);
     if (!x) {
         (void)http_respond(req, 503, NULL, NULL, "", 0);
         return;
     }
-    p->in_flight++;
+    atomic_fetch_add_explicit(&p->in_flight, 1, memory_order_relaxed);
     x->p = p;
+    x->w = w;
     x->req = req;
     req->user = x;
     buf_init(&x->head, HEAD_MAX);
     buf_init(&x->pending, p->cfg.max_body_bytes);
-    rng_seed(&x->rng, rng_mix64(p->cfg.seed ^ rng_mix64(++p->req_seq)));
+    uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
+    rng_seed(&x->rng, rng_mix64(p->cfg.seed ^ rng_mix64(seq)));
     http_request_on_abort(req, px_on_abort);
 
     uint64_t now = ts_now_ns();
     char model[128] = "";
-    if (faultset_wants_model(&p->faults))
+    pthread_mutex_lock(&p->faults_mu);
+    bool wants_model = faultset_wants_model(&p->faults);
+    pthread_mutex_unlock(&p->faults_mu);
+    if (wants_model)
         body_model(req, model, sizeof model);
     struct fault_request fr = {
         .method = req->method,
@@ -1175,8 +1188,10 @@ static void proxy_on_request(struct http_request *req, void *ctx)
         .model = model[0] ? model : NULL,
     };
     unsigned fams = 1u << FAULT_HTTP | 1u << FAULT_SSE | 1u << FAULT_LLM | 1u << FAULT_RAG;
+    pthread_mutex_lock(&p->faults_mu);
     x->nhits = faultset_roll(&p->faults, &fr, fams, now, x->hits, FAULTSET_HITS);
-    proxy_trace_begin(&x->trace, &p->tracer, req, ts_wall_ns());
+    pthread_mutex_unlock(&p->faults_mu);
+    proxy_trace_begin(&x->trace, &w->tracer, req, ts_wall_ns());
     char err[320];
     if (px_header_faults(x, now, err, sizeof err) != 0) {
         px_error(x, 400, "invalid_request_error", NULL, err, NULL);
@@ -1184,7 +1199,7 @@ static void proxy_on_request(struct http_request *req, void *ctx)
         return;
     }
     x->fwd_at = now;
-    if (req->conn_index == 0 && !p->shutting_down)
+    if (req->conn_index == 0 && !w->stopping)
         px_tcp_roll(x, now);
     px_tcp_request(x, now);
     for (size_t i = 0; i < x->nhits; i++) {
@@ -1203,9 +1218,141 @@ static void proxy_on_request(struct http_request *req, void *ctx)
     px_maybe_free(x);
 }
 
-/* ------------------------------------------------------------ proxy */
+/* ------------------------------------------------------------ workers */
 
-static void front_closed(struct http_server *s);
+static void proxy_part_closed(struct proxy *p);
+
+static void worker_client_closed(struct http_client *c, void *arg)
+{
+    (void)c;
+    struct proxy_worker *w = arg;
+    if (w->index == 0)
+        proxy_part_closed(w->p);
+    else
+        uv_close((uv_handle_t *)&w->stop, NULL); /* the last handle: the thread's loop ends */
+}
+
+static void worker_front_closed(struct http_server *s)
+{
+    struct proxy_worker *w =
+        (struct proxy_worker *)((char *)s - offsetof(struct proxy_worker, front));
+    http_client_close(&w->client, worker_client_closed, w);
+}
+
+/* On w's loop: stop accepting, let requests finish, close the client. */
+static void worker_stop(struct proxy_worker *w, uint64_t grace_ms)
+{
+    w->stopping = true;
+    (void)http_server_shutdown(&w->front, grace_ms, worker_front_closed);
+}
+
+static void worker_stop_cb(uv_async_t *h)
+{
+    struct proxy_worker *w = h->data;
+    if (!w->stopping)
+        worker_stop(w, atomic_load(&w->grace_ms));
+}
+
+static void worker_main(void *arg)
+{
+    struct proxy_worker *w = arg;
+    (void)uv_run(w->loop, UV_RUN_DEFAULT);
+    atomic_store(&w->exited, true);
+    uv_async_send(&w->p->reaped);
+}
+
+/* The proxy loop joins the threads whose loop is empty. */
+static void reaped_cb(uv_async_t *h)
+{
+    struct proxy *p = h->data;
+    for (int i = 1; i < p->n_workers; i++) {
+        struct proxy_worker *w = &p->workers[i];
+        if (!w->started || w->joined || !atomic_load(&w->exited))
+            continue;
+        uv_thread_join(&w->thread);
+        if (uv_loop_close(w->loop) != 0)
+            ts_warn("proxy: worker %d's loop still had handles at exit", i);
+        w->joined = true;
+        if (p->shutting_down)
+            proxy_part_closed(p);
+    }
+}
+
+/*
+ * Sets up worker index on loop: its upstream client and its listener on
+ * port (no socket yet). On error, w owns nothing but closing handles on loop
+ * (run it to let them close).
+ */
+static int worker_init(struct proxy *p, int index, uv_loop_t *loop, int port, char *err,
+                       size_t errlen)
+{
+    struct proxy_worker *w = &p->workers[index];
+    w->p = p;
+    w->index = index;
+    w->loop = loop;
+    proxy_tracer_init(&w->tracer, p->cfg.otlp, p->cfg.otlp_all, p->upstream);
+    struct http_client_config cc;
+    http_client_config_default(&cc);
+    cc.connect_timeout_ms = p->cfg.connect_timeout_ms;
+    cc.insecure = p->cfg.insecure;
+    cc.ca_file = p->cfg.ca_file;
+    int rc = http_client_init(&w->client, loop, &cc);
+    if (rc) {
+        ts_errf(err, errlen, "upstream client: %s", ts_strerror(rc));
+        return rc;
+    }
+    struct http_server_config sc = {
+        .host = p->cfg.listen_host,
+        .port = port,
+        .max_body_bytes = p->cfg.max_body_bytes,
+        .reuse_port = p->n_workers > 1,
+    };
+    rc = http_server_init(&w->front, loop, &sc, proxy_on_request, w);
+    if (rc) {
+        ts_errf(err, errlen, "--listen: invalid host '%s'", p->cfg.listen_host);
+        http_client_close(&w->client, NULL, NULL);
+        return rc;
+    }
+    return 0;
+}
+
+/* Worker index (> 0) on its own loop and thread, listening on port. */
+static int worker_start(struct proxy *p, int index, int port, char *err, size_t errlen)
+{
+    struct proxy_worker *w = &p->workers[index];
+    int rc = uv_loop_init(&w->own_loop);
+    if (!rc && (rc = uv_async_init(&w->own_loop, &w->stop, worker_stop_cb)) != 0)
+        (void)uv_loop_close(&w->own_loop);
+    if (rc) {
+        ts_errf(err, errlen, "worker %d: %s", index, uv_strerror(rc));
+        return rc;
+    }
+    w->stop.data = w;
+    rc = worker_init(p, index, &w->own_loop, port, err, errlen);
+    if (rc) {
+        uv_close((uv_handle_t *)&w->stop, NULL);
+        (void)uv_run(&w->own_loop, UV_RUN_DEFAULT);
+        (void)uv_loop_close(&w->own_loop);
+        return rc;
+    }
+    int lrc = http_server_listen(&w->front);
+    if (lrc)
+        ts_errf(err, errlen, "--listen %s:%d (worker %d): %s", p->cfg.listen_host, port, index,
+                ts_strerror(lrc));
+    /* started even when it cannot listen: proxy_shutdown then stops it like the others */
+    rc = uv_thread_create(&w->thread, worker_main, w);
+    if (rc) {
+        ts_errf(err, errlen, "worker %d: cannot start its thread: %s", index, uv_strerror(rc));
+        worker_stop(w, 0); /* closes the stop handle last */
+        (void)uv_run(w->loop, UV_RUN_DEFAULT);
+        (void)uv_loop_close(w->loop);
+        return rc;
+    }
+    w->started = true;
+    return lrc;
+}
+
+/* ------------------------------------------------------------ proxy */
 
 int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg, char *err,
                size_t errlen)
@@ -1221,6 +1368,13 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         p->cfg.max_body_bytes = 16u << 20;
     if (!p->cfg.connect_timeout_ms)
         p->cfg.connect_timeout_ms = 10000;
+    if (!p->cfg.threads)
+        p->cfg.threads = 1;
+    if (p->cfg.threads < 1 || p->cfg.threads > PROXY_THREADS_MAX) {
+        ts_errf(err, errlen, "--threads: expected 1..%d, got %d", PROXY_THREADS_MAX,
+                p->cfg.threads);
+        return -EINVAL;
+    }
     const char *u = cfg->upstream;
     if (!u || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)) {
         ts_errf(err, errlen, "--upstream: expected an http:// or https:// URL, got '%s'",
@@ -1237,53 +1391,43 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     memcpy(p->upstream, u, n);
     p->upstream[n] = '\0';
     p->cfg.upstream = p->upstream;
-    proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
+    p->n_workers = p->cfg.threads;
+    p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
+    if (!p->workers) {
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&p->faults_mu, NULL);
     faultset_init(&p->faults, cfg->seed);
-
-    struct http_client_config cc;
-    http_client_config_default(&cc);
-    cc.connect_timeout_ms = p->cfg.connect_timeout_ms;
-    cc.insecure = cfg->insecure;
-    cc.ca_file = cfg->ca_file;
-    int rc = http_client_init(&p->client, loop, &cc);
+    int rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
     if (rc) {
-        ts_errf(err, errlen, "upstream client: %s", ts_strerror(rc));
-        goto out_faults;
+        faultset_release(&p->faults);
+        pthread_mutex_destroy(&p->faults_mu);
+        ts_free(p->workers);
+        p->workers = NULL;
+        return rc;
     }
-    struct http_server_config sc = {
-        .host = p->cfg.listen_host,
-        .port = p->cfg.listen_port,
-        .max_body_bytes = p->cfg.max_body_bytes,
-    };
-    rc = http_server_init(&p->front, loop, &sc, proxy_on_request, p);
-    if (rc) {
-        ts_errf(err, errlen, "--listen: invalid host '%s'", p->cfg.listen_host);
-        goto out_client;
-    }
+    (void)uv_async_init(loop, &p->reaped, reaped_cb); /* cannot fail on Linux */
+    p->reaped.data = p;
     if (p->cfg.api) {
         struct http_server_config ac = {.host = p->cfg.api_host, .port = p->cfg.api_port};
         rc = http_server_init(&p->api, loop, &ac, proxy_api_handle, p);
         if (rc) {
             ts_errf(err, errlen, "--api: invalid host '%s'", p->cfg.api_host);
-            /* the front server owns handles now: close it and the client */
+            /* worker 0 owns handles now: close them the usual way */
             p->closing_parts = 1;
             p->shutting_down = true;
-            (void)http_server_shutdown(&p->front, 0, front_closed);
+            worker_stop(&p->workers[0], 0);
             return rc;
         }
         p->api_inited = true;
     }
     return 0;
-out_client:
-    http_client_close(&p->client, NULL, NULL);
-out_faults:
-    faultset_release(&p->faults);
-    return rc;
 }
 
 int proxy_listen(struct proxy *p, char *err, size_t errlen)
 {
-    int rc = http_server_listen(&p->front);
+    int rc = http_server_listen(&p->workers[0].front);
     if (rc) {
         ts_errf(err, errlen, "--listen %s:%d: %s", p->cfg.listen_host, p->cfg.listen_port,
                 ts_strerror(rc));
@@ -1297,12 +1441,15 @@ int proxy_listen(struct proxy *p, char *err, size_t errlen)
             return rc;
         }
     }
-    return 0;
+    int port = http_server_port(&p->workers[0].front);
+    for (int i = 1; i < p->n_workers && !rc; i++)
+        rc = worker_start(p, i, port, err, errlen);
+    return rc;
 }
 
 int proxy_port(const struct proxy *p)
 {
-    return http_server_port(&p->front);
+    return http_server_port(&p->workers[0].front);
 }
 
 int proxy_api_port(const struct proxy *p)
@@ -1310,25 +1457,22 @@ int proxy_api_port(const struct proxy *p)
     return p->api_inited ? http_server_port(&p->api) : 0;
 }
 
-static void proxy_part_closed(struct proxy *p)
+static void reaped_closed(uv_handle_t *h)
 {
-    if (--p->closing_parts > 0)
-        return;
+    struct proxy *p = h->data;
     faultset_release(&p->faults);
+    pthread_mutex_destroy(&p->faults_mu);
+    ts_free(p->workers);
+    p->workers = NULL;
     if (p->on_closed)
         p->on_closed(p);
 }
 
-static void client_closed(struct http_client *c, void *arg)
+static void proxy_part_closed(struct proxy *p)
 {
-    (void)c;
-    proxy_part_closed(arg);
-}
-
-static void front_closed(struct http_server *s)
-{
-    struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, front));
-    http_client_close(&p->client, client_closed, p);
+    if (--p->closing_parts > 0)
+        return;
+    uv_close((uv_handle_t *)&p->reaped, reaped_closed);
 }
 
 static void api_closed(struct http_server *s)
@@ -1344,7 +1488,15 @@ void proxy_shutdown(struct proxy *p, uint64_t grace_ms, void (*on_closed)(struct
     p->shutting_down = true;
     p->on_closed = on_closed;
     p->closing_parts = 1 + (p->api_inited ? 1 : 0);
-    (void)http_server_shutdown(&p->front, grace_ms, front_closed);
+    for (int i = 1; i < p->n_workers; i++) {
+        struct proxy_worker *w = &p->workers[i];
+        if (!w->started || w->joined)
+            continue;
+        p->closing_parts++;
+        atomic_store(&w->grace_ms, grace_ms);
+        uv_async_send(&w->stop);
+    }
+    worker_stop(&p->workers[0], grace_ms);
     if (p->api_inited)
         (void)http_server_shutdown(&p->api, 0, api_closed);
 }

@@ -1,7 +1,8 @@
 /*
- * proxy.h - the chaos proxy: an HTTP/1.1 reverse proxy on one libuv loop that
- * forwards every request to one upstream (plain HTTP or TLS) and injects the
- * faults of its struct faultset, plus a REST control API (proxy_api.c).
+ * proxy.h - the chaos proxy: an HTTP/1.1 reverse proxy on one libuv loop (or
+ * several, one per thread: cfg.threads) that forwards every request to one
+ * upstream (plain HTTP or TLS) and injects the faults of its struct
+ * faultset, plus a REST control API (proxy_api.c) on the first loop.
  *
  * Transparency: with no fault applying to a request, the proxy forwards the
  * method, the request target (path and query), the headers except hop-by-hop
@@ -42,6 +43,8 @@
 #ifndef TS_CHAOS_PROXY_H
 #define TS_CHAOS_PROXY_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +58,7 @@
 #include "net/http_server.h"
 
 #define PROXY_UPSTREAM_MAX 1024
+#define PROXY_THREADS_MAX  64
 
 struct proxy_config {
     const char *listen_host;     /* "127.0.0.1" */
@@ -71,25 +75,56 @@ struct proxy_config {
     struct otlp_exporter *otlp;  /* spans of traced requests (proxy_trace.h); NULL: off;
                                     borrowed: close it only after on_closed ran */
     bool otlp_all;               /* also spans of requests without a fault */
+    int threads;                 /* loop threads serving clients, 1..PROXY_THREADS_MAX;
+                                    0: 1 (see struct proxy_worker) */
+};
+
+/*
+ * One loop serving client connections: its listener (all workers listen on
+ * the same host:port, with SO_REUSEPORT when there are several, so the
+ * kernel spreads connections over them), its upstream client and its
+ * tracer. A connection stays on the worker that accepted it. Worker 0 runs
+ * on the proxy's loop; the others each on a thread with its own loop.
+ */
+struct proxy_worker {
+    struct proxy *p;
+    int index;
+    uv_loop_t *loop;
+    struct http_server front;
+    struct http_client client;
+    struct proxy_tracer tracer;
+    _Atomic uint64_t requests; /* requests it received (/metrics) */
+    bool stopping;             /* its shutdown began (set on its own loop) */
+    /* workers on threads (index > 0) */
+    uv_loop_t own_loop;
+    uv_async_t stop; /* proxy loop -> worker: begin the shutdown */
+    uv_thread_t thread;
+    bool started, joined;
+    _Atomic uint64_t grace_ms;
+    atomic_bool exited; /* its loop is empty (set by its thread) */
 };
 
 struct proxy {
     uv_loop_t *loop;
     struct proxy_config cfg;
     char upstream[PROXY_UPSTREAM_MAX]; /* without a trailing '/' */
+    /* The fault set is shared by the workers: faults_mu guards it (the
+     * list and its generator); faults themselves are reference counted and
+     * their counters atomic. Held for a roll or a control API call. */
+    pthread_mutex_t faults_mu;
     struct faultset faults;
-    struct http_server front;
+    struct proxy_worker *workers; /* n_workers (cfg.threads) */
+    int n_workers;
     struct http_server api;
-    struct http_client client;
     /* counters (read by /metrics) */
-    uint64_t requests_total;
-    uint64_t in_flight;
-    uint64_t upstream_errors;
-    bool warned_up_shaping; /* said once: upstream TCP faults need http:// */
-    uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
-    uint64_t req_seq;       /* seeds per-request generators */
-    struct proxy_tracer tracer;
+    _Atomic uint64_t requests_total;
+    _Atomic uint64_t in_flight;
+    _Atomic uint64_t upstream_errors;
+    atomic_bool warned_up_shaping;  /* said once: upstream TCP faults need http:// */
+    _Atomic uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
+    _Atomic uint64_t req_seq;       /* seeds per-request generators */
     /* private */
+    uv_async_t reaped; /* a worker thread -> the proxy loop: its loop is empty */
     void (*on_closed)(struct proxy *p);
     int closing_parts;
     bool api_inited;
@@ -99,15 +134,16 @@ struct proxy {
 /*
  * Prepares p on loop (no socket yet). cfg is copied; its host strings must
  * outlive p (upstream is copied). Returns 0, or -EINVAL (bad upstream URL, bad
- * host) / -ENOMEM with a message in err. On error p needs no shutdown, but
+ * host, threads out of range) / -ENOMEM with a message in err. On error p needs no shutdown, but
  * the loop may hold closing handles: run it until it is empty before
  * uv_loop_close.
  */
 TS_MUST_CHECK int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
                              char *err, size_t errlen);
 
-/* Binds the proxy and (if configured) the API. Returns 0 or a negative
- * errno with a message. On error, still call proxy_shutdown. */
+/* Binds the proxy and (if configured) the API, and starts the worker
+ * threads (cfg.threads > 1). Returns 0 or a negative errno with a message.
+ * On error, still call proxy_shutdown. */
 TS_MUST_CHECK int proxy_listen(struct proxy *p, char *err, size_t errlen);
 
 /* The bound ports (0 before listening / without the API). */
@@ -115,19 +151,23 @@ int proxy_port(const struct proxy *p);
 int proxy_api_port(const struct proxy *p);
 
 /*
- * Stops both servers (in-flight requests get grace_ms to finish), then the
- * upstream client; on_closed(p) (may be NULL) runs from the loop when
- * everything is closed. Call exactly once after a successful proxy_init.
+ * Stops the servers (in-flight requests get grace_ms to finish), then the
+ * upstream clients, and joins the worker threads; on_closed(p) (may be NULL)
+ * runs from the loop when everything is closed. Call exactly once after a
+ * successful proxy_init.
  */
 void proxy_shutdown(struct proxy *p, uint64_t grace_ms, void (*on_closed)(struct proxy *p));
 
-/* Appends the Prometheus text of p's counters to out. 0 or a buf error. */
+/* Appends the Prometheus text of p's counters to out. 0 or a buf error.
+ * Takes faults_mu. */
 TS_MUST_CHECK int proxy_metrics(struct proxy *p, struct buf *out);
 
-/* The control API's request handler (proxy_api.c); ctx is the proxy. */
+/* The control API's request handler (proxy_api.c); ctx is the proxy. Holds
+ * faults_mu while it runs. */
 void proxy_api_handle(struct http_request *req, void *ctx);
 
-/* Adds every spec of a JSON array (from fault_file_load) to p's set.
+/* Adds every spec of a JSON array (from fault_file_load) to p's set (takes
+ * faults_mu).
  * Returns 0 or -EINVAL/-EEXIST/-ENOMEM with a message naming the entry. */
 TS_MUST_CHECK int proxy_add_faults(struct proxy *p, const json_t *specs, char *err, size_t errlen);
 

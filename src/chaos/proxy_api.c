@@ -13,6 +13,7 @@
  *
  * Errors are JSON objects {"error": "message"}.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,8 @@ static int api_spec(struct http_request *req, const char *path_name, struct faul
     return 0;
 }
 
-int proxy_metrics(struct proxy *p, struct buf *out)
+/* proxy_metrics with faults_mu held. */
+static int metrics_locked(struct proxy *p, struct buf *out)
 {
     int rc = prom_header(out, "tokenstorm_proxy_requests_total",
                          "Requests received by the chaos proxy.", "counter");
@@ -121,6 +123,25 @@ int proxy_metrics(struct proxy *p, struct buf *out)
             rc = prom_sample(out, names[k], labels, 2, (double)v);
         }
     }
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_worker_requests_total",
+                         "Requests received by each of the proxy's loop threads (--threads).",
+                         "counter");
+    for (int i = 0; i < p->n_workers && !rc; i++) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        const char *labels[] = {"worker", idx};
+        rc = prom_sample(out, "tokenstorm_proxy_worker_requests_total", labels, 1,
+                         (double)atomic_load(&p->workers[i].requests));
+    }
+    return rc;
+}
+
+int proxy_metrics(struct proxy *p, struct buf *out)
+{
+    pthread_mutex_lock(&p->faults_mu);
+    int rc = metrics_locked(p, out);
+    pthread_mutex_unlock(&p->faults_mu);
     return rc;
 }
 
@@ -128,7 +149,7 @@ static void api_metrics(struct proxy *p, struct http_request *req)
 {
     struct buf b;
     buf_init(&b, 4u << 20);
-    if (proxy_metrics(p, &b) == 0)
+    if (metrics_locked(p, &b) == 0)
         (void)http_respond(req, 200, PROM_CONTENT_TYPE, NULL, b.data, b.len);
     else
         (void)http_respond(req, 500, NULL, NULL, "", 0);
@@ -189,9 +210,8 @@ static void api_one(struct proxy *p, struct http_request *req, const char *name)
     }
 }
 
-void proxy_api_handle(struct http_request *req, void *ctx)
+static void api_dispatch(struct proxy *p, struct http_request *req)
 {
-    struct proxy *p = ctx;
     const char *path = req->path;
     const char *m = req->method;
     if (req->body_len > API_BODY_MAX) {
@@ -245,6 +265,14 @@ void proxy_api_handle(struct http_request *req, void *ctx)
     }
 }
 
+void proxy_api_handle(struct http_request *req, void *ctx)
+{
+    struct proxy *p = ctx;
+    pthread_mutex_lock(&p->faults_mu);
+    api_dispatch(p, req);
+    pthread_mutex_unlock(&p->faults_mu);
+}
+
 int proxy_add_faults(struct proxy *p, const json_t *specs, char *err, size_t errlen)
 {
     size_t i;
@@ -259,7 +287,9 @@ int proxy_add_faults(struct proxy *p, const json_t *specs, char *err, size_t err
             ts_errf(err, errlen, "faults[%zu]: %s", i, msg);
             return rc;
         }
+        pthread_mutex_lock(&p->faults_mu);
         rc = faultset_add(&p->faults, &f, now);
+        pthread_mutex_unlock(&p->faults_mu);
         if (rc == -EEXIST)
             ts_errf(err, errlen, "faults[%zu]: a fault named '%s' is already defined", i, f.name);
         else if (rc)

@@ -34,6 +34,9 @@ static void usage(FILE *out)
         "  --no-api               run without the control API\n"
         "  --faults FILE.yaml     faults to start with ({faults: [spec, ...]})\n"
         "  --seed N               seed of the probability rolls (default 1)\n"
+        "  --threads N|auto       loop threads serving clients (default 1; auto: one per\n"
+        "                         core, at most 64). The kernel spreads connections over\n"
+        "                         them; use more than 1 for hundreds of busy streams\n"
         "  --insecure             do not verify the upstream's TLS certificate\n"
         "  --cacert FILE          CA bundle for the upstream's certificate\n"
         "  --connect-timeout DUR  upstream connect timeout (default 10s)\n"
@@ -106,6 +109,7 @@ int cmd_proxy(int argc, char **argv)
         OPT_CHECK,
         OPT_OTLP_ENDPOINT,
         OPT_OTLP_ALL,
+        OPT_THREADS,
     };
     static const struct option opts[] = {
         {"upstream", required_argument, NULL, OPT_UPSTREAM},
@@ -121,6 +125,7 @@ int cmd_proxy(int argc, char **argv)
         {"check", no_argument, NULL, OPT_CHECK},
         {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
         {"otlp-all", no_argument, NULL, OPT_OTLP_ALL},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -185,6 +190,22 @@ int cmd_proxy(int argc, char **argv)
         case OPT_OTLP_ALL:
             cfg.otlp_all = true;
             break;
+        case OPT_THREADS: {
+            char *end;
+            long n = strcmp(optarg, "auto") == 0 ? (long)uv_available_parallelism()
+                                                 : strtol(optarg, &end, 10);
+            if (strcmp(optarg, "auto") == 0 && n > PROXY_THREADS_MAX)
+                n = PROXY_THREADS_MAX;
+            else if (strcmp(optarg, "auto") != 0 && (!*optarg || *end))
+                n = 0;
+            if (n < 1 || n > PROXY_THREADS_MAX) {
+                fprintf(stderr, "tokenstorm proxy: --threads: expected 1..%d or auto, got '%s'\n",
+                        PROXY_THREADS_MAX, optarg);
+                return TS_EXIT_USAGE;
+            }
+            cfg.threads = (int)n;
+            break;
+        }
         case 'q':
             quiet = true;
             break;
@@ -311,8 +332,11 @@ int cmd_proxy(int argc, char **argv)
     uv_signal_start(&m.sigint, on_signal, SIGINT);
     uv_signal_start(&m.sigterm, on_signal, SIGTERM);
     if (!quiet) {
-        printf("tokenstorm proxy: listening on http://%s%s%s:%d -> %s\n", bracket(host, 1), host,
-               bracket(host, 0), proxy_port(&m.proxy), m.proxy.upstream);
+        char thr[48] = "";
+        if (m.proxy.n_workers > 1)
+            snprintf(thr, sizeof thr, " (%d loop threads)", m.proxy.n_workers);
+        printf("tokenstorm proxy: listening on http://%s%s%s:%d -> %s%s\n", bracket(host, 1), host,
+               bracket(host, 0), proxy_port(&m.proxy), m.proxy.upstream, thr);
         if (cfg.api)
             printf("tokenstorm proxy: control API on http://%s%s%s:%d\n", bracket(api_host, 1),
                    api_host, bracket(api_host, 0), proxy_api_port(&m.proxy));

@@ -16,9 +16,12 @@
  */
 #include "http_server.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <http_parser.h>
 
@@ -1667,11 +1670,32 @@ int http_server_init(struct http_server *s, uv_loop_t *loop, const struct http_s
     return 0;
 }
 
+/* The listening socket made here (libuv 1.44 has no UV_TCP_REUSEPORT) with
+ * SO_REUSEPORT set before uv_tcp_bind binds it. */
+static int open_reuse_port(struct http_server *s)
+{
+    int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int on = 1;
+    int rc = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0)
+        rc = -errno;
+    else
+        rc = uv_tcp_open(&s->tcp, fd);
+    if (rc)
+        close(fd);
+    return rc;
+}
+
 int http_server_listen(struct http_server *s)
 {
     if (s->closing || s->listening)
         return -EINVAL;
-    int rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&s->addr, 0);
+    int rc;
+    if (s->cfg.reuse_port && (rc = open_reuse_port(s)) != 0)
+        return rc;
+    rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&s->addr, 0);
     if (rc)
         return rc;
     rc = uv_listen((uv_stream_t *)&s->tcp, s->cfg.backlog, server_on_connection);

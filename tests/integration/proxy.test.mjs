@@ -1,6 +1,8 @@
 // `tokenstorm proxy` in front of the real simulator (and of a byte server):
 // passthrough integrity, a 429 storm seen by `tokenstorm run`, and the
-// control API changing faults while a run is going on.
+// control API changing faults while a run is going on. The shared proxy runs
+// two loop threads (--threads 2): every check here holds whichever thread
+// serves a connection (faults.test.mjs covers the default single loop).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -29,7 +31,8 @@ async function startProxy(upstream, extra = []) {
 
 before(async () => {
   sim = await startSim(['--profile', 'tiny', '--no-noise', '--seed', '5']);
-  proxy = await startProxy(sim.base);
+  proxy = await startProxy(sim.base, ['--threads', '2']);
+  assert.match(proxy.output, /\(2 loop threads\)/);
   api = proxy.api;
 });
 after(async () => {
@@ -161,6 +164,11 @@ test('a 429 storm: every request of a run is http_429, and /metrics counts the i
     assert.match(metrics, /tokenstorm_faults_matched_total\{fault="storm",type="http_abort"\} 31\n/);
     const got = await apiJson('GET', '/faults/storm');
     assert.equal(got.json.injected, 31);
+    // the run's connections were spread over both loop threads; the per-thread counts add up
+    const total = Number(metrics.match(/^tokenstorm_proxy_requests_total (\d+)$/m)[1]);
+    const per = [...metrics.matchAll(/^tokenstorm_proxy_worker_requests_total\{worker="(\d)"\} (\d+)$/mg)];
+    assert.deepEqual(per.map((m) => m[1]), ['0', '1']);
+    assert.equal(per.reduce((a, m) => a + Number(m[2]), 0), total);
   } finally {
     assert.equal((await apiJson('DELETE', '/faults/storm')).status, 204);
   }

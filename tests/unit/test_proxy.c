@@ -3,7 +3,9 @@
  * proxy and an http_client on one loop (127.0.0.1, port 0). Checks
  * passthrough (Content-Length and chunked bodies, request bodies and
  * headers), and the HTTP faults: abort, truncation of the request and of the
- * response (end / close), header rewrite, delays, header-triggered faults.
+ * response (end / close), header rewrite, delays, header-triggered faults;
+ * once with one loop and once with three loop threads (--threads), where a
+ * burst of concurrent connections must be served by more than one of them.
  *
  * Upstream routes: /len (200, LEN_BODY with Content-Length), /stream (200,
  * three chunks), /echo (201, the request body; x-got-h: the x-h header;
@@ -181,7 +183,12 @@ struct ctx {
     uint64_t t0;
     int closed;
     bool failed;
+    int threads;
+    int burst_done;
+    uint64_t worker_requests[4]; /* read before the shutdown frees the workers */
 };
+
+#define BURST 24 /* concurrent connections when threads > 1 */
 
 static void up_handle(struct http_request *req, void *arg)
 {
@@ -206,6 +213,7 @@ static void up_handle(struct http_request *req, void *arg)
 }
 
 static void start_step(struct ctx *c);
+static void start_burst(struct ctx *c);
 
 static void on_closed_part(struct ctx *c)
 {
@@ -232,6 +240,8 @@ static void client_closed(struct http_client *cl, void *arg)
 static void finish(struct ctx *c)
 {
     uv_timer_stop(&c->guard);
+    for (int i = 0; i < c->proxy.n_workers && i < 4; i++)
+        c->worker_requests[i] = atomic_load(&c->proxy.workers[i].requests);
     proxy_shutdown(&c->proxy, 100, proxy_closed);
     (void)http_server_shutdown(&c->up, 100, up_closed);
     http_client_close(&c->client, client_closed, c);
@@ -274,14 +284,42 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
                     (unsigned long long)ms);
         c->failed = true;
     }
+    pthread_mutex_lock(&c->proxy.faults_mu);
     faultset_reset(&c->proxy.faults);
-    if (++c->step == NSTEPS || c->failed)
+    pthread_mutex_unlock(&c->proxy.faults_mu);
+    if (++c->step == NSTEPS && c->threads > 1 && !c->failed)
+        start_burst(c);
+    else if (c->step == NSTEPS || c->failed)
         finish(c);
     else
         start_step(c);
 }
 
 static const struct http_call_ops ops = {NULL, on_body, on_done};
+
+static void burst_done(struct http_call *call, const struct http_call_result *res, void *u)
+{
+    struct ctx *c = u;
+    (void)call;
+    if (res->status != 200 || res->error != HTTP_CALL_OK) {
+        print_error("burst: status %ld, error %s\n", res->status, http_call_error_name(res->error));
+        c->failed = true;
+    }
+    if (++c->burst_done == BURST)
+        finish(c);
+}
+
+static const struct http_call_ops burst_ops = {NULL, NULL, burst_done};
+
+/* BURST requests at once: each needs its own connection. */
+static void start_burst(struct ctx *c)
+{
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/len", proxy_port(&c->proxy));
+    struct http_call_spec spec = {.method = "GET", .url = url};
+    for (int i = 0; i < BURST; i++)
+        assert_int_equal(http_client_request(&c->client, &spec, &burst_ops, c, NULL), 0);
+}
 
 static void start_step(struct ctx *c)
 {
@@ -295,7 +333,10 @@ static void start_step(struct ctx *c)
         json_decref(j);
         if (rc)
             fail_msg("%s", err);
-        assert_int_equal(faultset_add(&c->proxy.faults, &f, ts_now_ns()), 0);
+        pthread_mutex_lock(&c->proxy.faults_mu);
+        rc = faultset_add(&c->proxy.faults, &f, ts_now_ns());
+        pthread_mutex_unlock(&c->proxy.faults_mu);
+        assert_int_equal(rc, 0);
     }
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", proxy_port(&c->proxy), s->path);
@@ -328,17 +369,17 @@ static void guard_cb(uv_timer_t *t)
 
 static void test_proxy_http(void **state)
 {
-    (void)state;
     struct ctx *c = calloc(1, sizeof *c);
     char err[512];
     assert_non_null(c);
+    c->threads = *(int *)*state;
     assert_int_equal(uv_loop_init(&c->loop), 0);
     struct http_server_config sc = {.host = "127.0.0.1"};
     assert_int_equal(http_server_init(&c->up, &c->loop, &sc, up_handle, c), 0);
     assert_int_equal(http_server_listen(&c->up), 0);
     char upstream[64];
     snprintf(upstream, sizeof upstream, "http://127.0.0.1:%d/", http_server_port(&c->up));
-    struct proxy_config pc = {.upstream = upstream, .seed = 1};
+    struct proxy_config pc = {.upstream = upstream, .seed = 1, .threads = c->threads};
     assert_int_equal(proxy_init(&c->proxy, &c->loop, &pc, err, sizeof err), 0);
     assert_int_equal(proxy_listen(&c->proxy, err, sizeof err), 0);
     upstream[strlen(upstream) - 1] = '\0'; /* the trailing '/' is dropped */
@@ -351,9 +392,20 @@ static void test_proxy_http(void **state)
     uv_run(&c->loop, UV_RUN_DEFAULT);
     assert_false(c->failed);
     assert_int_equal(c->step, NSTEPS);
-    assert_int_equal(c->proxy.requests_total, NSTEPS);
+    size_t want = NSTEPS + (c->threads > 1 ? BURST : 0);
+    assert_int_equal(c->proxy.requests_total, want);
     assert_int_equal(c->proxy.in_flight, 0);
     assert_int_equal(c->proxy.header_faults, 2);
+    uint64_t sum = 0;
+    int busy = 0;
+    for (int i = 0; i < c->threads; i++) {
+        sum += c->worker_requests[i];
+        busy += c->worker_requests[i] > 0;
+    }
+    assert_int_equal(sum, want);
+    /* 24 connections all hashed to one of 3 listeners: p = 3^-23 */
+    if (c->threads > 1)
+        assert_true(busy >= 2);
     assert_int_equal(uv_loop_close(&c->loop), 0);
     free(c);
 }
@@ -368,15 +420,20 @@ static void test_proxy_bad_config(void **state)
     struct proxy_config pc = {.upstream = "ftp://x"};
     assert_int_equal(proxy_init(&p, &loop, &pc, err, sizeof err), -EINVAL);
     assert_string_equal(err, "--upstream: expected an http:// or https:// URL, got 'ftp://x'");
+    struct proxy_config pt = {.upstream = "http://127.0.0.1:1", .threads = PROXY_THREADS_MAX + 1};
+    assert_int_equal(proxy_init(&p, &loop, &pt, err, sizeof err), -EINVAL);
+    assert_string_equal(err, "--threads: expected 1..64, got 65");
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 int main(void)
 {
+    static int one = 1, three = 3;
     if (http_client_global_init() != 0)
         return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_proxy_http),
+        cmocka_unit_test_prestate(test_proxy_http, &one),
+        cmocka_unit_test_prestate(test_proxy_http, &three),
         cmocka_unit_test(test_proxy_bad_config),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
