@@ -494,6 +494,11 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
         return 0;
     }
     px_write(x, data, len);
+    uint64_t done = ts_now_ns();
+    struct proxy_worker *w = x->w;
+    pthread_mutex_lock(&w->hist_mu);
+    prom_hist_observe(&w->forward_delay, done > now_ns ? (double)(done - now_ns) / 1e9 : 0.0);
+    pthread_mutex_unlock(&w->hist_mu);
     if (x->close_pending && !x->finished)
         px_progress(x);
     return x->finished || x->close_pending ? 1 : 0;
@@ -1220,6 +1225,10 @@ static void proxy_on_request(struct http_request *req, void *ctx)
 
 /* ------------------------------------------------------------ workers */
 
+/* Upper bounds of tokenstorm_proxy_forward_delay_seconds. */
+static const double forward_buckets[] = {5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4, 5e-4, 1e-3,
+                                         2.5e-3, 5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 1.0};
+
 static void proxy_part_closed(struct proxy *p);
 
 static void worker_client_closed(struct http_client *c, void *arg)
@@ -1296,6 +1305,9 @@ static int worker_init(struct proxy *p, int index, uv_loop_t *loop, int port, ch
     cc.connect_timeout_ms = p->cfg.connect_timeout_ms;
     cc.insecure = p->cfg.insecure;
     cc.ca_file = p->cfg.ca_file;
+    /* the receive time of upstream bytes, for forward_delay (free on the own engine) */
+    cc.rx_timestamps = strncmp(p->upstream, "http://", 7) == 0;
+    prom_hist_init(&w->forward_delay, forward_buckets, sizeof forward_buckets / sizeof(double));
     int rc = http_client_init(&w->client, loop, &cc);
     if (rc) {
         ts_errf(err, errlen, "upstream client: %s", ts_strerror(rc));
@@ -1354,6 +1366,13 @@ static int worker_start(struct proxy *p, int index, int port, char *err, size_t 
 
 /* ------------------------------------------------------------ proxy */
 
+static void destroy_mutexes(struct proxy *p)
+{
+    pthread_mutex_destroy(&p->faults_mu);
+    for (int i = 0; i < p->n_workers; i++)
+        pthread_mutex_destroy(&p->workers[i].hist_mu);
+}
+
 int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg, char *err,
                size_t errlen)
 {
@@ -1398,11 +1417,13 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         return -ENOMEM;
     }
     pthread_mutex_init(&p->faults_mu, NULL);
+    for (int i = 0; i < p->n_workers; i++)
+        pthread_mutex_init(&p->workers[i].hist_mu, NULL);
     faultset_init(&p->faults, cfg->seed);
     int rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
     if (rc) {
         faultset_release(&p->faults);
-        pthread_mutex_destroy(&p->faults_mu);
+        destroy_mutexes(p);
         ts_free(p->workers);
         p->workers = NULL;
         return rc;
@@ -1461,7 +1482,7 @@ static void reaped_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
     faultset_release(&p->faults);
-    pthread_mutex_destroy(&p->faults_mu);
+    destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;
     if (p->on_closed)

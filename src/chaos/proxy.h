@@ -56,6 +56,7 @@
 #include "chaos/proxy_trace.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "report/prom.h"
 
 #define PROXY_UPSTREAM_MAX 1024
 #define PROXY_THREADS_MAX  64
@@ -94,7 +95,13 @@ struct proxy_worker {
     struct http_client client;
     struct proxy_tracer tracer;
     _Atomic uint64_t requests; /* requests it received (/metrics) */
-    bool stopping;             /* its shutdown began (set on its own loop) */
+    /* The proxy's own delay on pass-through body pieces: from the kernel's
+     * receive time of the upstream bytes (SO_TIMESTAMPNS, plain http://
+     * upstreams; else the read time) to their write to the client socket.
+     * Written by its thread, read by /metrics: under hist_mu. */
+    pthread_mutex_t hist_mu;
+    struct prom_hist forward_delay;
+    bool stopping; /* its shutdown began (set on its own loop) */
     /* workers on threads (index > 0) */
     uv_loop_t own_loop;
     uv_async_t stop; /* proxy loop -> worker: begin the shutdown */

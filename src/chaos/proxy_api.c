@@ -123,6 +123,25 @@ static int metrics_locked(struct proxy *p, struct buf *out)
             rc = prom_sample(out, names[k], labels, 2, (double)v);
         }
     }
+    if (!rc) {
+        struct prom_hist h; /* the sum of the workers' (same bounds, set before threads) */
+        prom_hist_init(&h, p->workers[0].forward_delay.bounds, p->workers[0].forward_delay.nbounds);
+        for (int i = 0; i < p->n_workers; i++) {
+            struct proxy_worker *w = &p->workers[i];
+            pthread_mutex_lock(&w->hist_mu);
+            for (size_t b = 0; b <= h.nbounds; b++)
+                h.counts[b] += w->forward_delay.counts[b];
+            h.sum += w->forward_delay.sum;
+            h.count += w->forward_delay.count;
+            pthread_mutex_unlock(&w->hist_mu);
+        }
+        rc = prom_header(out, "tokenstorm_proxy_forward_delay_seconds",
+                         "The proxy's own delay on pass-through body pieces: from the kernel's "
+                         "receive time of the upstream bytes to their write to the client.",
+                         "histogram");
+        if (!rc)
+            rc = prom_histogram(out, "tokenstorm_proxy_forward_delay_seconds", NULL, 0, &h);
+    }
     if (!rc)
         rc = prom_header(out, "tokenstorm_proxy_worker_requests_total",
                          "Requests received by each of the proxy's loop threads (--threads).",

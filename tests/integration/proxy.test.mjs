@@ -138,6 +138,17 @@ test('passthrough: simulator answers direct and through the proxy are identical 
   const m1 = await raw(sim.base + '/v1/models');
   const m2 = await raw(proxy.base + '/v1/models');
   assert.equal(sha(m2.body), sha(m1.body), 'a body without per-request fields is byte-identical');
+  // the proxy timed its own delay on each piece it passed through (its /metrics)
+  const metrics = await (await fetch(api + '/metrics')).text();
+  const buckets = [...metrics.matchAll(/^tokenstorm_proxy_forward_delay_seconds_bucket\{le="([^"]+)"\} (\d+)$/mg)]
+    .map((m) => [m[1], Number(m[2])]);
+  assert.equal(buckets.at(-1)[0], '+Inf');
+  for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i][1] >= buckets[i - 1][1], metrics);
+  const count = Number(metrics.match(/^tokenstorm_proxy_forward_delay_seconds_count (\d+)$/m)[1]);
+  const sum = Number(metrics.match(/^tokenstorm_proxy_forward_delay_seconds_sum (\S+)$/m)[1]);
+  assert.equal(buckets.at(-1)[1], count);
+  assert.ok(count >= 20, metrics); // the streamed answers came in many pieces
+  assert.ok(sum > 0 && sum / count < 1, `mean forward delay ${sum / count} s`);
 });
 
 test('a 429 storm: every request of a run is http_429, and /metrics counts the injections', async () => {
