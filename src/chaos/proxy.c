@@ -1420,7 +1420,15 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     for (int i = 0; i < p->n_workers; i++)
         pthread_mutex_init(&p->workers[i].hist_mu, NULL);
     faultset_init(&p->faults, cfg->seed);
-    int rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
+    int rc = uv_async_init(loop, &p->reaped, reaped_cb);
+    if (rc) {
+        ts_errf(err, errlen, "cannot create an async handle: %s", uv_strerror(rc));
+    } else {
+        p->reaped.data = p;
+        rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
+        if (rc)
+            uv_close((uv_handle_t *)&p->reaped, NULL);
+    }
     if (rc) {
         faultset_release(&p->faults);
         destroy_mutexes(p);
@@ -1428,8 +1436,6 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         p->workers = NULL;
         return rc;
     }
-    (void)uv_async_init(loop, &p->reaped, reaped_cb); /* cannot fail on Linux */
-    p->reaped.data = p;
     if (p->cfg.api) {
         struct http_server_config ac = {.host = p->cfg.api_host, .port = p->cfg.api_port};
         rc = http_server_init(&p->api, loop, &ac, proxy_api_handle, p);
