@@ -19,9 +19,9 @@
 #include "base/file.h"
 #include "base/strdist.h"
 #include "base/units.h"
-#include "base/utf8.h"
 #include "chaos/fault.h"
 #include "load/run_quality.h"
+#include "load/yamlwalk.h"
 #include "sim/admin.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -33,6 +33,7 @@ struct pctx {
     char *err;
     size_t errlen;
     struct fy_node *at; /* the last key seen: where errors on non-scalars point */
+    struct yamlwalk *w; /* the loaded document */
 };
 
 static int perr(struct pctx *c, struct fy_node *n, const char *fmt, ...)
@@ -128,54 +129,12 @@ static int get_duration(struct pctx *c, struct fy_node *n, uint64_t *ns, const c
     return 0;
 }
 
-static json_t *to_json(struct pctx *c, struct fy_node *n, int depth, int *rc)
+/* A node as JSON (yamlwalk's conversion: aliases followed, bounded). */
+static json_t *to_json(struct pctx *c, struct fy_node *n, int *rc)
 {
-    if (depth > 16) {
-        *rc = perr(c, n, "nested too deeply");
-        return NULL;
-    }
     json_t *out = NULL;
-    if (fy_node_is_scalar(n)) {
-        if (fy_node_is_alias(n)) {
-            *rc = perr(c, n, "aliases are not supported");
-            return NULL;
-        }
-        if (!(out = yaml_scalar_json(n)))
-            *rc = -ENOMEM;
-        return out;
-    }
-    void *it = NULL;
-    if (fy_node_is_sequence(n)) {
-        struct fy_node *e;
-        if (!(out = json_array()))
-            *rc = -ENOMEM;
-        while (out && !*rc && (e = fy_node_sequence_iterate(n, &it)) != NULL) {
-            json_t *v = to_json(c, e, depth + 1, rc);
-            if (v && json_array_append_new(out, v))
-                *rc = -ENOMEM;
-        }
-    } else {
-        struct fy_node_pair *pair;
-        if (!(out = json_object()))
-            *rc = -ENOMEM;
-        while (out && !*rc && (pair = fy_node_mapping_iterate(n, &it)) != NULL) {
-            char key[128];
-            struct fy_node *k = fy_node_pair_key(pair);
-            if ((*rc = get_str(c, k, key, sizeof(key), "a key")))
-                break;
-            c->at = k;
-            json_t *v = fy_node_pair_value(pair)
-                            ? to_json(c, fy_node_pair_value(pair), depth + 1, rc)
-                            : json_null();
-            if (v && json_object_set_new(out, key, v))
-                *rc = -ENOMEM;
-        }
-    }
-    if (*rc) {
-        json_decref(out);
-        out = NULL;
-    }
-    return out;
+    *rc = yw_json(c->w, n, &out);
+    return *rc ? NULL : out;
 }
 
 static bool name_ok(const char *s)
@@ -407,7 +366,7 @@ static int parse_phase(struct pctx *c, struct fy_node *n, struct exp_phase *p)
         return perr(c, NULL, "phase '%s' needs \"fault\" (a fault spec)", p->name);
     struct fy_node *key = c->at;
     rc = 0;
-    p->spec = to_json(c, v, 0, &rc);
+    p->spec = to_json(c, v, &rc);
     if (rc)
         return rc;
     return phase_spec(c, key, p);
@@ -436,7 +395,7 @@ static int parse_rollback(struct pctx *c, struct fy_node *n, struct exp_rollback
             return perr(c, v, "method: one of GET, POST, PUT, DELETE");
     }
     if ((v = getk(c, n, "body"))) {
-        r->body = to_json(c, v, 0, &rc);
+        r->body = to_json(c, v, &rc);
         if (rc)
             return rc;
     }
@@ -603,88 +562,27 @@ static int parse_root(struct pctx *c, struct fy_node *root, struct experiment *e
     return 0;
 }
 
-static void diag_discard(struct fy_diag *diag, void *user, const char *buf, size_t len)
-{
-    (void)diag;
-    (void)user;
-    (void)buf;
-    (void)len;
-}
-
 int experiment_parse(const char *text, size_t len, const char *name, struct experiment **out,
                      char *err, size_t errlen)
 {
-    struct pctx c = {name ? name : "<experiment>", err, errlen, NULL};
+    struct yamlwalk w = {0};
+    struct pctx c = {name ? name : "<experiment>", err, errlen, NULL, &w};
+    struct fy_node *root = NULL;
     *out = NULL;
-    if (len > EXP_FILE_MAX) {
-        ts_errf(err, errlen, "%s: larger than %u bytes", c.name, EXP_FILE_MAX);
-        return TS_TOOBIG;
-    }
-    /* libfyaml 0.7.12 hangs on some invalid UTF-8: refuse it first */
-    size_t bad = utf8_invalid_at((const unsigned char *)text, len);
-    if (bad < len) {
-        int line = 1, col = 1;
-        for (size_t i = 0; i < bad; i++, col++)
-            if (text[i] == '\n') {
-                line++;
-                col = 0;
-            }
-        ts_errf(err, errlen, "%s:%d:%d: not UTF-8 text", c.name, line, col);
-        return -EINVAL;
-    }
     struct experiment *e = ts_calloc(1, sizeof(*e));
-    struct fy_diag_cfg dcfg;
-    fy_diag_cfg_default(&dcfg);
-    dcfg.fp = NULL;
-    dcfg.output_fn = diag_discard;
-    dcfg.colorize = false;
-    struct fy_diag *diag = e ? fy_diag_create(&dcfg) : NULL;
-    struct fy_parser *fyp = NULL;
-    struct fy_document *fyd = NULL;
-    int rc = -ENOMEM;
-    if (!diag)
-        goto out;
-    fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg cfg = {
-        .search_path = "",
-        .flags = FYPCF_QUIET | FYPCF_DISABLE_RECYCLING,
-        .diag = diag,
-    };
-    if (!(fyp = fy_parser_create(&cfg)) || fy_parser_set_string(fyp, text, len))
-        goto out;
-    fyd = fy_parse_load_document(fyp);
-    if (!fyd || fy_parser_get_stream_error(fyp)) {
-        void *it = NULL;
-        struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
-        if (de && de->line > 0)
-            ts_errf(err, errlen, "%s:%d:%d: %s", c.name, de->line, de->column,
-                    de->msg ? de->msg : "YAML syntax error");
-        else if (de || fy_parser_get_stream_error(fyp))
-            ts_errf(err, errlen, "%s: YAML syntax error", c.name);
-        else
-            ts_errf(err, errlen,
-                    "%s: empty; expected title, steady-state-hypothesis, method, "
-                    "load",
-                    c.name);
+    int rc = e ? yw_open(&w, c.name, text, len, EXP_FILE_MAX, err, errlen, &root) : -ENOMEM;
+    if (rc == TS_PARSE)
         rc = -EINVAL;
-        goto out;
-    }
-    struct fy_node *root = fy_document_root(fyd);
-    if (!root) {
-        ts_errf(err, errlen, "%s: empty", c.name);
+    if (!rc && !root) {
+        ts_errf(err, errlen, "%s: empty; expected title, steady-state-hypothesis, method, load",
+                c.name);
         rc = -EINVAL;
-        goto out;
     }
-    rc = parse_root(&c, root, e);
-out:
+    if (!rc)
+        rc = parse_root(&c, root, e);
     if (rc == -ENOMEM)
         ts_errf(err, errlen, "%s: out of memory", c.name);
-    if (fyd)
-        fy_parse_document_destroy(fyp, fyd);
-    if (fyp)
-        fy_parser_destroy(fyp);
-    if (diag)
-        fy_diag_destroy(diag);
+    yw_close(&w);
     if (rc)
         experiment_free(e);
     else

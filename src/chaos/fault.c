@@ -16,8 +16,8 @@
 #include "base/alloc.h"
 #include "base/file.h"
 #include "base/strdist.h"
-#include "base/utf8.h"
 #include "base/units.h"
+#include "load/yamlwalk.h"
 
 struct type_info {
     const char *name;
@@ -1111,227 +1111,47 @@ bool fault_active(const struct fault *f, uint64_t now_ns)
 
 /* ------------------------------------------------------------- YAML */
 
-static void diag_discard(struct fy_diag *diag, void *user, const char *buf, size_t len)
-{
-    (void)diag;
-    (void)user;
-    (void)buf;
-    (void)len;
-}
-
-struct ywalk {
-    const char *name;
-    char *err;
-    size_t errlen;
-    int depth;
-};
-
-static int ynode_err(const struct ywalk *w, struct fy_node *n, const char *msg)
-{
-    struct fy_token *t = n ? fy_node_get_scalar_token(n) : NULL;
-    const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
-    if (m)
-        ts_errf(w->err, w->errlen, "%s:%d:%d: %s", w->name, m->line + 1, m->column + 1, msg);
-    else
-        ts_errf(w->err, w->errlen, "%s: %s", w->name, msg);
-    return -EINVAL;
-}
-
-json_t *yaml_scalar_json(struct fy_node *n)
-{
-    size_t len;
-    const char *s = fy_node_get_scalar(n, &len);
-    if (!s)
-        return NULL;
-    if (fy_node_get_style(n) != FYNS_PLAIN)
-        return json_stringn(s, len);
-    char tmp[64];
-    if (len < sizeof tmp) {
-        memcpy(tmp, s, len);
-        tmp[len] = '\0';
-        if (!strcmp(tmp, "null") || !strcmp(tmp, "~") || len == 0)
-            return json_null();
-        if (!strcmp(tmp, "true") || !strcmp(tmp, "True"))
-            return json_true();
-        if (!strcmp(tmp, "false") || !strcmp(tmp, "False"))
-            return json_false();
-        const char *end;
-        double d;
-        if (units_scan_number(tmp, &end, &d) == 0 && *end == '\0') {
-            bool integral = !strpbrk(tmp, ".eE");
-            if (integral && fabs(d) < 9e15)
-                return json_integer((json_int_t)d);
-            return json_real(d);
-        }
-    }
-    return json_stringn(s, len);
-}
-
-static json_t *ywalk_node(struct ywalk *w, struct fy_node *n, int *rc)
-{
-    if (++w->depth > 32) {
-        *rc = ynode_err(w, n, "nested too deeply");
-        return NULL;
-    }
-    json_t *out = NULL;
-    switch (fy_node_get_type(n)) {
-    case FYNT_SCALAR:
-        if (fy_node_get_style(n) == FYNS_ALIAS) {
-            *rc = ynode_err(w, n, "aliases are not supported");
-            break;
-        }
-        out = yaml_scalar_json(n);
-        if (!out)
-            *rc = -ENOMEM;
-        break;
-    case FYNT_SEQUENCE: {
-        out = json_array();
-        void *it = NULL;
-        struct fy_node *c;
-        while (out && !*rc && (c = fy_node_sequence_iterate(n, &it)) != NULL) {
-            json_t *v = ywalk_node(w, c, rc);
-            if (v && json_array_append_new(out, v) != 0)
-                *rc = -ENOMEM;
-        }
-        if (!out)
-            *rc = -ENOMEM;
-        break;
-    }
-    case FYNT_MAPPING: {
-        out = json_object();
-        void *it = NULL;
-        struct fy_node_pair *pair;
-        while (out && !*rc && (pair = fy_node_mapping_iterate(n, &it)) != NULL) {
-            struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
-            size_t klen;
-            const char *ks = k && fy_node_is_scalar(k) ? fy_node_get_scalar(k, &klen) : NULL;
-            if (!ks || memchr(ks, '\0', klen)) {
-                *rc = ynode_err(w, k, "mapping keys must be plain strings");
-                break;
-            }
-            char *key = ts_strndup(ks, klen);
-            if (!key) {
-                *rc = -ENOMEM;
-                break;
-            }
-            if (json_object_get(out, key)) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "duplicate key '%.64s'", key);
-                *rc = ynode_err(w, k, msg);
-            } else {
-                json_t *jv = v ? ywalk_node(w, v, rc) : json_null();
-                if (jv && json_object_set_new(out, key, jv) != 0)
-                    *rc = -ENOMEM;
-            }
-            ts_free(key);
-        }
-        if (!out)
-            *rc = -ENOMEM;
-        break;
-    }
-    }
-    w->depth--;
-    if (*rc) {
-        json_decref(out);
-        return NULL;
-    }
-    return out;
-}
-
 int fault_yaml_parse(const char *text, size_t len, const char *name, json_t **out, char *err,
                      size_t errlen)
 {
-    struct ywalk w = {name ? name : "<faults>", err, errlen, 0};
+    struct yamlwalk w = {0};
+    struct fy_node *root = NULL;
+    json_t *root_j = NULL;
     *out = NULL;
     if (err && errlen)
         err[0] = '\0';
-    if (len > FAULT_SPEC_MAX) {
-        ts_errf(err, errlen, "%s: larger than %u bytes", w.name, FAULT_SPEC_MAX);
-        return TS_TOOBIG;
-    }
-    size_t bad = utf8_invalid_at((const void *)text, len);
-    if (bad < len) {
-        int line = 1;
-        for (size_t i = 0; i < bad; i++)
-            line += text[i] == '\n';
-        ts_errf(err, errlen, "%s:%d: not UTF-8 text", w.name, line);
-        return -EINVAL;
-    }
-    struct fy_diag_cfg dcfg;
-    fy_diag_cfg_default(&dcfg);
-    dcfg.fp = NULL;
-    dcfg.output_fn = diag_discard;
-    dcfg.colorize = false;
-    struct fy_diag *diag = fy_diag_create(&dcfg);
-    if (!diag)
-        return -ENOMEM;
-    fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg cfg = {
-        .search_path = "",
-        .flags = FYPCF_QUIET | FYPCF_DISABLE_RECYCLING,
-        .userdata = NULL,
-        .diag = diag,
-    };
-    int rc = 0;
-    json_t *root_j = NULL;
-    struct fy_document *fyd = NULL;
-    struct fy_parser *fyp = fy_parser_create(&cfg);
-    if (!fyp || fy_parser_set_string(fyp, text, len) != 0) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    fyd = fy_parse_load_document(fyp);
-    if (!fyd || fy_parser_get_stream_error(fyp)) {
-        void *it = NULL;
-        struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
-        if (de && de->line > 0)
-            ts_errf(err, errlen, "%s:%d:%d: %s", w.name, de->line, de->column,
-                    de->msg ? de->msg : "YAML syntax error");
-        else if (de || fy_parser_get_stream_error(fyp))
-            ts_errf(err, errlen, "%s: YAML syntax error", w.name);
-        else
-            ts_errf(err, errlen, "%s: empty; expected faults: [ ... ]", w.name);
+    name = name ? name : "<faults>";
+    int rc = yw_open(&w, name, text, len, FAULT_SPEC_MAX, err, errlen, &root);
+    if (rc == TS_PARSE)
         rc = -EINVAL;
-        goto out;
-    }
-    struct fy_node *root = fy_document_root(fyd);
-    if (!root) {
-        ts_errf(err, errlen, "%s: empty; expected faults: [ ... ]", w.name);
+    if (!rc && !root) {
+        ts_errf(err, errlen, "%s: empty; expected faults: [ ... ]", name);
         rc = -EINVAL;
-        goto out;
     }
-    root_j = ywalk_node(&w, root, &rc);
-    if (rc)
-        goto out;
+    if (!rc)
+        rc = yw_json(&w, root, &root_j);
     json_t *list = root_j;
-    if (json_is_object(root_j)) {
+    if (!rc && json_is_object(root_j)) {
         const char *key;
         json_t *v;
         json_object_foreach(root_j, key, v)
         {
             if (strcmp(key, "faults") != 0) {
-                ts_errf(err, errlen, "%s: unknown key '%s'; expected faults: [ ... ]", w.name, key);
+                ts_errf(err, errlen, "%s: unknown key '%s'; expected faults: [ ... ]", name, key);
                 rc = -EINVAL;
-                goto out;
+                break;
             }
         }
         list = json_object_get(root_j, "faults");
     }
-    if (!json_is_array(list)) {
-        ts_errf(err, errlen, "%s: expected faults: [ spec, ... ] (a list of fault specs)", w.name);
+    if (!rc && !json_is_array(list)) {
+        ts_errf(err, errlen, "%s: expected faults: [ spec, ... ] (a list of fault specs)", name);
         rc = -EINVAL;
-        goto out;
     }
-    *out = json_incref(list);
-out:
+    if (!rc)
+        *out = json_incref(list);
     json_decref(root_j);
-    if (rc == -ENOMEM)
-        ts_errf(err, errlen, "%s: out of memory", w.name);
-    if (fyd)
-        fy_parse_document_destroy(fyp, fyd);
-    if (fyp)
-        fy_parser_destroy(fyp);
-    fy_diag_destroy(diag);
+    yw_close(&w);
     return rc;
 }
 

@@ -347,13 +347,4 @@ TS_MUST_CHECK int stream_tap_end(struct stream_tap *tap, uint64_t now_ns,
 TS_MUST_CHECK int body_tap(struct stream_tap *tap, const char *body, size_t len, struct buf *out,
                            uint64_t *delay_ns);
 
-struct fy_node;
-/*
- * A YAML scalar node as JSON, for the chaos files (faults, experiments): a
- * plain scalar follows the YAML 1.2 core schema (null, ~, true/True,
- * false/False, integers, reals), anything else (quoted, or not a number) is
- * a string. Returns a new reference, or NULL when out of memory.
- */
-json_t *yaml_scalar_json(struct fy_node *n);
-
 #endif

@@ -281,7 +281,18 @@ static void test_yaml(void **state)
                      -EINVAL);
     assert_string_equal(err, "c.yaml: expected faults: [ spec, ... ] (a list of fault specs)");
     assert_int_equal(fault_yaml_parse("a\n\xff", 3, "u.yaml", &list, err, sizeof err), -EINVAL);
-    assert_string_equal(err, "u.yaml:2: not UTF-8 text");
+    assert_string_equal(err, "u.yaml:2:1: not UTF-8 text");
+    /* the file is loaded by yamlwalk: aliases are followed, duplicate keys refused */
+    const char *al = "faults:\n  - {name: a, type: http_abort, status: &s 503}\n"
+                     "  - {name: b, type: http_abort, status: *s}\n";
+    assert_int_equal(fault_yaml_parse(al, strlen(al), "a.yaml", &list, err, sizeof err), 0);
+    assert_int_equal(fault_parse_json(json_array_get(list, 1), &f, err, sizeof err), 0);
+    assert_int_equal(f.params.status, 503);
+    json_decref(list);
+    const char *dk = "faults:\n  - {name: a, name: b, type: sse_drop_done}\n";
+    assert_int_equal(fault_yaml_parse(dk, strlen(dk), "d.yaml", &list, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "d.yaml:2:"));
+    assert_null(list);
     assert_int_equal(fault_yaml_parse("faults: [\n", 10, "s.yaml", &list, err, sizeof err),
                      -EINVAL);
     assert_non_null(strstr(err, "s.yaml:"));
