@@ -1299,7 +1299,7 @@ static int worker_init(struct proxy *p, int index, uv_loop_t *loop, int port, ch
     w->p = p;
     w->index = index;
     w->loop = loop;
-    proxy_tracer_init(&w->tracer, p->cfg.otlp, p->cfg.otlp_all, p->upstream);
+    proxy_tracer_init_from(&w->tracer, &p->tracer);
     struct http_client_config cc;
     http_client_config_default(&cc);
     cc.connect_timeout_ms = p->cfg.connect_timeout_ms;
@@ -1410,6 +1410,7 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     memcpy(p->upstream, u, n);
     p->upstream[n] = '\0';
     p->cfg.upstream = p->upstream;
+    proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
     p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
     if (!p->workers) {

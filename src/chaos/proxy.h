@@ -123,6 +123,8 @@ struct proxy {
     struct proxy_worker *workers; /* n_workers (cfg.threads) */
     int n_workers;
     struct http_server api;
+    struct proxy_tracer tracer; /* the workers' tracers borrow its server address, which
+                                   the exporter reads until it is closed: it lives in p */
     /* counters (read by /metrics) */
     _Atomic uint64_t requests_total;
     _Atomic uint64_t in_flight;

@@ -56,6 +56,14 @@ static void upstream_host(const char *url, char *host, size_t n, int *port)
     }
 }
 
+static void seed_ids(struct proxy_tracer *tr)
+{
+    uint64_t seed;
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+        seed = ts_wall_ns() ^ ((uint64_t)(uintptr_t)tr << 17);
+    rng_seed(&tr->ids, seed);
+}
+
 void proxy_tracer_init(struct proxy_tracer *tr, struct otlp_exporter *e, bool all,
                        const char *upstream)
 {
@@ -64,10 +72,18 @@ void proxy_tracer_init(struct proxy_tracer *tr, struct otlp_exporter *e, bool al
     tr->all = all;
     upstream_host(upstream ? upstream : "", tr->server_address, sizeof(tr->server_address),
                   &tr->server_port);
-    uint64_t seed;
-    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
-        seed = ts_wall_ns() ^ ((uint64_t)(uintptr_t)tr << 17);
-    rng_seed(&tr->ids, seed);
+    tr->address = tr->server_address;
+    seed_ids(tr);
+}
+
+void proxy_tracer_init_from(struct proxy_tracer *tr, const struct proxy_tracer *base)
+{
+    memset(tr, 0, sizeof(*tr));
+    tr->exporter = base->exporter;
+    tr->all = base->all;
+    tr->address = base->address;
+    tr->server_port = base->server_port;
+    seed_ids(tr);
 }
 
 void proxy_trace_begin(struct proxy_trace *t, struct proxy_tracer *tr,
@@ -99,7 +115,7 @@ void proxy_trace_begin(struct proxy_trace *t, struct proxy_tracer *tr,
     s->name_prefix = "tokenstorm.proxy";
     otlp_copy_str(s->http_method, sizeof(s->http_method), req->method);
     otlp_copy_str(s->url_path, sizeof(s->url_path), req->path);
-    s->server_address = tr->server_address[0] ? tr->server_address : NULL;
+    s->server_address = tr->address && tr->address[0] ? tr->address : NULL;
     s->server_port = tr->server_port;
     s->faults_count = 0;
     t->on = true;

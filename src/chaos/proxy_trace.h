@@ -36,6 +36,9 @@ struct proxy_tracer {
     struct otlp_exporter *exporter; /* borrowed; NULL: tracing off */
     bool all;                       /* export spans of requests without faults too */
     char server_address[256];       /* host of the upstream (server.address) */
+    const char *address;            /* what spans point at (the exporter reads it when it
+                                       sends): server_address, or the one of the tracer
+                                       passed to proxy_tracer_init_from */
     int server_port;                /* its port (server.port) */
     struct rng ids;                 /* span ids */
     uint64_t spans;                 /* pushed to the exporter */
@@ -56,6 +59,14 @@ struct proxy_trace {
  */
 void proxy_tracer_init(struct proxy_tracer *tr, struct otlp_exporter *e, bool all,
                        const char *upstream);
+
+/*
+ * Sets up tr like base (exporter, all, server address and port) with span
+ * ids of its own, for another thread. Its spans borrow base's address
+ * string: base must outlive every span tr pushes (until the exporter is
+ * closed).
+ */
+void proxy_tracer_init_from(struct proxy_tracer *tr, const struct proxy_tracer *base);
 
 /*
  * Starts t for req at wall time now_unix_ns: on only when tr has an exporter

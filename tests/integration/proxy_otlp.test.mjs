@@ -100,13 +100,18 @@ test('run -> proxy (fault at p=1) -> sim: proxy spans are children of the client
   const rx = await startReceiver();
   const faults = path.join(tmp, 'faults.yaml');
   fs.writeFileSync(faults, 'faults:\n  - {name: slow-in, type: http_delay_request, delay: 5ms}\n');
-  const px = await startProxy(['--faults', faults, '--otlp-endpoint', rx.url]);
+  // two loop threads: each has its own tracer; both export through the one exporter
+  const px = await startProxy(['--faults', faults, '--otlp-endpoint', rx.url, '--threads', '2']);
   const out = path.join(tmp, 'run');
-  const r = await run(['--target', px.base, '--otlp-endpoint', rx.url, '--requests', '10', '--rate', '50',
-    '--input-len', 'fixed:16', '--output-len', 'fixed:4', '--seed', '3', '-q', '--out', out]);
-  assert.equal(r.code, 0, r.stderr);
-  assert.equal((await px.stop('SIGTERM')).code, 0, px.stderr); // flushes the proxy's exporter
-  await rx.close();
+  try { // a failure must not leave the receiver open: node would wait for it forever
+    const r = await run(['--target', px.base, '--otlp-endpoint', rx.url, '--requests', '10', '--rate', '50',
+      '--input-len', 'fixed:16', '--output-len', 'fixed:4', '--seed', '3', '-q', '--out', out]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal((await px.stop('SIGTERM')).code, 0, px.stderr); // flushes the proxy's exporter
+  } finally {
+    await px.stop('SIGKILL');
+    await rx.close();
+  }
   assert.deepEqual(rx.errors, []);
   assert.match(px.output, /traces \(OTLP\): 10 spans exported, 0 dropped \(queue full\), 0 failed/);
 
@@ -174,12 +179,16 @@ test('default: only requests with a fault and a traceparent get a span; --otlp-a
   for (const all of [false, true]) {
     const rx = await startReceiver();
     const px = await startProxy(['--otlp-endpoint', rx.url, ...(all ? ['--otlp-all'] : [])]);
-    assert.equal(await post(px.base, { traceparent: TP(1) }), 200); // traced, no fault
-    assert.equal(await post(px.base, { traceparent: TP(2), 'x-tokenstorm-fault-abort': '503' }), 503);
-    assert.equal(await post(px.base, { 'x-tokenstorm-fault-abort': '503' }), 503); // no traceparent
-    assert.equal(await post(px.base, { traceparent: 'garbage', 'x-tokenstorm-fault-abort': '503' }), 503);
-    assert.equal((await px.stop('SIGTERM')).code, 0, px.stderr);
-    await rx.close();
+    try {
+      assert.equal(await post(px.base, { traceparent: TP(1) }), 200); // traced, no fault
+      assert.equal(await post(px.base, { traceparent: TP(2), 'x-tokenstorm-fault-abort': '503' }), 503);
+      assert.equal(await post(px.base, { 'x-tokenstorm-fault-abort': '503' }), 503); // no traceparent
+      assert.equal(await post(px.base, { traceparent: 'garbage', 'x-tokenstorm-fault-abort': '503' }), 503);
+      assert.equal((await px.stop('SIGTERM')).code, 0, px.stderr);
+    } finally {
+      await px.stop('SIGKILL');
+      await rx.close();
+    }
     assert.deepEqual(rx.errors, []);
     assert.equal(rx.spans.length, all ? 2 : 1, JSON.stringify(rx.spans));
     const ab = rx.spans.find((s) => s.traceId.endsWith('02'));

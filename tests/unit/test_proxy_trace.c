@@ -190,10 +190,25 @@ static void test_span(void **state)
     assert_int_equal(t->span.status, OTLP_STATUS_UNSET);
     assert_int_equal(tr.spans, 2);
 
+    /* another thread's tracer: same settings, its own ids, and its spans borrow
+     * the base's address string (which the proxy keeps until the exporter closes) */
+    struct proxy_tracer t2;
+    proxy_tracer_init_from(&t2, &tr);
+    assert_ptr_equal(t2.exporter, e);
+    assert_true(t2.all);
+    assert_int_equal(t2.server_port, 8000);
+    proxy_trace_begin(t, &t2, &req, 1000);
+    assert_true(t->on);
+    assert_ptr_equal(t->span.server_address, tr.server_address);
+    assert_int_equal(t->span.server_port, 8000);
+    t->status = 200;
+    assert_true(proxy_trace_finish(t, &t2, NULL, 0, 2000));
+    assert_int_equal(t2.spans, 1);
+
     ts_free(t);
     struct otlp_stats st;
     otlp_exporter_close(e, &st);
-    assert_int_equal(st.exported + st.dropped + st.failed, 2);
+    assert_int_equal(st.exported + st.dropped + st.failed, 3);
 }
 
 /* More faults than OTLP_MAX_EVENTS: the rest is counted as dropped; so are
