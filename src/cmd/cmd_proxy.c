@@ -191,14 +191,12 @@ int cmd_proxy(int argc, char **argv)
             cfg.otlp_all = true;
             break;
         case OPT_THREADS: {
-            char *end;
-            long n = strcmp(optarg, "auto") == 0 ? (long)uv_available_parallelism()
-                                                 : strtol(optarg, &end, 10);
-            if (strcmp(optarg, "auto") == 0 && n > PROXY_THREADS_MAX)
+            bool aut = strcmp(optarg, "auto") == 0;
+            char *end = NULL;
+            long n = aut ? (long)uv_available_parallelism() : strtol(optarg, &end, 10);
+            if (aut && n > PROXY_THREADS_MAX)
                 n = PROXY_THREADS_MAX;
-            else if (strcmp(optarg, "auto") != 0 && (!*optarg || *end))
-                n = 0;
-            if (n < 1 || n > PROXY_THREADS_MAX) {
+            if ((!aut && (!*optarg || *end)) || n < 1 || n > PROXY_THREADS_MAX) {
                 fprintf(stderr, "tokenstorm proxy: --threads: expected 1..%d or auto, got '%s'\n",
                         PROXY_THREADS_MAX, optarg);
                 return TS_EXIT_USAGE;

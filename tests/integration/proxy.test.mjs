@@ -243,7 +243,8 @@ test('the control API: faults added, changed and removed during a run; bad specs
 test('header-triggered faults and a faults file', async () => {
   const yaml = path.join(tmp, 'faults.yaml');
   fs.writeFileSync(yaml, 'faults:\n  - name: slow\n    type: http_delay_request\n    delay: 300ms\n    probability: 0\n');
-  const px = await startProxy(sim.base, ['--faults', yaml]);
+  // --threads auto: one loop per core; SIGTERM below must still end it with 0
+  const px = await startProxy(sim.base, ['--faults', yaml, '--threads', 'auto']);
   try {
     let t = Date.now();
     assert.equal((await raw(px.base + '/v1/models')).status, 200);
@@ -271,4 +272,11 @@ test('header-triggered faults and a faults file', async () => {
   const code = await new Promise((r) => bad.on('exit', r));
   assert.equal(code, 2);
   assert.match(err, /faults\[0\]: fault 'a': status: expected an HTTP error status 400..599, got 700/);
+  for (const t of ['0', '65', 'many']) {
+    const p = spawn(BIN, ['proxy', '--upstream', sim.base, '--threads', t, '--listen', '127.0.0.1:0', '--no-api']);
+    let e = '';
+    p.stderr.on('data', (d) => { e += d; });
+    assert.equal(await new Promise((r) => p.on('exit', r)), 2);
+    assert.match(e, new RegExp(`--threads: expected 1\\.\\.64 or auto, got '${t}'`));
+  }
 });
