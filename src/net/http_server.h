@@ -4,7 +4,9 @@
  * Used by the simulator (long SSE streams to thousands of clients), the chaos
  * proxy and the Prometheus /metrics endpoint. One struct http_server is
  * embedded by its owner and bound to one uv_loop_t; every function here must
- * be called on that loop's thread.
+ * be called on that loop's thread. Responses are written with libuv's
+ * write(2), so the program must ignore SIGPIPE (src/main.c does): a client
+ * that closed then gives EPIPE and the connection is dropped.
  *
  * Life cycle:
  *
