@@ -15,7 +15,8 @@
  * (valid) traceparent are never traced and their traceparent, if any, is
  * forwarded unchanged.
  *
- * Everything runs on the proxy's loop thread; the exporter's push is the only
+ * A tracer and its spans are used on one loop thread (the proxy has one
+ * tracer per loop, proxy_tracer_init_from); the exporter's push is the only
  * cross-thread step (a copy into its ring; never blocks).
  */
 #ifndef TS_CHAOS_PROXY_TRACE_H
