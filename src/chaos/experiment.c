@@ -15,6 +15,7 @@
 #include "analysis/stats.h"
 #include "analysis/summary.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/file.h"
 #include "base/strdist.h"
@@ -22,6 +23,7 @@
 #include "chaos/fault.h"
 #include "load/run_quality.h"
 #include "load/yamlwalk.h"
+#include "report/promparse.h"
 #include "sim/admin.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -631,12 +633,15 @@ uint64_t experiment_faults_end_ns(const struct experiment *e)
 struct resp {
     char text[256];
     size_t len;
+    struct buf *all; /* when set: the whole body goes here (bounded by its cap) */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     struct resp *r = ud;
     size_t len = size * n, room = sizeof(r->text) - 1 - r->len;
+    if (r->all)
+        return buf_append(r->all, p, len) == 0 ? len : 0; /* 0: curl stops, an error */
     memcpy(r->text + r->len, p, len < room ? len : room);
     r->len += len < room ? len : room;
     r->text[r->len] = '\0';
@@ -691,7 +696,7 @@ static int call(const char *method, const char *base, const char *path, const js
                 bool gone_ok, char *err, size_t errlen)
 {
     char url[EXP_URL_MAX + 128];
-    struct resp r = {{0}, 0};
+    struct resp r = {{0}, 0, NULL};
     snprintf(url, sizeof(url), "%s%s", base, path);
     int st = http_call(method, url, body, err, errlen, &r);
     if (st < 0)
@@ -716,6 +721,86 @@ int experiment_remove(const struct exp_phase *p, char *err, size_t errlen)
 int experiment_rollback(const struct exp_rollback *r, char *err, size_t errlen)
 {
     return call(r->method, r->url, "", r->body, true, err, errlen);
+}
+
+#define DELAY_METRIC "tokenstorm_proxy_forward_delay_seconds_bucket"
+
+static int delay_sample(const struct promparse_sample *s, void *arg)
+{
+    struct exp_delay *d = arg;
+    if (!promparse_str_eq(s->name, DELAY_METRIC))
+        return 0;
+    const struct promparse_str *le = promparse_label(s, "le");
+    char tmp[64];
+    if (!le || le->len >= sizeof(tmp) || d->n >= EXP_DELAY_BUCKETS || !(s->value >= 0))
+        return -EPROTO;
+    memcpy(tmp, le->p, le->len);
+    tmp[le->len] = '\0';
+    char *end;
+    double b = strcmp(tmp, "+Inf") == 0 ? INFINITY : strtod(tmp, &end);
+    if ((!isinf(b) && *end) || (d->n && !(b > d->le[d->n - 1])))
+        return -EPROTO;
+    d->le[d->n] = b;
+    d->cum[d->n++] = (uint64_t)s->value;
+    return 0;
+}
+
+int experiment_proxy_delay(const char *api, struct exp_delay *out, char *err, size_t errlen)
+{
+    char url[EXP_URL_MAX + 16];
+    struct buf all;
+    buf_init(&all, 8u << 20);
+    struct resp r = {{0}, 0, &all};
+    memset(out, 0, sizeof(*out));
+    snprintf(url, sizeof(url), "%s/metrics", api);
+    int rc = http_call("GET", url, NULL, err, errlen, &r);
+    if (rc >= 0 && rc != 200) {
+        ts_errf(err, errlen, "GET %s: status %d", url, rc);
+        rc = -EPROTO;
+    } else if (rc >= 0) {
+        struct promparse_ops ops = {delay_sample, NULL};
+        rc = promparse_text(all.data ? all.data : "", all.len, NULL, &ops, out, err, errlen);
+        if (rc == -EPROTO || (!rc && (out->n == 0 || !isinf(out->le[out->n - 1])))) {
+            ts_errf(err, errlen, "GET %s: no usable %s", url, DELAY_METRIC);
+            rc = -EPROTO;
+        }
+    }
+    buf_release(&all);
+    if (rc)
+        out->n = 0;
+    return rc;
+}
+
+json_t *exp_delay_json(const struct exp_delay *before, const struct exp_delay *after)
+{
+    if (!after->n || before->n != after->n)
+        return NULL;
+    uint64_t cum[EXP_DELAY_BUCKETS];
+    for (size_t i = 0; i < after->n; i++) {
+        if (before->le[i] != after->le[i] || after->cum[i] < before->cum[i])
+            return NULL;
+        cum[i] = after->cum[i] - before->cum[i];
+    }
+    uint64_t total = cum[after->n - 1];
+    json_t *o = json_pack("{s:I}", "pieces", (json_int_t)total);
+    const double qs[] = {0.5, 0.99, 0.999};
+    const char *keys[] = {"p50_le_s", "p99_le_s", "p999_le_s"};
+    for (size_t k = 0; o && k < 3; k++) {
+        json_t *v = json_null();
+        for (size_t i = 0; total && i < after->n; i++)
+            if ((double)cum[i] >= qs[k] * (double)total) {
+                if (!isinf(after->le[i])) {
+                    json_decref(v);
+                    v = json_real(after->le[i]);
+                }
+                break;
+            }
+        if (json_object_set_new(o, keys[k], v)) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
 }
 
 /* ---------------------------------------------------------------- judgement */

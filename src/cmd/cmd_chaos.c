@@ -66,9 +66,18 @@ struct phase_state {
     char error[256];
 };
 
+/* A proxy the phases use: its own forward delay before and after the load. */
+struct proxy_watch {
+    const char *url; /* its control API (a phase's url) */
+    struct exp_delay before, after;
+    char error[256];
+};
+
 struct chaos {
     const struct experiment *e;
     struct phase_state ph[EXP_MAX_PHASES];
+    struct proxy_watch px[EXP_MAX_PHASES];
+    size_t npx;
     pid_t pid;
     bool child_done, forwarded;
     int status;
@@ -310,6 +319,73 @@ static void print_report(const json_t *rep, const struct experiment *e, bool qui
         printf("verdict: unsteady (the hypothesis did not hold before the first fault)\n");
 }
 
+/* The distinct proxies of the phases, and their forward delay now. */
+static void proxies_before(struct chaos *c)
+{
+    for (size_t i = 0; i < c->e->nphases; i++) {
+        const struct exp_phase *p = &c->e->phases[i];
+        bool seen = p->target != EXP_TARGET_PROXY;
+        for (size_t k = 0; k < c->npx && !seen; k++)
+            seen = strcmp(c->px[k].url, p->url) == 0;
+        if (seen)
+            continue;
+        struct proxy_watch *w = &c->px[c->npx++];
+        w->url = p->url;
+        if (experiment_proxy_delay(w->url, &w->before, w->error, sizeof(w->error)))
+            ts_warn("chaos: %s", w->error);
+    }
+}
+
+static void proxies_after(struct chaos *c)
+{
+    for (size_t k = 0; k < c->npx; k++) {
+        struct proxy_watch *w = &c->px[k];
+        if (!w->error[0] && experiment_proxy_delay(w->url, &w->after, w->error, sizeof(w->error)))
+            ts_warn("chaos: %s", w->error);
+    }
+}
+
+static void print_delay(const json_t *v, char *out, size_t n)
+{
+    if (json_is_real(v)) {
+        double s = json_real_value(v);
+        if (s < 1e-3)
+            snprintf(out, n, "<= %g us", s * 1e6);
+        else
+            snprintf(out, n, "<= %g ms", s * 1e3);
+    } else {
+        snprintf(out, n, "> 1 s");
+    }
+}
+
+/* "proxies": what each proxy's own forward delay was during the experiment. */
+static json_t *proxies_json(struct chaos *c)
+{
+    json_t *arr = json_array();
+    for (size_t k = 0; arr && k < c->npx; k++) {
+        struct proxy_watch *w = &c->px[k];
+        json_t *d = w->error[0] ? NULL : exp_delay_json(&w->before, &w->after);
+        if (!w->error[0] && !d)
+            snprintf(w->error, sizeof(w->error), "the proxy's counters restarted");
+        json_t *o = json_pack("{s:s,s:o}", "url", w->url, "forward_delay", d ? d : json_null());
+        if (o && w->error[0])
+            json_object_set_new(o, "error", json_string(w->error));
+        json_array_append_new(arr, o);
+        if (c->quiet || !d)
+            continue;
+        char p50[32], p99[32];
+        json_t *pieces = json_object_get(d, "pieces");
+        print_delay(json_object_get(d, "p50_le_s"), p50, sizeof(p50));
+        print_delay(json_object_get(d, "p99_le_s"), p99, sizeof(p99));
+        if (json_integer_value(pieces) > 0)
+            printf(
+                "proxy %s: its own delay per forwarded piece p50 %s, p99 %s (%" JSON_INTEGER_FORMAT
+                " pieces)\n",
+                w->url, p50, p99, json_integer_value(pieces));
+    }
+    return arr;
+}
+
 /* Judges the finished run and writes experiment.json; returns the exit code. */
 static int judge(struct chaos *c, const char *dir, const char *file, json_t *rb, bool interrupted,
                  const char *failure)
@@ -369,6 +445,7 @@ static int judge(struct chaos *c, const char *dir, const char *file, json_t *rb,
         code = exp_verdict_exit(v);
     if (!interrupted && !failure)
         print_report(rep, e, c->quiet);
+    json_object_set_new(doc, "proxies", proxies_json(c));
 out:
     if (interrupted)
         code = TS_EXIT_INTERRUPTED;
@@ -481,6 +558,7 @@ int cmd_chaos(int argc, char **argv)
     sigaction(SIGTERM, &sa, &old_term);
     stop_flag = 0;
 
+    proxies_before(c);
     if (sweep_spawn(args, runtxt, &c->pid, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm chaos: %s\n", err);
         goto out_signals;
@@ -499,6 +577,7 @@ int cmd_chaos(int argc, char **argv)
     json_t *rb = rollbacks(c);
     child_wait(c, r == 0 ? deadline : ts_now_ns() + KILL_GRACE);
     interrupted |= stop_flag != 0;
+    proxies_after(c);
     if (!interrupted && !failure[0]) {
         if (c->status < 0 || !WIFEXITED(c->status) ||
             (WEXITSTATUS(c->status) != 0 && WEXITSTATUS(c->status) != 1))

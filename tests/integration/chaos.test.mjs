@@ -236,6 +236,15 @@ test('experiments end to end: an SLO-breaking fault deviates, a harmless one is 
   assert.equal(eh.deviated, false);
   assert.equal(eh.recovery_s, 0);
   assert.match(rh.stdout, /verdict: steady/);
+  // the proxy's own forward delay during the experiment: its streamed pieces, timed
+  assert.equal(eh.proxies.length, 1);
+  assert.equal(eh.proxies[0].url, proxyB.api);
+  const fd = eh.proxies[0].forward_delay;
+  assert.ok(fd.pieces >= 100, JSON.stringify(eh.proxies)); // ~10 req/s of streamed answers
+  assert.ok(fd.p50_le_s > 0 && fd.p50_le_s <= fd.p99_le_s, JSON.stringify(fd));
+  assert.match(rh.stdout, /proxy http:\/\/127\.0\.0\.1:\d+: its own delay per forwarded piece p50 <= [\d.]+ [um]s, p99 /);
+  // an experiment on the simulator alone watches no proxy
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dirs[2], 'experiment.json'), 'utf8')).proxies, []);
 
   // a 2 s engine stall through the simulator's admin API: TTFT breaks, then recovers
   assert.equal(rs.code, 0, rs.stdout + rs.stderr);
