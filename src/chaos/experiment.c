@@ -23,7 +23,6 @@
 #include "chaos/fault.h"
 #include "load/run_quality.h"
 #include "load/yamlwalk.h"
-#include "report/promparse.h"
 #include "sim/admin.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -725,43 +724,22 @@ int experiment_rollback(const struct exp_rollback *r, char *err, size_t errlen)
 
 #define DELAY_METRIC "tokenstorm_proxy_forward_delay_seconds_bucket"
 
-static int delay_sample(const struct promparse_sample *s, void *arg)
-{
-    struct exp_delay *d = arg;
-    if (!promparse_str_eq(s->name, DELAY_METRIC))
-        return 0;
-    const struct promparse_str *le = promparse_label(s, "le");
-    char tmp[64];
-    if (!le || le->len >= sizeof(tmp) || d->n >= EXP_DELAY_BUCKETS || !(s->value >= 0))
-        return -EPROTO;
-    memcpy(tmp, le->p, le->len);
-    tmp[le->len] = '\0';
-    char *end;
-    double b = strcmp(tmp, "+Inf") == 0 ? INFINITY : strtod(tmp, &end);
-    if ((!isinf(b) && *end) || (d->n && !(b > d->le[d->n - 1])))
-        return -EPROTO;
-    d->le[d->n] = b;
-    d->cum[d->n++] = (uint64_t)s->value;
-    return 0;
-}
-
-int experiment_proxy_delay(const char *api, struct exp_delay *out, char *err, size_t errlen)
+int experiment_proxy_delay(const char *api, struct scrape_hist *out, char *err, size_t errlen)
 {
     char url[EXP_URL_MAX + 16];
     struct buf all;
-    buf_init(&all, 8u << 20);
+    buf_init(&all, SCRAPE_MAX_BODY);
     struct resp r = {{0}, 0, &all};
-    memset(out, 0, sizeof(*out));
     snprintf(url, sizeof(url), "%s/metrics", api);
+    out->n = 0;
     int rc = http_call("GET", url, NULL, err, errlen, &r);
     if (rc >= 0 && rc != 200) {
         ts_errf(err, errlen, "GET %s: status %d", url, rc);
         rc = -EPROTO;
     } else if (rc >= 0) {
-        struct promparse_ops ops = {delay_sample, NULL};
-        rc = promparse_text(all.data ? all.data : "", all.len, NULL, &ops, out, err, errlen);
-        if (rc == -EPROTO || (!rc && (out->n == 0 || !isinf(out->le[out->n - 1])))) {
-            ts_errf(err, errlen, "GET %s: no usable %s", url, DELAY_METRIC);
+        rc = scrape_hist_parse(out, DELAY_METRIC, all.data ? all.data : "", all.len, err, errlen);
+        if (!rc && (out->n == 0 || !isinf(out->le[out->n - 1]))) {
+            ts_errf(err, errlen, "GET %s: no %s", url, DELAY_METRIC);
             rc = -EPROTO;
         }
     }
@@ -771,34 +749,22 @@ int experiment_proxy_delay(const char *api, struct exp_delay *out, char *err, si
     return rc;
 }
 
-json_t *exp_delay_json(const struct exp_delay *before, const struct exp_delay *after)
+json_t *exp_delay_json(const struct scrape_hist *before, const struct scrape_hist *after)
 {
-    if (!after->n || before->n != after->n)
-        return NULL;
-    uint64_t cum[EXP_DELAY_BUCKETS];
-    for (size_t i = 0; i < after->n; i++) {
-        if (before->le[i] != after->le[i] || after->cum[i] < before->cum[i])
-            return NULL;
-        cum[i] = after->cum[i] - before->cum[i];
-    }
-    uint64_t total = cum[after->n - 1];
-    json_t *o = json_pack("{s:I}", "pieces", (json_int_t)total);
+    double pieces = 0;
     const double qs[] = {0.5, 0.99, 0.999};
-    const char *keys[] = {"p50_le_s", "p99_le_s", "p999_le_s"};
+    const char *keys[] = {"p50_s", "p99_s", "p999_s"};
+    json_t *o = json_object();
     for (size_t k = 0; o && k < 3; k++) {
-        json_t *v = json_null();
-        for (size_t i = 0; total && i < after->n; i++)
-            if ((double)cum[i] >= qs[k] * (double)total) {
-                if (!isinf(after->le[i])) {
-                    json_decref(v);
-                    v = json_real(after->le[i]);
-                }
-                break;
-            }
-        if (json_object_set_new(o, keys[k], v)) {
+        double v = scrape_hist_quantile(before, after, qs[k], &pieces);
+        if (json_object_set_new(o, keys[k], isnan(v) ? json_null() : json_real(v))) {
             json_decref(o);
             o = NULL;
         }
+    }
+    if (o && json_object_set_new(o, "pieces", json_integer((json_int_t)pieces))) {
+        json_decref(o);
+        o = NULL;
     }
     return o;
 }

@@ -46,6 +46,7 @@
 #include "analysis/slo.h"
 #include "analysis/stats.h"
 #include "base/err.h"
+#include "load/scrape.h"
 
 #define EXP_FILE_MAX      (1u << 20)
 #define EXP_MAX_PROBES    32
@@ -135,30 +136,23 @@ TS_MUST_CHECK int experiment_rollback(const struct exp_rollback *r, char *err, s
 /* ---- the proxies' own delay: how much a proxy may have added to what the
  * load measured (tokenstorm_proxy_forward_delay_seconds, docs/CHAOS.md) ---- */
 
-#define EXP_DELAY_BUCKETS 40
-
-struct exp_delay {
-    size_t n;                        /* buckets read (0: none) */
-    double le[EXP_DELAY_BUCKETS];    /* upper bounds in seconds, ascending; +Inf last */
-    uint64_t cum[EXP_DELAY_BUCKETS]; /* cumulative counts */
-};
-
 /*
  * Reads the histogram from the proxy whose control API is at api (GET
- * api/metrics, at most 8 MiB). Returns 0, or -EIO / -EPROTO / TS_PARSE with
- * the reason in err (a proxy without the histogram: -EPROTO).
+ * api/metrics, at most SCRAPE_MAX_BODY). Returns 0, or -EIO / -EPROTO /
+ * TS_PARSE with the reason in err (a proxy without the histogram: -EPROTO).
  */
-TS_MUST_CHECK int experiment_proxy_delay(const char *api, struct exp_delay *out, char *err,
+TS_MUST_CHECK int experiment_proxy_delay(const char *api, struct scrape_hist *out, char *err,
                                          size_t errlen);
 
 /*
  * The pieces forwarded between two readings of one proxy, as
- * {"pieces": N, "p50_le_s": x, "p99_le_s": y, "p999_le_s": z}: each quantile
- * as the upper bound of the bucket that holds it (null: above the last
- * finite bound, or no pieces). NULL when the readings do not match (other
- * buckets, or counts that went down: the proxy restarted) or out of memory.
+ * {"pieces": N, "p50_s": x, "p99_s": y, "p999_s": z}: quantiles interpolated
+ * within the buckets as Prometheus' histogram_quantile does
+ * (scrape_hist_quantile: one in the top bucket is its lower bound; a proxy
+ * whose counts went down restarted, and counts from zero), null with no
+ * pieces. NULL when out of memory.
  */
-json_t *exp_delay_json(const struct exp_delay *before, const struct exp_delay *after);
+json_t *exp_delay_json(const struct scrape_hist *before, const struct scrape_hist *after);
 
 /* ---- judgement ---- */
 

@@ -69,7 +69,7 @@ struct phase_state {
 /* A proxy the phases use: its own forward delay before and after the load. */
 struct proxy_watch {
     const char *url; /* its control API (a phase's url) */
-    struct exp_delay before, after;
+    struct scrape_hist before, after;
     char error[256];
 };
 
@@ -347,15 +347,11 @@ static void proxies_after(struct chaos *c)
 
 static void print_delay(const json_t *v, char *out, size_t n)
 {
-    if (json_is_real(v)) {
-        double s = json_real_value(v);
-        if (s < 1e-3)
-            snprintf(out, n, "<= %g us", s * 1e6);
-        else
-            snprintf(out, n, "<= %g ms", s * 1e3);
-    } else {
-        snprintf(out, n, "> 1 s");
-    }
+    double s = json_real_value(v);
+    if (s < 1e-3)
+        snprintf(out, n, "%.0f us", s * 1e6);
+    else
+        snprintf(out, n, "%.2f ms", s * 1e3);
 }
 
 /* "proxies": what each proxy's own forward delay was during the experiment. */
@@ -365,8 +361,6 @@ static json_t *proxies_json(struct chaos *c)
     for (size_t k = 0; arr && k < c->npx; k++) {
         struct proxy_watch *w = &c->px[k];
         json_t *d = w->error[0] ? NULL : exp_delay_json(&w->before, &w->after);
-        if (!w->error[0] && !d)
-            snprintf(w->error, sizeof(w->error), "the proxy's counters restarted");
         json_t *o = json_pack("{s:s,s:o}", "url", w->url, "forward_delay", d ? d : json_null());
         if (o && w->error[0])
             json_object_set_new(o, "error", json_string(w->error));
@@ -375,8 +369,8 @@ static json_t *proxies_json(struct chaos *c)
             continue;
         char p50[32], p99[32];
         json_t *pieces = json_object_get(d, "pieces");
-        print_delay(json_object_get(d, "p50_le_s"), p50, sizeof(p50));
-        print_delay(json_object_get(d, "p99_le_s"), p99, sizeof(p99));
+        print_delay(json_object_get(d, "p50_s"), p50, sizeof(p50));
+        print_delay(json_object_get(d, "p99_s"), p99, sizeof(p99));
         if (json_integer_value(pieces) > 0)
             printf(
                 "proxy %s: its own delay per forwarded piece p50 %s, p99 %s (%" JSON_INTEGER_FORMAT

@@ -156,6 +156,28 @@ int scrape_snap_parse(struct scrape_snap *snap, const char *text, size_t len, ch
     return promparse_text(text, len, NULL, &ops, snap, err, errlen);
 }
 
+struct one_hist {
+    const char *bucket;
+    struct scrape_hist *h;
+};
+
+static int on_hist_sample(const struct promparse_sample *s, void *arg)
+{
+    struct one_hist *o = arg;
+    if (promparse_str_eq(s->name, o->bucket))
+        hist_add(o->h, s);
+    return 0;
+}
+
+int scrape_hist_parse(struct scrape_hist *h, const char *bucket, const char *text, size_t len,
+                      char *err, size_t errlen)
+{
+    struct one_hist o = {bucket, h};
+    hist_reset(h);
+    const struct promparse_ops ops = {.on_sample = on_hist_sample};
+    return promparse_text(text, len, NULL, &ops, &o, err, errlen);
+}
+
 /* The count of cur at bound le minus prev's at the same bound (0 if prev has none). */
 static double prev_count(const struct scrape_hist *prev, double le)
 {

@@ -161,6 +161,14 @@ struct scrape_snap {
  */
 TS_MUST_CHECK int scrape_snap_parse(struct scrape_snap *snap, const char *text, size_t len,
                                     char *err, size_t errlen);
+/*
+ * Reads one histogram, the series named `bucket` ("NAME_bucket"; every
+ * series of it added up), from a /metrics text into h (reset first; h->n is
+ * 0 when the text has none). Returns 0, or a promparse_text() error with a
+ * message.
+ */
+TS_MUST_CHECK int scrape_hist_parse(struct scrape_hist *h, const char *bucket, const char *text,
+                                    size_t len, char *err, size_t errlen);
 /* One point from two successive snapshots (prev may be NULL: the first scrape). */
 void scrape_point_compute(struct server_point *out, const struct scrape_snap *prev,
                           const struct scrape_snap *cur, double t_s);

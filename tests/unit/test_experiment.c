@@ -357,37 +357,42 @@ static void test_apply_unreachable(void **state)
     experiment_free(e);
 }
 
-/* The proxy's forward delay between two readings: quantiles as bucket bounds. */
+/* The proxy's forward delay between two readings: quantiles interpolated
+ * within the buckets (scrape_hist_quantile). */
 static void test_delay(void **state)
 {
     (void)state;
-    struct exp_delay b = {4, {1e-4, 1e-3, 1e-2, INFINITY}, {10, 20, 20, 20}};
-    struct exp_delay a = {4, {1e-4, 1e-3, 1e-2, INFINITY}, {60, 118, 119, 120}};
+    struct scrape_hist b = {4, {1e-4, 1e-3, 1e-2, INFINITY}, {10, 20, 20, 20}, NAN};
+    struct scrape_hist a = {4, {1e-4, 1e-3, 1e-2, INFINITY}, {60, 118, 119, 120}, NAN};
     /* 100 pieces in between: 50 <= 100 us, 48 more <= 1 ms, 1 <= 10 ms, 1 above */
     json_t *j = exp_delay_json(&b, &a);
     assert_non_null(j);
     assert_int_equal(json_integer_value(json_object_get(j, "pieces")), 100);
-    assert_true(json_real_value(json_object_get(j, "p50_le_s")) == 1e-4);
-    assert_true(json_real_value(json_object_get(j, "p99_le_s")) == 1e-2);
-    assert_true(json_is_null(json_object_get(j, "p999_le_s"))); /* in the +Inf bucket */
+    assert_true(fabs(json_real_value(json_object_get(j, "p50_s")) - 1e-4) < 1e-12);
+    assert_true(fabs(json_real_value(json_object_get(j, "p99_s")) - 1e-2) < 1e-12);
+    /* in the +Inf bucket: its lower bound, the highest finite one */
+    assert_true(fabs(json_real_value(json_object_get(j, "p999_s")) - 1e-2) < 1e-12);
     json_decref(j);
     /* nothing forwarded: no quantiles */
     j = exp_delay_json(&a, &a);
     assert_int_equal(json_integer_value(json_object_get(j, "pieces")), 0);
-    assert_true(json_is_null(json_object_get(j, "p50_le_s")));
+    assert_true(json_is_null(json_object_get(j, "p50_s")));
     json_decref(j);
-    /* the proxy restarted (counts went down), or other buckets, or no reading */
-    assert_null(exp_delay_json(&a, &b));
-    struct exp_delay o = a;
-    o.le[1] = 2e-3;
-    assert_null(exp_delay_json(&b, &o));
-    struct exp_delay none = {0};
-    assert_null(exp_delay_json(&b, &none));
+    /* the proxy restarted (counts went down): its counts since the restart */
+    j = exp_delay_json(&a, &b);
+    assert_int_equal(json_integer_value(json_object_get(j, "pieces")), 20);
+    assert_true(fabs(json_real_value(json_object_get(j, "p50_s")) - 1e-4) < 1e-12);
+    json_decref(j);
+    /* no reading after: nothing */
+    struct scrape_hist none = {0};
+    j = exp_delay_json(&b, &none);
+    assert_int_equal(json_integer_value(json_object_get(j, "pieces")), 0);
+    json_decref(j);
     /* a proxy that does not answer */
     char err[256];
-    assert_int_equal(experiment_proxy_delay("http://127.0.0.1:1", &o, err, sizeof(err)), -EIO);
+    assert_int_equal(experiment_proxy_delay("http://127.0.0.1:1", &none, err, sizeof(err)), -EIO);
     assert_non_null(strstr(err, "GET http://127.0.0.1:1/metrics"));
-    assert_int_equal(o.n, 0);
+    assert_int_equal(none.n, 0);
 }
 
 int main(void)

@@ -89,6 +89,31 @@ static void test_quantile_by_hand(void **state)
     assert_true(isnan(scrape_hist_quantile(NULL, &h, 1.5, NULL)));
 }
 
+/* One named histogram out of a whole /metrics text: its series added up,
+ * everything else ignored. */
+static void test_one_histogram(void **state)
+{
+    (void)state;
+    static const char text[] = "# TYPE x_seconds histogram\n"
+                               "x_seconds_bucket{le=\"0.1\",w=\"0\"} 3\n"
+                               "x_seconds_bucket{le=\"+Inf\",w=\"0\"} 4\n"
+                               "x_seconds_bucket{le=\"0.1\",w=\"1\"} 5\n"
+                               "x_seconds_bucket{le=\"+Inf\",w=\"1\"} 6\n"
+                               "x_seconds_count 10\n"
+                               "y_seconds_bucket{le=\"0.5\"} 99\n";
+    struct scrape_hist h;
+    char err[256];
+    assert_int_equal(
+        scrape_hist_parse(&h, "x_seconds_bucket", text, strlen(text), err, sizeof(err)), 0);
+    assert_int_equal(h.n, 2);
+    assert_true(h.le[0] == 0.1 && isinf(h.le[1]));
+    assert_true(h.count[0] == 8 && h.count[1] == 10);
+    assert_int_equal(scrape_hist_parse(&h, "z_bucket", text, strlen(text), err, sizeof(err)), 0);
+    assert_int_equal(h.n, 0);
+    assert_int_equal(scrape_hist_parse(&h, "x_seconds_bucket", "x{", 2, err, sizeof(err)),
+                     TS_PARSE);
+}
+
 static void test_deltas_between_scrapes(void **state)
 {
     struct scrape_snap a, b;
@@ -366,6 +391,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vllm_snapshot),
         cmocka_unit_test(test_quantile_by_hand),
+        cmocka_unit_test(test_one_histogram),
         cmocka_unit_test(test_deltas_between_scrapes),
         cmocka_unit_test(test_tgi_and_sglang),
         cmocka_unit_test(test_json),
