@@ -39,6 +39,8 @@ step "tests under ASan+UBSan" meson_suite build-asan -Db_sanitize=address,undefi
 # (~20 s) -- cheap enough to run every time; `make test-mpi` runs it alone.
 step "MPI build and distributed tests" scripts/test-mpi.sh
 step "format check" make -s format-check
+step "layering check" scripts/check-layers.sh
+step "function length check" scripts/check-functions.sh
 step "fuzz smoke" scripts/fuzz.sh smoke
 if [ -f tests/compat/run.sh ]; then
     step "openai client compatibility" tests/compat/run.sh build/tokenstorm

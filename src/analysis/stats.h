@@ -33,7 +33,7 @@
 
 #include "base/err.h"
 #include "base/hdr.h"
-#include "load/record.h"
+#include "analysis/record.h"
 
 enum stat_metric {
     STAT_TTFT = 0,         /* intended send -> first chunk with choices */
@@ -109,7 +109,7 @@ uint64_t itl_pos_bucket_from(unsigned b);
 
 /*
  * Fixed buckets, with the boundaries the OpenTelemetry GenAI conventions
- * recommend, for what the live /metrics (report/live_metrics.h) shows exactly
+ * recommend, for what the live /metrics (load/live_metrics.h) shows exactly
  * and the HDR histograms do not hold: the durations of requests that did not
  * end ok (gen_ai.client.operation.duration: 0.01 s * 2^k, k = 0..13, compared
  * in whole microseconds) and the tokens of each ok request

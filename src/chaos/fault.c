@@ -17,7 +17,7 @@
 #include "base/file.h"
 #include "base/strdist.h"
 #include "base/units.h"
-#include "load/yamlwalk.h"
+#include "workload/yamlwalk.h"
 
 struct type_info {
     const char *name;

@@ -56,7 +56,7 @@
 #include "chaos/proxy_trace.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
-#include "report/prom.h"
+#include "telemetry/prom.h"
 
 #define PROXY_UPSTREAM_MAX 1024
 #define PROXY_THREADS_MAX  64

@@ -20,7 +20,7 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "chaos/proxy.h"
-#include "report/prom.h"
+#include "telemetry/prom.h"
 
 #define API_BODY_MAX (1u << 20)
 

@@ -30,7 +30,7 @@
 #include "base/traceparent.h"
 #include "chaos/fault.h"
 #include "net/http_server.h"
-#include "report/otlp.h"
+#include "telemetry/otlp.h"
 
 /* Shared by all requests of a proxy. */
 struct proxy_tracer {

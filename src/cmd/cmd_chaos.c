@@ -1,6 +1,6 @@
 /*
  * cmd_chaos.c - `tokenstorm chaos EXPERIMENT.yaml`: runs an experiment
- * (chaos/experiment.h): the load as a child `tokenstorm run`, the fault
+ * (app/experiment.h): the load as a child `tokenstorm run`, the fault
  * phases on their schedule, the rollbacks (always: also on an error and on
  * Ctrl-C), then the judgement from the run's requests.jsonl, written to
  * DIR/experiment.json and into the run's result.json ("faults").
@@ -22,9 +22,9 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "chaos/experiment.h"
+#include "app/experiment.h"
 #include "cmd/cmd.h"
-#include "load/sweep.h"
+#include "app/sweep.h"
 #include "report/runfiles.h"
 
 #define POLL_NS    (10 * TS_NS_PER_MS)

@@ -14,7 +14,7 @@
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
 #include "net/addr.h"
-#include "report/otlp.h"
+#include "telemetry/otlp.h"
 
 static void usage(FILE *out)
 {

@@ -19,7 +19,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
-#include "load/sweep.h"
+#include "app/sweep.h"
 #include "sim/thread.h"
 #include "ts_config.h"
 

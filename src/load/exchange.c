@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "llm/text.h"
 #include "load/runner_int.h"
-#include "report/result.h"
+#include "analysis/record.h"
 
 #define EXCH_MAX_EVENT      (4u << 20)  /* one SSE event */
 #define EXCH_MAX_BODY       (64u << 20) /* a non-streamed body */
@@ -641,7 +641,7 @@ void exch_finish(struct exch *x)
     if (cfg->requests_out) {
         struct buf line;
         buf_init(&line, 64 * 1024);
-        if (!result_append_request(&line, &x->rec, w->run->start_ns))
+        if (!req_record_append_json(&line, &x->rec, w->run->start_ns))
             (void)asyncw_write(cfg->requests_out, line.data, line.len);
         buf_release(&line);
     }

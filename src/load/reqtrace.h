@@ -1,7 +1,7 @@
 /*
  * reqtrace.h - tracing of the load engine's requests: W3C trace context on
  * every request, and one OpenTelemetry CLIENT span per request handed to the
- * OTLP exporter (report/otlp.h).
+ * OTLP exporter (telemetry/otlp.h).
  *
  * Every request gets a fresh random trace id and span id (a per-thread
  * generator seeded from getrandom(): not from --seed, so two runs never share
@@ -14,7 +14,7 @@
  * the user), every request joins that trace as a child of its parent-id.
  *
  * With an exporter, when a request ends its span is built from the request's
- * record (load/record.h) and pushed; the worker never waits on it. Headers
+ * record (analysis/record.h) and pushed; the worker never waits on it. Headers
  * are sent whether or not spans are exported.
  *
  * Threads: struct reqtrace_run is set up by the coordinator before the
@@ -29,9 +29,9 @@
 #include <stdint.h>
 
 #include "base/traceparent.h"
-#include "load/record.h"
-#include "load/workload.h"
-#include "report/otlp.h"
+#include "analysis/record.h"
+#include "workload/workload.h"
+#include "telemetry/otlp.h"
 
 #define REQTRACE_BAGGAGE_MAX 1024 /* bytes of tokenstorm's baggage header value */
 

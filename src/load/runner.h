@@ -43,13 +43,13 @@
 #include "base/hdr.h"
 #include "llm/tokcount.h"
 #include "base/err.h"
-#include "load/arrival.h"
-#include "load/dist.h"
+#include "workload/arrival.h"
+#include "load/shard.h"
 #include "load/reqtrace.h"
-#include "load/scrape.h"
-#include "load/workload.h"
+#include "telemetry/scrape.h"
+#include "workload/workload.h"
 #include "net/http_client.h"
-#include "report/live_metrics.h"
+#include "load/live_metrics.h"
 
 #define RUNNER_MAX_WORKERS 64
 #define RUNNER_MAX_USERS   1000000u
@@ -58,7 +58,7 @@
 struct runner_progress;
 
 /* --metrics-listen: a live Prometheus /metrics served from the coordinator's
- * loop while the run goes on (report/live_metrics.h). */
+ * loop while the run goes on (load/live_metrics.h). */
 struct runner_metrics {
     const char *host;              /* an IP literal; NULL = no metrics endpoint */
     int port;                      /* 0 = any free port */
@@ -85,7 +85,7 @@ struct runner_arrival {
 struct traffic;
 
 /*
- * A traffic class of a scenario (load/traffic.h): its own arrivals or users,
+ * A traffic class of a scenario (workload/traffic.h): its own arrivals or users,
  * its requests built by its struct traffic, its own statistics. When a
  * config has classes, the top-level workload, mode, arrival, users, think,
  * ramp_users_ns, max_concurrency and max_requests are not used: every
@@ -173,9 +173,9 @@ struct runner_config {
     bool handle_signals;         /* SIGINT/SIGTERM stop the run */
 
     /* Scrape the target's Prometheus endpoint on the coordinator's loop
-     * (load/scrape.h); server_metrics.url NULL = off. */
+     * (telemetry/scrape.h); server_metrics.url NULL = off. */
     struct scrape_config server_metrics;
-    /* Send only this process's share of the run (load/dist.h); {0, 0} = all. */
+    /* Send only this process's share of the run (load/shard.h); {0, 0} = all. */
     struct shard shard;
     uint64_t run_id; /* 0 = a random one */
     /* Called on the coordinator's thread right before time 0 is set (the

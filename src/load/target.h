@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
-#include "load/workload.h"
+#include "workload/workload.h"
 
 #define TARGET_URL_MAX 2048
 

@@ -18,7 +18,7 @@
  *   slo        [{expr, actual, pass}] (actual null when there was nothing to judge),
  *   timeline   the caller's per-second points,
  *   server_timeline, server_metrics  (only with --server-metrics) the
- *              target's own metrics scraped during the run (load/scrape.h),
+ *              target's own metrics scraped during the run (telemetry/scrape.h),
  *   histograms {metric: base64 of the HdrHistogram V2 encoding, in microseconds}.
  *
  * The histograms and counters are enough to rebuild the run_stats exactly
@@ -43,7 +43,7 @@
 #include "analysis/summary.h"
 #include "base/buf.h"
 #include "base/err.h"
-#include "load/record.h"
+#include "analysis/record.h"
 
 #define RESULT_SCHEMA "tokenstorm.result/1"
 
@@ -87,19 +87,5 @@ TS_MUST_CHECK int result_write_file(const json_t *doc, const char *path, char *e
  */
 TS_MUST_CHECK int result_read_stats(const json_t *doc, struct run_stats **out, char *err,
                                     size_t errlen);
-
-/*
- * Appends one requests.jsonl line (a JSON object and '\n') for rec to out.
- * Times are milliseconds since run_start_ns with microsecond precision
- * (null for "did not happen"); derived latencies (lag, ttft, ttfc, e2el,
- * tpot) follow stats.h; outcome and token source by name; strings are
- * escaped and invalid UTF-8 replaced by U+FFFD. "quality" is null when the
- * answer was not scored, else {"truncated", and what rec->quality.have says
- * was computed: "rouge_l", "bleu4" (9 decimals), "exact"; "regex_match";
- * "json_valid"}. The record holds no secret, and none is added. Returns 0 or
- * a buf error (out keeps what it had).
- */
-TS_MUST_CHECK int result_append_request(struct buf *out, const struct req_record *rec,
-                                        uint64_t run_start_ns);
 
 #endif

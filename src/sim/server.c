@@ -13,7 +13,7 @@
 #include "llm/embed.h"
 #include "llm/openai_encode.h"
 #include "llm/text.h"
-#include "report/prom.h"
+#include "telemetry/prom.h"
 
 /* vLLM's buckets (vllm/engine/metrics.py), in seconds. */
 static const double ttft_buckets[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,

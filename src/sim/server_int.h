@@ -11,7 +11,7 @@
 #include "net/http_server.h"
 #include "net/ptimer.h"
 #include "base/rng.h"
-#include "report/prom.h"
+#include "telemetry/prom.h"
 #include "sim/admin.h"
 #include "sim/answers.h"
 #include "sim/engine.h"

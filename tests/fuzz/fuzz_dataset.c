@@ -14,7 +14,7 @@
 
 #include "analysis/semantic.h"
 #include "base/utf8.h"
-#include "load/dataset.h"
+#include "workload/dataset.h"
 
 #define INPUT_MAX (256 * 1024)
 

@@ -1,5 +1,5 @@
 /*
- * Fuzzes the experiment file parser (chaos/experiment.h) and, through it,
+ * Fuzzes the experiment file parser (app/experiment.h) and, through it,
  * the fault spec parsers of the proxy and the simulator's admin API.
  *
  * Every input must either parse or fail with a NUL-terminated message that
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chaos/experiment.h"
+#include "app/experiment.h"
 
 #define INPUT_MAX 65536
 

@@ -18,7 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "load/flow.h"
+#include "workload/flow.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "base/traceparent.h"
-#include "report/otlp.h"
+#include "telemetry/otlp.h"
 
 static int count_kv(const char *k, const char *v, void *arg)
 {

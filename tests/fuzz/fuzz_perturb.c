@@ -1,5 +1,5 @@
 /*
- * Fuzzes src/load/perturb: the first line of the input is a perturbation
+ * Fuzzes src/workload/perturb: the first line of the input is a perturbation
  * spec, the rest the text. Accepted specs must format and parse back to the
  * same set; every item, alone and chained, must stay within the output cap,
  * and keep valid UTF-8 valid unless invalid_utf8 is applied.
@@ -11,7 +11,7 @@
 #include "base/alloc.h"
 #include "base/utf8.h"
 #include "llm/text.h"
-#include "load/perturb.h"
+#include "workload/perturb.h"
 
 #define INPUT_MAX 16384
 #define OUT_CAP   (256u << 10)

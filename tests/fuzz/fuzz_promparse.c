@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "report/promparse.h"
+#include "telemetry/promparse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * Fuzzes the prompt generator (load/promptgen.h): slot files, schemas,
+ * Fuzzes the prompt generator (workload/promptgen.h): slot files, schemas,
  * generated turns and chat_assemble().
  *
  * Input: 16 bytes of knobs, then parts separated by NUL bytes:
@@ -42,8 +42,8 @@
 #include "base/alloc.h"
 #include "base/utf8.h"
 #include "llm/tokcount.h"
-#include "load/promptgen.h"
-#include "load/prompts.h"
+#include "workload/promptgen.h"
+#include "workload/prompts.h"
 
 #define INPUT_MAX   (96 * 1024)
 #define NKNOBS      16

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "load/prompts.h"
-#include "load/workload.h"
+#include "workload/prompts.h"
+#include "workload/workload.h"
 
 #define INPUT_MAX (256 * 1024)
 

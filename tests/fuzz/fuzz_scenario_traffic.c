@@ -1,8 +1,8 @@
 /*
- * Fuzzes the scenario traffic builder (load/traffic.h): the input is a
+ * Fuzzes the scenario traffic builder (workload/traffic.h): the input is a
  * scenario file (scenario_load_mem); every class that loads gets a struct
  * traffic and runs up to ITERATIONS iterations the way the dry run does
- * (load/run_scenario.c dry_class_run), except that every request is answered
+ * (app/run_scenario.c dry_class_run), except that every request is answered
  * "ok" with traffic_done(), flow steps included, so sessions grow a history
  * and flows walk their whole DAG.
  *
@@ -34,9 +34,9 @@
 
 #include "base/alloc.h"
 #include "base/utf8.h"
-#include "load/prompts.h"
-#include "load/scenario.h"
-#include "load/traffic.h"
+#include "workload/prompts.h"
+#include "workload/scenario.h"
+#include "workload/traffic.h"
 
 #define INPUT_MAX  (64 * 1024)
 #define ITERATIONS 10

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
-#include "load/arrival.h"
+#include "workload/arrival.h"
 
 #define NS 1000000000ULL
 

@@ -617,7 +617,7 @@ static void write_run_dir(const char *dir, uint64_t seed, double scale, size_t n
         rec.output_tokens = 8;
         rec.choice_chunks = 8;
         run_stats_add_record(st, &rec, NULL);
-        assert_int_equal(result_append_request(&lines, &rec, origin), 0);
+        assert_int_equal(req_record_append_json(&lines, &rec, origin), 0);
     }
     run_summary_compute(&sum, st, 10.0, 0, NULL);
     struct result_info info = {.started_wall_ns = 1700000000000000000ull};

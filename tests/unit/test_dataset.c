@@ -12,7 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "load/dataset.h"
+#include "workload/dataset.h"
 
 static int load(struct dataset *d, const char *name, const char *s, enum dataset_format f,
                 const struct dataset_opts *o, char *err, size_t errlen)

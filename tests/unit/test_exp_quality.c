@@ -1,6 +1,6 @@
 /*
  * test_exp_quality.c - answer quality scores through requests.jsonl into an
- * experiment's judgement: result_append_request() writes them, the
+ * experiment's judgement: req_record_append_json() writes them, the
  * experiment's reader (parse_req, reached by including experiment.c) reads
  * them back, and quality probes are judged per window.
  */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/chaos/experiment.c"
+#include "../../src/app/experiment.c"
 #include "report/result.h"
 
 #define MS    1000000ull
@@ -77,7 +77,7 @@ static void test_round_trip(void **state)
     struct buf b;
     buf_init(&b, 1 << 16);
     for (size_t i = 0; i < N(in); i++)
-        assert_int_equal(result_append_request(&b, &in[i], START), 0);
+        assert_int_equal(req_record_append_json(&b, &in[i], START), 0);
     /* a hand-written line with scores out of range: not taken */
     assert_int_equal(buf_append_str(&b, "{\"outcome\":\"ok\",\"intended_ms\":500,\"quality\":"
                                         "{\"truncated\":true,\"rouge_l\":1.5,\"bleu4\":0.5,"
@@ -176,7 +176,7 @@ static void test_judge_dual_sla(void **state)
         bool bad = t >= 5000 && t < 8000;
         struct req_record r = ok_at(t);
         r.quality = (struct quality_scores){.have = QUALITY_HAVE_REF, .rouge_l = bad ? 0.2 : 1};
-        assert_int_equal(result_append_request(&b, &r, START), 0);
+        assert_int_equal(req_record_append_json(&b, &r, START), 0);
     }
     const char *path = write_file(buf_cstr(&b));
     buf_release(&b);
@@ -218,7 +218,7 @@ static void test_judge_rouge(void **state)
                                             .rouge_l = bad ? 0.25 : 1,
                                             .bleu4 = bad ? 0 : 1,
                                             .exact = !bad};
-        assert_int_equal(result_append_request(&b, &r, START), 0);
+        assert_int_equal(req_record_append_json(&b, &r, START), 0);
     }
     const char *path = write_file(buf_cstr(&b));
     buf_release(&b);

@@ -1,6 +1,6 @@
 /*
  * test_experiment.c - experiment files (parsing, validation, file:line:col
- * errors) and the judgement of a run from a requests.jsonl (chaos/experiment.h).
+ * errors) and the judgement of a run from a requests.jsonl (app/experiment.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "chaos/experiment.h"
+#include "app/experiment.h"
 
 static const char *const good =
     "title: A test\n"

@@ -15,7 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "load/flow.h"
+#include "workload/flow.h"
 
 /* ---- building definitions ---- */
 

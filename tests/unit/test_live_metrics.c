@@ -21,7 +21,7 @@
 #include "analysis/stats.h"
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "report/live_metrics.h"
+#include "load/live_metrics.h"
 
 static void test_genai_fixed_buckets(void **state)
 {

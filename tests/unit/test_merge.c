@@ -196,7 +196,7 @@ static int setup(void **state)
                 run_stats_add_itl_at(fx->all, k, gap);
             }
         }
-        assert_int_equal(result_append_request(&p->requests, &rec, p->start), 0);
+        assert_int_equal(req_record_append_json(&p->requests, &rec, p->start), 0);
         p->nlines++;
     }
     /* answer quality as quality_stats_to_json() writes it */

@@ -28,7 +28,7 @@
 #include "load/reqtrace.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
-#include "report/otlp.h"
+#include "telemetry/otlp.h"
 
 /* ---- helpers ---- */
 

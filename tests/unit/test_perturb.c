@@ -12,7 +12,7 @@
 #include "base/strdist.h"
 #include "base/utf8.h"
 #include "llm/text.h"
-#include "load/perturb.h"
+#include "workload/perturb.h"
 
 #define CAP (8u << 20)
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "report/prom.h"
+#include "telemetry/prom.h"
 
 static void test_samples_and_escaping(void **state)
 {

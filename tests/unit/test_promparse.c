@@ -9,8 +9,8 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "report/prom.h"
-#include "report/promparse.h"
+#include "telemetry/prom.h"
+#include "telemetry/promparse.h"
 
 /* Every sample as one line "name{a=v,b=w} value [ts]" and every TYPE as
  * "TYPE name type", so a test compares one string. */

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 /* h2o style: the static functions and salts are reachable. */
-#include "../../src/load/promptgen.c"
+#include "../../src/workload/promptgen.c"
 #include "llm/text.h"
 
 /* ------------------------------------------------------------ cfg helpers */

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
-#include "load/prompts.h"
+#include "workload/prompts.h"
 
 static int parse(struct prompts *p, const char *s, size_t len, unsigned flags, char *err,
                  size_t errlen)

@@ -399,7 +399,7 @@ static char *line_of(const struct req_record *r, uint64_t start)
 {
     struct buf b;
     buf_init(&b, 4096);
-    assert_int_equal(result_append_request(&b, r, start), 0);
+    assert_int_equal(req_record_append_json(&b, r, start), 0);
     char *s = buf_take(&b, NULL);
     buf_release(&b);
     return s;
@@ -484,7 +484,7 @@ static void test_request_line_edge_cases(void **state)
     struct buf b;
     buf_init(&b, 64);
     assert_int_equal(buf_append_str(&b, "keep"), 0);
-    assert_int_equal(result_append_request(&b, &r, BASE), TS_TOOBIG);
+    assert_int_equal(req_record_append_json(&b, &r, BASE), TS_TOOBIG);
     assert_string_equal(buf_cstr(&b), "keep");
     buf_release(&b);
 }

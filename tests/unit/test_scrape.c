@@ -10,7 +10,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
-#include "load/scrape.h"
+#include "telemetry/scrape.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 

@@ -9,7 +9,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/hdr.h"
-#include "load/dist.h"
+#include "app/dist.h"
 #include "load/runner.h"
 
 static void test_parse(void **state)

@@ -14,7 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "load/sweep.h"
+#include "app/sweep.h"
 
 static void assert_near(double got, double want, double tol)
 {

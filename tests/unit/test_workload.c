@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 /* h2o style: the static functions (permute, synth_append) are reachable. */
-#include "../../src/load/workload.c"
+#include "../../src/workload/workload.c"
 
 static size_t count(const char *s)
 {

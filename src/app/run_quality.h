@@ -1,0 +1,47 @@
+/*
+ * run_quality.h - the answer-quality options of `tokenstorm run` (and of the
+ * commands that pass run options through): --quality-regex, --quality-json,
+ * --quality-min, --dual-sla, --consistency.
+ */
+#ifndef TS_APP_RUN_QUALITY_H
+#define TS_APP_RUN_QUALITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "load/runner.h"
+
+#define RUN_QUALITY_MAX_KEYS 32
+
+struct run_quality_opts {
+    const char *regex;
+    bool json;
+    char json_keys_buf[512];
+    const char *json_keys[RUN_QUALITY_MAX_KEYS];
+    size_t njson_keys;
+    struct quality_target target;
+    bool target_set;
+    bool dual_sla;
+    struct dual_sla_cfg dual;
+    bool consistency;
+    struct consistency_cfg cons;
+    struct quality_regex *compiled; /* owned after run_quality_apply */
+};
+
+void run_quality_init(struct run_quality_opts *q);
+
+/*
+ * Handles one option: name without the dashes ("quality-regex", ...) and its
+ * argument (NULL for a flag). Returns 1 if the option was one of these, 0 if
+ * not, or -EINVAL with a message in err.
+ */
+int run_quality_option(struct run_quality_opts *q, const char *name, const char *arg, char *err,
+                       size_t errlen);
+
+/* Compiles what needs compiling and fills cfg->quality. 0 or -EINVAL with a message. */
+int run_quality_apply(struct run_quality_opts *q, struct runner_config *cfg, char *err,
+                      size_t errlen);
+
+void run_quality_release(struct run_quality_opts *q);
+
+#endif

@@ -1,0 +1,812 @@
+/*
+ * sweep_step.c - the pure half of the sweep (sweep.h): a run's result into a
+ * step with its saturation signals, the plan of the next load, the findings
+ * and sweep.json.
+ */
+#include "app/sweep.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/knee.h"
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "ts_config.h"
+
+/* Saturation thresholds (docs/SWEEP.md, "Saturation"). */
+/* a trend counts when its slope is significant (knee.h linfit_rising) and ... */
+#define SAT_TTFT_RISE_REL  1.0  /* ... TTFT rose by its lowest level over the window (doubled) */
+#define SAT_TTFT_RISE_MS   10.0 /* ... and by at least 10 ms */
+#define SAT_QUEUE_RISE_REL 0.5  /* in flight rose by half its mean ... */
+#define SAT_QUEUE_RISE_MIN 2.0  /* ... and by at least 2 requests */
+#define SAT_FOLLOW_MIN     0.9  /* completions below 90% of sends */
+#define SAT_ERR_RISE       0.01 /* error rate 1 point above the lowest earlier one ... */
+#define SAT_ERR_SIGMAS     3.0  /* ... and 3 binomial standard errors */
+#define SAT_PLATEAU_GAIN   0.1  /* closed loop: throughput gain < 10% of the users' gain */
+#define QUALITY_DROP       0.05 /* ROUGE-L below its best at a lower load by this much */
+
+static const char *const sat_names[] = {"ttft_growth", "queue_growth", "throughput", "errors"};
+
+const char *sweep_sat_name(enum sweep_sat flag)
+{
+    for (unsigned i = 0; i < sizeof(sat_names) / sizeof(sat_names[0]); i++)
+        if ((unsigned)flag == 1u << i)
+            return sat_names[i];
+    return "?";
+}
+
+static const char *const knee_metric_names[SWEEP_KNEE_METRIC_COUNT] = {
+    "ttft_p99_ms", "ttft_p50_ms", "tpot_p99_ms", "e2el_p99_ms", "e2el_p50_ms",
+};
+static const char *const knee_metric_short[SWEEP_KNEE_METRIC_COUNT] = {
+    "ttft.p99", "ttft.p50", "tpot.p99", "e2el.p99", "e2el.p50",
+};
+
+const char *sweep_knee_metric_name(enum sweep_knee_metric m)
+{
+    return (unsigned)m < SWEEP_KNEE_METRIC_COUNT ? knee_metric_names[m] : NULL;
+}
+
+int sweep_knee_metric_parse(const char *s, enum sweep_knee_metric *out)
+{
+    for (int i = 0; i < SWEEP_KNEE_METRIC_COUNT; i++) {
+        if (!strcmp(s, knee_metric_names[i]) || !strcmp(s, knee_metric_short[i])) {
+            *out = (enum sweep_knee_metric)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static double step_metric(const struct sweep_step *st, enum sweep_knee_metric m)
+{
+    switch (m) {
+    case SWEEP_KNEE_TTFT_P99:
+        return st->ttft_p99_ms;
+    case SWEEP_KNEE_TTFT_P50:
+        return st->ttft_p50_ms;
+    case SWEEP_KNEE_TPOT_P99:
+        return st->tpot_p99_ms;
+    case SWEEP_KNEE_E2EL_P99:
+        return st->e2el_p99_ms;
+    case SWEEP_KNEE_E2EL_P50:
+        return st->e2el_p50_ms;
+    default:
+        return NAN;
+    }
+}
+
+/* ---- reading a result --------------------------------------------------------- */
+
+/* obj.key as a number; NAN when missing, null or not a number. */
+static double num(const json_t *obj, const char *key)
+{
+    const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static uint64_t count(const json_t *obj, const char *key)
+{
+    double v = num(obj, key);
+    return v >= 0 && v < 1.8e19 ? (uint64_t)v : 0;
+}
+
+struct tl_point {
+    double t, sent, completed, in_flight, ttft_p50;
+};
+
+#define TL_MAX 86400 /* a day of one-second points */
+
+/* Reads the timeline's points inside the sending window (after warm-up, while sending). */
+static size_t timeline_window(const json_t *tl, double warmup_s, struct tl_point *pts, size_t max)
+{
+    size_t i, n = 0;
+    const json_t *p;
+
+    if (!json_is_array(tl))
+        return 0;
+    json_array_foreach(tl, i, p)
+    {
+        struct tl_point q = {num(p, "t_s"), num(p, "sent"), num(p, "completed"),
+                             num(p, "in_flight"), num(p, "ttft_p50_ms")};
+        if (!isfinite(q.t) || !isfinite(q.sent) || !(q.sent > 0) || q.t <= warmup_s)
+            continue;
+        if (n == max)
+            break;
+        pts[n++] = q;
+    }
+    return n;
+}
+
+/* The TTFT p50 trend over the window (seconds with completions only). */
+static void ttft_signal(struct sweep_step *st, const struct tl_point *pts, size_t n, double *x,
+                        double *y)
+{
+    size_t m = 0;
+    double lo = INFINITY;
+    struct linfit f;
+
+    for (size_t i = 0; i < n; i++) {
+        if (pts[i].completed > 0 && isfinite(pts[i].ttft_p50) && pts[i].ttft_p50 > 0) {
+            x[m] = pts[i].t;
+            y[m] = pts[i].ttft_p50;
+            lo = y[m] < lo ? y[m] : lo;
+            m++;
+        }
+    }
+    if (m < 3 || linfit_compute(x, y, m, &f))
+        return;
+    st->ttft_slope_ms_s = f.slope;
+    st->ttft_t = f.t;
+    double rise = f.slope * (x[m - 1] - x[0]);
+    if (linfit_rising(&f) && rise >= SAT_TTFT_RISE_MS && rise >= SAT_TTFT_RISE_REL * lo)
+        st->saturation |= SWEEP_SAT_TTFT;
+}
+
+/*
+ * The steady part of the window: from one request time (e2el p50) after the
+ * window opened, when the in-flight count has had time to settle; at least
+ * the window without its first second.
+ */
+static size_t steady_start(const struct tl_point *pts, size_t n, double warmup_s, double e2el_s)
+{
+    size_t k = 0;
+    double from = warmup_s + (isfinite(e2el_s) && e2el_s > 0 ? e2el_s : 0) + 1.0;
+
+    while (k < n && pts[k].t < from)
+        k++;
+    if (n - k < 2)
+        k = n > 1 ? 1 : n;
+    return k;
+}
+
+static void queue_signals(struct sweep_step *st, const struct tl_point *pts, size_t n,
+                          double warmup_s, double *x, double *y)
+{
+    size_t k = steady_start(pts, n, warmup_s, st->e2el_p50_ms / 1000), m = 0;
+    double sent = 0, done = 0, mean = 0;
+    struct linfit f;
+
+    for (size_t i = k; i < n; i++) {
+        sent += pts[i].sent;
+        done += isfinite(pts[i].completed) ? pts[i].completed : 0;
+        if (isfinite(pts[i].in_flight)) {
+            x[m] = pts[i].t;
+            y[m] = pts[i].in_flight;
+            mean += y[m];
+            m++;
+        }
+    }
+    if (sent > 0) {
+        st->completion_ratio = done / sent;
+        if (st->completion_ratio < SAT_FOLLOW_MIN)
+            st->saturation |= SWEEP_SAT_THROUGHPUT;
+    }
+    if (m < 3 || linfit_compute(x, y, m, &f))
+        return;
+    mean /= (double)m;
+    st->inflight_slope_s = f.slope;
+    double rise = f.slope * (x[m - 1] - x[0]);
+    if (linfit_rising(&f) && rise >= SAT_QUEUE_RISE_MIN && rise >= SAT_QUEUE_RISE_REL * mean)
+        st->saturation |= SWEEP_SAT_QUEUE;
+}
+
+static void read_quality(struct sweep_step *st, const json_t *doc)
+{
+    const json_t *q = json_object_get(doc, "quality");
+
+    st->rouge_l_mean = st->bleu4_mean = st->exact_match_rate = NAN;
+    if (!json_is_object(q))
+        return;
+    st->has_quality = true;
+    st->rouge_l_mean = num(json_object_get(q, "rouge_l"), "mean");
+    st->bleu4_mean = num(json_object_get(q, "bleu4"), "mean");
+    st->exact_match_rate = num(q, "exact_match_rate");
+}
+
+int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *st, char *err,
+                    size_t errlen)
+{
+    const json_t *schema = json_object_get(doc, "schema"), *run, *sum, *slo, *v;
+    struct tl_point *pts = NULL;
+    double *x = NULL, *y = NULL, warmup_s;
+    size_t i, n;
+
+    if (!json_is_string(schema) || strcmp(json_string_value(schema), "tokenstorm.result/1")) {
+        snprintf(err, errlen, "not a tokenstorm.result/1 document");
+        return TS_PARSE;
+    }
+    run = json_object_get(doc, "run");
+    sum = json_object_get(doc, "summary");
+    if (!json_is_object(sum) || !isfinite(num(sum, "request_throughput")) ||
+        !isfinite(num(sum, "duration"))) {
+        snprintf(err, errlen, "result has no summary with request_throughput and duration");
+        return TS_PARSE;
+    }
+    st->achieved_rps = num(sum, "request_throughput");
+    st->output_tps = num(sum, "output_throughput");
+    st->goodput_rps = num(sum, "request_goodput");
+    st->requests = count(sum, "requests");
+    st->completed = count(sum, "completed");
+    st->failed = count(sum, "failed");
+    st->error_rate = num(sum, "error_rate");
+    if (st->completed) {
+        st->ttft_p50_ms = num(sum, "p50_ttft_ms");
+        st->ttft_p99_ms = num(sum, "p99_ttft_ms");
+        st->tpot_p50_ms = num(sum, "p50_tpot_ms");
+        st->tpot_p99_ms = num(sum, "p99_tpot_ms");
+        st->e2el_p50_ms = num(sum, "p50_e2el_ms");
+        st->e2el_p99_ms = num(sum, "p99_e2el_ms");
+    } else {
+        st->ttft_p50_ms = st->ttft_p99_ms = st->tpot_p50_ms = NAN;
+        st->tpot_p99_ms = st->e2el_p50_ms = st->e2el_p99_ms = NAN;
+    }
+    double duration = num(sum, "duration");
+    if (mode == SWEEP_RATE && isfinite(num(run, "rate")))
+        st->offered = num(run, "rate");
+    else
+        st->offered = duration > 0 ? (double)st->requests / duration : NAN;
+
+    st->nslo = 0;
+    st->slo_pass = true;
+    slo = json_object_get(doc, "slo");
+    json_array_foreach(slo, i, v)
+    {
+        st->nslo++;
+        if (!json_is_true(json_object_get(v, "pass")))
+            st->slo_pass = false;
+    }
+    read_quality(st, doc);
+
+    st->saturation = 0;
+    st->ttft_slope_ms_s = st->ttft_t = st->inflight_slope_s = st->completion_ratio = NAN;
+    warmup_s = num(run, "warmup_s");
+    warmup_s = isfinite(warmup_s) ? warmup_s : 0;
+    const json_t *tl = json_object_get(doc, "timeline");
+    n = json_is_array(tl) ? json_array_size(tl) : 0;
+    n = n > TL_MAX ? TL_MAX : n;
+    if (n == 0)
+        return 0;
+    pts = ts_malloc(n * sizeof(*pts));
+    x = ts_malloc(n * sizeof(*x));
+    y = ts_malloc(n * sizeof(*y));
+    if (!pts || !x || !y) {
+        ts_free(pts);
+        ts_free(x);
+        ts_free(y);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    n = timeline_window(tl, warmup_s, pts, n);
+    ttft_signal(st, pts, n, x, y);
+    if (mode == SWEEP_RATE)
+        queue_signals(st, pts, n, warmup_s, x, y);
+    ts_free(pts);
+    ts_free(x);
+    ts_free(y);
+    return 0;
+}
+
+void sweep_step_judge(struct sweep_step *st, const struct sweep_step *earlier, size_t n,
+                      enum sweep_mode mode)
+{
+    const struct sweep_step *base = NULL, *best = NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_step *e = &earlier[i];
+        if (e == st || e->interrupted || !(e->load < st->load))
+            continue;
+        if (isfinite(e->error_rate) && (!base || e->error_rate < base->error_rate))
+            base = e;
+        if (isfinite(e->achieved_rps) && (!best || e->achieved_rps > best->achieved_rps))
+            best = e;
+    }
+    if (base && isfinite(st->error_rate)) {
+        double n1 = (double)(base->completed + base->failed),
+               n2 = (double)(st->completed + st->failed);
+        double p1 = base->error_rate, p2 = st->error_rate, rise = p2 - p1;
+        double se = sqrt((n1 > 0 ? p1 * (1 - p1) / n1 : 0) + (n2 > 0 ? p2 * (1 - p2) / n2 : 0));
+        if (rise > SAT_ERR_RISE && rise > SAT_ERR_SIGMAS * se)
+            st->saturation |= SWEEP_SAT_ERRORS;
+    }
+    if (mode == SWEEP_CONCURRENCY && best && best->achieved_rps > 0 && best->load > 0) {
+        double gain = st->achieved_rps / best->achieved_rps - 1;
+        double users = st->load / best->load - 1;
+        if (gain < SAT_PLATEAU_GAIN * users)
+            st->saturation |= SWEEP_SAT_THROUGHPUT;
+    }
+}
+
+/* ---- the plan ---------------------------------------------------------------- */
+
+static bool load_ran(const struct sweep_step *steps, size_t n, double load)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabs(steps[i].load - load) <= 1e-9 * fabs(load))
+            return true;
+    return false;
+}
+
+static bool in_grid(const struct sweep_plan *plan, double load)
+{
+    for (size_t i = 0; i < plan->ngrid; i++)
+        if (fabs(plan->grid[i] - load) <= 1e-9 * fabs(load))
+            return true;
+    return false;
+}
+
+struct bracket {
+    double lo, hi;
+    bool ok;
+};
+
+/* Highest load with !bad below the lowest with bad (bad = SLO failed / saturated). */
+static struct bracket find_bracket(const struct sweep_step *steps, size_t n, bool slo)
+{
+    struct bracket b = {-INFINITY, INFINITY, false};
+    bool any_verdict = false;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_step *s = &steps[i];
+        if (s->interrupted)
+            continue;
+        any_verdict |= s->nslo > 0;
+        bool bad = slo ? (s->nslo > 0 && !s->slo_pass) : s->saturation != 0;
+        if (bad && s->load < b.hi)
+            b.hi = s->load;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_step *s = &steps[i];
+        bool bad = slo ? (s->nslo > 0 && !s->slo_pass) : s->saturation != 0;
+        if (!s->interrupted && !bad && s->load < b.hi && s->load > b.lo)
+            b.lo = s->load;
+    }
+    b.ok = isfinite(b.lo) && isfinite(b.hi) && (!slo || any_verdict);
+    return b;
+}
+
+static bool bracket_mid(const struct sweep_plan *plan, struct bracket b,
+                        const struct sweep_step *steps, size_t n, double *mid)
+{
+    double m;
+
+    if (!b.ok || !bisect_next(b.lo, b.hi, plan->tolerance, &m))
+        return false;
+    if (plan->mode == SWEEP_CONCURRENCY) {
+        m = floor(m + 0.5);
+        if (!(m > b.lo && m < b.hi))
+            return false;
+    } else {
+        /* three significant digits, loads people can read, when that stays inside */
+        double scale = pow(10, 2 - floor(log10(m)));
+        double r = round(m * scale) / scale;
+        if (r > b.lo && r < b.hi)
+            m = r;
+    }
+    if (load_ran(steps, n, m))
+        return false;
+    *mid = m;
+    return true;
+}
+
+bool sweep_plan_next(const struct sweep_plan *plan, const struct sweep_step *steps, size_t n,
+                     double *load)
+{
+    double first_sat = INFINITY;
+    size_t above = 0, refined = 0;
+
+    for (size_t i = 0; i < n; i++)
+        if (steps[i].saturation && steps[i].load < first_sat)
+            first_sat = steps[i].load;
+    for (size_t i = 0; i < n; i++) {
+        if (steps[i].load > first_sat && in_grid(plan, steps[i].load))
+            above++;
+        if (!in_grid(plan, steps[i].load))
+            refined++;
+    }
+    for (size_t i = 0; i < plan->ngrid; i++) {
+        double g = plan->grid[i];
+        if (load_ran(steps, n, g))
+            continue;
+        if (g > first_sat && above >= plan->past_saturation)
+            break;
+        *load = g;
+        return true;
+    }
+    if (refined >= plan->refine)
+        return false;
+    if (plan->extend > 1 && n) {
+        double top = 0;
+        bool bad = false;
+        for (size_t i = 0; i < n; i++) {
+            top = steps[i].load > top ? steps[i].load : top;
+            bad |= steps[i].saturation || (steps[i].nslo && !steps[i].slo_pass);
+        }
+        if (!bad) {
+            double next = top * plan->extend;
+            *load = plan->mode == SWEEP_CONCURRENCY ? ceil(next) : round(next * 100) / 100;
+            return true;
+        }
+    }
+    struct bracket bs = find_bracket(steps, n, true), bk = find_bracket(steps, n, false);
+    double ms, mk;
+    bool has_s = bracket_mid(plan, bs, steps, n, &ms), has_k = bracket_mid(plan, bk, steps, n, &mk);
+    if (has_s && has_k) {
+        /* the wider bracket first, relative to its upper end */
+        has_s = (bs.hi - bs.lo) / bs.hi >= (bk.hi - bk.lo) / bk.hi;
+        has_k = !has_s;
+    }
+    if (has_s)
+        *load = ms;
+    else if (has_k)
+        *load = mk;
+    return has_s || has_k;
+}
+
+static int plan_add(struct sweep_plan *plan, double v)
+{
+    if (plan->mode == SWEEP_CONCURRENCY)
+        v = floor(v + 0.5);
+    if (!(v > 0) || !isfinite(v))
+        return -EINVAL;
+    if (plan->ngrid && plan->grid[plan->ngrid - 1] >= v)
+        return 0; /* a duplicate after rounding */
+    if (plan->ngrid == SWEEP_MAX_STEPS)
+        return -EINVAL;
+    plan->grid[plan->ngrid++] = v;
+    return 0;
+}
+
+int sweep_plan_ladder(struct sweep_plan *plan, double start, double factor, double max)
+{
+    if (!(start > 0) || !(factor > 1) || !(max >= start) || !isfinite(max))
+        return -EINVAL;
+    plan->ngrid = 0;
+    for (double v = start; v <= max * (1 + 1e-9); v *= factor)
+        if (plan_add(plan, v))
+            return -EINVAL;
+    return 0;
+}
+
+int sweep_plan_adaptive(struct sweep_plan *plan, size_t k, double sync_rps, double sat_rps,
+                        double e2el_s)
+{
+    double lo, hi;
+
+    if (!(sat_rps > 0) || !isfinite(sat_rps) || k < 2 || k > SWEEP_MAX_STEPS)
+        return -EINVAL;
+    if (plan->mode == SWEEP_RATE) {
+        hi = sat_rps;
+        lo = isfinite(sync_rps) && sync_rps > hi / 10 ? sync_rps : hi / 10;
+        lo = lo > hi / 2 ? hi / 2 : lo;
+    } else {
+        if (!(e2el_s > 0) || !isfinite(e2el_s))
+            return -EINVAL;
+        lo = 1;
+        hi = 2 * sat_rps * e2el_s;
+        hi = hi < 2 ? 2 : hi > 1e6 ? 1e6 : hi;
+    }
+    plan->ngrid = 0;
+    plan->extend = 1.25;
+    for (size_t i = 0; i < k; i++) {
+        double v = lo * pow(hi / lo, (double)i / (double)(k - 1));
+        if (plan->mode == SWEEP_RATE)
+            v = round(v * 100) / 100; /* loads people can read and type */
+        if (plan_add(plan, v))
+            return -EINVAL;
+    }
+    return 0;
+}
+
+/* ---- findings --------------------------------------------------------------- */
+
+static int by_load(const void *a, const void *b)
+{
+    const struct sweep_step *x = *(const struct sweep_step *const *)a;
+    const struct sweep_step *y = *(const struct sweep_step *const *)b;
+    return x->load < y->load ? -1 : x->load > y->load;
+}
+
+/* Pointers to the steps in ascending load; interrupted ones left out when asked. */
+static size_t sorted(const struct sweep_step *steps, size_t n, bool skip_interrupted,
+                     const struct sweep_step **out)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < SWEEP_MAX_STEPS; i++)
+        if (!(skip_interrupted && steps[i].interrupted))
+            out[m++] = &steps[i];
+    qsort(out, m, sizeof(*out), by_load);
+    return m;
+}
+
+static void find_knee(const struct sweep_step **s, size_t n, const struct sweep_analysis_cfg *cfg,
+                      struct sweep_findings *f)
+{
+    double x[SWEEP_MAX_STEPS], y[SWEEP_MAX_STEPS];
+    const struct sweep_step *at[SWEEP_MAX_STEPS];
+    size_t m = 0;
+    struct knee k;
+
+    for (size_t i = 0; i < n; i++) {
+        double v = step_metric(s[i], cfg->knee_metric);
+        if (isfinite(v)) {
+            x[m] = s[i]->load;
+            y[m] = v;
+            at[m++] = s[i];
+        }
+    }
+    if (knee_find(x, y, m, cfg->knee_min_score, &k))
+        return;
+    f->has_knee = true;
+    f->knee_load = k.x;
+    f->knee_latency_ms = k.y;
+    f->knee_throughput = at[k.index]->achieved_rps;
+    f->knee_score = k.score;
+}
+
+static void find_goodput(const struct sweep_step **s, size_t n, struct sweep_findings *f)
+{
+    double load[SWEEP_MAX_STEPS];
+    bool pass[SWEEP_MAX_STEPS];
+    const struct sweep_step *at[SWEEP_MAX_STEPS];
+    struct goodput_bracket b;
+    size_t m = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i]->nslo == 0)
+            continue;
+        load[m] = s[i]->load;
+        pass[m] = s[i]->slo_pass;
+        at[m++] = s[i];
+    }
+    if (m == 0 || goodput_bracket_find(load, pass, m, &b) || b.pass < 0)
+        return;
+    const struct sweep_step *p = at[b.pass];
+    f->has_goodput = true;
+    f->goodput_load = p->load;
+    f->goodput_from_throughput = !isfinite(p->goodput_rps);
+    f->goodput_rps = f->goodput_from_throughput ? p->achieved_rps : p->goodput_rps;
+    f->bracket_pass = p->load;
+    f->bracket_fail = b.fail >= 0 ? at[b.fail]->load : NAN;
+}
+
+static void find_critical(const struct sweep_step **s, size_t n,
+                          const struct sweep_analysis_cfg *cfg, struct sweep_findings *f)
+{
+    double load[SWEEP_MAX_STEPS], eps[SWEEP_MAX_STEPS];
+    struct critical_fit c;
+    size_t m = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(s[i]->error_rate)) {
+            load[m] = s[i]->load;
+            eps[m++] = s[i]->error_rate;
+        }
+    }
+    if (critical_fit_compute(load, eps, m, cfg->epsilon0, cfg->fit_min_points, &c))
+        return;
+    f->has_critical = true;
+    f->lambda_c = c.lambda_c;
+    f->epsilon0 = c.epsilon0;
+    f->delta_lambda = c.delta_lambda;
+    f->r2 = c.r2;
+    f->critical_points = c.points;
+}
+
+static void find_quality_drop(const struct sweep_step **s, size_t n, struct sweep_findings *f)
+{
+    const struct sweep_step *best = NULL;
+    double drop = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i]->has_quality || !isfinite(s[i]->rouge_l_mean))
+            continue;
+        if (best && best->rouge_l_mean - s[i]->rouge_l_mean >= QUALITY_DROP &&
+            best->rouge_l_mean - s[i]->rouge_l_mean > drop) {
+            drop = best->rouge_l_mean - s[i]->rouge_l_mean;
+            f->has_quality_drop = true;
+            f->quality_from_load = best->load;
+            f->quality_from = best->rouge_l_mean;
+            f->quality_to_load = s[i]->load;
+            f->quality_to = s[i]->rouge_l_mean;
+        }
+        if (!best || s[i]->rouge_l_mean > best->rouge_l_mean)
+            best = s[i];
+    }
+}
+
+void sweep_analyse(const struct sweep_step *steps, size_t n, const struct sweep_analysis_cfg *cfg,
+                   struct sweep_findings *out)
+{
+    const struct sweep_step *s[SWEEP_MAX_STEPS];
+    size_t m = sorted(steps, n, true, s);
+
+    memset(out, 0, sizeof(*out));
+    out->bracket_fail = NAN;
+    find_knee(s, m, cfg, out);
+    if (cfg->has_slos)
+        find_goodput(s, m, out);
+    find_critical(s, m, cfg, out);
+    find_quality_drop(s, m, out);
+}
+
+/* ---- sweep.json --------------------------------------------------------------- */
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *jcount(uint64_t v)
+{
+    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+/* Sets key to v (stolen); nonzero when either is missing. */
+static int put(json_t *o, const char *key, json_t *v)
+{
+    if (!o) {
+        json_decref(v);
+        return 1;
+    }
+    return json_object_set_new(o, key, v) != 0;
+}
+
+static json_t *step_json(const struct sweep_step *st)
+{
+    json_t *o = json_object(), *sat = json_array(), *sig = json_object(), *q;
+    int rc = 0;
+
+    rc |= put(o, "load", jnum(st->load));
+    rc |= put(o, "dir", json_string(st->dir));
+    rc |= put(o, "offered", jnum(st->offered));
+    rc |= put(o, "achieved_rps", jnum(st->achieved_rps));
+    rc |= put(o, "output_tps", jnum(st->output_tps));
+    rc |= put(o, "goodput_rps", jnum(st->goodput_rps));
+    rc |= put(o, "ttft_p50_ms", jnum(st->ttft_p50_ms));
+    rc |= put(o, "ttft_p99_ms", jnum(st->ttft_p99_ms));
+    rc |= put(o, "tpot_p50_ms", jnum(st->tpot_p50_ms));
+    rc |= put(o, "tpot_p99_ms", jnum(st->tpot_p99_ms));
+    rc |= put(o, "e2el_p50_ms", jnum(st->e2el_p50_ms));
+    rc |= put(o, "e2el_p99_ms", jnum(st->e2el_p99_ms));
+    rc |= put(o, "error_rate", jnum(st->error_rate));
+    rc |= put(o, "slo_pass", json_boolean(st->slo_pass));
+    rc |= put(o, "saturated", json_boolean(st->saturation != 0));
+    if (st->has_quality) {
+        q = json_object();
+        rc |= put(o, "quality", q);
+        rc |= put(q, "rouge_l_mean", jnum(st->rouge_l_mean));
+        rc |= put(q, "bleu4_mean", jnum(st->bleu4_mean));
+        rc |= put(q, "exact_match_rate", jnum(st->exact_match_rate));
+    } else {
+        rc |= put(o, "quality", json_null());
+    }
+    rc |= put(o, "seq", json_integer(st->seq));
+    rc |= put(o, "requests", jcount(st->requests));
+    rc |= put(o, "completed", jcount(st->completed));
+    rc |= put(o, "failed", jcount(st->failed));
+    rc |= put(o, "interrupted", json_boolean(st->interrupted));
+    rc |= put(o, "saturation", sat);
+    for (unsigned b = 0; !rc && b < 4; b++)
+        if (st->saturation & (1u << b))
+            rc |=
+                json_array_append_new(sat, json_string(sweep_sat_name((enum sweep_sat)(1u << b))));
+    rc |= put(o, "signals", sig);
+    rc |= put(sig, "ttft_slope_ms_per_s", jnum(st->ttft_slope_ms_s));
+    rc |= put(sig, "ttft_slope_t", jnum(st->ttft_t));
+    rc |= put(sig, "in_flight_slope_per_s", jnum(st->inflight_slope_s));
+    rc |= put(sig, "completion_ratio", jnum(st->completion_ratio));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *findings_knee(const struct sweep_outcome *o)
+{
+    const struct sweep_findings *f = &o->findings;
+    if (!f->has_knee)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:s, s:s, s:s, s:o}", "load", jnum(f->knee_load),
+                     "throughput", jnum(f->knee_throughput), "latency_ms", jnum(f->knee_latency_ms),
+                     "metric", sweep_knee_metric_name(o->acfg.knee_metric), "method",
+                     "max-curvature", "algorithm", "kneedle", "score", jnum(f->knee_score));
+}
+
+static json_t *findings_goodput(const struct sweep_findings *f)
+{
+    if (!f->has_goodput)
+        return json_null();
+    return json_pack("{s:o, s:o, s:[o, o], s:s}", "load", jnum(f->goodput_load), "goodput_rps",
+                     jnum(f->goodput_rps), "bracket", jnum(f->bracket_pass), jnum(f->bracket_fail),
+                     "from", f->goodput_from_throughput ? "request_throughput" : "request_goodput");
+}
+
+static json_t *findings_critical(const struct sweep_findings *f)
+{
+    if (!f->has_critical)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:o, s:I}", "lambda_c", jnum(f->lambda_c), "epsilon0",
+                     jnum(f->epsilon0), "delta_lambda", jnum(f->delta_lambda), "r2", jnum(f->r2),
+                     "points", (json_int_t)f->critical_points);
+}
+
+static json_t *findings_quality(const struct sweep_findings *f)
+{
+    if (!f->has_quality_drop)
+        return json_null();
+    return json_pack("{s:s, s:o, s:o, s:o, s:o}", "metric", "rouge_l_mean", "from_load",
+                     jnum(f->quality_from_load), "from", jnum(f->quality_from), "to_load",
+                     jnum(f->quality_to_load), "to", jnum(f->quality_to));
+}
+
+static json_t *interference_json(const struct sweep_outcome *o)
+{
+    json_t *a;
+
+    if (!o->ninterference)
+        return json_null();
+    a = json_array();
+    for (size_t i = 0; a && i < o->ninterference; i++) {
+        const struct sweep_interference *x = &o->interference[i];
+        json_t *e = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "victim", x->victim,
+                              "aggressor", x->aggressor, "metric", x->metric, "p99_alone_ms",
+                              jnum(x->p99_alone_ms), "p99_with_ms", jnum(x->p99_with_ms), "delta",
+                              jnum(x->delta), "dir_alone", x->dir_alone, "dir_with", x->dir_with);
+        if (!e || json_array_append_new(a, e)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+int sweep_json_build(const struct sweep_outcome *o, json_t **out)
+{
+    const struct sweep_step *s[SWEEP_MAX_STEPS];
+    json_t *doc = json_object(), *steps = json_array(), *slo = json_array(), *ad;
+    char when[40];
+    int rc = 0;
+
+    rc |= put(doc, "schema", json_string(SWEEP_SCHEMA));
+    rc |= put(doc, "tool", json_pack("{s:s, s:s}", "name", "tokenstorm", "version", TS_VERSION));
+    rc |= put(doc, "mode", json_string(o->mode == SWEEP_RATE ? "rate" : "concurrency"));
+    rc |= put(doc, "plan", json_string(o->plan ? o->plan : "none"));
+    rc |= put(doc, "target", o->target ? json_string(o->target) : json_null());
+    rc |= put(doc, "slo", slo);
+    for (size_t i = 0; !rc && i < o->nslos; i++)
+        rc |= json_array_append_new(slo, json_string(o->slos[i]));
+    rc |=
+        put(doc, "started_at",
+            o->started_wall_ns ? json_string(ts_wall_format(o->started_wall_ns, when, sizeof(when)))
+                               : json_null());
+    rc |= put(doc, "interrupted", json_boolean(o->interrupted));
+    rc |= put(doc, "steps", steps);
+    size_t m = sorted(o->steps, o->nsteps, false, s);
+    for (size_t i = 0; !rc && i < m; i++) {
+        json_t *j = step_json(s[i]);
+        rc |= !j || json_array_append_new(steps, j);
+    }
+    if (o->has_probes) {
+        ad = json_object();
+        rc |= put(doc, "adaptive", ad);
+        rc |= put(ad, "baseline", step_json(&o->baseline));
+        rc |= put(ad, "saturation", step_json(&o->saturation));
+    } else {
+        rc |= put(doc, "adaptive", json_null());
+    }
+    rc |= put(doc, "knee", findings_knee(o));
+    rc |= put(doc, "max_goodput", findings_goodput(&o->findings));
+    rc |= put(doc, "critical_load", findings_critical(&o->findings));
+    rc |= put(doc, "quality_drop", findings_quality(&o->findings));
+    rc |= put(doc, "interference", interference_json(o));
+    if (rc) {
+        json_decref(doc);
+        return -ENOMEM;
+    }
+    *out = doc;
+    return 0;
+}
