@@ -12,7 +12,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "base/chars.h"
 #include "base/alloc.h"
+#include "base/tsjson.h"
 
 /* PCRE2 limits for one search of a user pattern. */
 #define REGEX_MATCH_LIMIT    1000000u
@@ -156,11 +158,6 @@ static size_t space_before(const unsigned char *p, size_t n)
     return 0;
 }
 
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
 /* ---- tokens to ids ---------------------------------------------------------- */
 
 /* The smallest power of two >= 2 * n (at least 16). */
@@ -245,7 +242,7 @@ static int rouge_tokenize(struct quality_scratch *s, int k, const char *text, si
             lc = (char)c;
         else if (c >= 'A' && c <= 'Z')
             lc = (char)(c - 'A' + 'a');
-        else if (is_digit(c))
+        else if (chars_is_digit(c))
             lc = (char)c;
         else if (c == 0xe2 && i + 2 < len && p[i + 1] == 0x84 && p[i + 2] == 0xaa)
             lc = 'k', adv = 3; /* U+212A KELVIN SIGN lower-cases to "k" */
@@ -432,11 +429,11 @@ static bool pair_matches(enum pair_rule r, unsigned char a, unsigned char b)
 {
     switch (r) {
     case PAIR_NONDIGIT_DOT:
-        return !is_digit(a) && (b == '.' || b == ',');
+        return !chars_is_digit(a) && (b == '.' || b == ',');
     case PAIR_DOT_NONDIGIT:
-        return (a == '.' || a == ',') && !is_digit(b);
+        return (a == '.' || a == ',') && !chars_is_digit(b);
     case PAIR_DIGIT_DASH:
-        return is_digit(a) && b == '-';
+        return chars_is_digit(a) && b == '-';
     }
     return false;
 }
@@ -1092,22 +1089,6 @@ double quality_dist_percentile(const struct quality_dist *d, double p)
 }
 
 /* A JSON number, or null for NAN and infinities. */
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
-static json_t *jcount(uint64_t v)
-{
-    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
-}
-
-/* Sets key to v (stolen; NULL after a failed allocation counts as failure). */
-static int put(json_t *obj, const char *key, json_t *v)
-{
-    return json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
-}
-
 static json_t *rate(uint64_t num, uint64_t den)
 {
     return den ? json_real((double)num / (double)den) : json_null();
@@ -1120,10 +1101,10 @@ static json_t *dist_to_json(const struct quality_dist *d)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    int rc = put(o, "mean", json_real(quality_dist_mean(d)));
-    rc |= put(o, "p50", json_real(quality_dist_percentile(d, 50)));
-    rc |= put(o, "p10", json_real(quality_dist_percentile(d, 10)));
-    rc |= put(o, "min", json_real(quality_dist_min(d)));
+    int rc = tsjson_put(o, "mean", json_real(quality_dist_mean(d)));
+    rc |= tsjson_put(o, "p50", json_real(quality_dist_percentile(d, 50)));
+    rc |= tsjson_put(o, "p10", json_real(quality_dist_percentile(d, 10)));
+    rc |= tsjson_put(o, "min", json_real(quality_dist_min(d)));
     if (rc != 0) {
         json_decref(o);
         return NULL;
@@ -1137,16 +1118,16 @@ json_t *quality_stats_to_json(const struct quality_stats *qs, const struct dual_
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    int rc = put(o, "requests", jcount(qs->requests));
-    rc |= put(o, "with_reference", jcount(qs->with_ref));
-    rc |= put(o, "truncated", jcount(qs->truncated));
-    rc |= put(o, "rouge_l", dist_to_json(&qs->rouge_l));
-    rc |= put(o, "bleu4", dist_to_json(&qs->bleu4));
-    rc |= put(o, "exact_match_rate", rate(qs->exact, qs->with_ref));
-    rc |= put(o, "regex_match_rate", rate(qs->regex_matched, qs->regex_checked));
-    rc |= put(o, "json_valid_rate", rate(qs->json_valid, qs->json_checked));
-    rc |= put(o, "dual_sla", ds ? dual_sla_to_json(ds) : json_null());
-    rc |= put(o, "consistency", cs ? consistency_to_json(cs) : json_null());
+    int rc = tsjson_put(o, "requests", tsjson_count(qs->requests));
+    rc |= tsjson_put(o, "with_reference", tsjson_count(qs->with_ref));
+    rc |= tsjson_put(o, "truncated", tsjson_count(qs->truncated));
+    rc |= tsjson_put(o, "rouge_l", dist_to_json(&qs->rouge_l));
+    rc |= tsjson_put(o, "bleu4", dist_to_json(&qs->bleu4));
+    rc |= tsjson_put(o, "exact_match_rate", rate(qs->exact, qs->with_ref));
+    rc |= tsjson_put(o, "regex_match_rate", rate(qs->regex_matched, qs->regex_checked));
+    rc |= tsjson_put(o, "json_valid_rate", rate(qs->json_valid, qs->json_checked));
+    rc |= tsjson_put(o, "dual_sla", ds ? dual_sla_to_json(ds) : json_null());
+    rc |= tsjson_put(o, "consistency", cs ? consistency_to_json(cs) : json_null());
     if (rc != 0) {
         json_decref(o);
         return NULL;
@@ -1199,12 +1180,12 @@ json_t *dual_sla_to_json(const struct dual_sla *d)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    int rc = put(o, "window", jcount(d->cfg.window));
-    rc |= put(o, "windows", jcount(d->windows));
-    rc |= put(o, "attained", jcount(d->attained));
-    rc |= put(o, "attainment_rate", jnum(dual_sla_attainment(d)));
-    rc |= put(o, "quality_target", json_real(d->cfg.quality_target));
-    rc |= put(o, "latency_target", json_real(d->cfg.latency_target));
+    int rc = tsjson_put(o, "window", tsjson_count(d->cfg.window));
+    rc |= tsjson_put(o, "windows", tsjson_count(d->windows));
+    rc |= tsjson_put(o, "attained", tsjson_count(d->attained));
+    rc |= tsjson_put(o, "attainment_rate", tsjson_num(dual_sla_attainment(d)));
+    rc |= tsjson_put(o, "quality_target", json_real(d->cfg.quality_target));
+    rc |= tsjson_put(o, "latency_target", json_real(d->cfg.latency_target));
     if (rc != 0) {
         json_decref(o);
         return NULL;
@@ -1405,16 +1386,16 @@ json_t *consistency_to_json(const struct consistency *c)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    int rc = put(o, "pairs", jcount(sum.pairs));
-    rc |= put(o, "mean_similarity", jnum(sum.mean_similarity));
-    rc |= put(o, "steady", json_boolean(sum.steady));
-    rc |= put(o, "windows", jcount(sum.windows));
-    rc |= put(o, "windows_held", jcount(sum.held));
-    rc |= put(o, "window", jcount(c->cfg.window));
-    rc |= put(o, "threshold", json_real(c->cfg.threshold));
-    rc |= put(o, "k", jcount(c->cfg.k));
-    rc |= put(o, "method", method ? json_string(method) : json_null());
-    rc |= put(o, "untracked", jcount(sum.untracked));
+    int rc = tsjson_put(o, "pairs", tsjson_count(sum.pairs));
+    rc |= tsjson_put(o, "mean_similarity", tsjson_num(sum.mean_similarity));
+    rc |= tsjson_put(o, "steady", json_boolean(sum.steady));
+    rc |= tsjson_put(o, "windows", tsjson_count(sum.windows));
+    rc |= tsjson_put(o, "windows_held", tsjson_count(sum.held));
+    rc |= tsjson_put(o, "window", tsjson_count(c->cfg.window));
+    rc |= tsjson_put(o, "threshold", json_real(c->cfg.threshold));
+    rc |= tsjson_put(o, "k", tsjson_count(c->cfg.k));
+    rc |= tsjson_put(o, "method", method ? json_string(method) : json_null());
+    rc |= tsjson_put(o, "untracked", tsjson_count(sum.untracked));
     if (rc != 0) {
         json_decref(o);
         return NULL;

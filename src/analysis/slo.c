@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/chars.h"
 #include "base/strdist.h"
 #include "base/units.h"
 
@@ -103,24 +104,14 @@ static int fail(struct slo_scan *sc, const char *at, const char *suffix, const c
     return -EINVAL;
 }
 
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 static bool is_name_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
 static const char *skip_blanks(const char *p)
 {
-    while (is_blank(*p))
+    while (chars_is_blank(*p))
         p++;
     return p;
 }
@@ -211,7 +202,8 @@ static int parse_stat(struct slo_scan *sc, struct slo *s)
     if (!len)
         return fail(sc, start, NULL, "expected a statistic (mean, min, max, std, median, pNN)");
 
-    if ((*start == 'p' || *start == 'P') && len > 1 && (is_digit(start[1]) || start[1] == '.')) {
+    if ((*start == 'p' || *start == 'P') && len > 1 &&
+        (chars_is_digit(start[1]) || start[1] == '.')) {
         const char *end = NULL;
         double pct = 0;
         bool ok = true;
@@ -219,7 +211,7 @@ static int parse_stat(struct slo_scan *sc, struct slo *s)
         for (const char *q = start + 1; q < sc->p; q++) {
             if (*q == '.')
                 dots++;
-            else if (!is_digit(*q))
+            else if (!chars_is_digit(*q))
                 ok = false;
         }
         ok = ok && dots <= 1 && units_scan_number(start + 1, &end, &pct) == 0 && end == sc->p;
@@ -292,7 +284,7 @@ static int parse_value(struct slo_scan *sc, struct slo *s)
     const char *end = NULL;
     double v = 0;
 
-    if (!is_digit(*sc->p) && *sc->p != '.')
+    if (!chars_is_digit(*sc->p) && *sc->p != '.')
         return fail(sc, sc->p, NULL, "expected a number");
     if (units_scan_number(sc->p, &end, &v) < 0)
         return fail(sc, sc->p, NULL, "expected a number");
@@ -322,7 +314,7 @@ static int parse_value(struct slo_scan *sc, struct slo *s)
     }
 
     const char *ustart = sc->p;
-    while (*sc->p && !is_blank(*sc->p))
+    while (*sc->p && !chars_is_blank(*sc->p))
         sc->p++;
     size_t ulen = (size_t)(sc->p - ustart);
     for (size_t i = 0; i < nunits; i++) {

@@ -1,4 +1,5 @@
-#include "units.h"
+#include "base/chars.h"
+#include "base/units.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,19 +18,9 @@ struct decimal {
     unsigned frac_digits;
 };
 
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
 static const char *skip_blanks(const char *p)
 {
-    while (is_blank(*p))
+    while (chars_is_space(*p))
         p++;
     return p;
 }
@@ -53,7 +44,7 @@ static int decimal_scan(const char **p, struct decimal *d)
     d->int_part = 0;
     d->frac = 0;
     d->frac_digits = 0;
-    while (is_digit(*s)) {
+    while (chars_is_digit(*s)) {
         unsigned digit = (unsigned)(*s - '0');
         if (d->int_part > (UINT64_MAX - digit) / 10)
             return -EINVAL;
@@ -62,10 +53,10 @@ static int decimal_scan(const char **p, struct decimal *d)
         any = true;
     }
     if (*s == '.') {
-        if (!is_digit(s[1]))
+        if (!chars_is_digit(s[1]))
             return -EINVAL;
         s++;
-        while (is_digit(*s)) {
+        while (chars_is_digit(*s)) {
             if (d->frac_digits < FRAC_DIGITS_MAX) {
                 d->frac = d->frac * 10 + (uint64_t)(*s - '0');
                 d->frac_digits++;
@@ -260,14 +251,14 @@ int units_scan_number(const char *s, const char **end, double *out)
     if (*p == '+' || *p == '-')
         p++;
     const char *digits = p;
-    while (is_digit(*p))
+    while (chars_is_digit(*p))
         p++;
     bool any = p > digits;
     if (*p == '.') {
-        if (!is_digit(p[1]))
+        if (!chars_is_digit(p[1]))
             return -EINVAL;
         p++;
-        while (is_digit(*p))
+        while (chars_is_digit(*p))
             p++;
         any = true;
     }
@@ -277,8 +268,8 @@ int units_scan_number(const char *s, const char **end, double *out)
         const char *q = p + 1;
         if (*q == '+' || *q == '-')
             q++;
-        if (is_digit(*q)) {
-            while (is_digit(*q))
+        if (chars_is_digit(*q)) {
+            while (chars_is_digit(*q))
                 q++;
             p = q;
         }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/chars.h"
 #include "base/alloc.h"
 #include "base/base64.h"
 #include "base/dist.h"
@@ -30,19 +31,9 @@ static bool is_alpha(unsigned char c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
 static bool is_upper(unsigned char c)
 {
     return c >= 'A' && c <= 'Z';
-}
-
-static bool is_space(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
 void llm_hallu_init(struct llm_hallu *h, uint64_t seed, double rate)
@@ -119,10 +110,10 @@ int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out
     int rc = 0;
     while (i < n && rc == 0) {
         unsigned char c = u[i];
-        if (is_alpha(c) || is_digit(c)) {
-            bool digits = is_digit(c);
+        if (is_alpha(c) || chars_is_digit(c)) {
+            bool digits = chars_is_digit(c);
             size_t j = i;
-            while (j < n && (digits ? is_digit(u[j]) : is_alpha(u[j])))
+            while (j < n && (digits ? chars_is_digit(u[j]) : is_alpha(u[j])))
                 j++;
             bool cont = i == 0 && (digits ? h->prev_digit : h->prev_word);
             bool glued = (i > 0 && u[i - 1] >= 0x80) || (j < n && u[j] >= 0x80);
@@ -152,7 +143,7 @@ int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out
             after_stop = true;
         } else if (c == '\n') {
             h->sentence_start = true;
-        } else if (is_space(c)) {
+        } else if (chars_is_json_space(c)) {
             if (after_stop)
                 h->sentence_start = true;
             after_stop = false;
@@ -170,7 +161,7 @@ int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out
         h->sentence_start = true;
     if (n > 0) {
         h->prev_word = is_alpha(u[n - 1]);
-        h->prev_digit = is_digit(u[n - 1]);
+        h->prev_digit = chars_is_digit(u[n - 1]);
     }
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/chars.h"
 #include "base/base64.h"
 #include "base/alloc.h"
 
@@ -540,20 +541,15 @@ static void clear(struct openai_decoder *d, struct openai_chunk *out)
     openai_usage_clear(&out->usage);
 }
 
-static bool is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
 static int decode(struct openai_decoder *d, const char *s, size_t n, bool body,
                   struct openai_chunk *out)
 {
     clear(d, out);
-    while (n && is_space(*s)) {
+    while (n && chars_is_json_space(*s)) {
         s++;
         n--;
     }
-    while (n && is_space(s[n - 1]))
+    while (n && chars_is_json_space(s[n - 1]))
         n--;
     int rc;
     if (n == 6 && memcmp(s, "[DONE]", 6) == 0) {

@@ -2,6 +2,7 @@
 
 #include <stdbool.h>
 
+#include "base/chars.h"
 #include "base/rng.h"
 
 static const char *const words[] = {
@@ -42,16 +43,6 @@ static bool is_alpha(unsigned char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_space(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 /* Length of the UTF-8 sequence starting at s (1 for invalid bytes). */
 static size_t utf8_len(const unsigned char *s, size_t left)
 {
@@ -76,15 +67,15 @@ int text_split_tokens(const char *s, size_t len, int (*fn)(const char *piece, si
     while (i < len) {
         size_t start = i;
         size_t lead = 0;
-        if (p[i] == ' ' && i + 1 < len && (is_alpha(p[i + 1]) || is_digit(p[i + 1])))
+        if (p[i] == ' ' && i + 1 < len && (is_alpha(p[i + 1]) || chars_is_digit(p[i + 1])))
             lead = 1;
         unsigned char c = p[i + lead];
         size_t run, group;
-        if (is_alpha(c) || is_digit(c)) {
+        if (is_alpha(c) || chars_is_digit(c)) {
             bool alpha = is_alpha(c);
             group = alpha ? 5 : 3;
             run = i + lead;
-            while (run < len && (alpha ? is_alpha(p[run]) : is_digit(p[run])))
+            while (run < len && (alpha ? is_alpha(p[run]) : chars_is_digit(p[run])))
                 run++;
             size_t pos = i + lead;
             bool first = true;
@@ -100,12 +91,12 @@ int text_split_tokens(const char *s, size_t len, int (*fn)(const char *piece, si
             i = run;
             continue;
         }
-        if (is_space(c)) {
+        if (chars_is_space(c)) {
             /* a whitespace run gives its last space to a following word */
             size_t j = i;
-            while (j < len && is_space(p[j]))
+            while (j < len && chars_is_space(p[j]))
                 j++;
-            if (j < len && (is_alpha(p[j]) || is_digit(p[j])) && p[j - 1] == ' ' && j - 1 > i)
+            if (j < len && (is_alpha(p[j]) || chars_is_digit(p[j])) && p[j - 1] == ' ' && j - 1 > i)
                 j--;
             i = j;
         } else if (c < 0x80) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/tsjson.h"
 #include "report/result.h"
 #include "report/svg.h"
 
@@ -389,16 +390,6 @@ int compare_write_text(FILE *f, const struct compare_input *base, const struct c
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
-static int put(json_t *o, const char *key, json_t *v)
-{
-    return json_object_set_new(o, key, v) ? -ENOMEM : 0;
-}
-
 static json_t *input_json(const struct compare_input *in)
 {
     json_t *o = json_object();
@@ -406,11 +397,12 @@ static json_t *input_json(const struct compare_input *in)
 
     if (!o)
         return NULL;
-    rc |= put(o, "path", json_string(in->files.result));
-    rc |= put(o, "started_at", in->started_at[0] ? json_string(in->started_at) : json_null());
-    rc |= put(o, "requests", json_integer((json_int_t)in->stats->requests));
-    rc |= put(o, "per_request_records", json_boolean(in->nreqs > 0));
-    rc |= put(o, "note", in->note[0] ? json_string(in->note) : json_null());
+    rc |= tsjson_put(o, "path", json_string(in->files.result));
+    rc |=
+        tsjson_put(o, "started_at", in->started_at[0] ? json_string(in->started_at) : json_null());
+    rc |= tsjson_put(o, "requests", json_integer((json_int_t)in->stats->requests));
+    rc |= tsjson_put(o, "per_request_records", json_boolean(in->nreqs > 0));
+    rc |= tsjson_put(o, "note", in->note[0] ? json_string(in->note) : json_null());
     if (rc) {
         json_decref(o);
         return NULL;
@@ -425,37 +417,40 @@ static json_t *row_json(const struct compare_row *row)
 
     if (!o)
         return NULL;
-    rc |= put(o, "name", json_string(row->name));
-    rc |= put(o, "unit",
-              json_string(is_rate_row(row) ? "fraction" : compare_metric_unit(&row->metric)));
-    rc |= put(o, "lower_is_better", json_boolean(compare_metric_lower_is_better(&row->metric)));
-    rc |= put(o, "method", json_string(row->from_requests ? "requests" : "histogram"));
-    rc |= put(o, "base", jnum(row->base));
-    rc |= put(o, "new", jnum(row->new_));
-    rc |= put(o, "change", jnum(row->change));
-    rc |= put(o, "change_pct", jnum(row->rel_change * 100));
+    rc |= tsjson_put(o, "name", json_string(row->name));
+    rc |= tsjson_put(
+        o, "unit", json_string(is_rate_row(row) ? "fraction" : compare_metric_unit(&row->metric)));
+    rc |= tsjson_put(o, "lower_is_better",
+                     json_boolean(compare_metric_lower_is_better(&row->metric)));
+    rc |= tsjson_put(o, "method", json_string(row->from_requests ? "requests" : "histogram"));
+    rc |= tsjson_put(o, "base", tsjson_num(row->base));
+    rc |= tsjson_put(o, "new", tsjson_num(row->new_));
+    rc |= tsjson_put(o, "change", tsjson_num(row->change));
+    rc |= tsjson_put(o, "change_pct", tsjson_num(row->rel_change * 100));
     if (isnan(row->ci_lo))
-        rc |= put(o, "ci", json_null());
+        rc |= tsjson_put(o, "ci", json_null());
     else
-        rc |= put(o, "ci", json_pack("[o, o]", jnum(row->ci_lo), jnum(row->ci_hi)));
-    rc |= put(o, "resamples", json_integer(row->resamples));
+        rc |= tsjson_put(o, "ci",
+                         json_pack("[o, o]", tsjson_num(row->ci_lo), tsjson_num(row->ci_hi)));
+    rc |= tsjson_put(o, "resamples", json_integer(row->resamples));
     if (row->mwu.valid)
-        rc |= put(o, "mwu",
-                  json_pack("{s:o, s:o, s:o, s:o, s:I, s:I}", "u", jnum(row->mwu.u), "z",
-                            jnum(row->mwu.z), "p", jnum(row->mwu.p), "effect",
-                            jnum(row->mwu.effect), "n_base", (json_int_t)row->mwu.n_base, "n_new",
-                            (json_int_t)row->mwu.n_new));
+        rc |=
+            tsjson_put(o, "mwu",
+                       json_pack("{s:o, s:o, s:o, s:o, s:I, s:I}", "u", tsjson_num(row->mwu.u), "z",
+                                 tsjson_num(row->mwu.z), "p", tsjson_num(row->mwu.p), "effect",
+                                 tsjson_num(row->mwu.effect), "n_base", (json_int_t)row->mwu.n_base,
+                                 "n_new", (json_int_t)row->mwu.n_new));
     else
-        rc |= put(o, "mwu", json_null());
-    rc |= put(o, "few_samples", json_boolean(row->few_samples));
-    rc |= put(o, "significant", json_boolean(row->significant));
-    rc |= put(o, "verdict",
-              json_string(row->direction > 0   ? "worse"
-                          : row->direction < 0 ? "better"
-                          : isnan(row->change) ? "n/a"
-                          : row->few_samples   ? "few-samples"
-                                               : "same"));
-    rc |= put(o, "regression", json_boolean(row->regression));
+        rc |= tsjson_put(o, "mwu", json_null());
+    rc |= tsjson_put(o, "few_samples", json_boolean(row->few_samples));
+    rc |= tsjson_put(o, "significant", json_boolean(row->significant));
+    rc |= tsjson_put(o, "verdict",
+                     json_string(row->direction > 0   ? "worse"
+                                 : row->direction < 0 ? "better"
+                                 : isnan(row->change) ? "n/a"
+                                 : row->few_samples   ? "few-samples"
+                                                      : "same"));
+    rc |= tsjson_put(o, "regression", json_boolean(row->regression));
     if (rc) {
         json_decref(o);
         return NULL;
@@ -476,30 +471,30 @@ int compare_build_json(const struct compare_input *base, const struct compare_in
         json_decref(rl);
         return -ENOMEM;
     }
-    rc |= put(doc, "schema", json_string(COMPARE_SCHEMA));
-    rc |= put(doc, "base", input_json(base));
-    rc |= put(doc, "new", input_json(new_));
-    rc |= put(doc, "method",
-              json_pack("{s:s, s:s, s:i, s:I, s:f, s:f, s:s, s:s}", "interval",
-                        "poisson-bootstrap percentile interval of new - base", "resampled",
-                        res->requests_used ? "requests" : "histograms", "resamples",
-                        (int)res->resamples, "seed", (json_int_t)res->seed, "alpha", res->alpha,
-                        "confidence", 1 - res->alpha, "mwu",
-                        "normal approximation, tie and continuity corrected, two-sided",
-                        "significance", test_name(res->test)));
-    rc |= put(doc, "metrics", rows);
-    rc |= put(doc, "rules", rl);
+    rc |= tsjson_put(doc, "schema", json_string(COMPARE_SCHEMA));
+    rc |= tsjson_put(doc, "base", input_json(base));
+    rc |= tsjson_put(doc, "new", input_json(new_));
+    rc |= tsjson_put(doc, "method",
+                     json_pack("{s:s, s:s, s:i, s:I, s:f, s:f, s:s, s:s}", "interval",
+                               "poisson-bootstrap percentile interval of new - base", "resampled",
+                               res->requests_used ? "requests" : "histograms", "resamples",
+                               (int)res->resamples, "seed", (json_int_t)res->seed, "alpha",
+                               res->alpha, "confidence", 1 - res->alpha, "mwu",
+                               "normal approximation, tie and continuity corrected, two-sided",
+                               "significance", test_name(res->test)));
+    rc |= tsjson_put(doc, "metrics", rows);
+    rc |= tsjson_put(doc, "rules", rl);
     for (size_t i = 0; !rc && i < res->nrows; i++)
         rc = json_array_append_new(rows, row_json(&res->rows[i])) ? -ENOMEM : 0;
     for (size_t i = 0; !rc && i < res->nrules; i++) {
         const struct compare_row *row = &res->rows[res->rule_row[i]];
         json_t *r =
             json_pack("{s:s, s:s, s:b, s:o, s:o, s:b}", "expr", rules[i].expr, "metric", row->name,
-                      "holds", res->rule_hit[i], "change", jnum(row->change), "change_pct",
-                      jnum(row->rel_change * 100), "significant", row->significant);
+                      "holds", res->rule_hit[i], "change", tsjson_num(row->change), "change_pct",
+                      tsjson_num(row->rel_change * 100), "significant", row->significant);
         rc = json_array_append_new(rl, r) ? -ENOMEM : 0;
     }
-    rc |= put(doc, "regression", json_boolean(res->regression));
+    rc |= tsjson_put(doc, "regression", json_boolean(res->regression));
     if (rc) {
         json_decref(doc);
         return -ENOMEM;

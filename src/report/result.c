@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/tsjson.h"
 #include "base/clock.h"
 #include "base/hdr.h"
 #include "load/live_metrics.h"
@@ -19,22 +20,6 @@
 /* ---- building blocks ------------------------------------------------------ */
 
 /* A JSON number, or null for NAN and infinities (JSON has neither). */
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
-static json_t *jcount(uint64_t v)
-{
-    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
-}
-
-/* Sets key to v (stolen, may be NULL after a failed allocation); 0 or -ENOMEM. */
-static int put(json_t *obj, const char *key, json_t *v)
-{
-    return json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
-}
-
 static const char *const secret_keys[] = {
     "api_key",  "apikey", "api-key", "x-api-key", "authorization", "proxy-authorization",
     "password", "secret", "token",
@@ -92,15 +77,15 @@ static json_t *latency_object(const struct latency_summary *l)
 
     if (!o)
         return NULL;
-    rc |= put(o, "count", jcount(l->count));
-    rc |= put(o, "mean", jnum(l->mean));
-    rc |= put(o, "std", jnum(l->std));
-    rc |= put(o, "min", jnum(l->min));
+    rc |= tsjson_put(o, "count", tsjson_count(l->count));
+    rc |= tsjson_put(o, "mean", tsjson_num(l->mean));
+    rc |= tsjson_put(o, "std", tsjson_num(l->std));
+    rc |= tsjson_put(o, "min", tsjson_num(l->min));
     for (int i = 0; i < SUMMARY_NPCT; i++) {
         pct_word(summary_percentiles[i], key, sizeof(key));
-        rc |= put(o, key, jnum(l->pct[i]));
+        rc |= tsjson_put(o, key, tsjson_num(l->pct[i]));
     }
-    rc |= put(o, "max", jnum(l->max));
+    rc |= tsjson_put(o, "max", tsjson_num(l->max));
     if (rc) {
         json_decref(o);
         return NULL;
@@ -115,15 +100,15 @@ static int put_vllm_latency(json_t *o, const char *name, const struct latency_su
     int rc = 0;
 
     snprintf(key, sizeof(key), "mean_%s_ms", name);
-    rc |= put(o, key, jnum(l->mean));
+    rc |= tsjson_put(o, key, tsjson_num(l->mean));
     snprintf(key, sizeof(key), "median_%s_ms", name);
-    rc |= put(o, key, jnum(l->pct[0]));
+    rc |= tsjson_put(o, key, tsjson_num(l->pct[0]));
     snprintf(key, sizeof(key), "std_%s_ms", name);
-    rc |= put(o, key, jnum(l->std));
+    rc |= tsjson_put(o, key, tsjson_num(l->std));
     for (int i = 0; i < SUMMARY_NPCT; i++) {
         pct_word(summary_percentiles[i], word, sizeof(word));
         snprintf(key, sizeof(key), "%s_%s_ms", word, name);
-        rc |= put(o, key, jnum(l->pct[i]));
+        rc |= tsjson_put(o, key, tsjson_num(l->pct[i]));
     }
     return rc;
 }
@@ -137,35 +122,36 @@ static json_t *summary_object(const struct run_summary *sum)
 
     if (!o)
         return NULL;
-    rc |= put(o, "completed", jcount(sum->completed));
-    rc |= put(o, "failed", jcount(sum->failed));
-    rc |= put(o, "duration", jnum(sum->duration_s));
-    rc |= put(o, "total_input_tokens", jcount(sum->total_input_tokens));
-    rc |= put(o, "total_output_tokens", jcount(sum->total_output_tokens));
-    rc |= put(o, "request_throughput", jnum(sum->request_throughput));
-    rc |=
-        put(o, "request_goodput", sum->goodput_enabled ? jnum(sum->request_goodput) : json_null());
-    rc |= put(o, "output_throughput", jnum(sum->output_throughput));
-    rc |= put(o, "total_token_throughput", jnum(sum->total_token_throughput));
-    rc |= put(o, "max_output_tokens_per_s", jnum(sum->max_output_tokens_per_s));
+    rc |= tsjson_put(o, "completed", tsjson_count(sum->completed));
+    rc |= tsjson_put(o, "failed", tsjson_count(sum->failed));
+    rc |= tsjson_put(o, "duration", tsjson_num(sum->duration_s));
+    rc |= tsjson_put(o, "total_input_tokens", tsjson_count(sum->total_input_tokens));
+    rc |= tsjson_put(o, "total_output_tokens", tsjson_count(sum->total_output_tokens));
+    rc |= tsjson_put(o, "request_throughput", tsjson_num(sum->request_throughput));
+    rc |= tsjson_put(o, "request_goodput",
+                     sum->goodput_enabled ? tsjson_num(sum->request_goodput) : json_null());
+    rc |= tsjson_put(o, "output_throughput", tsjson_num(sum->output_throughput));
+    rc |= tsjson_put(o, "total_token_throughput", tsjson_num(sum->total_token_throughput));
+    rc |= tsjson_put(o, "max_output_tokens_per_s", tsjson_num(sum->max_output_tokens_per_s));
     for (size_t i = 0; i < sizeof(headline) / sizeof(headline[0]); i++)
         rc |= put_vllm_latency(o, stat_metric_name(headline[i]), &sum->lat[headline[i]]);
 
-    rc |= put(o, "requests", jcount(sum->requests));
-    rc |= put(o, "cut", jcount(sum->cut));
-    rc |= put(o, "good", sum->goodput_enabled ? jcount(sum->good) : json_null());
-    rc |= put(o, "error_rate", jnum(sum->error_rate));
-    rc |= put(o, "token_method", json_string(sum->token_method ? sum->token_method : "none"));
-    rc |= put(o, "tokens_per_chunk", jnum(sum->tokens_per_chunk));
+    rc |= tsjson_put(o, "requests", tsjson_count(sum->requests));
+    rc |= tsjson_put(o, "cut", tsjson_count(sum->cut));
+    rc |= tsjson_put(o, "good", sum->goodput_enabled ? tsjson_count(sum->good) : json_null());
+    rc |= tsjson_put(o, "error_rate", tsjson_num(sum->error_rate));
+    rc |=
+        tsjson_put(o, "token_method", json_string(sum->token_method ? sum->token_method : "none"));
+    rc |= tsjson_put(o, "tokens_per_chunk", tsjson_num(sum->tokens_per_chunk));
     if (sum->goodput_enabled) {
         json_t *g = json_object();
         if (g && sum->goodput.ttft_ms > 0)
-            rc |= put(g, "ttft_ms", jnum(sum->goodput.ttft_ms));
+            rc |= tsjson_put(g, "ttft_ms", tsjson_num(sum->goodput.ttft_ms));
         if (g && sum->goodput.tpot_ms > 0)
-            rc |= put(g, "tpot_ms", jnum(sum->goodput.tpot_ms));
+            rc |= tsjson_put(g, "tpot_ms", tsjson_num(sum->goodput.tpot_ms));
         if (g && sum->goodput.e2el_ms > 0)
-            rc |= put(g, "e2el_ms", jnum(sum->goodput.e2el_ms));
-        rc |= put(o, "goodput_config", g);
+            rc |= tsjson_put(g, "e2el_ms", tsjson_num(sum->goodput.e2el_ms));
+        rc |= tsjson_put(o, "goodput_config", g);
     }
     if (rc) {
         json_decref(o);
@@ -190,13 +176,13 @@ static json_t *run_object(const struct run_summary *sum, const struct result_inf
     if (!o)
         return NULL;
     drop_secrets(o);
-    rc |= put(o, "started_at",
-              info->started_wall_ns
-                  ? json_string(ts_wall_format(info->started_wall_ns, when, sizeof(when)))
-                  : json_null());
-    rc |= put(o, "duration_s", jnum(sum->duration_s));
-    rc |= put(o, "warmup_s", jnum(info->warmup_s));
-    rc |= put(o, "end_mode", json_string(info->end_cut ? "cut" : "waited"));
+    rc |= tsjson_put(o, "started_at",
+                     info->started_wall_ns
+                         ? json_string(ts_wall_format(info->started_wall_ns, when, sizeof(when)))
+                         : json_null());
+    rc |= tsjson_put(o, "duration_s", tsjson_num(sum->duration_s));
+    rc |= tsjson_put(o, "warmup_s", tsjson_num(info->warmup_s));
+    rc |= tsjson_put(o, "end_mode", json_string(info->end_cut ? "cut" : "waited"));
     if (rc) {
         json_decref(o);
         return NULL;
@@ -210,55 +196,57 @@ static int put_counters(json_t *doc, const struct run_stats *s)
     json_t *tokens = json_object(), *by_method = json_object(), *warmup = json_object();
     int rc = 0;
 
-    /* Attached first (put() frees a value it cannot attach), filled after. */
-    rc |= put(doc, "outcomes", outcomes);
-    rc |= put(doc, "http_status", http);
-    rc |= put(doc, "streams", streams);
-    rc |= put(doc, "warmup", warmup);
-    rc |= put(doc, "tokens", tokens);
+    /* Attached first (tsjson_put() frees a value it cannot attach), filled after. */
+    rc |= tsjson_put(doc, "outcomes", outcomes);
+    rc |= tsjson_put(doc, "http_status", http);
+    rc |= tsjson_put(doc, "streams", streams);
+    rc |= tsjson_put(doc, "warmup", warmup);
+    rc |= tsjson_put(doc, "tokens", tokens);
     if (rc) {
         json_decref(by_method);
         return -ENOMEM;
     }
-    if (put(tokens, "by_method", by_method))
+    if (tsjson_put(tokens, "by_method", by_method))
         return -ENOMEM;
     for (int i = 0; i < REQ_OUTCOME_COUNT; i++)
-        rc |= put(outcomes, req_outcome_name((enum req_outcome)i), jcount(s->outcomes[i]));
+        rc |= tsjson_put(outcomes, req_outcome_name((enum req_outcome)i),
+                         tsjson_count(s->outcomes[i]));
     for (int i = 0; i < HTTP_CLASS_COUNT; i++)
-        rc |= put(http, http_class_name((enum http_class)i), jcount(s->http_class[i]));
+        rc |= tsjson_put(http, http_class_name((enum http_class)i), tsjson_count(s->http_class[i]));
 
-    rc |= put(streams, "streamed", jcount(s->streams));
-    rc |= put(streams, "no_done", jcount(s->no_done));
-    rc |= put(streams, "no_finish", jcount(s->no_finish));
-    rc |= put(streams, "id_changed", jcount(s->id_changed));
-    rc |= put(streams, "reused_connections", jcount(s->reused_conn));
+    rc |= tsjson_put(streams, "streamed", tsjson_count(s->streams));
+    rc |= tsjson_put(streams, "no_done", tsjson_count(s->no_done));
+    rc |= tsjson_put(streams, "no_finish", tsjson_count(s->no_finish));
+    rc |= tsjson_put(streams, "id_changed", tsjson_count(s->id_changed));
+    rc |= tsjson_put(streams, "reused_connections", tsjson_count(s->reused_conn));
     if (s->integrity.streams) {
         json_t *in = json_object();
-        rc |= put(doc, "integrity", in);
-        rc |= put(in, "method", json_string("hmac-sha256-chained"));
-        rc |= put(in, "streams", jcount(s->integrity.streams));
-        rc |= put(in, "streams_violated", jcount(s->integrity.violated));
-        rc |= put(in, "chunks_ok", jcount(s->integrity.ok));
-        rc |= put(in, "missing", jcount(s->integrity.missing));
-        rc |= put(in, "duplicates", jcount(s->integrity.duplicates));
-        rc |= put(in, "reorders", jcount(s->integrity.reorders));
-        rc |= put(in, "forged", jcount(s->integrity.forged));
-        rc |= put(in, "unsigned", jcount(s->integrity.unsigned_events));
+        rc |= tsjson_put(doc, "integrity", in);
+        rc |= tsjson_put(in, "method", json_string("hmac-sha256-chained"));
+        rc |= tsjson_put(in, "streams", tsjson_count(s->integrity.streams));
+        rc |= tsjson_put(in, "streams_violated", tsjson_count(s->integrity.violated));
+        rc |= tsjson_put(in, "chunks_ok", tsjson_count(s->integrity.ok));
+        rc |= tsjson_put(in, "missing", tsjson_count(s->integrity.missing));
+        rc |= tsjson_put(in, "duplicates", tsjson_count(s->integrity.duplicates));
+        rc |= tsjson_put(in, "reorders", tsjson_count(s->integrity.reorders));
+        rc |= tsjson_put(in, "forged", tsjson_count(s->integrity.forged));
+        rc |= tsjson_put(in, "unsigned", tsjson_count(s->integrity.unsigned_events));
     }
 
-    rc |= put(tokens, "method", json_string(run_stats_token_method(s)));
+    rc |= tsjson_put(tokens, "method", json_string(run_stats_token_method(s)));
     for (int i = 0; i < TOKEN_SOURCE_COUNT; i++)
-        rc |= put(by_method, token_source_name((enum token_source)i), jcount(s->token_source[i]));
-    rc |= put(tokens, "input", jcount(s->input_tokens));
-    rc |= put(tokens, "output", jcount(s->output_tokens));
-    rc |= put(tokens, "output_all", jcount(s->output_tokens_all));
-    rc |= put(tokens, "usage_input", jcount(s->usage_input));
-    rc |= put(tokens, "usage_mismatch", jcount(s->usage_mismatch));
-    rc |= put(tokens, "content_chunks", jcount(s->content_chunks));
-    rc |= put(tokens, "choice_chunks", jcount(s->choice_chunks));
+        rc |= tsjson_put(by_method, token_source_name((enum token_source)i),
+                         tsjson_count(s->token_source[i]));
+    rc |= tsjson_put(tokens, "input", tsjson_count(s->input_tokens));
+    rc |= tsjson_put(tokens, "output", tsjson_count(s->output_tokens));
+    rc |= tsjson_put(tokens, "output_all", tsjson_count(s->output_tokens_all));
+    rc |= tsjson_put(tokens, "usage_input", tsjson_count(s->usage_input));
+    rc |= tsjson_put(tokens, "usage_mismatch", tsjson_count(s->usage_mismatch));
+    rc |= tsjson_put(tokens, "content_chunks", tsjson_count(s->content_chunks));
+    rc |= tsjson_put(tokens, "choice_chunks", tsjson_count(s->choice_chunks));
 
-    rc |= put(warmup, "requests", jcount(s->warmup_requests));
-    rc |= put(warmup, "ok", jcount(s->warmup_ok));
+    rc |= tsjson_put(warmup, "requests", tsjson_count(s->warmup_requests));
+    rc |= tsjson_put(warmup, "ok", tsjson_count(s->warmup_ok));
     rc |= live_metrics_buckets_put(doc, s);
     return rc ? -ENOMEM : 0;
 }
@@ -266,13 +254,13 @@ static int put_counters(json_t *doc, const struct run_stats *s)
 static int put_slos(json_t *doc, const struct run_summary *sum, const struct result_info *info)
 {
     json_t *arr = json_array();
-    int rc = put(doc, "slo", arr);
+    int rc = tsjson_put(doc, "slo", arr);
 
     for (size_t i = 0; !rc && i < info->nslos; i++) {
         double actual = NAN;
         bool pass = slo_eval(&info->slos[i], sum, &actual);
-        json_t *o = json_pack("{s:s, s:o, s:b}", "expr", info->slos[i].expr, "actual", jnum(actual),
-                              "pass", pass);
+        json_t *o = json_pack("{s:s, s:o, s:b}", "expr", info->slos[i].expr, "actual",
+                              tsjson_num(actual), "pass", pass);
         if (!o || json_array_append_new(arr, o))
             rc = -ENOMEM;
     }
@@ -282,20 +270,20 @@ static int put_slos(json_t *doc, const struct run_summary *sum, const struct res
 static int put_histograms(json_t *doc, const struct run_stats *s)
 {
     json_t *h = json_object();
-    int rc = put(doc, "histograms", h);
+    int rc = tsjson_put(doc, "histograms", h);
 
     for (int i = 0; !rc && i < STAT_METRIC_COUNT; i++) {
         char *text = NULL;
         rc = hdr_encode_base64(s->hist[i], &text, NULL);
         if (rc < 0)
             break;
-        rc = put(h, stat_metric_name((enum stat_metric)i), json_string(text));
+        rc = tsjson_put(h, stat_metric_name((enum stat_metric)i), json_string(text));
         ts_free(text);
     }
     json_t *pos = NULL;
     if (!rc) {
         pos = json_array();
-        rc = put(h, "itl_by_position", pos);
+        rc = tsjson_put(h, "itl_by_position", pos);
     }
     for (int i = 0; !rc && i < ITL_POS_BUCKETS; i++) {
         char *text = NULL;
@@ -312,22 +300,23 @@ static int put_histograms(json_t *doc, const struct run_stats *s)
 static int put_itl_by_position(json_t *doc, const struct run_stats *s)
 {
     json_t *a = json_array();
-    int rc = put(doc, "itl_by_position", a);
+    int rc = tsjson_put(doc, "itl_by_position", a);
     for (unsigned b = 0; !rc && b < ITL_POS_BUCKETS; b++) {
         const struct hdr *h = s->itl_pos[b];
         if (!hdr_total_count(h))
             continue;
         json_t *e = json_object();
         rc = json_array_append_new(a, e) ? -ENOMEM : 0;
-        rc |= put(e, "from", json_integer((json_int_t)itl_pos_bucket_from(b)));
-        rc |= put(e, "to",
-                  b + 1 < ITL_POS_BUCKETS ? json_integer((json_int_t)itl_pos_bucket_from(b + 1) - 1)
-                                          : json_null());
-        rc |= put(e, "count", json_integer((json_int_t)hdr_total_count(h)));
-        rc |= put(e, "mean_ms", json_real(hdr_mean(h) / 1000.0));
-        rc |= put(e, "p50_ms", json_real((double)hdr_value_at_percentile(h, 50) / 1000.0));
-        rc |= put(e, "p90_ms", json_real((double)hdr_value_at_percentile(h, 90) / 1000.0));
-        rc |= put(e, "p99_ms", json_real((double)hdr_value_at_percentile(h, 99) / 1000.0));
+        rc |= tsjson_put(e, "from", json_integer((json_int_t)itl_pos_bucket_from(b)));
+        rc |= tsjson_put(e, "to",
+                         b + 1 < ITL_POS_BUCKETS
+                             ? json_integer((json_int_t)itl_pos_bucket_from(b + 1) - 1)
+                             : json_null());
+        rc |= tsjson_put(e, "count", json_integer((json_int_t)hdr_total_count(h)));
+        rc |= tsjson_put(e, "mean_ms", json_real(hdr_mean(h) / 1000.0));
+        rc |= tsjson_put(e, "p50_ms", json_real((double)hdr_value_at_percentile(h, 50) / 1000.0));
+        rc |= tsjson_put(e, "p90_ms", json_real((double)hdr_value_at_percentile(h, 90) / 1000.0));
+        rc |= tsjson_put(e, "p99_ms", json_real((double)hdr_value_at_percentile(h, 99) / 1000.0));
     }
     return rc;
 }
@@ -346,30 +335,31 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     doc = json_object();
     if (!doc)
         return -ENOMEM;
-    rc |= put(doc, "schema", json_string(RESULT_SCHEMA));
-    rc |= put(doc, "tool",
-              json_pack("{s:s, s:s}", "name", "tokenstorm", "version",
-                        info->tool_version ? info->tool_version : TS_VERSION));
-    rc |= put(doc, "run", run_object(sum, info));
-    rc |= put(doc, "summary", summary_object(sum));
+    rc |= tsjson_put(doc, "schema", json_string(RESULT_SCHEMA));
+    rc |= tsjson_put(doc, "tool",
+                     json_pack("{s:s, s:s}", "name", "tokenstorm", "version",
+                               info->tool_version ? info->tool_version : TS_VERSION));
+    rc |= tsjson_put(doc, "run", run_object(sum, info));
+    rc |= tsjson_put(doc, "summary", summary_object(sum));
     latency = json_object();
-    rc |= put(doc, "latency", latency);
+    rc |= tsjson_put(doc, "latency", latency);
     if (rc)
         goto out_fail;
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
-        rc |= put(latency, stat_metric_name((enum stat_metric)i), latency_object(&sum->lat[i]));
+        rc |= tsjson_put(latency, stat_metric_name((enum stat_metric)i),
+                         latency_object(&sum->lat[i]));
     if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
-    if ((rc = put(doc, "timeline", section)) < 0)
+    if ((rc = tsjson_put(doc, "timeline", section)) < 0)
         goto out_fail;
-    if (info->quality && (rc = put(doc, "quality", json_deep_copy(info->quality))) < 0)
+    if (info->quality && (rc = tsjson_put(doc, "quality", json_deep_copy(info->quality))) < 0)
         goto out_fail;
     if (info->server_timeline) {
-        if ((rc = put(doc, "server_timeline", json_deep_copy(info->server_timeline))) < 0)
+        if ((rc = tsjson_put(doc, "server_timeline", json_deep_copy(info->server_timeline))) < 0)
             goto out_fail;
         section = info->server_metrics ? json_deep_copy(info->server_metrics) : json_object();
-        if ((rc = put(doc, "server_metrics", section)) < 0)
+        if ((rc = tsjson_put(doc, "server_metrics", section)) < 0)
             goto out_fail;
     }
     if ((rc = put_itl_by_position(doc, stats)) < 0 || (rc = put_histograms(doc, stats)) < 0)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/chars.h"
 #include "base/alloc.h"
 #include "telemetry/promparse.h"
 
@@ -62,11 +63,6 @@ __attribute__((format(printf, 3, 4))) static int fail(struct pp *pp, size_t col,
     return TS_PARSE;
 }
 
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 static bool is_name_start(char c, bool metric)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (metric && c == ':');
@@ -79,7 +75,7 @@ static bool is_name_char(char c, bool metric)
 
 static size_t skip_blanks(const struct pp *pp, size_t i)
 {
-    while (i < pp->len && is_blank(pp->line[i]))
+    while (i < pp->len && chars_is_blank(pp->line[i]))
         i++;
     return i;
 }
@@ -106,7 +102,7 @@ static int read_name(struct pp *pp, size_t *i, bool metric, struct promparse_str
 static int read_number(struct pp *pp, size_t *i, const char *what, double *out)
 {
     size_t start = *i, j = start;
-    while (j < pp->len && !is_blank(pp->line[j]))
+    while (j < pp->len && !chars_is_blank(pp->line[j]))
         j++;
     if (j == start)
         return fail(pp, start, "expected a %s", what);
@@ -223,7 +219,7 @@ static int parse_sample(struct pp *pp, size_t i, const struct promparse_ops *ops
     pp->scratch_used = 0;
     if (i < pp->len && pp->line[i] == '{' && (rc = read_labels(pp, &i, labels, &s.nlabels)))
         return rc;
-    if (i >= pp->len || !is_blank(pp->line[i]))
+    if (i >= pp->len || !chars_is_blank(pp->line[i]))
         return fail(pp, i, "expected a blank and a value");
     i = skip_blanks(pp, i);
     if ((rc = read_number(pp, &i, "value", &s.value)))
@@ -247,11 +243,11 @@ static int parse_type(struct pp *pp, size_t i, const struct promparse_ops *ops, 
     int rc = read_name(pp, &i, true, &name);
     if (rc)
         return rc;
-    if (i >= pp->len || !is_blank(pp->line[i]))
+    if (i >= pp->len || !chars_is_blank(pp->line[i]))
         return fail(pp, i, "expected a type after the metric name");
     i = skip_blanks(pp, i);
     size_t start = i;
-    while (i < pp->len && !is_blank(pp->line[i]))
+    while (i < pp->len && !chars_is_blank(pp->line[i]))
         i++;
     struct promparse_str word = {pp->line + start, i - start};
     if (skip_blanks(pp, i) != pp->len)
@@ -274,7 +270,7 @@ static int parse_comment(struct pp *pp, size_t i, const struct promparse_ops *op
 {
     i = skip_blanks(pp, i + 1);
     size_t start = i;
-    while (i < pp->len && !is_blank(pp->line[i]))
+    while (i < pp->len && !chars_is_blank(pp->line[i]))
         i++;
     struct promparse_str word = {pp->line + start, i - start};
     if (promparse_str_eq(word, "TYPE")) {

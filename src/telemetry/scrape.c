@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/tsjson.h"
 #include "base/buf.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -265,22 +266,18 @@ void scrape_summary_release(struct scrape_summary *s)
     memset(s, 0, sizeof(*s));
 }
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
 json_t *scrape_timeline_json(const struct scrape_summary *s)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < s->npoints; i++) {
         const struct server_point *p = &s->points[i];
         json_t *o = json_pack(
-            "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "t_s", jnum(p->t_s), "running",
-            jnum(p->running), "waiting", jnum(p->waiting), "kv_usage", jnum(p->kv_usage),
-            "preemptions", jnum(p->preemptions), "preemptions_total", jnum(p->preemptions_total),
-            "ttft_p50_ms", jnum(p->ttft_p50_ms), "ttft_p99_ms", jnum(p->ttft_p99_ms), "ttft_count",
-            jnum(p->ttft_count), "queue_p50_ms", jnum(p->queue_p50_ms));
+            "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "t_s", tsjson_num(p->t_s),
+            "running", tsjson_num(p->running), "waiting", tsjson_num(p->waiting), "kv_usage",
+            tsjson_num(p->kv_usage), "preemptions", tsjson_num(p->preemptions), "preemptions_total",
+            tsjson_num(p->preemptions_total), "ttft_p50_ms", tsjson_num(p->ttft_p50_ms),
+            "ttft_p99_ms", tsjson_num(p->ttft_p99_ms), "ttft_count", tsjson_num(p->ttft_count),
+            "queue_p50_ms", tsjson_num(p->queue_p50_ms));
         if (!o || json_array_append_new(a, o)) {
             json_decref(a);
             return NULL;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/chars.h"
 #include "base/alloc.h"
 #include "base/base64.h"
 #include "base/strdist.h"
@@ -92,11 +93,6 @@ static bool kind_has_rate(enum perturb_kind k)
 }
 
 /* ---- text walking ---- */
-
-static bool is_space(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
 
 static bool is_alpha(unsigned char c)
 {
@@ -272,14 +268,14 @@ static int typos_pass(struct pctx *c)
     size_t i = 0;
     int rc;
     while (i < c->len) {
-        if (is_space(c->s[i])) {
+        if (chars_is_space(c->s[i])) {
             if ((rc = emit(c, c->s + i, 1)))
                 return rc;
             i++;
             continue;
         }
         size_t w = i, nl = 0;
-        for (; i < c->len && !is_space(c->s[i]); i++)
+        for (; i < c->len && !chars_is_space(c->s[i]); i++)
             nl += is_alpha(c->s[i]);
         if (nl > 0 && roll(c))
             rc = typo_word(c, w, i, nl);
@@ -467,14 +463,14 @@ static int whitespace_pass(struct pctx *c)
     size_t i = 0;
     int rc;
     while (i < c->len) {
-        if (is_space(c->s[i])) {
+        if (chars_is_space(c->s[i])) {
             if ((rc = emit(c, c->s + i, 1)))
                 return rc;
             i++;
             continue;
         }
         size_t w = i;
-        while (i < c->len && !is_space(c->s[i]))
+        while (i < c->len && !chars_is_space(c->s[i]))
             i++;
         size_t m = word_boundaries(c, w, i, SIZE_MAX);
         if (m > 0 && roll(c)) {
@@ -689,7 +685,7 @@ static int cut_piece(const char *piece, size_t n, void *ctx)
 static bool has_nonspace(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
-        if (!is_space((unsigned char)s[i]))
+        if (!chars_is_space((unsigned char)s[i]))
             return true;
     return false;
 }
@@ -941,9 +937,9 @@ int perturb_set_parse(struct perturb_set *set, const char *spec, char *err, size
     for (size_t idx = 1;; idx++) {
         const char *comma = strchr(p, ',');
         const char *e = comma ? comma : p + strlen(p);
-        while (p < e && is_space((unsigned char)*p))
+        while (p < e && chars_is_space((unsigned char)*p))
             p++;
-        while (e > p && is_space((unsigned char)e[-1]))
+        while (e > p && chars_is_space((unsigned char)e[-1]))
             e--;
         char item[128];
         int rc = 0;

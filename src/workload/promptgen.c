@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/chars.h"
 #include "base/alloc.h"
 #include "base/strdist.h"
 #include "base/utf8.h"
@@ -141,11 +142,6 @@ void promptgen_release(struct promptgen *g)
 
 /* ------------------------------------------------------------- slot files */
 
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* Growable arrays of a slot being read. */
 struct slot_acc {
     char **values;
@@ -197,7 +193,7 @@ static int slot_line(struct slot_acc *a, char *line, size_t len, const char *pat
         return TS_PARSE;
     }
     size_t i = 0;
-    while (i < len && is_blank(line[i]))
+    while (i < len && chars_is_blank(line[i]))
         i++;
     if (i == len || line[i] == '#')
         return 0;
@@ -208,9 +204,9 @@ static int slot_line(struct slot_acc *a, char *line, size_t len, const char *pat
     if (!tab)
         return slot_acc_push(a, line, len, 1.0);
     char *w = tab + 1, *end = line + len;
-    while (w < end && is_blank(*w))
+    while (w < end && chars_is_blank(*w))
         w++;
-    while (end > w && is_blank(end[-1]))
+    while (end > w && chars_is_blank(end[-1]))
         end--;
     *end = '\0';
     char *stop = NULL;
@@ -544,9 +540,9 @@ static int tpl_compile(const struct promptgen_intent *in, size_t ti, struct tpl 
             return -EINVAL;
         }
         const char *name = open + 2, *end = close;
-        while (name < end && is_blank(*name))
+        while (name < end && chars_is_blank(*name))
             name++;
-        while (end > name && is_blank(end[-1]))
+        while (end > name && chars_is_blank(end[-1]))
             end--;
         size_t len = (size_t)(end - name);
         if (!slot_name_ok(name, len)) {
