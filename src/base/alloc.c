@@ -1,13 +1,17 @@
-#include "alloc.h"
+#include "base/alloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 static atomic_long fail_countdown = -1;
+static atomic_long once_countdown = -1;
 
 static int should_fail(void)
 {
+    if (atomic_load_explicit(&once_countdown, memory_order_relaxed) >= 0 &&
+        atomic_fetch_sub_explicit(&once_countdown, 1, memory_order_relaxed) == 0)
+        return 1; /* the counter is negative from now on: one failure only */
     long v = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
     if (v < 0)
         return 0;
@@ -20,6 +24,16 @@ static int should_fail(void)
 void ts_alloc_fail_after(long n)
 {
     atomic_store(&fail_countdown, n < 0 ? -1 : n);
+}
+
+void ts_alloc_fail_once(long n)
+{
+    atomic_store(&once_countdown, n < 0 ? -1 : n);
+}
+
+bool ts_alloc_fail_once_pending(void)
+{
+    return atomic_load(&once_countdown) >= 0;
 }
 
 void *ts_malloc(size_t n)

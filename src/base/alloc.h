@@ -3,12 +3,15 @@
  *
  * One place means tests can fail the Nth allocation (curl's torture mode):
  * ts_alloc_fail_after(n) makes the (n+1)th allocation from now return NULL,
- * and every later one too until ts_alloc_fail_after(-1) turns it off.
+ * and every later one too until ts_alloc_fail_after(-1) turns it off;
+ * ts_alloc_fail_once(n) fails the (n+1)th only, so a test can see the code
+ * recover from one failure.
  * ts_free(NULL) is a no-op. The functions are thread-safe.
  */
 #ifndef TS_BASE_ALLOC_H
 #define TS_BASE_ALLOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 void *ts_malloc(size_t n);
@@ -27,5 +30,9 @@ void ts_free_hook(void *p, void *data);
 
 /* Test hook: fail allocations after n more succeed; n < 0 disables. */
 void ts_alloc_fail_after(long n);
+/* Test hook: fail only the allocation after n more succeed; n < 0 disables. */
+void ts_alloc_fail_once(long n);
+/* true while the failure ts_alloc_fail_once() asked for has not happened yet. */
+bool ts_alloc_fail_once_pending(void);
 
 #endif

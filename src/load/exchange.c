@@ -205,6 +205,30 @@ static void rx_idle_cb(uv_idle_t *h)
     (void)h; /* only keeps the next poll from blocking */
 }
 
+/* Queues x, which failed before reaching the wire, for exch_fail_flush. */
+static void fail_later(struct exch *x)
+{
+    struct worker *w = x->w;
+    x->failed_next = NULL;
+    if (w->failed_tail)
+        w->failed_tail->failed_next = x;
+    else
+        w->failed_head = x;
+    w->failed_tail = x;
+    (void)uv_idle_start(&w->rx_idle, rx_idle_cb); /* the next poll must not block */
+}
+
+void exch_fail_flush(struct worker *w)
+{
+    struct exch *x = w->failed_head;
+    w->failed_head = w->failed_tail = NULL;
+    while (x) {
+        struct exch *next = x->failed_next;
+        worker_request_done(w, x, x->user);
+        x = next;
+    }
+}
+
 /*
  * Parses for at most about 1 ms, then lets the loop poll again: bytes that
  * arrive while a big burst is being decoded are timed within ~1 ms of their
@@ -214,6 +238,7 @@ void exch_rx_flush(struct worker *w)
 {
     uint64_t start = ts_now_ns();
     unsigned n = 0;
+    exch_fail_flush(w);
     while (w->rx_head) {
         rx_parse(w->rx_head);
         if (++n % 8 == 0) {
@@ -222,7 +247,7 @@ void exch_rx_flush(struct worker *w)
                 break;
         }
     }
-    if (w->rx_head)
+    if (w->rx_head || w->failed_head)
         (void)uv_idle_start(&w->rx_idle, rx_idle_cb);
     else
         (void)uv_idle_stop(&w->rx_idle);
@@ -436,6 +461,57 @@ void exch_cut(struct exch *x)
         http_call_cancel(x->call);
 }
 
+/* Adds a finished request's record to the worker's stats (the run's, its
+ * class's and its flow step's) and to requests.jsonl. */
+static void account(struct worker *w, const struct req_record *rec, const struct ractor *actor,
+                    uint32_t step)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    run_stats_add_record(w->active, rec, &cfg->goodput);
+    if (actor) {
+        struct runner_class_result *res = &w->cls[actor->cls].res;
+        const struct goodput_cfg *g = &cfg->classes[actor->cls].goodput;
+        run_stats_add_record(res->stats, rec, g);
+        if (res->steps && step < res->nsteps)
+            run_stats_add_record(res->steps[step], rec, g);
+    }
+    if (cfg->requests_out) {
+        struct buf line;
+        buf_init(&line, 64 * 1024);
+        if (!req_record_append_json(&line, rec, w->run->start_ns))
+            (void)asyncw_write(cfg->requests_out, line.data, line.len);
+        buf_release(&line);
+    }
+}
+
+/*
+ * A request whose exchange could not even be allocated: counted as sent and
+ * failed ("other", out of memory), so the totals stay whole. Nothing else is
+ * allocated here.
+ */
+static void record_lost(struct worker *w, const struct ractor *a, uint64_t index,
+                        uint64_t intended_ns)
+{
+    struct req_record r;
+    memset(&r, 0, sizeof(r));
+    r.id = index;
+    r.worker = w->index;
+    r.intended_ns = intended_ns;
+    r.start_ns = r.end_ns = ts_now_ns();
+    r.usage_prompt_tokens = r.usage_completion_tokens = -1;
+    r.prefix = -1;
+    r.outcome = REQ_OTHER;
+    snprintf(r.error, sizeof(r.error), "cannot send: out of memory");
+    if (intended_ns < w->run->warmup_end_ns || (a && a->warmup))
+        r.flags |= REQF_WARMUP;
+    if (a) {
+        r.tenant = (uint16_t)a->cls;
+        r.class_name = w->run->cfg->classes[a->cls].traffic->name;
+    }
+    atomic_fetch_add(&w->sent, 1);
+    account(w, &r, a, UINT32_MAX);
+}
+
 /* A new exchange in the worker's in-flight list, its record begun. */
 static struct exch *exch_new(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
 {
@@ -496,8 +572,9 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
     struct reqtrace_headers trace_headers;
     snprintf(request_id, sizeof(request_id), "X-Request-Id: ts-%016llx-%llu",
              (unsigned long long)run->run_id, (unsigned long long)r->id);
-    memcpy(headers, cfg->headers, cfg->n_headers * sizeof(*headers));
     size_t n_headers = cfg->n_headers;
+    if (n_headers) /* cfg->headers may be NULL when there are none */
+        memcpy(headers, cfg->headers, n_headers * sizeof(*headers));
     if (nextra > RUNNER_MAX_HEADERS)
         nextra = RUNNER_MAX_HEADERS;
     if (nextra) {
@@ -524,16 +601,18 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
         r->end_ns = ts_now_ns();
         r->outcome = REQ_OTHER;
         set_error(x, "cannot send: ", ts_strerror(rc));
-        worker_request_done(w, x, x->user);
+        fail_later(x);
     }
 }
 
-void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
+int exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user)
 {
     const struct runner_config *cfg = w->run->cfg;
     struct exch *x = exch_new(w, index, intended_ns, user);
-    if (!x)
-        return;
+    if (!x) {
+        record_lost(w, NULL, index, intended_ns);
+        return -ENOMEM;
+    }
     struct req_record *r = &x->rec;
     int rc = workload_item_tc(cfg->workload, index, w->tc, &x->item);
     if (rc) {
@@ -541,23 +620,27 @@ void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t
         r->end_ns = r->start_ns;
         r->outcome = REQ_OTHER;
         set_error(x, "cannot build the request: ", ts_strerror(rc));
-        worker_request_done(w, x, user);
-        return;
+        fail_later(x);
+        return 0;
     }
     x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
     exch_send(x, "POST", cfg->url, NULL, 0, 0);
+    return 0;
 }
 
-void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *rq,
-                        uint64_t intended_ns)
+int exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *rq,
+                       uint64_t intended_ns)
 {
     const struct runner_config *cfg = w->run->cfg;
     const struct traffic *t = cfg->classes[a->cls].traffic;
     uint64_t id = atomic_fetch_add(&w->run->req_seq, 1);
     struct exch *x = exch_new(w, id, intended_ns, a->user);
     if (!x) {
+        /* the traffic counted rq in flight: it ends here, failed */
+        traffic_done(a->ta, rq, false, NULL, 0, NULL, 0);
+        record_lost(w, a, id, intended_ns);
         traffic_req_release(rq);
-        return;
+        return -ENOMEM;
     }
     x->actor = a;
     a->inflight++;
@@ -600,6 +683,7 @@ void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *
                      x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
     exch_send(x, x->treq.method ? x->treq.method : "POST", x->treq.url,
               (const char *const *)x->treq.headers, x->treq.nheaders, x->treq.timeout_ns);
+    return 0;
 }
 
 /* The dual-SLA and consistency facts of a finished request, for the coordinator. */
@@ -628,23 +712,9 @@ void exch_finish(struct exch *x)
     struct worker *w = x->w;
     const struct runner_config *cfg = w->run->cfg;
     reqtrace_end(&x->trace, &w->run->trace, w->run->run_id, &x->rec);
-    run_stats_add_record(w->active, &x->rec, &cfg->goodput);
-    if (x->actor) {
-        struct runner_class_result *res = &w->cls[x->actor->cls].res;
-        const struct goodput_cfg *g = &cfg->classes[x->actor->cls].goodput;
-        run_stats_add_record(res->stats, &x->rec, g);
-        if (res->steps && x->treq.step < res->nsteps)
-            run_stats_add_record(res->steps[x->treq.step], &x->rec, g);
-    }
+    account(w, &x->rec, x->actor, x->treq.step);
     if ((cfg->quality.dual_sla || cfg->quality.consistency) && !(x->rec.flags & REQF_WARMUP))
         add_note(x);
-    if (cfg->requests_out) {
-        struct buf line;
-        buf_init(&line, 64 * 1024);
-        if (!req_record_append_json(&line, &x->rec, w->run->start_ns))
-            (void)asyncw_write(cfg->requests_out, line.data, line.len);
-        buf_release(&line);
-    }
     if (x->prev)
         x->prev->next = x->next;
     else

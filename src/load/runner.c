@@ -4,6 +4,7 @@
  * the run and hands back the merged result.
  */
 #include <signal.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -621,6 +622,9 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         c->timeline = NULL;
         out->ntimeline = c->ntimeline;
         out->sent = total_sent(c);
+        out->users_lost = atomic_load(&run->users_lost);
+        if (out->users_lost)
+            ts_warn("%" PRIu64 " closed-loop users stopped early: out of memory", out->users_lost);
         out->start_mono_ns = run->start_ns;
         out->run_id = run->run_id;
         out->duration_s = end > run->warmup_end_ns ? (double)(end - run->warmup_end_ns) / 1e9 : 0;

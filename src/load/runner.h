@@ -227,6 +227,7 @@ struct runner_result {
     uint64_t start_mono_ns; /* time 0 of the schedule, monotonic (ts_now_ns) */
     uint64_t run_id;        /* in every request's X-Request-Id: ts-<run_id hex>-<index> */
     uint64_t sent;
+    uint64_t users_lost;             /* closed-loop users that stopped early: out of memory */
     double duration_s;               /* from the end of warm-up to the end of the last request */
     double peak_output_tps;          /* highest 1-second rate of content chunks received */
     bool interrupted;                /* stopped by runner_stop() / a signal */

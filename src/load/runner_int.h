@@ -97,6 +97,9 @@ struct worker {
     uv_check_t check;     /* after each poll pass: parse what arrived (exch_rx_flush) */
     uv_idle_t rx_idle;    /* active while parsing is left over: the next poll won't block */
     struct exch *rx_head; /* requests with received bytes not yet parsed */
+    /* requests that failed before reaching the wire, completed on the next
+     * check pass (exch_fail_flush), never inside the call that started them */
+    struct exch *failed_head, *failed_tail;
     atomic_uint cmd_bits;
     struct http_client client;
     struct ptimer timer;
@@ -152,6 +155,7 @@ struct runner {
     atomic_uint_fast64_t *cls_iter;         /* classes: the next iteration number, per class */
     atomic_uint_fast64_t *cls_session;      /* classes, closed loop: the next session number */
     atomic_uint_fast64_t req_seq;           /* classes: the next request id */
+    atomic_uint_fast64_t users_lost;        /* closed-loop users that could not run on (memory) */
     atomic_bool stop;
     struct worker *workers;
     uint32_t nworkers;
@@ -208,16 +212,33 @@ struct exch {
     struct exch *rx_prev, *rx_next;
     bool rx_queued;
     bool keep_answer;
+    struct exch *failed_next; /* in the worker's failed list */
 };
 
-/* Starts request `index` with the given intended time. 0 or a negative code
- * (the request is then recorded as failed and worker_request_done is called). */
-void exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user);
-/* Starts a class's request (takes rq); the same contract. */
-void exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *rq,
-                        uint64_t intended_ns);
-/* Parses the stream bytes every request of the worker received since the last call. */
+/*
+ * Starts request `index` with the given intended time. worker_request_done()
+ * is called when it ends, always from a later loop callback, never from
+ * inside this call: a request that cannot be sent (its body cannot be built,
+ * a header is too big or invalid, memory ran out) is recorded as failed and
+ * completed on the loop's next check pass (exch_fail_flush), so the caller
+ * may touch its own objects after the call returns.
+ * Returns 0, or -ENOMEM when not even the request's record could be
+ * allocated: nothing was counted in flight and nothing will be called back;
+ * the caller gives the slot back itself.
+ */
+int exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t user);
+/* Starts a class's request (takes rq, also on failure); the same contract.
+ * On -ENOMEM the actor was already told (traffic_done, failed) and the loss
+ * counted, and a->inflight was not raised. */
+int exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *rq,
+                       uint64_t intended_ns);
+/* Parses the stream bytes every request of the worker received since the
+ * last call; first completes the requests that failed to start
+ * (exch_fail_flush). */
 void exch_rx_flush(struct worker *w);
+/* Completes (worker_request_done) the requests that failed to start, those
+ * queued before this call; ones queued meanwhile wait for the next pass. */
+void exch_fail_flush(struct worker *w);
 /* Sends what fell due by now (the worker's timer), if anything: called
  * between pieces of long work on the loop so sends are not held up by it. */
 void worker_send_due(struct worker *w);

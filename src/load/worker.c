@@ -179,7 +179,13 @@ static void send_closed(struct worker *w, uint64_t intended, uint32_t user)
             stop_sending(w);
         return;
     }
-    exch_start(w, index, intended, user);
+    if (exch_start(w, index, intended, user) == -ENOMEM) {
+        /* out of memory: the user retires rather than spin on failures */
+        atomic_fetch_add(&w->run->users_lost, 1);
+        w->users_active--;
+        if (!w->users_active)
+            stop_sending(w);
+    }
 }
 
 /* ---- scenario classes: actors that run iterations ---- */
@@ -260,13 +266,14 @@ static void actor_pump(struct worker *w, struct ractor *a)
         if (rc == 0)
             break;
         if (rc < 0) {
-            WARN_SOME("class '%s': %s", w->run->cfg->classes[a->cls].name, err);
+            WARN_SOME("class '%s': %s", w->run->cfg->classes[a->cls].name,
+                      err[0] ? err : ts_strerror(rc));
             continue; /* the traffic marked it failed; look for more */
         }
         /* the iteration's first requests keep its intended time (the schedule's
          * lag shows); later steps are timed from when they became ready */
-        exch_start_traffic(w, a, &rq, a->launched ? ts_now_ns() : a->iter_intended);
-        a->launched = true;
+        (void)exch_start_traffic(w, a, &rq, a->launched ? ts_now_ns() : a->iter_intended);
+        a->launched = true; /* exch_start_traffic never completes a request inside the call */
         if (w->closing)
             return;
     }
@@ -432,6 +439,7 @@ static void cls_start(struct worker *w)
                     traffic_actor_free(a->ta);
                 ts_free(a);
                 ts_error("worker %u: out of memory for users", w->index);
+                atomic_fetch_add(&w->run->users_lost, (rc->users - u64 + step - 1) / step);
                 break;
             }
             a->cls = k;
@@ -459,7 +467,7 @@ static void on_timer(struct ptimer *t)
                 w->n_inflight * w->run->nworkers * shard_n(&cfg->shard) >= cfg->max_concurrency) {
                 break; /* wait for a slot; the lag shows the wait */
             }
-            exch_start(w, w->next_index, w->next_at, 0);
+            (void)exch_start(w, w->next_index, w->next_at, 0); /* failures are recorded */
             next_arrival(w);
             if (w->closing)
                 return;
@@ -597,6 +605,7 @@ static void on_client_closed(struct http_client *c, void *arg)
 {
     struct worker *w = arg;
     w->handles--;
+    exch_fail_flush(w); /* the check handle closes now: complete what it would have */
     ptimer_close(&w->timer, on_ptimer_closed);
     uv_close((uv_handle_t *)&w->cmd, on_handle_closed);
     if (w->check_inited) {
@@ -639,6 +648,7 @@ static void start_users(struct worker *w)
         uint64_t offset = cfg->ramp_users_ns ? cfg->ramp_users_ns * u / cfg->users : 0;
         if (heap_push(w, w->run->start_ns + offset, u)) {
             ts_error("worker %u: out of memory for users", w->index);
+            atomic_fetch_add(&w->run->users_lost, (cfg->users - u64 + step - 1) / step);
             break;
         }
         w->users_active++;

@@ -426,3 +426,45 @@ test('the RAG and agent examples run against the simulator', async () => {
     assert.equal(c.iterations.failed, 0, JSON.stringify(c.iterations));
   }
 });
+
+// A request that cannot be sent (here: a 70,000-byte header, over the
+// client's header limit) must be recorded as failed, its completion deferred
+// to the loop: completing it inside the send re-entered the actor's pump,
+// which could free the actor its caller then wrote to (a use-after-free
+// under ASan). Plain and scenario paths, open and closed loop.
+test('requests that cannot be sent are recorded as failed, on every path', async () => {
+  const big = `X-Big: ${'b'.repeat(70000)}`;
+  const f = write('unsendable.yaml', `
+seed: 5
+duration: 1s
+classes:
+  - name: open
+    rate: 20
+    input_tokens: fixed:16
+    output_tokens: fixed:4
+  - name: users
+    users: 2
+    input_tokens: fixed:16
+    output_tokens: fixed:4
+`);
+  const cases = [
+    ['scenario', [f]],
+    ['plain-open', ['--rate', '20', '--duration', '1s']],
+    ['plain-closed', ['--concurrency', '2', '--duration', '1s']],
+  ];
+  for (const [name, extra] of cases) {
+    const out = path.join(tmp, `unsendable-${name}`);
+    const r = await run(['--target', sim.base, '--model', 'tiny', '--workers', '1', '--header', big,
+      '--save-requests', '--out', out, '-q', ...extra]);
+    assert.equal(r.signal, null, `${name}: ${r.stderr}`);
+    assert.ok(r.code === 0 || r.code === 3, `${name}: exit ${r.code}: ${r.stderr.slice(0, 3000)}`);
+    assert.doesNotMatch(r.stderr, /AddressSanitizer|runtime error/, name);
+    const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+    const reqs = readJsonl(path.join(out, 'requests.jsonl'));
+    assert.ok(reqs.length >= 2, `${name}: ${reqs.length} requests`);
+    assert.ok(reqs.every((q) => q.outcome === 'other' && /^cannot send/.test(q.error)),
+      `${name}: ${JSON.stringify(reqs[0])}`);
+    assert.equal(res.summary.requests, reqs.length, name);
+    assert.equal(res.summary.completed, 0, name);
+  }
+});
