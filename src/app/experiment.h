@@ -3,7 +3,7 @@
  * (Chaos Toolkit's skeleton: title, description, steady-state hypothesis,
  * method, rollbacks, plus the load), the fault calls to a proxy's control
  * API or a simulator's admin API, and the judgement of a finished run from
- * its requests.jsonl. The processes and the clock live in src/cmd/cmd_chaos.c.
+ * its requests.jsonl. The processes and the clock live in app/chaos_run.h.
  * docs/CHAOS.md "Experiments" is the user's manual.
  *
  * File (YAML or JSON, UTF-8, at most EXP_FILE_MAX bytes; unknown keys are

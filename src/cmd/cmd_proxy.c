@@ -1,9 +1,8 @@
 /*
- * tokenstorm proxy - the chaos proxy in front of an LLM service.
+ * tokenstorm proxy - the chaos proxy in front of an LLM service: the
+ * options and --check; serving them is app/serve_proxy.h.
  */
 #include <getopt.h>
-#include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,8 @@
 
 #include "base/log.h"
 #include "base/units.h"
+#include "app/serve_proxy.h"
+#include "chaos/fault.h"
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
 #include "net/addr.h"
@@ -63,54 +64,133 @@ static void usage(FILE *out)
         "  tokenstorm run --target http://127.0.0.1:9000 --rate 5 --duration 30s\n");
 }
 
-struct proxy_main {
-    struct proxy proxy;
-    uv_signal_t sigint, sigterm;
-    uint64_t grace_ms;
-    bool stopping;
+enum {
+    OPT_UPSTREAM = 256,
+    OPT_LISTEN,
+    OPT_API,
+    OPT_NO_API,
+    OPT_FAULTS,
+    OPT_SEED,
+    OPT_INSECURE,
+    OPT_CACERT,
+    OPT_CONNECT_TIMEOUT,
+    OPT_GRACE,
+    OPT_CHECK,
+    OPT_OTLP_ENDPOINT,
+    OPT_OTLP_ALL,
+    OPT_THREADS,
 };
 
-static void on_proxy_closed(struct proxy *p)
+/* The command line, as given; resolve_addresses finishes serve.cfg. */
+struct proxy_opts {
+    struct serve_proxy_opts serve; /* cfg, faults_path, quiet; the rest in cmd_proxy */
+    const char *listen, *api, *otlp_endpoint;
+    uint64_t grace_ns, connect_ns;
+    bool check;
+    char host[ADDR_HOST_MAX], api_host[ADDR_HOST_MAX]; /* serve.cfg's hosts */
+};
+
+/* --seed N. Returns -1, or the exit code with the message printed. */
+static int parse_seed(struct proxy_opts *o, const char *arg)
 {
-    struct proxy_main *m = (struct proxy_main *)((char *)p - offsetof(struct proxy_main, proxy));
-    uv_close((uv_handle_t *)&m->sigint, NULL);
-    uv_close((uv_handle_t *)&m->sigterm, NULL);
+    char *end;
+    o->serve.cfg.seed = strtoull(arg, &end, 10);
+    if (!*arg || *end) {
+        fprintf(stderr, "tokenstorm proxy: --seed: expected an integer, got '%s'\n", arg);
+        return TS_EXIT_USAGE;
+    }
+    return -1;
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+/* --threads N|auto (auto: one per core, at most PROXY_THREADS_MAX). Returns -1 or the exit code. */
+static int parse_threads(struct proxy_opts *o, const char *arg)
 {
-    struct proxy_main *m = h->data;
-    if (m->stopping)
-        return;
-    m->stopping = true;
-    ts_info("proxy: %s: finishing requests (grace %llu ms)",
-            signum == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)m->grace_ms);
-    proxy_shutdown(&m->proxy, m->grace_ms, on_proxy_closed);
+    bool aut = strcmp(arg, "auto") == 0;
+    char *end = NULL;
+    long n = aut ? (long)uv_available_parallelism() : strtol(arg, &end, 10);
+    if (aut && n > PROXY_THREADS_MAX)
+        n = PROXY_THREADS_MAX;
+    if ((!aut && (!*arg || *end)) || n < 1 || n > PROXY_THREADS_MAX) {
+        fprintf(stderr, "tokenstorm proxy: --threads: expected 1..%d or auto, got '%s'\n",
+                PROXY_THREADS_MAX, arg);
+        return TS_EXIT_USAGE;
+    }
+    o->serve.cfg.threads = (int)n;
+    return -1;
 }
 
-static const char *bracket(const char *host, int open)
+/* --connect-timeout, --grace. Returns -1 or the exit code. */
+static int parse_duration(struct proxy_opts *o, int c, const char *arg)
 {
-    return strchr(host, ':') ? (open ? "[" : "]") : "";
+    if (units_parse_duration_ns(arg, c == OPT_GRACE ? &o->grace_ns : &o->connect_ns) != 0) {
+        fprintf(stderr, "tokenstorm proxy: --%s: expected a duration (\"5s\"), got '%s'\n",
+                c == OPT_GRACE ? "grace" : "connect-timeout", arg);
+        return TS_EXIT_USAGE;
+    }
+    return -1;
 }
 
-int cmd_proxy(int argc, char **argv)
+/* One option c (with its argument arg) into o. Returns -1 to go on, or the exit code. */
+static int take_option(struct proxy_opts *o, int c, const char *arg)
 {
-    enum {
-        OPT_UPSTREAM = 256,
-        OPT_LISTEN,
-        OPT_API,
-        OPT_NO_API,
-        OPT_FAULTS,
-        OPT_SEED,
-        OPT_INSECURE,
-        OPT_CACERT,
-        OPT_CONNECT_TIMEOUT,
-        OPT_GRACE,
-        OPT_CHECK,
-        OPT_OTLP_ENDPOINT,
-        OPT_OTLP_ALL,
-        OPT_THREADS,
-    };
+    struct proxy_config *cfg = &o->serve.cfg;
+    switch (c) {
+    case OPT_UPSTREAM:
+        cfg->upstream = arg;
+        return -1;
+    case OPT_LISTEN:
+        o->listen = arg;
+        return -1;
+    case OPT_API:
+        o->api = arg;
+        cfg->api = true;
+        return -1;
+    case OPT_NO_API:
+        cfg->api = false;
+        return -1;
+    case OPT_FAULTS:
+        o->serve.faults_path = arg;
+        return -1;
+    case OPT_SEED:
+        return parse_seed(o, arg);
+    case OPT_INSECURE:
+        cfg->insecure = true;
+        return -1;
+    case OPT_CACERT:
+        cfg->ca_file = arg;
+        return -1;
+    case OPT_CONNECT_TIMEOUT:
+    case OPT_GRACE:
+        return parse_duration(o, c, arg);
+    case OPT_CHECK:
+        o->check = true;
+        return -1;
+    case OPT_OTLP_ENDPOINT:
+        o->otlp_endpoint = arg;
+        return -1;
+    case OPT_OTLP_ALL:
+        cfg->otlp_all = true;
+        return -1;
+    case OPT_THREADS:
+        return parse_threads(o, arg);
+    case 'q':
+        o->serve.quiet = true;
+        return -1;
+    case 'v':
+        ts_log_set_level(TS_LOG_DEBUG);
+        return -1;
+    case 'h':
+        usage(stdout);
+        return TS_EXIT_OK;
+    default:
+        usage(stderr);
+        return TS_EXIT_USAGE;
+    }
+}
+
+/* argv into o. Returns -1 to go on, or the exit code (help, a bad option). */
+static int parse_args(int argc, char **argv, struct proxy_opts *o)
+{
     static const struct option opts[] = {
         {"upstream", required_argument, NULL, OPT_UPSTREAM},
         {"listen", required_argument, NULL, OPT_LISTEN},
@@ -131,235 +211,115 @@ int cmd_proxy(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *listen = "127.0.0.1:9000", *api = "127.0.0.1:9001", *faults = NULL;
-    const char *otlp_endpoint = NULL;
-    struct proxy_config cfg = {.api = true, .seed = 1};
-    uint64_t grace_ns = 5000000000ull, connect_ns = 10000000000ull;
-    bool quiet = false, check = false;
-    char err[1024];
-    int c;
+    int c, rc;
+    *o = (struct proxy_opts){
+        .serve = {.cfg = {.api = true, .seed = 1}},
+        .listen = "127.0.0.1:9000",
+        .api = "127.0.0.1:9001",
+        .grace_ns = 5000000000ull,
+        .connect_ns = 10000000000ull,
+    };
     optind = 1;
     while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_UPSTREAM:
-            cfg.upstream = optarg;
-            break;
-        case OPT_LISTEN:
-            listen = optarg;
-            break;
-        case OPT_API:
-            api = optarg;
-            cfg.api = true;
-            break;
-        case OPT_NO_API:
-            cfg.api = false;
-            break;
-        case OPT_FAULTS:
-            faults = optarg;
-            break;
-        case OPT_SEED: {
-            char *end;
-            cfg.seed = strtoull(optarg, &end, 10);
-            if (!*optarg || *end) {
-                fprintf(stderr, "tokenstorm proxy: --seed: expected an integer, got '%s'\n",
-                        optarg);
-                return TS_EXIT_USAGE;
-            }
-            break;
-        }
-        case OPT_INSECURE:
-            cfg.insecure = true;
-            break;
-        case OPT_CACERT:
-            cfg.ca_file = optarg;
-            break;
-        case OPT_CONNECT_TIMEOUT:
-        case OPT_GRACE:
-            if (units_parse_duration_ns(optarg, c == OPT_GRACE ? &grace_ns : &connect_ns) != 0) {
-                fprintf(stderr, "tokenstorm proxy: --%s: expected a duration (\"5s\"), got '%s'\n",
-                        c == OPT_GRACE ? "grace" : "connect-timeout", optarg);
-                return TS_EXIT_USAGE;
-            }
-            break;
-        case OPT_CHECK:
-            check = true;
-            break;
-        case OPT_OTLP_ENDPOINT:
-            otlp_endpoint = optarg;
-            break;
-        case OPT_OTLP_ALL:
-            cfg.otlp_all = true;
-            break;
-        case OPT_THREADS: {
-            bool aut = strcmp(optarg, "auto") == 0;
-            char *end = NULL;
-            long n = aut ? (long)uv_available_parallelism() : strtol(optarg, &end, 10);
-            if (aut && n > PROXY_THREADS_MAX)
-                n = PROXY_THREADS_MAX;
-            if ((!aut && (!*optarg || *end)) || n < 1 || n > PROXY_THREADS_MAX) {
-                fprintf(stderr, "tokenstorm proxy: --threads: expected 1..%d or auto, got '%s'\n",
-                        PROXY_THREADS_MAX, optarg);
-                return TS_EXIT_USAGE;
-            }
-            cfg.threads = (int)n;
-            break;
-        }
-        case 'q':
-            quiet = true;
-            break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
-            break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        default:
-            usage(stderr);
-            return TS_EXIT_USAGE;
-        }
+        if ((rc = take_option(o, c, optarg)) >= 0)
+            return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "tokenstorm proxy: unexpected argument '%s'\n", argv[optind]);
         return TS_EXIT_USAGE;
     }
-    json_t *specs = NULL;
-    if (faults && fault_file_load(faults, &specs, err, sizeof err) != 0) {
-        fprintf(stderr, "tokenstorm proxy: --faults: %s\n", err);
-        return TS_EXIT_USAGE;
-    }
-    if (check) {
-        json_t *out = json_array();
-        size_t i;
-        json_t *v;
-        int ok = out != NULL;
-        json_array_foreach(specs, i, v)
-        {
-            struct fault f;
-            char msg[512];
-            if (fault_parse_json(v, &f, msg, sizeof msg) != 0) {
-                fprintf(stderr, "tokenstorm proxy: %s: faults[%zu]: %s\n", faults, i, msg);
-                ok = 0;
-                break;
-            }
-            if (json_array_append_new(out, fault_to_json(&f, 0)) != 0)
-                ok = 0;
+    return -1;
+}
+
+/* --check: every spec of the --faults file (specs; NULL: none) as the proxy reads it, on stdout. */
+static int print_faults(const char *path, const json_t *specs)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *v;
+    int ok = out != NULL;
+    json_array_foreach(specs, i, v)
+    {
+        struct fault f;
+        char msg[512];
+        if (fault_parse_json(v, &f, msg, sizeof msg) != 0) {
+            fprintf(stderr, "tokenstorm proxy: %s: faults[%zu]: %s\n", path, i, msg);
+            ok = 0;
+            break;
         }
-        if (ok) {
-            char *s = json_dumps(out, JSON_INDENT(2));
-            if (s)
-                printf("%s\n", s);
-            free(s);
-        }
-        json_decref(out);
-        json_decref(specs);
-        return ok ? TS_EXIT_OK : TS_EXIT_USAGE;
+        if (json_array_append_new(out, fault_to_json(&f, 0)) != 0)
+            ok = 0;
     }
-    if (!cfg.upstream) {
+    if (ok) {
+        char *s = json_dumps(out, JSON_INDENT(2));
+        if (s)
+            printf("%s\n", s);
+        free(s);
+    }
+    json_decref(out);
+    return ok ? TS_EXIT_OK : TS_EXIT_USAGE;
+}
+
+/*
+ * --upstream (required), --listen and --api into serve.cfg, and the times in
+ * ms. Returns -1, or the exit code with the message printed.
+ */
+static int resolve_addresses(struct proxy_opts *o)
+{
+    struct proxy_config *cfg = &o->serve.cfg;
+    char err[1024];
+    if (!cfg->upstream) {
         fprintf(stderr, "tokenstorm proxy: --upstream URL is required\n\n");
         usage(stderr);
-        json_decref(specs);
         return TS_EXIT_USAGE;
     }
-    char host[ADDR_HOST_MAX], api_host[ADDR_HOST_MAX];
-    if (addr_parse(listen, "127.0.0.1", host, &cfg.listen_port, err, sizeof err) ||
-        (cfg.api && addr_parse(api, "127.0.0.1", api_host, &cfg.api_port, err, sizeof err))) {
-        fprintf(stderr, "tokenstorm proxy: %s: %s\n", cfg.api ? "--listen/--api" : "--listen", err);
-        json_decref(specs);
+    if (addr_parse(o->listen, "127.0.0.1", o->host, &cfg->listen_port, err, sizeof err) ||
+        (cfg->api &&
+         addr_parse(o->api, "127.0.0.1", o->api_host, &cfg->api_port, err, sizeof err))) {
+        fprintf(stderr, "tokenstorm proxy: %s: %s\n", cfg->api ? "--listen/--api" : "--listen",
+                err);
         return TS_EXIT_USAGE;
     }
-    cfg.listen_host = host;
-    cfg.api_host = api_host;
-    cfg.connect_timeout_ms = (uint32_t)(connect_ns / 1000000 ? connect_ns / 1000000 : 1);
-    struct otlp_config otlp;
-    otlp_config_init(&otlp);
-    if (otlp_config_from_env(&otlp, otlp_endpoint, err, sizeof err) != 0) {
-        fprintf(stderr, "tokenstorm proxy: %s\n", err);
-        otlp_config_release(&otlp);
-        json_decref(specs);
-        return TS_EXIT_USAGE;
-    }
-    if (http_client_global_init()) {
-        fprintf(stderr, "tokenstorm proxy: cannot initialise libcurl\n");
-        otlp_config_release(&otlp);
-        json_decref(specs);
-        return TS_EXIT_FAIL;
-    }
-    if (otlp.endpoint && otlp_exporter_new(&otlp, &cfg.otlp, err, sizeof err) != 0) {
-        fprintf(stderr, "tokenstorm proxy: OTLP exporter: %s\n", err);
-        otlp_config_release(&otlp);
-        json_decref(specs);
-        http_client_global_cleanup();
-        return TS_EXIT_FAIL;
-    }
-    otlp_config_release(&otlp);
+    cfg->listen_host = o->host;
+    cfg->api_host = o->api_host;
+    cfg->connect_timeout_ms = (uint32_t)(o->connect_ns / 1000000 ? o->connect_ns / 1000000 : 1);
+    o->serve.grace_ms = o->grace_ns / 1000000;
+    return -1;
+}
 
-    uv_loop_t loop;
-    if (uv_loop_init(&loop)) {
-        fprintf(stderr, "tokenstorm proxy: cannot create the event loop\n");
-        otlp_exporter_close(cfg.otlp, NULL);
-        json_decref(specs);
-        http_client_global_cleanup();
-        return TS_EXIT_FAIL;
+int cmd_proxy(int argc, char **argv)
+{
+    struct proxy_opts o;
+    struct otlp_config otlp;
+    json_t *specs = NULL;
+    char err[1024];
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (o.serve.faults_path && fault_file_load(o.serve.faults_path, &specs, err, sizeof err) != 0) {
+        fprintf(stderr, "tokenstorm proxy: --faults: %s\n", err);
+        rc = TS_EXIT_USAGE;
+        goto out;
     }
-    struct proxy_main m = {.grace_ms = grace_ns / 1000000};
-    int exit_code = TS_EXIT_OK;
-    int rc = proxy_init(&m.proxy, &loop, &cfg, err, sizeof err);
-    if (rc) {
+    if (o.check) {
+        rc = print_faults(o.serve.faults_path, specs);
+        goto out_specs;
+    }
+    if ((rc = resolve_addresses(&o)) >= 0)
+        goto out_specs;
+    otlp_config_init(&otlp);
+    if (otlp_config_from_env(&otlp, o.otlp_endpoint, err, sizeof err) != 0) {
         fprintf(stderr, "tokenstorm proxy: %s\n", err);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        exit_code = TS_EXIT_USAGE;
-        goto out_loop;
+        rc = TS_EXIT_USAGE;
+        goto out_otlp;
     }
-    uv_signal_init(&loop, &m.sigint);
-    uv_signal_init(&loop, &m.sigterm);
-    m.sigint.data = m.sigterm.data = &m;
-    if (specs && proxy_add_faults(&m.proxy, specs, err, sizeof err) != 0) {
-        fprintf(stderr, "tokenstorm proxy: %s: %s\n", faults, err);
-        exit_code = TS_EXIT_USAGE;
-        proxy_shutdown(&m.proxy, 0, on_proxy_closed);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        goto out_loop;
-    }
-    if (proxy_listen(&m.proxy, err, sizeof err) != 0) {
-        fprintf(stderr, "tokenstorm proxy: %s\n", err);
-        exit_code = TS_EXIT_FAIL;
-        proxy_shutdown(&m.proxy, 0, on_proxy_closed);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        goto out_loop;
-    }
-    uv_signal_start(&m.sigint, on_signal, SIGINT);
-    uv_signal_start(&m.sigterm, on_signal, SIGTERM);
-    if (!quiet) {
-        char thr[48] = "";
-        if (m.proxy.n_workers > 1)
-            snprintf(thr, sizeof thr, " (%d loop threads)", m.proxy.n_workers);
-        printf("tokenstorm proxy: listening on http://%s%s%s:%d -> %s%s\n", bracket(host, 1), host,
-               bracket(host, 0), proxy_port(&m.proxy), m.proxy.upstream, thr);
-        if (cfg.api)
-            printf("tokenstorm proxy: control API on http://%s%s%s:%d\n", bracket(api_host, 1),
-                   api_host, bracket(api_host, 0), proxy_api_port(&m.proxy));
-        printf("tokenstorm proxy: %zu fault(s) loaded, seed %" PRIu64 "\n", m.proxy.faults.n,
-               cfg.seed);
-        fflush(stdout);
-    }
-    uv_run(&loop, UV_RUN_DEFAULT);
-    if (!quiet)
-        printf("tokenstorm proxy: stopped: %llu requests, %llu upstream errors\n",
-               (unsigned long long)m.proxy.requests_total,
-               (unsigned long long)m.proxy.upstream_errors);
-out_loop:
-    if (uv_loop_close(&loop))
-        ts_warn("proxy: event loop closed with handles open");
-    if (cfg.otlp) { /* after the loop: no request pushes any more */
-        struct otlp_stats st;
-        otlp_exporter_close(cfg.otlp, &st);
-        if (!quiet) {
-            char line[256];
-            otlp_stats_format(&st, line, sizeof line);
-            printf("tokenstorm proxy: %s\n", line);
-        }
-    }
+    o.serve.faults = specs;
+    o.serve.otlp = &otlp;
+    rc = serve_proxy(&o.serve);
+out_otlp:
+    otlp_config_release(&otlp);
+out_specs:
     json_decref(specs);
-    http_client_global_cleanup();
-    return exit_code;
+out:
+    return rc;
 }

@@ -1,20 +1,20 @@
 /*
- * tokenstorm sim - the simulator as a standalone OpenAI-compatible server.
+ * tokenstorm sim - the simulator as a standalone OpenAI-compatible server:
+ * the options; serving them is app/serve_sim.h.
  */
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <uv.h>
 
 #include "base/log.h"
 #include "base/units.h"
+#include "app/serve_sim.h"
 #include "cmd/cmd.h"
 #include "net/addr.h"
 #include "sim/server.h"
 #include "ts_config.h"
 
 #define SIM_DEFAULT_PROFILE "llama3-8b-a100"
+#define SIM_MAX_SETS        64
 
 static void usage(FILE *out)
 {
@@ -90,63 +90,156 @@ static void list_profiles(void)
         printf("  %-24s %s\n", *k, sim_profile_key_help(*k));
 }
 
-struct sim_main {
-    struct sim_server *server;
-    uv_signal_t sigint, sigterm;
-    uint64_t grace_ms;
-    int signals_open;
-    bool stopping;
+enum {
+    OPT_LISTEN = 256,
+    OPT_PROFILE,
+    OPT_CONFIG,
+    OPT_SET,
+    OPT_MODEL,
+    OPT_ANY_MODEL,
+    OPT_NO_NOISE,
+    OPT_SEED,
+    OPT_OUTPUT_LEN,
+    OPT_ANSWERS,
+    OPT_TRACE_LOG,
+    OPT_HEADER_TIMEOUT,
+    OPT_GRACE,
+    OPT_LIST,
+    OPT_SIGN,
+    OPT_ADMIN,
+    OPT_VECTOR_DOCS,
+    OPT_VECTOR_ID,
+    OPT_VECTOR_LATENCY,
+    OPT_VECTOR_DOC_LATENCY,
+    OPT_VERSION,
 };
 
-static void on_signal_closed(uv_handle_t *h)
+/* The command line, as given; build_profile and resolve_listen finish cfg. */
+struct sim_opts {
+    const char *listen, *profile_name, *config, *model, *seed;
+    const char *sets[SIM_MAX_SETS];
+    size_t nsets;
+    bool no_noise;
+    uint64_t grace_ns;
+    struct sim_server_config cfg;
+    char host[ADDR_HOST_MAX]; /* cfg.host */
+};
+
+/* Where an option that is a plain string goes; NULL for the others. */
+static const char **string_slot(struct sim_opts *o, int c)
 {
-    struct sim_main *m = h->data;
-    m->signals_open--;
+    switch (c) {
+    case OPT_LISTEN:
+        return &o->listen;
+    case OPT_PROFILE:
+        return &o->profile_name;
+    case OPT_CONFIG:
+        return &o->config;
+    case OPT_MODEL:
+        return &o->model;
+    case OPT_SEED:
+        return &o->seed;
+    case OPT_OUTPUT_LEN:
+        return &o->cfg.output_len;
+    case OPT_ANSWERS:
+        return &o->cfg.answers_path;
+    case OPT_TRACE_LOG:
+        return &o->cfg.trace_log_path;
+    case OPT_VECTOR_DOCS:
+        return &o->cfg.vector_docs_path;
+    case OPT_VECTOR_ID:
+        return &o->cfg.vector_store_id;
+    case OPT_SIGN:
+        return &o->cfg.sign_key;
+    default:
+        return NULL;
+    }
 }
 
-static void on_server_closed(struct sim_server *s, void *arg)
+/* --vector-latency, --vector-doc-latency: 0 is kept apart from "not given". */
+static int vector_duration(struct sim_opts *o, int c, const char *arg)
 {
-    struct sim_main *m = arg;
-    uv_close((uv_handle_t *)&m->sigint, on_signal_closed);
-    uv_close((uv_handle_t *)&m->sigterm, on_signal_closed);
+    uint64_t ns;
+    if (units_parse_duration_ns(arg, &ns)) {
+        fprintf(stderr, "tokenstorm sim: bad duration '%s' (e.g. 2ms, 500us, 0)\n", arg);
+        return TS_EXIT_USAGE;
+    }
+    *(c == OPT_VECTOR_LATENCY ? &o->cfg.vector_latency_ns : &o->cfg.vector_doc_ns) =
+        ns ? ns : SIM_DURATION_ZERO;
+    return -1;
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+/* --header-timeout (at least 1 ms), --grace. */
+static int server_duration(struct sim_opts *o, int c, const char *arg)
 {
-    struct sim_main *m = h->data;
-    if (m->stopping)
-        return;
-    m->stopping = true;
-    ts_info("sim: %s: finishing streams (grace %llu ms)", signum == SIGINT ? "SIGINT" : "SIGTERM",
-            (unsigned long long)m->grace_ms);
-    sim_server_shutdown(m->server, m->grace_ms, on_server_closed, m);
+    uint64_t ns;
+    if (units_parse_duration_ns(arg, &ns)) {
+        fprintf(stderr, "tokenstorm sim: bad duration '%s' (e.g. 500ms, 10s)\n", arg);
+        return TS_EXIT_USAGE;
+    }
+    if (c == OPT_GRACE)
+        o->grace_ns = ns;
+    else
+        o->cfg.header_timeout_ms = ns / 1000000 ? ns / 1000000 : 1;
+    return -1;
 }
 
-int cmd_sim(int argc, char **argv)
+/* One option c (with its argument arg) into o. Returns -1 to go on, or the exit code. */
+static int take_option(struct sim_opts *o, int c, const char *arg)
 {
-    enum {
-        OPT_LISTEN = 256,
-        OPT_PROFILE,
-        OPT_CONFIG,
-        OPT_SET,
-        OPT_MODEL,
-        OPT_ANY_MODEL,
-        OPT_NO_NOISE,
-        OPT_SEED,
-        OPT_OUTPUT_LEN,
-        OPT_ANSWERS,
-        OPT_TRACE_LOG,
-        OPT_HEADER_TIMEOUT,
-        OPT_GRACE,
-        OPT_LIST,
-        OPT_SIGN,
-        OPT_ADMIN,
-        OPT_VECTOR_DOCS,
-        OPT_VECTOR_ID,
-        OPT_VECTOR_LATENCY,
-        OPT_VECTOR_DOC_LATENCY,
-        OPT_VERSION,
-    };
+    const char **slot = string_slot(o, c);
+    if (slot) {
+        *slot = arg;
+        return -1;
+    }
+    switch (c) {
+    case OPT_SET:
+        if (o->nsets == SIM_MAX_SETS) {
+            fprintf(stderr, "tokenstorm sim: too many --set options\n");
+            return TS_EXIT_USAGE;
+        }
+        o->sets[o->nsets++] = arg;
+        return -1;
+    case OPT_ANY_MODEL:
+        o->cfg.any_model = true;
+        return -1;
+    case OPT_ADMIN:
+        o->cfg.admin = true;
+        return -1;
+    case OPT_NO_NOISE:
+        o->no_noise = true;
+        return -1;
+    case OPT_VECTOR_LATENCY:
+    case OPT_VECTOR_DOC_LATENCY:
+        return vector_duration(o, c, arg);
+    case OPT_HEADER_TIMEOUT:
+    case OPT_GRACE:
+        return server_duration(o, c, arg);
+    case OPT_LIST:
+        list_profiles();
+        return TS_EXIT_OK;
+    case 'q':
+        o->cfg.quiet = true;
+        ts_log_set_level(TS_LOG_WARN);
+        return -1;
+    case 'v':
+        ts_log_set_level(TS_LOG_DEBUG);
+        return -1;
+    case 'h':
+        usage(stdout);
+        return TS_EXIT_OK;
+    case OPT_VERSION:
+        printf("tokenstorm %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    default:
+        usage(stderr);
+        return TS_EXIT_USAGE;
+    }
+}
+
+/* argv into o. Returns -1 to go on, or the exit code (help, a bad option). */
+static int parse_args(int argc, char **argv, struct sim_opts *o)
+{
     static const struct option opts[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"profile", required_argument, NULL, OPT_PROFILE},
@@ -174,201 +267,88 @@ int cmd_sim(int argc, char **argv)
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
-    const char *listen = "127.0.0.1:8000";
-    const char *profile_name = SIM_DEFAULT_PROFILE;
-    const char *config = NULL;
-    const char *model = NULL;
-    const char *seed = NULL;
-    const char *sets[64];
-    size_t nsets = 0;
-    bool no_noise = false;
-    struct sim_server_config cfg = {0};
-    uint64_t grace_ns = 10 * 1000000000ull;
-    char err[512];
-    int c;
+    int c, rc;
+    *o = (struct sim_opts){
+        .listen = "127.0.0.1:8000",
+        .profile_name = SIM_DEFAULT_PROFILE,
+        .grace_ns = 10 * 1000000000ull,
+    };
     optind = 1;
     while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_LISTEN:
-            listen = optarg;
-            break;
-        case OPT_PROFILE:
-            profile_name = optarg;
-            break;
-        case OPT_CONFIG:
-            config = optarg;
-            break;
-        case OPT_SET:
-            if (nsets == sizeof(sets) / sizeof(sets[0])) {
-                fprintf(stderr, "tokenstorm sim: too many --set options\n");
-                return TS_EXIT_USAGE;
-            }
-            sets[nsets++] = optarg;
-            break;
-        case OPT_MODEL:
-            model = optarg;
-            break;
-        case OPT_ANY_MODEL:
-            cfg.any_model = true;
-            break;
-        case OPT_ADMIN:
-            cfg.admin = true;
-            break;
-        case OPT_NO_NOISE:
-            no_noise = true;
-            break;
-        case OPT_SEED:
-            seed = optarg;
-            break;
-        case OPT_OUTPUT_LEN:
-            cfg.output_len = optarg;
-            break;
-        case OPT_ANSWERS:
-            cfg.answers_path = optarg;
-            break;
-        case OPT_TRACE_LOG:
-            cfg.trace_log_path = optarg;
-            break;
-        case OPT_VECTOR_DOCS:
-            cfg.vector_docs_path = optarg;
-            break;
-        case OPT_VECTOR_ID:
-            cfg.vector_store_id = optarg;
-            break;
-        case OPT_VECTOR_LATENCY:
-        case OPT_VECTOR_DOC_LATENCY: {
-            uint64_t ns;
-            if (units_parse_duration_ns(optarg, &ns)) {
-                fprintf(stderr, "tokenstorm sim: bad duration '%s' (e.g. 2ms, 500us, 0)\n", optarg);
-                return TS_EXIT_USAGE;
-            }
-            *(c == OPT_VECTOR_LATENCY ? &cfg.vector_latency_ns : &cfg.vector_doc_ns) =
-                ns ? ns : SIM_DURATION_ZERO;
-            break;
-        }
-        case OPT_HEADER_TIMEOUT:
-        case OPT_GRACE: {
-            uint64_t ns;
-            if (units_parse_duration_ns(optarg, &ns)) {
-                fprintf(stderr, "tokenstorm sim: bad duration '%s' (e.g. 500ms, 10s)\n", optarg);
-                return TS_EXIT_USAGE;
-            }
-            if (c == OPT_GRACE)
-                grace_ns = ns;
-            else
-                cfg.header_timeout_ms = ns / 1000000 ? ns / 1000000 : 1;
-            break;
-        }
-        case OPT_LIST:
-            list_profiles();
-            return TS_EXIT_OK;
-        case OPT_SIGN:
-            cfg.sign_key = optarg;
-            break;
-        case 'q':
-            cfg.quiet = true;
-            ts_log_set_level(TS_LOG_WARN);
-            break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
-            break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case OPT_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default:
-            usage(stderr);
-            return TS_EXIT_USAGE;
-        }
+        if ((rc = take_option(o, c, optarg)) >= 0)
+            return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "tokenstorm sim: unexpected argument '%s'\n", argv[optind]);
         return TS_EXIT_USAGE;
     }
-    if (sim_profile_preset(profile_name, &cfg.profile)) {
-        fprintf(stderr, "tokenstorm sim: unknown profile '%s'; presets:", profile_name);
+    return -1;
+}
+
+/*
+ * The profile: the preset, then --config, the --set options, --no-noise,
+ * --seed, --model, in that order, validated. Returns -1, or the exit code
+ * with the message printed.
+ */
+static int build_profile(struct sim_opts *o)
+{
+    struct sim_profile *p = &o->cfg.profile;
+    char err[512];
+    if (sim_profile_preset(o->profile_name, p)) {
+        fprintf(stderr, "tokenstorm sim: unknown profile '%s'; presets:", o->profile_name);
         for (const char *const *n = sim_profile_names(); *n; n++)
             fprintf(stderr, " %s", *n);
         fprintf(stderr, "\n");
         return TS_EXIT_USAGE;
     }
-    if (config && sim_profile_load_yaml(&cfg.profile, config, err, sizeof(err))) {
+    if (o->config && sim_profile_load_yaml(p, o->config, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm sim: %s\n", err);
         return TS_EXIT_USAGE;
     }
-    for (size_t i = 0; i < nsets; i++) {
-        if (sim_profile_set_kv(&cfg.profile, sets[i], err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm sim: --set %s: %s\n", sets[i], err);
+    for (size_t i = 0; i < o->nsets; i++) {
+        if (sim_profile_set_kv(p, o->sets[i], err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm sim: --set %s: %s\n", o->sets[i], err);
             return TS_EXIT_USAGE;
         }
     }
-    if (no_noise && sim_profile_set(&cfg.profile, "noise", "false", err, sizeof(err)))
+    if (o->no_noise && sim_profile_set(p, "noise", "false", err, sizeof(err)))
         return TS_EXIT_USAGE;
-    if (seed && sim_profile_set(&cfg.profile, "seed", seed, err, sizeof(err))) {
+    if (o->seed && sim_profile_set(p, "seed", o->seed, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm sim: --seed: %s\n", err);
         return TS_EXIT_USAGE;
     }
-    if (model && sim_profile_set(&cfg.profile, "model", model, err, sizeof(err))) {
+    if (o->model && sim_profile_set(p, "model", o->model, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm sim: --model: %s\n", err);
         return TS_EXIT_USAGE;
     }
-    if (sim_profile_validate(&cfg.profile, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm sim: profile %s: %s\n", cfg.profile.name, err);
+    if (sim_profile_validate(p, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm sim: profile %s: %s\n", p->name, err);
         return TS_EXIT_USAGE;
     }
-    char host[ADDR_HOST_MAX];
-    if (addr_parse(listen, "127.0.0.1", host, &cfg.port, err, sizeof(err))) {
+    return -1;
+}
+
+/* --listen into cfg.host and cfg.port. Returns -1, or the exit code with the message printed. */
+static int resolve_listen(struct sim_opts *o)
+{
+    char err[512];
+    if (addr_parse(o->listen, "127.0.0.1", o->host, &o->cfg.port, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm sim: --listen: %s\n", err);
         return TS_EXIT_USAGE;
     }
-    cfg.host = host;
+    o->cfg.host = o->host;
+    return -1;
+}
 
-    uv_loop_t loop;
-    if (uv_loop_init(&loop)) {
-        fprintf(stderr, "tokenstorm sim: cannot create the event loop\n");
-        return TS_EXIT_FAIL;
-    }
-    struct sim_main m = {.grace_ms = grace_ns / 1000000};
-    int rc = sim_server_start(&loop, &cfg, &m.server, err, sizeof(err));
-    if (rc) {
-        fprintf(stderr, "tokenstorm sim: %s\n", err);
-        (void)uv_loop_close(&loop);
-        return TS_EXIT_FAIL;
-    }
-    uv_signal_init(&loop, &m.sigint);
-    uv_signal_init(&loop, &m.sigterm);
-    m.sigint.data = m.sigterm.data = &m;
-    m.signals_open = 2;
-    uv_signal_start(&m.sigint, on_signal, SIGINT);
-    uv_signal_start(&m.sigterm, on_signal, SIGTERM);
-
-    struct sim_profile_caps caps;
-    if (!cfg.quiet && sim_profile_derive(&cfg.profile, &caps) == 0) {
-        printf("tokenstorm sim: listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "",
-               host, strchr(host, ':') ? "]" : "", sim_server_port(m.server));
-        printf("  profile %s, model %s\n", cfg.profile.name, cfg.profile.model);
-        printf("  KV cache %llu tokens (%llu blocks of %u), max_num_seqs %u, "
-               "max_num_batched_tokens %u, max_model_len %u\n",
-               (unsigned long long)caps.kv_tokens, (unsigned long long)caps.kv_blocks,
-               cfg.profile.block_size, caps.max_seqs, cfg.profile.max_num_batched_tokens,
-               cfg.profile.max_model_len);
-        printf("  step >= %.3f ms, knee %.0f batch tokens, noise %s\n", caps.min_step_ms,
-               caps.knee_tokens, cfg.profile.noise ? "on" : "off");
-        fflush(stdout);
-    }
-    uv_run(&loop, UV_RUN_DEFAULT);
-    struct sim_server_stats st;
-    sim_server_stats(m.server, &st);
-    sim_server_free(m.server);
-    rc = uv_loop_close(&loop);
-    if (rc)
-        ts_warn("sim: event loop closed with handles open");
-    if (!cfg.quiet)
-        printf("tokenstorm sim: stopped: %llu requests, %llu finished, %llu cancelled, "
-               "%llu refused (429)\n",
-               (unsigned long long)st.requests, (unsigned long long)st.finished,
-               (unsigned long long)st.cancelled, (unsigned long long)st.rejected_429);
-    return TS_EXIT_OK;
+int cmd_sim(int argc, char **argv)
+{
+    struct sim_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc < 0)
+        rc = build_profile(&o);
+    if (rc < 0)
+        rc = resolve_listen(&o);
+    if (rc < 0)
+        rc = serve_sim(&o.cfg, o.grace_ns / 1000000);
+    return rc;
 }

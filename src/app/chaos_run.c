@@ -1,0 +1,626 @@
+/*
+ * chaos_run.c - the run of a chaos experiment (chaos_run.h): the load as a
+ * child process, the fault phases on their schedule, the rollbacks, the
+ * proxies' own delay, then the judgement written to experiment.json and
+ * printed.
+ */
+#include "app/chaos_run.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "app/experiment.h"
+#include "app/sweep.h"
+#include "report/runfiles.h"
+
+#define POLL_NS    (10 * TS_NS_PER_MS)
+#define KILL_GRACE (15 * TS_NS_PER_S)
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+struct phase_state {
+    bool applied, removed;
+    uint64_t applied_ns, removed_ns;
+    char error[256];
+};
+
+/* A proxy the phases use: its own forward delay before and after the load. */
+struct proxy_watch {
+    const char *url; /* its control API (a phase's url) */
+    struct scrape_hist before, after;
+    char error[256];
+};
+
+struct chaos {
+    const struct experiment *e;
+    const char *file, *out_dir; /* from struct chaos_opts */
+    struct phase_state ph[EXP_MAX_PHASES];
+    struct proxy_watch px[EXP_MAX_PHASES];
+    size_t npx;
+    pid_t pid;
+    bool child_done, forwarded;
+    int status;
+    uint64_t kill_at;
+    bool quiet;
+    /* the load's command line: this binary's `run` into rundir, stdout to runtxt */
+    char exe[PATH_MAX], rundir[PATH_MAX], runtxt[PATH_MAX];
+    const char *args[EXP_MAX_LOAD_ARGS + 8];
+};
+
+/* Sleeps ns; a signal may end it early (the callers poll stop_flag). */
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / TS_NS_PER_S), (long)(ns % TS_NS_PER_S)};
+    (void)nanosleep(&ts, NULL);
+}
+
+/* Reaps the child if it ended; true when it has. */
+static bool child_poll(struct chaos *c)
+{
+    if (c->child_done)
+        return true;
+    int st;
+    pid_t r = waitpid(c->pid, &st, WNOHANG);
+    if (r == c->pid || (r < 0 && errno != EINTR)) {
+        c->child_done = true;
+        c->status = r == c->pid ? st : -1;
+    }
+    return c->child_done;
+}
+
+/* Asks the load to stop (once), then kills it after the grace. */
+static void child_stop(struct chaos *c)
+{
+    uint64_t now = ts_now_ns();
+    if (c->child_done)
+        return;
+    if (!c->forwarded) {
+        (void)kill(-c->pid, SIGINT); /* the group may be gone: child_poll reaps it */
+        c->forwarded = true;
+        c->kill_at = now + KILL_GRACE;
+    } else if (now >= c->kill_at) {
+        (void)kill(-c->pid, SIGKILL);
+    }
+}
+
+/* Waits for the load to end; past deadline (or on a signal) stops it. */
+static void child_wait(struct chaos *c, uint64_t deadline)
+{
+    while (!child_poll(c)) {
+        if (stop_flag || ts_now_ns() >= deadline)
+            child_stop(c);
+        sleep_ns(POLL_NS);
+    }
+}
+
+/*
+ * Applies and removes the phases on their schedule from t0 while the load
+ * runs. Returns 0, 1 when interrupted, or -1 when a fault could not be
+ * applied or the load ended before the last phase.
+ */
+static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
+{
+    const struct experiment *e = c->e;
+    for (;;) {
+        if (stop_flag)
+            return 1;
+        uint64_t now = ts_now_ns(), next = UINT64_MAX;
+        bool left = false;
+        for (size_t i = 0; i < e->nphases; i++) {
+            const struct exp_phase *p = &e->phases[i];
+            struct phase_state *s = &c->ph[i];
+            uint64_t on = t0 + p->at_ns, off = on + p->for_ns;
+            if (!s->applied && now >= on) {
+                if (experiment_apply(p, s->error, sizeof(s->error))) {
+                    snprintf(err, errlen, "phase '%s': %s", p->name, s->error);
+                    return -1;
+                }
+                s->applied = true;
+                s->applied_ns = ts_now_ns();
+                if (!c->quiet)
+                    fprintf(stderr, "chaos: +%.1fs phase '%s' on\n",
+                            (double)(s->applied_ns - t0) / 1e9, p->name);
+            }
+            if (s->applied && !s->removed && now >= off) {
+                uint64_t before = ts_now_ns();
+                if (experiment_remove(p, s->error, sizeof(s->error)))
+                    ts_warn("chaos: phase '%s': %s (the rollbacks try again)", p->name, s->error);
+                s->removed = true;
+                s->removed_ns = before;
+                if (!c->quiet)
+                    fprintf(stderr, "chaos: +%.1fs phase '%s' off\n", (double)(before - t0) / 1e9,
+                            p->name);
+            }
+            if (!s->removed) {
+                left = true;
+                uint64_t t = s->applied ? off : on;
+                next = t < next ? t : next;
+            }
+        }
+        if (!left)
+            return 0;
+        if (child_poll(c)) {
+            snprintf(err, errlen, "the load ended before the last fault phase (see run.txt)");
+            return -1;
+        }
+        now = ts_now_ns();
+        sleep_ns(next > now ? (next - now < POLL_NS ? next - now : POLL_NS) : 0);
+    }
+}
+
+/* Deletes every fault the experiment added, then the file's rollbacks. */
+static json_t *rollbacks(struct chaos *c)
+{
+    const struct experiment *e = c->e;
+    json_t *arr = json_array();
+    char err[256];
+    for (size_t i = 0; i < e->nphases; i++) {
+        if (!c->ph[i].applied)
+            continue;
+        int rc = experiment_remove(&e->phases[i], err, sizeof(err));
+        if (rc)
+            ts_error("chaos: rollback of phase '%s': %s", e->phases[i].name, err);
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:s?}", "phase", e->phases[i].name,
+                                             "action", e->phases[i].remove_path, "ok", rc == 0,
+                                             "error", rc ? err : NULL));
+    }
+    for (size_t i = 0; i < e->nrollbacks; i++) {
+        const struct exp_rollback *r = &e->rollbacks[i];
+        int rc = experiment_rollback(r, err, sizeof(err));
+        if (rc)
+            ts_error("chaos: rollback %s %s: %s", r->method, r->url, err);
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:s?}", "method", r->method, "url",
+                                             r->url, "ok", rc == 0, "error", rc ? err : NULL));
+    }
+    return arr;
+}
+
+/* Writes doc to path through a temporary file. */
+static int write_json(const char *path, const json_t *doc)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (json_dump_file(doc, tmp, JSON_INDENT(2))) {
+        unlink(tmp);
+        return -EIO;
+    }
+    if (rename(tmp, path)) {
+        int rc = -errno;
+        unlink(tmp);
+        return rc;
+    }
+    return 0;
+}
+
+/* The fault windows in ms since the run's start; -1 for phases never applied. */
+static void windows_of(const struct chaos *c, uint64_t run_start, uint64_t run_end,
+                       struct exp_window *w)
+{
+    for (size_t i = 0; i < c->e->nphases; i++) {
+        const struct phase_state *s = &c->ph[i];
+        w[i].from_ms = w[i].to_ms = -1;
+        if (!s->applied)
+            continue;
+        uint64_t a = s->applied_ns > run_start ? s->applied_ns - run_start : 0;
+        uint64_t b = s->removed ? s->removed_ns : run_end;
+        b = b > run_start ? b - run_start : 0;
+        w[i].from_ms = (double)a / 1e6;
+        w[i].to_ms = (double)(b > a ? b : a) / 1e6;
+    }
+}
+
+/* result.json's and experiment.json's "faults": each applied phase with its window. */
+static json_t *faults_json(const struct experiment *e, const struct exp_window *w)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < e->nphases; i++) {
+        if (w[i].from_ms < 0)
+            continue;
+        const char *type = json_string_value(json_object_get(e->phases[i].spec, "type"));
+        json_array_append_new(
+            arr, json_pack("{s:s,s:f,s:f,s:s,s:s,s:s}", "name", e->phases[i].name, "start_s",
+                           w[i].from_ms / 1e3, "end_s", w[i].to_ms / 1e3, "type", type ? type : "",
+                           "target", e->phases[i].target == EXP_TARGET_PROXY ? "proxy" : "sim",
+                           "url", e->phases[i].url));
+    }
+    return arr;
+}
+
+/* One judged window and its probes, as a line each. */
+static void print_window(const json_t *w, const char *label)
+{
+    const json_t *probes = json_object_get(w, "probes"), *p;
+    size_t i;
+    printf("  %-22s %5.1f-%5.1f s %5lld req  %s\n", label,
+           json_number_value(json_object_get(w, "from_s")),
+           json_number_value(json_object_get(w, "to_s")),
+           (long long)json_integer_value(json_object_get(w, "requests")),
+           json_is_true(json_object_get(w, "holds")) ? "holds" : "BROKEN");
+    json_array_foreach(probes, i, p)
+    {
+        printf("      %-28s %-14s %s\n", json_string_value(json_object_get(p, "slo")),
+               json_string_value(json_object_get(p, "actual_text")),
+               json_is_true(json_object_get(p, "holds")) ? "ok" : "FAIL");
+    }
+}
+
+/* The windows (unless quiet) and the verdict on stdout. */
+static void print_report(const json_t *rep, const struct experiment *e, bool quiet)
+{
+    const json_t *phases = json_object_get(rep, "phases"), *w;
+    const json_t *rec = json_object_get(rep, "recovery");
+    size_t i;
+    if (!quiet) {
+        printf("experiment: %s\n", e->title);
+        print_window(json_object_get(rep, "baseline"), "before the faults");
+        json_array_foreach(phases, i, w)
+        {
+            char label[80];
+            snprintf(label, sizeof(label), "during '%.60s'",
+                     json_string_value(json_object_get(w, "name")));
+            print_window(w, label);
+        }
+        size_t n = json_array_size(rec);
+        if (n)
+            print_window(json_array_get(rec, n - 1), n > 1 ? "after (first holding)" : "after");
+        if (n > 1 && !json_is_true(json_object_get(json_array_get(rec, n - 1), "holds")))
+            printf("  (%zu recovery windows, none held)\n", n);
+    }
+    const char *v = json_string_value(json_object_get(rep, "verdict"));
+    double t = json_number_value(json_object_get(rep, "recovery_s"));
+    bool rs = json_is_number(json_object_get(rep, "recovery_s"));
+    bool dev = json_is_true(json_object_get(rep, "deviated"));
+    if (!strcmp(v, "steady"))
+        printf("verdict: steady (the hypothesis held throughout)\n");
+    else if (!strcmp(v, "deviated"))
+        printf("verdict: deviated (broke its tolerance during the faults), recovered after "
+               "%.1f s\n",
+               t);
+    else if (!strcmp(v, "recovered"))
+        printf("verdict: recovered after %.1f s (within tolerance during the faults)\n", t);
+    else if (!strcmp(v, "not_recovered"))
+        printf("verdict: not recovered%s: %s\n", dev ? " (deviated during the faults)" : "",
+               rs ? "slower than max_recovery"
+                  : "the hypothesis did not hold again before the load ended");
+    else
+        printf("verdict: unsteady (the hypothesis did not hold before the first fault)\n");
+}
+
+/* The distinct proxies of the phases, and their forward delay now. */
+static void proxies_before(struct chaos *c)
+{
+    for (size_t i = 0; i < c->e->nphases; i++) {
+        const struct exp_phase *p = &c->e->phases[i];
+        bool seen = p->target != EXP_TARGET_PROXY;
+        for (size_t k = 0; k < c->npx && !seen; k++)
+            seen = strcmp(c->px[k].url, p->url) == 0;
+        if (seen)
+            continue;
+        struct proxy_watch *w = &c->px[c->npx++];
+        w->url = p->url;
+        if (experiment_proxy_delay(w->url, &w->before, w->error, sizeof(w->error)))
+            ts_warn("chaos: %s", w->error);
+    }
+}
+
+/* The same proxies' forward delay after the load (those that answered before). */
+static void proxies_after(struct chaos *c)
+{
+    for (size_t k = 0; k < c->npx; k++) {
+        struct proxy_watch *w = &c->px[k];
+        if (!w->error[0] && experiment_proxy_delay(w->url, &w->after, w->error, sizeof(w->error)))
+            ts_warn("chaos: %s", w->error);
+    }
+}
+
+/* A delay in seconds as "N us" below 1 ms, else "N.NN ms". */
+static void print_delay(const json_t *v, char *out, size_t n)
+{
+    double s = json_real_value(v);
+    if (s < 1e-3)
+        snprintf(out, n, "%.0f us", s * 1e6);
+    else
+        snprintf(out, n, "%.2f ms", s * 1e3);
+}
+
+/* "proxies": what each proxy's own forward delay was during the experiment. */
+static json_t *proxies_json(struct chaos *c)
+{
+    json_t *arr = json_array();
+    for (size_t k = 0; arr && k < c->npx; k++) {
+        struct proxy_watch *w = &c->px[k];
+        json_t *d = w->error[0] ? NULL : exp_delay_json(&w->before, &w->after);
+        json_t *o = json_pack("{s:s,s:o}", "url", w->url, "forward_delay", d ? d : json_null());
+        if (o && w->error[0])
+            json_object_set_new(o, "error", json_string(w->error));
+        json_array_append_new(arr, o);
+        if (c->quiet || !d)
+            continue;
+        char p50[32], p99[32];
+        json_t *pieces = json_object_get(d, "pieces");
+        print_delay(json_object_get(d, "p50_s"), p50, sizeof(p50));
+        print_delay(json_object_get(d, "p99_s"), p99, sizeof(p99));
+        if (json_integer_value(pieces) > 0)
+            printf(
+                "proxy %s: its own delay per forwarded piece p50 %s, p99 %s (%" JSON_INTEGER_FORMAT
+                " pieces)\n",
+                w->url, p50, p99, json_integer_value(pieces));
+    }
+    return arr;
+}
+
+/* experiment.json before the judgement: what ran, and the rollbacks (rb, taken). */
+static json_t *doc_new(const struct chaos *c, json_t *rb, bool interrupted)
+{
+    const struct experiment *e = c->e;
+    json_t *doc = json_object();
+    json_object_set_new(doc, "schema", json_string("tokenstorm.chaos/1"));
+    json_object_set_new(doc, "title", json_string(e->title));
+    if (e->description)
+        json_object_set_new(doc, "description", json_string(e->description));
+    json_object_set_new(doc, "file", json_string(c->file));
+    json_object_set_new(doc, "run_dir", json_string("run"));
+    json_object_set_new(doc, "interrupted", json_boolean(interrupted));
+    json_object_set_new(doc, "rollbacks", rb);
+    return doc;
+}
+
+/*
+ * The fault windows into doc and the run's result.json (res, read from
+ * path), so a report of the run shows them. A result.json that cannot be
+ * rewritten is warned about: the judgement does not need it.
+ */
+static void add_faults(const struct chaos *c, json_t *doc, json_t *res, const char *path,
+                       const struct exp_window *w)
+{
+    json_t *faults = faults_json(c->e, w);
+    json_object_set(doc, "faults", faults);
+    json_object_set_new(res, "faults", faults);
+    if (write_json(path, res))
+        ts_warn("chaos: cannot add the fault windows to %s", path);
+}
+
+/* Judges the finished run and writes experiment.json; returns the exit code. */
+static int judge(struct chaos *c, json_t *rb, bool interrupted, const char *failure)
+{
+    const struct experiment *e = c->e;
+    const char *dir = c->out_dir;
+    char path[PATH_MAX], err[512] = "";
+    json_t *res = NULL, *doc = doc_new(c, rb, interrupted), *rep = NULL;
+    const json_t *run;
+    struct exp_requests *reqs = NULL;
+    struct exp_window w[EXP_MAX_PHASES];
+    enum exp_verdict v = EXP_UNSTEADY;
+    uint64_t start;
+    double dur;
+    int code = failure ? TS_EXIT_FAIL : TS_EXIT_OK;
+
+    snprintf(path, sizeof(path), "%s/run/result.json", dir);
+    if (runfiles_load_result(path, &res, err, sizeof(err))) {
+        if (!failure)
+            failure = err;
+        code = TS_EXIT_FAIL;
+        goto out;
+    }
+    run = json_object_get(res, "run");
+    start = (uint64_t)json_integer_value(json_object_get(run, "start_mono_ns"));
+    dur = json_number_value(json_object_get(run, "duration_s"));
+    if (!start) {
+        failure = "result.json has no run.start_mono_ns";
+        code = TS_EXIT_FAIL;
+        goto out;
+    }
+    windows_of(c, start, start + (uint64_t)(dur * 1e9), w);
+    add_faults(c, doc, res, path, w);
+    snprintf(path, sizeof(path), "%s/run/requests.jsonl", dir);
+    if (exp_requests_load(path, &reqs, err, sizeof(err))) {
+        if (!failure)
+            failure = err;
+        code = TS_EXIT_FAIL;
+        goto out;
+    }
+    if (experiment_judge(e, reqs, w, 0, &v, &rep)) {
+        failure = "out of memory";
+        code = TS_EXIT_FAIL;
+        goto out;
+    }
+    json_object_update(doc, rep);
+    if (!interrupted && !failure)
+        code = exp_verdict_exit(v);
+    if (!interrupted && !failure)
+        print_report(rep, e, c->quiet);
+    json_object_set_new(doc, "proxies", proxies_json(c));
+out:
+    if (interrupted)
+        code = TS_EXIT_INTERRUPTED;
+    if (failure) {
+        json_object_set_new(doc, "error", json_string(failure));
+        fprintf(stderr, "tokenstorm chaos: %s\n", failure);
+    }
+    if (interrupted || failure)
+        json_object_set_new(doc, "verdict", json_null());
+    json_object_set_new(doc, "exit_code", json_integer(code));
+    snprintf(path, sizeof(path), "%s/experiment.json", dir);
+    if (write_json(path, doc)) {
+        fprintf(stderr, "tokenstorm chaos: cannot write %s\n", path);
+        if (!code)
+            code = TS_EXIT_FAIL;
+    }
+    exp_requests_free(reqs);
+    json_decref(rep);
+    json_decref(res);
+    json_decref(doc);
+    return code;
+}
+
+/*
+ * The load's command line and its folders: this binary's `run` with the
+ * file's load arguments, its requests saved into DIR/run, its summary into
+ * DIR/run.txt. Returns 0, or -1 with the message printed.
+ */
+static int prepare_load(struct chaos *c)
+{
+    const struct experiment *e = c->e;
+    char err[1024];
+    size_t n = 0;
+    ssize_t len = readlink("/proc/self/exe", c->exe, sizeof(c->exe) - 1);
+    if (len <= 0) {
+        fprintf(stderr, "tokenstorm chaos: cannot find my own binary\n");
+        return -1;
+    }
+    c->exe[len] = '\0';
+    snprintf(c->rundir, sizeof(c->rundir), "%s/run", c->out_dir);
+    snprintf(c->runtxt, sizeof(c->runtxt), "%s/run.txt", c->out_dir);
+    if (sweep_make_dirs(c->rundir, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm chaos: %s\n", err);
+        return -1;
+    }
+    c->args[n++] = c->exe;
+    c->args[n++] = "run";
+    for (size_t i = 0; i < e->nload; i++)
+        c->args[n++] = e->load[i];
+    c->args[n++] = "--save-requests";
+    c->args[n++] = "--out";
+    c->args[n++] = c->rundir;
+    c->args[n++] = "-q";
+    c->args[n] = NULL;
+    return 0;
+}
+
+/*
+ * SIGINT and SIGTERM set stop_flag while the experiment runs (the load has
+ * its own process group: child_stop passes the stop on). Returns 0, or -1
+ * with the message printed and nothing changed.
+ */
+static int signals_catch(struct sigaction *old_int, struct sigaction *old_term)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    int rc = sigaction(SIGINT, &sa, old_int) ? -errno : 0;
+    if (!rc && sigaction(SIGTERM, &sa, old_term)) {
+        rc = -errno;
+        (void)sigaction(SIGINT, old_int, NULL);
+    }
+    if (rc) {
+        fprintf(stderr, "tokenstorm chaos: cannot catch SIGINT/SIGTERM: %s\n", strerror(-rc));
+        return -1;
+    }
+    stop_flag = 0;
+    return 0;
+}
+
+/* Puts back the handlers signals_catch found (cannot fail: they were valid). */
+static void signals_restore(const struct sigaction *old_int, const struct sigaction *old_term)
+{
+    (void)sigaction(SIGINT, old_int, NULL);
+    (void)sigaction(SIGTERM, old_term, NULL);
+}
+
+/* Why a load that was not stopped counts as failed (exit status other than 0 or 1), in failure. */
+static void load_status(const struct chaos *c, char *failure, size_t n)
+{
+    if (c->status < 0 || !WIFEXITED(c->status) ||
+        (WEXITSTATUS(c->status) != 0 && WEXITSTATUS(c->status) != 1))
+        snprintf(failure, n, "the load failed (exit status %d; see %.300s)",
+                 c->status >= 0 && WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1, c->runtxt);
+}
+
+/*
+ * The experiment proper: the load, the phases, the rollbacks (always, before
+ * the load winds down), then the judgement. Returns the exit code.
+ */
+static int execute(struct chaos *c)
+{
+    const struct experiment *e = c->e;
+    char err[1024], failure[512] = "";
+
+    proxies_before(c);
+    if (sweep_spawn(c->args, c->runtxt, &c->pid, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm chaos: %s\n", err);
+        return TS_EXIT_FAIL;
+    }
+    uint64_t t0 = ts_now_ns();
+    uint64_t deadline = t0 + sweep_run_deadline_ns((const char *const *)e->load, e->nload);
+    if (!c->quiet)
+        fprintf(stderr, "chaos: '%s': load started (pid %d), %zu phases, results in %s\n", e->title,
+                (int)c->pid, e->nphases, c->out_dir);
+    int r = run_phases(c, t0, failure, sizeof(failure));
+    bool interrupted = r == 1 || stop_flag;
+    if (r != 0)
+        child_stop(c); /* end the load now: rollbacks first, judgement of what ran */
+    json_t *rb = rollbacks(c);
+    child_wait(c, r == 0 ? deadline : ts_now_ns() + KILL_GRACE);
+    interrupted |= stop_flag != 0;
+    proxies_after(c);
+    if (!interrupted && !failure[0])
+        load_status(c, failure, sizeof(failure));
+    return judge(c, rb, interrupted, failure[0] ? failure : NULL);
+}
+
+/* --check: the file is valid; what it holds, in one line. */
+static void print_check(const char *file, const struct experiment *e)
+{
+    printf("%s: ok: %zu probes, %zu phases, faults end at %.1f s\n", file, e->nprobes, e->nphases,
+           (double)experiment_faults_end_ns(e) / 1e9);
+}
+
+int chaos_run(const struct chaos_opts *o)
+{
+    struct experiment *e = NULL;
+    struct chaos *c = NULL;
+    struct sigaction old_int, old_term;
+    char err[1024];
+    int code = TS_EXIT_USAGE;
+
+    if (experiment_load(o->file, &e, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm chaos: %s\n", err);
+        goto out;
+    }
+    if (o->check) {
+        print_check(o->file, e);
+        code = TS_EXIT_OK;
+        goto out_free_experiment;
+    }
+    code = TS_EXIT_FAIL;
+    c = ts_calloc(1, sizeof(*c));
+    if (!c) {
+        fprintf(stderr, "tokenstorm chaos: cannot find my own binary\n");
+        goto out_free_experiment;
+    }
+    c->e = e;
+    c->file = o->file;
+    c->out_dir = o->out_dir;
+    c->quiet = o->quiet;
+    if (prepare_load(c) || signals_catch(&old_int, &old_term))
+        goto out_free_chaos;
+    code = execute(c);
+    signals_restore(&old_int, &old_term);
+out_free_chaos:
+    ts_free(c);
+out_free_experiment:
+    experiment_free(e);
+out:
+    return code;
+}
