@@ -548,21 +548,29 @@ static const struct {
 
 #define SERIES_MAX 24
 
-/*
- * CDF and spectrum of metric m for up to SERIES_MAX documents (legend names
- * from labels, NULL for none). idp is the id prefix ("dist", "sweep1"); what
- * is shown in titles.
- */
-static void dist_charts(struct page *p, const char *idp, const struct report_doc *const *docs,
-                        const char *const *labels, size_t n, enum stat_metric m, const char *key,
-                        const char *what)
-{
+/* One metric's distribution series, one per document with samples, and their x axis. */
+struct dist_series {
     struct svg_series cdf[SERIES_MAX], spec[SERIES_MAX];
-    double lo = INFINITY, hi = 0, med = INFINITY;
+    size_t n;
+    bool logx; /* a long tail: latency on a log axis from t.lo to t.hi */
     struct svg_ticks t;
-    char id[96], title[128], xlabel[64];
-    size_t k = 0;
+};
 
+/*
+ * The CDF and spectrum series of metric m for up to SERIES_MAX documents
+ * (legend names from labels, NULL for none), and whether the latency axis is
+ * logarithmic: when the maximum is 20 times the median or more. That axis
+ * starts at the 1st percentile (or 1% of the median), so a handful of
+ * near-zero values do not waste decades of it.
+ */
+static void dist_series_of(struct page *p, const struct report_doc *const *docs,
+                           const char *const *labels, size_t n, enum stat_metric m,
+                           struct dist_series *ds)
+{
+    double lo = INFINITY, hi = 0, med = INFINITY;
+
+    ds->n = 0;
+    ds->logx = false;
     if (n > SERIES_MAX)
         n = SERIES_MAX;
     for (size_t i = 0; i < n && !p->rc; i++) {
@@ -577,58 +585,85 @@ static void dist_charts(struct page *p, const char *idp, const struct report_doc
         lo = fmin(lo, fmax(p1, p50 / 100)); /* a few zero gaps do not stretch a log axis */
         hi = fmax(hi, mx);
         med = fmin(med, p50);
-        series_of(&cdf[k], cdf_of(p, h), labels[i], (int)i, SVG_STEP);
-        series_of(&spec[k], spectrum_of(p, h), labels[i], (int)i, SVG_LINE);
-        k++;
+        series_of(&ds->cdf[ds->n], cdf_of(p, h), labels[i], (int)i, SVG_STEP);
+        series_of(&ds->spec[ds->n], spectrum_of(p, h), labels[i], (int)i, SVG_LINE);
+        ds->n++;
     }
-    if (p->rc)
-        return;
+    ds->logx = ds->n && hi / med >= 20 && svg_ticks_log(lo, hi, 6, &ds->t) == 0;
+}
+
+/* The CDF chart "<idp>-<key>-cdf": latency on x, the share at or below it on y. */
+static void dist_cdf_chart(struct page *p, const char *idp, enum stat_metric m, const char *key,
+                           const char *what, struct dist_series *ds)
+{
+    char id[96], title[128], xlabel[64];
+
+    snprintf(id, sizeof(id), "%s-%s-cdf", idp, key);
+    snprintf(title, sizeof(title), "%s distribution (CDF)", what);
     snprintf(xlabel, sizeof(xlabel), "%s (ms)", what);
     struct svg_chart c = {
         .id = id,
         .title = title,
         .x = {.label = xlabel, .min = NAN, .max = NAN, .include_zero = true},
         .y = {.label = "requests at or below (%)", .min = 0, .max = 100},
-        .series = cdf,
-        .nseries = k,
+        .series = ds->cdf,
+        .nseries = ds->n,
         .note = "no samples",
     };
     if (m == STAT_ITL)
         c.y.label = "gaps at or below (%)";
-    /*
-     * A long tail (the maximum 20 times the median or more) reads better on a
-     * log axis; it starts at the 1st percentile (or 1% of the median), so a
-     * handful of near-zero values do not waste decades of it.
-     */
-    bool logx = k && hi / med >= 20 && svg_ticks_log(lo, hi, 6, &t) == 0;
-    if (logx) {
+    if (ds->logx) {
         c.x.scale = SVG_SCALE_LOG;
         c.x.include_zero = false;
-        c.x.min = t.lo;
-        c.x.max = t.hi;
+        c.x.min = ds->t.lo;
+        c.x.max = ds->t.hi;
     }
-    snprintf(id, sizeof(id), "%s-%s-cdf", idp, key);
-    snprintf(title, sizeof(title), "%s distribution (CDF)", what);
     chart(p, &c);
+}
 
-    struct svg_chart s = {
+/* The spectrum chart "<idp>-<key>-spectrum": percentile on x (one step per nine), latency on y. */
+static void dist_spectrum_chart(struct page *p, const char *idp, const char *key, const char *what,
+                                struct dist_series *ds)
+{
+    char id[96], title[128], ylabel[64];
+
+    snprintf(id, sizeof(id), "%s-%s-spectrum", idp, key);
+    snprintf(title, sizeof(title), "%s percentile spectrum", what);
+    snprintf(ylabel, sizeof(ylabel), "%s (ms)", what);
+    struct svg_chart c = {
         .id = id,
         .title = title,
         .x = {.label = "percentile", .scale = SVG_SCALE_SPECTRUM, .min = NAN, .max = NAN},
-        .y = {.label = xlabel, .min = NAN, .max = NAN, .include_zero = true},
-        .series = spec,
-        .nseries = k,
+        .y = {.label = ylabel, .min = NAN, .max = NAN, .include_zero = true},
+        .series = ds->spec,
+        .nseries = ds->n,
         .note = "no samples",
     };
-    if (logx) {
-        s.y.scale = SVG_SCALE_LOG;
-        s.y.include_zero = false;
-        s.y.min = t.lo;
-        s.y.max = t.hi;
+    if (ds->logx) {
+        c.y.scale = SVG_SCALE_LOG;
+        c.y.include_zero = false;
+        c.y.min = ds->t.lo;
+        c.y.max = ds->t.hi;
     }
-    snprintf(id, sizeof(id), "%s-%s-spectrum", idp, key);
-    snprintf(title, sizeof(title), "%s percentile spectrum", what);
-    chart(p, &s);
+    chart(p, &c);
+}
+
+/*
+ * CDF and spectrum of metric m for up to SERIES_MAX documents (legend names
+ * from labels, NULL for none). idp is the id prefix ("dist", "sweep1"); what
+ * is shown in titles.
+ */
+static void dist_charts(struct page *p, const char *idp, const struct report_doc *const *docs,
+                        const char *const *labels, size_t n, enum stat_metric m, const char *key,
+                        const char *what)
+{
+    struct dist_series ds;
+
+    dist_series_of(p, docs, labels, n, m, &ds);
+    if (p->rc)
+        return;
+    dist_cdf_chart(p, idp, m, key, what, &ds);
+    dist_spectrum_chart(p, idp, key, what, &ds);
 }
 
 static void distributions_section(struct page *p, const struct report_docset *set)
@@ -1002,32 +1037,27 @@ static size_t fault_bands(const json_t *doc, struct svg_band *bands, size_t max)
 
 #define BANDS_MAX 64
 
-static void timeline_charts(struct page *p, const struct report_doc *d, int run)
-{
-    const json_t *tl = report_json_arr(d->doc, "timeline"),
-                 *srv = report_json_arr(d->doc, "server_timeline");
+/* A run's timeline as point lists owned by the page, and its fault windows. */
+struct timeline {
+    int run; /* the run's number, for element ids */
     struct svg_band bands[BANDS_MAX];
-    size_t nb = fault_bands(d->doc, bands, BANDS_MAX);
-    struct vec *sent = page_vec(p), *done = page_vec(p), *errs = page_vec(p);
-    struct vec *inflight = page_vec(p), *tok = page_vec(p), *chunks = page_vec(p);
-    struct vec *t50 = page_vec(p), *t99 = page_vec(p);
+    size_t nbands;
+    /* from "timeline": per-second rates (a gap where a second is missing) */
+    struct vec *sent, *done, *errs, *inflight, *tok, *chunks;
+    struct vec *t50, *t99; /* TTFT (ms); a gap where a second measured none */
+    /* from "server_timeline" */
+    struct vec *srun, *swait, *spre, *skv, *sttft;
+    bool kv_percent; /* kv_usage came in percent, not as a fraction */
+};
+
+/* The points of the run's own timeline: counts per second turned into rates. */
+static void timeline_points(struct page *p, const json_t *arr, struct timeline *tl)
+{
     const json_t *pt;
     size_t i;
     double prev = 0;
-    char id[64];
 
-    if (p->rc)
-        return;
-    emit(p, "<h3>Timeline</h3>");
-    if (!json_array_size(tl) && !json_array_size(srv)) {
-        emit(p, "<p class=\"note\">This result has no timeline.</p>\n");
-        return;
-    }
-    emit(p, "<p class=\"sub\">Per-second points from the start of the measured window.");
-    if (nb)
-        emit(p, " Shaded: fault windows.");
-    emit(p, "</p>\n<div class=\"charts\">\n");
-    json_array_foreach(tl, i, pt)
+    json_array_foreach(arr, i, pt)
     {
         double t = report_json_num(pt, "t_s");
         if (!isfinite(t))
@@ -1037,112 +1067,209 @@ static void timeline_charts(struct page *p, const struct report_doc *d, int run)
         if (!(dt > 0.05))
             dt = NAN;
         double completed = report_json_num(pt, "completed");
-        vec_push(p, sent, t, report_json_num(pt, "sent") / dt);
-        vec_push(p, done, t, completed / dt);
-        vec_push(p, errs, t, report_json_num(pt, "errors") / dt);
-        vec_push(p, inflight, t, report_json_num(pt, "in_flight"));
-        vec_push(p, tok, t, report_json_num(pt, "output_tokens") / dt);
-        vec_push(p, chunks, t, report_json_num(pt, "chunks") / dt);
+        vec_push(p, tl->sent, t, report_json_num(pt, "sent") / dt);
+        vec_push(p, tl->done, t, completed / dt);
+        vec_push(p, tl->errs, t, report_json_num(pt, "errors") / dt);
+        vec_push(p, tl->inflight, t, report_json_num(pt, "in_flight"));
+        vec_push(p, tl->tok, t, report_json_num(pt, "output_tokens") / dt);
+        vec_push(p, tl->chunks, t, report_json_num(pt, "chunks") / dt);
         /* A second in which no TTFT was measured has 0 there: leave a gap. */
         double a = report_json_num(pt, "ttft_p50_ms"), b = report_json_num(pt, "ttft_p99_ms");
-        vec_push(p, t50, t, a > 0 ? a : NAN);
-        vec_push(p, t99, t, b > 0 ? b : NAN);
+        vec_push(p, tl->t50, t, a > 0 ? a : NAN);
+        vec_push(p, tl->t99, t, b > 0 ? b : NAN);
     }
-    struct svg_series s[4];
-    struct svg_chart c = {
-        .id = id,
-        .height = 300,
-        .x = {.label = "time (s)", .min = 0, .max = NAN},
-        .y = {.min = NAN, .max = NAN, .include_zero = true},
-        .series = s,
-        .bands = bands,
-        .nbands = nb,
-        .band_legend = "fault window",
-        .note = "no data",
-    };
-    if (json_array_size(tl)) {
-        snprintf(id, sizeof(id), "run%d-timeline-rate", run);
-        c.title = "Request rate: offered and achieved";
-        c.y.label = "requests/s";
-        series_of(&s[0], sent, "offered (sent)", 7, SVG_LINE);
-        s[0].dashed = true;
-        series_of(&s[1], done, "achieved (completed)", 0, SVG_LINE);
-        series_of(&s[2], errs, "errors", 3, SVG_LINE);
-        c.nseries = 3;
-        chart(p, &c);
+}
 
-        snprintf(id, sizeof(id), "run%d-timeline-inflight", run);
-        c.title = "Requests in flight";
-        c.y.label = "requests";
-        series_of(&s[0], inflight, "in flight", 4, SVG_LINE);
-        c.nseries = 1;
-        chart(p, &c);
+/* The points of the server's scraped timeline. */
+static void server_points(struct page *p, const json_t *arr, struct timeline *tl)
+{
+    const json_t *pt;
+    size_t i;
 
-        snprintf(id, sizeof(id), "run%d-timeline-tokens", run);
-        c.title = "Output tokens and chunks per second";
-        c.y.label = "per second";
-        series_of(&s[0], tok, "output tokens/s", 2, SVG_LINE);
-        series_of(&s[1], chunks, "chunks/s", 1, SVG_LINE);
-        s[1].dashed = true;
-        c.nseries = 2;
-        chart(p, &c);
-    }
-
-    struct vec *srun = page_vec(p), *swait = page_vec(p), *spre = page_vec(p), *skv = page_vec(p);
-    struct vec *sttft = page_vec(p);
-    bool kv_percent = false;
-    json_array_foreach(srv, i, pt)
+    json_array_foreach(arr, i, pt)
     {
         double t = report_json_num(pt, "t_s");
         if (!isfinite(t))
             continue;
-        vec_push(p, srun, t, report_json_num(pt, "running"));
-        vec_push(p, swait, t, report_json_num(pt, "waiting"));
-        vec_push(p, spre, t, report_json_num(pt, "preemptions"));
+        vec_push(p, tl->srun, t, report_json_num(pt, "running"));
+        vec_push(p, tl->swait, t, report_json_num(pt, "waiting"));
+        vec_push(p, tl->spre, t, report_json_num(pt, "preemptions"));
         double kv = report_json_num(pt, "kv_usage");
-        vec_push(p, skv, t, kv);
-        kv_percent |= kv > 1.0;
+        vec_push(p, tl->skv, t, kv);
+        tl->kv_percent |= kv > 1.0;
         double st = report_json_num(pt, "ttft_p50_ms");
-        vec_push(p, sttft, t, st > 0 ? st : NAN);
+        vec_push(p, tl->sttft, t, st > 0 ? st : NAN);
     }
-    if (p->rc)
-        return;
-    if (json_array_size(tl)) {
-        snprintf(id, sizeof(id), "run%d-timeline-ttft", run);
-        c.title = "TTFT over time";
-        c.y.label = "TTFT (ms)";
-        series_of(&s[0], t50, "p50", 0, SVG_LINE);
-        series_of(&s[1], t99, "p99", 3, SVG_LINE);
-        c.nseries = 2;
-        if (sttft->n) {
-            series_of(&s[2], sttft, "server p50", 2, SVG_LINE);
-            s[2].dashed = true;
-            c.nseries = 3;
-        }
-        chart(p, &c);
-    }
-    if (srun->n) {
-        snprintf(id, sizeof(id), "run%d-timeline-server", run);
-        c.title = "Server: batch and queue (scraped)";
-        c.y.label = "requests";
-        series_of(&s[0], srun, "running", 0, SVG_LINE);
-        series_of(&s[1], swait, "waiting", 1, SVG_LINE);
-        series_of(&s[2], spre, "preemptions", 3, SVG_LINE);
+}
+
+/* A fresh timeline chart: seconds from 0 on x, y from 0, the fault windows shaded. */
+static struct svg_chart timeline_chart(const struct timeline *tl, const char *id, const char *title,
+                                       const char *ylabel)
+{
+    return (struct svg_chart){
+        .id = id,
+        .title = title,
+        .height = 300,
+        .x = {.label = "time (s)", .min = 0, .max = NAN},
+        .y = {.label = ylabel, .min = NAN, .max = NAN, .include_zero = true},
+        .bands = tl->bands,
+        .nbands = tl->nbands,
+        .band_legend = "fault window",
+        .note = "no data",
+    };
+}
+
+/* Offered (sent) and achieved (completed) requests per second, and errors. */
+static void timeline_rate_chart(struct page *p, const struct timeline *tl)
+{
+    struct svg_series s[3];
+    char id[64];
+
+    snprintf(id, sizeof(id), "run%d-timeline-rate", tl->run);
+    struct svg_chart c = timeline_chart(tl, id, "Request rate: offered and achieved", "requests/s");
+    series_of(&s[0], tl->sent, "offered (sent)", 7, SVG_LINE);
+    s[0].dashed = true;
+    series_of(&s[1], tl->done, "achieved (completed)", 0, SVG_LINE);
+    series_of(&s[2], tl->errs, "errors", 3, SVG_LINE);
+    c.series = s;
+    c.nseries = 3;
+    chart(p, &c);
+}
+
+static void timeline_inflight_chart(struct page *p, const struct timeline *tl)
+{
+    struct svg_series s[1];
+    char id[64];
+
+    snprintf(id, sizeof(id), "run%d-timeline-inflight", tl->run);
+    struct svg_chart c = timeline_chart(tl, id, "Requests in flight", "requests");
+    series_of(&s[0], tl->inflight, "in flight", 4, SVG_LINE);
+    c.series = s;
+    c.nseries = 1;
+    chart(p, &c);
+}
+
+static void timeline_tokens_chart(struct page *p, const struct timeline *tl)
+{
+    struct svg_series s[2];
+    char id[64];
+
+    snprintf(id, sizeof(id), "run%d-timeline-tokens", tl->run);
+    struct svg_chart c =
+        timeline_chart(tl, id, "Output tokens and chunks per second", "per second");
+    series_of(&s[0], tl->tok, "output tokens/s", 2, SVG_LINE);
+    series_of(&s[1], tl->chunks, "chunks/s", 1, SVG_LINE);
+    s[1].dashed = true;
+    c.series = s;
+    c.nseries = 2;
+    chart(p, &c);
+}
+
+/* TTFT p50 and p99 per second, and the server's own p50 when it was scraped. */
+static void timeline_ttft_chart(struct page *p, const struct timeline *tl)
+{
+    struct svg_series s[3];
+    char id[64];
+
+    snprintf(id, sizeof(id), "run%d-timeline-ttft", tl->run);
+    struct svg_chart c = timeline_chart(tl, id, "TTFT over time", "TTFT (ms)");
+    series_of(&s[0], tl->t50, "p50", 0, SVG_LINE);
+    series_of(&s[1], tl->t99, "p99", 3, SVG_LINE);
+    c.series = s;
+    c.nseries = 2;
+    if (tl->sttft->n) {
+        series_of(&s[2], tl->sttft, "server p50", 2, SVG_LINE);
         s[2].dashed = true;
         c.nseries = 3;
-        chart(p, &c);
+    }
+    chart(p, &c);
+}
 
-        if (!kv_percent)
-            for (size_t k = 0; k < skv->n; k++)
-                skv->y[k] *= 100;
-        snprintf(id, sizeof(id), "run%d-timeline-kv", run);
-        c.title = "Server: KV cache usage (scraped)";
-        c.y.label = "KV cache used (%)";
-        c.y.min = 0;
-        c.y.max = 100;
-        series_of(&s[0], skv, "KV cache usage", 4, SVG_LINE);
-        c.nseries = 1;
-        chart(p, &c);
+/* The server's batch (running), queue (waiting) and preemptions. */
+static void timeline_server_chart(struct page *p, const struct timeline *tl)
+{
+    struct svg_series s[3];
+    char id[64];
+
+    snprintf(id, sizeof(id), "run%d-timeline-server", tl->run);
+    struct svg_chart c = timeline_chart(tl, id, "Server: batch and queue (scraped)", "requests");
+    series_of(&s[0], tl->srun, "running", 0, SVG_LINE);
+    series_of(&s[1], tl->swait, "waiting", 1, SVG_LINE);
+    series_of(&s[2], tl->spre, "preemptions", 3, SVG_LINE);
+    s[2].dashed = true;
+    c.series = s;
+    c.nseries = 3;
+    chart(p, &c);
+}
+
+/* The server's KV cache usage in percent (scaled from a fraction when it came as one). */
+static void timeline_kv_chart(struct page *p, struct timeline *tl)
+{
+    struct svg_series s[1];
+    char id[64];
+
+    if (!tl->kv_percent)
+        for (size_t k = 0; k < tl->skv->n; k++)
+            tl->skv->y[k] *= 100;
+    snprintf(id, sizeof(id), "run%d-timeline-kv", tl->run);
+    struct svg_chart c =
+        timeline_chart(tl, id, "Server: KV cache usage (scraped)", "KV cache used (%)");
+    c.y.min = 0;
+    c.y.max = 100;
+    series_of(&s[0], tl->skv, "KV cache usage", 4, SVG_LINE);
+    c.series = s;
+    c.nseries = 1;
+    chart(p, &c);
+}
+
+/* The point lists of a timeline, owned by the page; false (p->rc set) when one failed. */
+static bool timeline_init(struct page *p, struct timeline *tl, const json_t *doc, int run)
+{
+    memset(tl, 0, sizeof(*tl));
+    tl->run = run;
+    tl->nbands = fault_bands(doc, tl->bands, BANDS_MAX);
+    struct vec **all[] = {&tl->sent,   &tl->done, &tl->errs, &tl->inflight, &tl->tok,
+                          &tl->chunks, &tl->t50,  &tl->t99,  &tl->srun,     &tl->swait,
+                          &tl->spre,   &tl->skv,  &tl->sttft};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        *all[i] = page_vec(p);
+    return !p->rc;
+}
+
+/*
+ * The run's timeline charts: rate, in flight, tokens and TTFT from its own
+ * timeline, the server's batch and KV cache when it was scraped.
+ */
+static void timeline_charts(struct page *p, const struct report_doc *d, int run)
+{
+    const json_t *arr = report_json_arr(d->doc, "timeline"),
+                 *srv = report_json_arr(d->doc, "server_timeline");
+    struct timeline tl;
+
+    if (!timeline_init(p, &tl, d->doc, run))
+        return;
+    emit(p, "<h3>Timeline</h3>");
+    if (!json_array_size(arr) && !json_array_size(srv)) {
+        emit(p, "<p class=\"note\">This result has no timeline.</p>\n");
+        return;
+    }
+    emit(p, "<p class=\"sub\">Per-second points from the start of the measured window.");
+    if (tl.nbands)
+        emit(p, " Shaded: fault windows.");
+    emit(p, "</p>\n<div class=\"charts\">\n");
+    timeline_points(p, arr, &tl);
+    server_points(p, srv, &tl);
+    if (p->rc)
+        return;
+    if (json_array_size(arr)) {
+        timeline_rate_chart(p, &tl);
+        timeline_inflight_chart(p, &tl);
+        timeline_tokens_chart(p, &tl);
+        timeline_ttft_chart(p, &tl);
+    }
+    if (tl.srun->n) {
+        timeline_server_chart(p, &tl);
+        timeline_kv_chart(p, &tl);
     }
     emit(p, "</div>\n");
 }
@@ -1150,26 +1277,22 @@ static void timeline_charts(struct page *p, const struct report_doc *d, int run)
 /* Position buckets with fewer gaps than this are left empty: their percentiles are noise. */
 #define ITL_POS_MIN_COUNT 20
 
-static void itl_position_heatmap(struct page *p, const struct report_doc *d, int run)
-{
-    const json_t *arr = report_json_arr(d->doc, "itl_by_position"), *v;
-    size_t n = json_array_size(arr), i;
-    static const char *const rows[3] = {"p50", "p90", "p99"};
-    static const char *const keys[3] = {"p50_ms", "p90_ms", "p99_ms"};
-    char id[64];
+/* Rows of the ITL heatmap: the percentiles, and their keys in "itl_by_position". */
+static const char *const itl_rows[3] = {"p50", "p90", "p99"};
+static const char *const itl_keys[3] = {"p50_ms", "p90_ms", "p99_ms"};
 
-    if (!n)
-        return;
-    if (n > 32)
-        n = 32;
-    char(*labels)[32] = ts_calloc(n, sizeof(*labels));
-    const char **cols = ts_calloc(n, sizeof(*cols));
-    double *vals = ts_calloc(3 * n, sizeof(*vals));
-    if (!labels || !cols || !vals) {
-        p->rc = -ENOMEM;
-        goto out;
-    }
-    double lo = INFINITY, hi = 0;
+/*
+ * The first n buckets of "itl_by_position" as heatmap columns: their labels
+ * ("0-15", "256+") into labels and cols, their percentiles into vals (row
+ * major, NAN for a bucket with too few gaps), and the positive values'
+ * range into *lo and *hi.
+ */
+static void itl_cells(const json_t *arr, size_t n, char (*labels)[32], const char **cols,
+                      double *vals, double *lo, double *hi)
+{
+    const json_t *v;
+    size_t i;
+
     json_array_foreach(arr, i, v)
     {
         if (i >= n)
@@ -1182,21 +1305,29 @@ static void itl_position_heatmap(struct page *p, const struct report_doc *d, int
             snprintf(labels[i], sizeof(labels[i]), "%.0f+", from);
         cols[i] = labels[i];
         for (int r = 0; r < 3; r++) {
-            double x = count >= ITL_POS_MIN_COUNT ? report_json_num(v, keys[r]) : NAN;
+            double x = count >= ITL_POS_MIN_COUNT ? report_json_num(v, itl_keys[r]) : NAN;
             vals[r * n + i] = x;
             if (x > 0) {
-                lo = fmin(lo, x);
-                hi = fmax(hi, x);
+                *lo = fmin(*lo, x);
+                *hi = fmax(*hi, x);
             }
         }
     }
+}
+
+/* The heatmap "run<N>-itl-position" of the cells, log-coloured when they span over 20 times. */
+static void itl_heatmap_chart(struct page *p, int run, const char *const *cols, size_t n,
+                              const double *vals, double lo, double hi)
+{
+    char id[64];
+
     snprintf(id, sizeof(id), "run%d-itl-position", run);
     struct svg_heatmap h = {
         .id = id,
         .title = "Inter-token latency by token position",
         .width = 1000,
         .height = 250,
-        .row_labels = rows,
+        .row_labels = itl_rows,
         .nrows = 3,
         .col_labels = cols,
         .ncols = n,
@@ -1213,10 +1344,35 @@ static void itl_position_heatmap(struct page *p, const struct report_doc *d, int
     if (!p->rc)
         p->rc = svg_heatmap_render(&h, p->out);
     emit(p, "</figure>\n");
-out:
-    ts_free(labels);
-    ts_free(cols);
+}
+
+/* The ITL-by-position heatmap of a run that has "itl_by_position" (its first 32 buckets). */
+static void itl_position_heatmap(struct page *p, const struct report_doc *d, int run)
+{
+    const json_t *arr = report_json_arr(d->doc, "itl_by_position");
+    size_t n = json_array_size(arr);
+    char(*labels)[32] = NULL;
+    const char **cols = NULL;
+    double *vals = NULL;
+    double lo = INFINITY, hi = 0;
+
+    if (!n)
+        return;
+    if (n > 32)
+        n = 32;
+    labels = ts_calloc(n, sizeof(*labels));
+    cols = ts_calloc(n, sizeof(*cols));
+    vals = ts_calloc(3 * n, sizeof(*vals));
+    if (!labels || !cols || !vals) {
+        p->rc = -ENOMEM;
+        goto out_free;
+    }
+    itl_cells(arr, n, labels, cols, vals, &lo, &hi);
+    itl_heatmap_chart(p, run, cols, n, vals, lo, hi);
+out_free:
     ts_free(vals);
+    ts_free(cols);
+    ts_free(labels);
 }
 
 static const char *const group_keys[][2] = {
@@ -1414,117 +1570,101 @@ static void interference_table(struct page *p, const json_t *arr)
     emit(p, "</table></div>\n");
 }
 
-static void sweep_section(struct page *p, const struct report_doc *d)
+/* A sweep's steps as point lists owned by the page, and what its charts share. */
+struct sweep_points {
+    int sw;            /* the sweep's number, for element ids */
+    const json_t *doc; /* sweep.json */
+    const json_t *knee, *mg, *cl;
+    bool conc;                             /* closed loop: the loads are user counts */
+    const char *load_label;                /* x axis of the charts against the load */
+    struct vec *t50, *t99, *e50, *e99;     /* latency (ms) vs achieved throughput */
+    struct vec *lt50, *lt99, *le50, *le99; /* latency (ms) vs load */
+    struct vec *ach, *good, *sat;          /* throughput vs load; sat: saturated steps */
+    struct vec *err;                       /* error rate (%) vs load */
+    struct vec *rouge, *bleu, *em;         /* answer quality vs load */
+    double lmin, lmax;                     /* the loads; lmin infinite: no step has one */
+    double lat_lo, lat_hi;                 /* the positive latencies */
+    bool quality;                          /* some step has answer quality */
+};
+
+/* The sweep's point lists, owned by the page; false (p->rc set) when one failed. */
+static bool sweep_points_init(struct page *p, struct sweep_points *sp, const json_t *doc, int sw)
 {
-    int sw = ++p->nsweep;
-    const json_t *doc = d->doc, *steps = report_json_arr(doc, "steps"), *st;
-    const json_t *knee = report_json_obj(doc, "knee"), *mg = report_json_obj(doc, "max_goodput");
-    const json_t *cl = report_json_obj(doc, "critical_load");
     const char *mode = report_json_str(doc, "mode");
-    bool conc = mode && !strcmp(mode, "concurrency");
-    const char *load_label = conc ? "concurrency (users)" : "offered load (req/s)";
-    struct vec *t50 = page_vec(p), *t99 = page_vec(p), *e50 = page_vec(p), *e99 = page_vec(p);
-    struct vec *lt50 = page_vec(p), *lt99 = page_vec(p), *le50 = page_vec(p), *le99 = page_vec(p);
-    struct vec *ach = page_vec(p), *good = page_vec(p), *ideal = page_vec(p), *sat = page_vec(p);
-    struct vec *err = page_vec(p), *fit = page_vec(p);
-    struct vec *rouge = page_vec(p), *bleu = page_vec(p), *em = page_vec(p);
-    double lmin = INFINITY, lmax = -INFINITY, lat_lo = INFINITY, lat_hi = 0;
-    bool quality = false;
-    size_t i;
-    char id[64], a[32], knee_label[96], mg_label[96], lc_label[96];
-    char slo_labels[8][SLO_EXPR_MAX + 8];
-    struct svg_rule rules[12];
-    struct svg_series s[6];
 
-    if (p->rc)
-        return;
-    emitf(p, "<section class=\"sweep\" id=\"sweep%d\"><h2>Sweep ", sw);
-    esc(p, d->name);
-    emit(p, "</h2>\n<p class=\"sub\">");
-    emitf(p, "%zu steps, %s", json_array_size(steps),
-          conc ? "closed loop (concurrency)" : "open loop (rate)");
-    if (report_json_str(doc, "target")) {
-        emit(p, " &middot; target ");
-        esc(p, report_json_str(doc, "target"));
-    }
-    emit(p, " &middot; file ");
-    esc(p, d->path);
-    emit(p, "</p>\n");
-    sweep_headline(p, doc, conc ? "users" : "req/s offered");
+    memset(sp, 0, sizeof(*sp));
+    sp->sw = sw;
+    sp->doc = doc;
+    sp->knee = report_json_obj(doc, "knee");
+    sp->mg = report_json_obj(doc, "max_goodput");
+    sp->cl = report_json_obj(doc, "critical_load");
+    sp->conc = mode && !strcmp(mode, "concurrency");
+    sp->load_label = sp->conc ? "concurrency (users)" : "offered load (req/s)";
+    sp->lmin = sp->lat_lo = INFINITY;
+    sp->lmax = -INFINITY;
+    struct vec **all[] = {&sp->t50,  &sp->t99,  &sp->e50,   &sp->e99,  &sp->lt50,
+                          &sp->lt99, &sp->le50, &sp->le99,  &sp->ach,  &sp->good,
+                          &sp->sat,  &sp->err,  &sp->rouge, &sp->bleu, &sp->em};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        *all[i] = page_vec(p);
+    return !p->rc;
+}
 
-    json_array_foreach(steps, i, st)
-    {
-        double load = report_json_num(st, "load"), x = report_json_num(st, "achieved_rps");
-        lmin = fmin(lmin, load);
-        lmax = fmax(lmax, load);
-        double v[4] = {report_json_num(st, "ttft_p50_ms"), report_json_num(st, "ttft_p99_ms"),
-                       report_json_num(st, "e2el_p50_ms"), report_json_num(st, "e2el_p99_ms")};
-        for (int k = 0; k < 4; k++) {
-            if (v[k] > 0) {
-                lat_lo = fmin(lat_lo, v[k]);
-                lat_hi = fmax(lat_hi, v[k]);
-            }
-        }
-        vec_push(p, t50, x, v[0]);
-        vec_push(p, t99, x, v[1]);
-        vec_push(p, e50, x, v[2]);
-        vec_push(p, e99, x, v[3]);
-        vec_push(p, lt50, load, v[0]);
-        vec_push(p, lt99, load, v[1]);
-        vec_push(p, le50, load, v[2]);
-        vec_push(p, le99, load, v[3]);
-        vec_push(p, ach, load, x);
-        vec_push(p, good, load, report_json_num(st, "goodput_rps"));
-        if (json_is_true(json_object_get(st, "saturated")))
-            vec_push(p, sat, load, x);
-        vec_push(p, err, load, 100 * report_json_num(st, "error_rate"));
-        const json_t *q = report_json_obj(st, "quality");
-        if (q) {
-            quality = true;
-            vec_push(p, rouge, load, report_json_num(q, "rouge_l_mean"));
-            vec_push(p, bleu, load, report_json_num(q, "bleu4_mean"));
-            vec_push(p, em, load, report_json_num(q, "exact_match_rate"));
+/* One step's points: latencies against throughput and load, throughput, errors, quality. */
+static void sweep_step_points(struct page *p, struct sweep_points *sp, const json_t *st)
+{
+    double load = report_json_num(st, "load"), x = report_json_num(st, "achieved_rps");
+    sp->lmin = fmin(sp->lmin, load);
+    sp->lmax = fmax(sp->lmax, load);
+    double v[4] = {report_json_num(st, "ttft_p50_ms"), report_json_num(st, "ttft_p99_ms"),
+                   report_json_num(st, "e2el_p50_ms"), report_json_num(st, "e2el_p99_ms")};
+    for (int k = 0; k < 4; k++) {
+        if (v[k] > 0) {
+            sp->lat_lo = fmin(sp->lat_lo, v[k]);
+            sp->lat_hi = fmax(sp->lat_hi, v[k]);
         }
     }
-    if (p->rc)
-        return;
-    if (!isfinite(lmin)) {
-        emit(p, "<p class=\"note\">This sweep has no steps.</p></section>\n");
-        return;
+    vec_push(p, sp->t50, x, v[0]);
+    vec_push(p, sp->t99, x, v[1]);
+    vec_push(p, sp->e50, x, v[2]);
+    vec_push(p, sp->e99, x, v[3]);
+    vec_push(p, sp->lt50, load, v[0]);
+    vec_push(p, sp->lt99, load, v[1]);
+    vec_push(p, sp->le50, load, v[2]);
+    vec_push(p, sp->le99, load, v[3]);
+    vec_push(p, sp->ach, load, x);
+    vec_push(p, sp->good, load, report_json_num(st, "goodput_rps"));
+    if (json_is_true(json_object_get(st, "saturated")))
+        vec_push(p, sp->sat, load, x);
+    vec_push(p, sp->err, load, 100 * report_json_num(st, "error_rate"));
+    const json_t *q = report_json_obj(st, "quality");
+    if (q) {
+        sp->quality = true;
+        vec_push(p, sp->rouge, load, report_json_num(q, "rouge_l_mean"));
+        vec_push(p, sp->bleu, load, report_json_num(q, "bleu4_mean"));
+        vec_push(p, sp->em, load, report_json_num(q, "exact_match_rate"));
     }
-    emit(p, "<div class=\"charts\">\n");
-    size_t nslo = slo_rules(doc, rules, 8, slo_labels);
+}
+
+/*
+ * A fresh latency chart of a sweep: p99 (dots) and p50 (dashed) of TTFT and
+ * E2EL against x, on a log axis when the latencies span more than 30 times.
+ */
+static struct svg_chart sweep_latency_chart(const struct sweep_points *sp, struct svg_series *s,
+                                            const char *id, const char *title, const char *xlabel,
+                                            const struct vec *t50, const struct vec *t99,
+                                            const struct vec *e50, const struct vec *e99)
+{
     struct svg_chart c = {
         .id = id,
-        .x = {.min = NAN, .max = NAN, .include_zero = true},
-        .y = {.min = NAN, .max = NAN, .include_zero = true},
+        .title = title,
+        .x = {.label = xlabel, .min = NAN, .max = NAN, .include_zero = true},
+        .y = {.label = "latency (ms)", .min = NAN, .max = NAN, .include_zero = true},
         .series = s,
-        .rules = rules,
+        .nseries = 4,
         .note = "no data",
     };
-    bool logy = lat_hi / lat_lo > 30;
-    /* Latency vs achieved throughput: the hockey stick, knee marked. */
-    struct svg_marker km = {0};
-    if (knee) {
-        km = (struct svg_marker){.x = report_json_num(knee, "throughput"),
-                                 .y = report_json_num(knee, "latency_ms"),
-                                 .label = "knee",
-                                 .color = 3};
-    }
-    size_t nr = nslo;
-    if (mg && isfinite(report_json_num(mg, "goodput_rps"))) {
-        snprintf(mg_label, sizeof(mg_label), "max goodput %s req/s",
-                 fmt_num(report_json_num(mg, "goodput_rps"), 2, a, sizeof(a)));
-        rules[nr++] = (struct svg_rule){.vertical = true,
-                                        .at = report_json_num(mg, "goodput_rps"),
-                                        .label = mg_label,
-                                        .color = 2};
-    }
-    snprintf(id, sizeof(id), "sweep%d-latency-throughput", sw);
-    c.title = "Latency vs achieved throughput";
-    c.x.label = "achieved throughput (req/s)";
-    c.y.label = "latency (ms)";
-    if (logy) {
+    if (sp->lat_hi / sp->lat_lo > 30) {
         c.y.scale = SVG_SCALE_LOG;
         c.y.include_zero = false;
     }
@@ -1536,83 +1676,153 @@ static void sweep_section(struct page *p, const struct report_doc *d)
     s[3].dashed = true;
     for (int k = 0; k < 4; k++)
         s[k].unit = "ms";
-    c.nseries = 4;
-    c.nrules = nr;
-    c.markers = knee ? &km : NULL;
-    c.nmarkers = knee ? 1 : 0;
-    chart(p, &c);
+    return c;
+}
 
-    /* The same against the offered load: knee and max-goodput loads as vertical lines. */
-    nr = nslo;
-    if (knee && isfinite(report_json_num(knee, "load"))) {
-        snprintf(knee_label, sizeof(knee_label), "knee at %s",
-                 fmt_num(report_json_num(knee, "load"), 2, a, sizeof(a)));
-        rules[nr++] = (struct svg_rule){
-            .vertical = true, .at = report_json_num(knee, "load"), .label = knee_label, .color = 3};
-    }
-    if (mg && isfinite(report_json_num(mg, "load"))) {
-        snprintf(mg_label, sizeof(mg_label), "max goodput at %s",
-                 fmt_num(report_json_num(mg, "load"), 2, a, sizeof(a)));
-        rules[nr++] = (struct svg_rule){
-            .vertical = true, .at = report_json_num(mg, "load"), .label = mg_label, .color = 2};
-    }
-    snprintf(id, sizeof(id), "sweep%d-latency-load", sw);
-    c.title = "Latency vs offered load";
-    c.x.label = load_label;
-    series_of(&s[0], lt99, "TTFT p99", 0, SVG_LINE_DOTS);
-    series_of(&s[1], le99, "E2EL p99", 1, SVG_LINE_DOTS);
-    series_of(&s[2], lt50, "TTFT p50", 0, SVG_LINE);
-    s[2].dashed = true;
-    series_of(&s[3], le50, "E2EL p50", 1, SVG_LINE);
-    s[3].dashed = true;
-    for (int k = 0; k < 4; k++)
-        s[k].unit = "ms";
-    c.nrules = nr;
-    c.markers = NULL;
-    c.nmarkers = 0;
-    chart(p, &c);
+/* A fresh chart of a sweep against the offered load, y from 0. */
+static struct svg_chart sweep_load_chart(const struct sweep_points *sp, struct svg_series *s,
+                                         const char *id, const char *title, const char *ylabel)
+{
+    return (struct svg_chart){
+        .id = id,
+        .title = title,
+        .x = {.label = sp->load_label, .min = NAN, .max = NAN, .include_zero = true},
+        .y = {.label = ylabel, .min = NAN, .max = NAN, .include_zero = true},
+        .series = s,
+        .note = "no data",
+    };
+}
 
-    /* Throughput vs load. */
-    size_t nmg = 0;
-    c.rules = rules + nslo;
-    nmg = nr - nslo;
-    snprintf(id, sizeof(id), "sweep%d-throughput", sw);
-    c.title = "Throughput vs offered load";
-    c.y.label = "requests/s";
-    c.y.scale = SVG_SCALE_LINEAR;
-    c.y.include_zero = true;
-    series_of(&s[0], ach, "achieved", 0, SVG_LINE_DOTS);
-    series_of(&s[1], good, "goodput (within SLOs)", 2, SVG_LINE_DOTS);
+/*
+ * Vertical lines at the knee's load and at the load of the max goodput, when
+ * the sweep found them, appended to rules; returns how many (0 to 2).
+ */
+static size_t load_rules(const struct sweep_points *sp, struct svg_rule *rules, char (*labels)[96])
+{
+    size_t n = 0;
+    char a[32];
+
+    if (sp->knee && isfinite(report_json_num(sp->knee, "load"))) {
+        snprintf(labels[n], 96, "knee at %s",
+                 fmt_num(report_json_num(sp->knee, "load"), 2, a, sizeof(a)));
+        rules[n] = (struct svg_rule){.vertical = true,
+                                     .at = report_json_num(sp->knee, "load"),
+                                     .label = labels[n],
+                                     .color = 3};
+        n++;
+    }
+    if (sp->mg && isfinite(report_json_num(sp->mg, "load"))) {
+        snprintf(labels[n], 96, "max goodput at %s",
+                 fmt_num(report_json_num(sp->mg, "load"), 2, a, sizeof(a)));
+        rules[n] = (struct svg_rule){.vertical = true,
+                                     .at = report_json_num(sp->mg, "load"),
+                                     .label = labels[n],
+                                     .color = 2};
+        n++;
+    }
+    return n;
+}
+
+/* Latency vs achieved throughput: the hockey stick, the knee marked, the max goodput drawn. */
+static void sweep_latency_throughput_chart(struct page *p, const struct sweep_points *sp)
+{
+    struct svg_series s[4];
+    struct svg_rule rules[9];
+    char slo_labels[8][SLO_EXPR_MAX + 8], mg_label[96], id[64], a[32];
+    struct svg_marker km = {0};
+
+    snprintf(id, sizeof(id), "sweep%d-latency-throughput", sp->sw);
+    struct svg_chart c =
+        sweep_latency_chart(sp, s, id, "Latency vs achieved throughput",
+                            "achieved throughput (req/s)", sp->t50, sp->t99, sp->e50, sp->e99);
+    size_t nr = slo_rules(sp->doc, rules, 8, slo_labels);
+    if (sp->mg && isfinite(report_json_num(sp->mg, "goodput_rps"))) {
+        snprintf(mg_label, sizeof(mg_label), "max goodput %s req/s",
+                 fmt_num(report_json_num(sp->mg, "goodput_rps"), 2, a, sizeof(a)));
+        rules[nr++] = (struct svg_rule){.vertical = true,
+                                        .at = report_json_num(sp->mg, "goodput_rps"),
+                                        .label = mg_label,
+                                        .color = 2};
+    }
+    if (sp->knee) {
+        km = (struct svg_marker){.x = report_json_num(sp->knee, "throughput"),
+                                 .y = report_json_num(sp->knee, "latency_ms"),
+                                 .label = "knee",
+                                 .color = 3};
+        c.markers = &km;
+        c.nmarkers = 1;
+    }
+    c.rules = rules;
+    c.nrules = nr;
+    chart(p, &c);
+}
+
+/* The same against the offered load: the knee and max-goodput loads as vertical lines. */
+static void sweep_latency_load_chart(struct page *p, const struct sweep_points *sp)
+{
+    struct svg_series s[4];
+    struct svg_rule rules[10];
+    char slo_labels[8][SLO_EXPR_MAX + 8], load_labels[2][96], id[64];
+
+    snprintf(id, sizeof(id), "sweep%d-latency-load", sp->sw);
+    struct svg_chart c = sweep_latency_chart(sp, s, id, "Latency vs offered load", sp->load_label,
+                                             sp->lt50, sp->lt99, sp->le50, sp->le99);
+    size_t nr = slo_rules(sp->doc, rules, 8, slo_labels);
+    nr += load_rules(sp, rules + nr, load_labels);
+    c.rules = rules;
+    c.nrules = nr;
+    chart(p, &c);
+}
+
+/* Achieved throughput and goodput vs load, the ideal line (open loop), saturated steps. */
+static void sweep_throughput_chart(struct page *p, const struct sweep_points *sp)
+{
+    struct svg_series s[4];
+    struct svg_rule rules[2];
+    char load_labels[2][96], id[64];
+
+    snprintf(id, sizeof(id), "sweep%d-throughput", sp->sw);
+    struct svg_chart c = sweep_load_chart(sp, s, id, "Throughput vs offered load", "requests/s");
+    series_of(&s[0], sp->ach, "achieved", 0, SVG_LINE_DOTS);
+    series_of(&s[1], sp->good, "goodput (within SLOs)", 2, SVG_LINE_DOTS);
     s[0].unit = s[1].unit = "req/s";
     c.nseries = 2;
-    if (!conc) {
-        vec_push(p, ideal, lmin, lmin);
-        vec_push(p, ideal, lmax, lmax);
+    if (!sp->conc) {
+        struct vec *ideal = page_vec(p);
+        vec_push(p, ideal, sp->lmin, sp->lmin);
+        vec_push(p, ideal, sp->lmax, sp->lmax);
         series_of(&s[c.nseries], ideal, "offered (ideal)", 7, SVG_LINE);
         s[c.nseries++].dashed = true;
     }
-    if (sat && sat->n) {
-        series_of(&s[c.nseries], sat, "saturated step", 3, SVG_POINTS);
+    if (sp->sat->n) {
+        series_of(&s[c.nseries], sp->sat, "saturated step", 3, SVG_POINTS);
         s[c.nseries++].unit = "req/s";
     }
-    c.nrules = nmg;
-    chart(p, &c);
-
-    /* Error rate vs load, with the exponential fit and its critical load. */
     c.rules = rules;
-    c.nrules = 0;
-    snprintf(id, sizeof(id), "sweep%d-errors", sw);
-    c.title = "Error rate vs offered load";
-    c.y.label = "error rate (%)";
-    series_of(&s[0], err, "error rate", 3, SVG_LINE_DOTS);
+    c.nrules = load_rules(sp, rules, load_labels);
+    chart(p, &c);
+}
+
+/* Error rate vs load, with the exponential fit and its critical load when there is one. */
+static void sweep_errors_chart(struct page *p, const struct sweep_points *sp)
+{
+    struct svg_series s[2];
+    struct svg_rule rule;
+    char lc_label[96], id[64], a[32];
+
+    snprintf(id, sizeof(id), "sweep%d-errors", sp->sw);
+    struct svg_chart c =
+        sweep_load_chart(sp, s, id, "Error rate vs offered load", "error rate (%)");
+    series_of(&s[0], sp->err, "error rate", 3, SVG_LINE_DOTS);
     s[0].unit = "%";
     c.nseries = 1;
-    if (cl) {
-        double lc = report_json_num(cl, "lambda_c"), e0 = report_json_num(cl, "epsilon0");
-        double dl = report_json_num(cl, "delta_lambda");
+    if (sp->cl) {
+        double lc = report_json_num(sp->cl, "lambda_c"), e0 = report_json_num(sp->cl, "epsilon0");
+        double dl = report_json_num(sp->cl, "delta_lambda");
         if (isfinite(lc) && isfinite(e0) && dl > 0) {
+            struct vec *fit = page_vec(p);
             for (int k = 0; k <= 80; k++) {
-                double l = lmin + (lmax - lmin) * k / 80.0;
+                double l = sp->lmin + (sp->lmax - sp->lmin) * k / 80.0;
                 double e = 100 * e0 * exp((l - lc) / dl);
                 vec_push(p, fit, l, e > 100 ? NAN : e);
             }
@@ -1621,31 +1831,41 @@ static void sweep_section(struct page *p, const struct report_doc *d)
             s[1].dashed = true;
             c.nseries = 2;
             snprintf(lc_label, sizeof(lc_label), "\u03bbc = %s", fmt_num(lc, 2, a, sizeof(a)));
-            rules[0] = (struct svg_rule){.vertical = true, .at = lc, .label = lc_label, .color = 3};
+            rule = (struct svg_rule){.vertical = true, .at = lc, .label = lc_label, .color = 3};
+            c.rules = &rule;
             c.nrules = 1;
         }
     }
     chart(p, &c);
+}
 
-    if (quality) {
-        snprintf(id, sizeof(id), "sweep%d-quality", sw);
-        c.title = "Answer quality vs offered load";
-        c.y.label = "score (0 to 1)";
-        c.y.min = 0;
-        c.y.max = 1;
-        series_of(&s[0], rouge, "ROUGE-L", 0, SVG_LINE_DOTS);
-        series_of(&s[1], bleu, "BLEU-4", 1, SVG_LINE_DOTS);
-        series_of(&s[2], em, "exact match", 2, SVG_LINE_DOTS);
-        c.nseries = 3;
-        c.nrules = 0;
-        chart(p, &c);
-    }
+/* ROUGE-L, BLEU-4 and exact match vs load (0 to 1). */
+static void sweep_quality_chart(struct page *p, const struct sweep_points *sp)
+{
+    struct svg_series s[3];
+    char id[64];
 
-    /* Each step's own distributions, when its result is there. */
+    snprintf(id, sizeof(id), "sweep%d-quality", sp->sw);
+    struct svg_chart c =
+        sweep_load_chart(sp, s, id, "Answer quality vs offered load", "score (0 to 1)");
+    c.y.min = 0;
+    c.y.max = 1;
+    series_of(&s[0], sp->rouge, "ROUGE-L", 0, SVG_LINE_DOTS);
+    series_of(&s[1], sp->bleu, "BLEU-4", 1, SVG_LINE_DOTS);
+    series_of(&s[2], sp->em, "exact match", 2, SVG_LINE_DOTS);
+    c.nseries = 3;
+    chart(p, &c);
+}
+
+/* Each step's own TTFT and E2EL distributions overlaid, when its result is there. */
+static void sweep_step_dists(struct page *p, const struct report_doc *d, const json_t *steps,
+                             int sw)
+{
     const struct report_doc *docs[SERIES_MAX];
     const char *labels[SERIES_MAX];
-    char names[SERIES_MAX][48];
+    char names[SERIES_MAX][48], a[32];
     size_t n = 0;
+
     for (size_t k = 0; k < d->nsteps && n < SERIES_MAX; k++) {
         if (!d->steps[k].doc)
             continue;
@@ -1665,8 +1885,73 @@ static void sweep_section(struct page *p, const struct report_doc *d)
         dist_charts(p, idp, docs, labels, n, STAT_TTFT, "ttft", "TTFT");
         dist_charts(p, idp, docs, labels, n, STAT_E2EL, "e2el", "E2EL");
     }
-    emit(p, "</div>\n<h3>Steps</h3>\n");
-    sweep_steps_table(p, steps, quality);
+}
+
+/*
+ * The sweep's charts in a <div class="charts">. Returns false, drawing
+ * nothing, when no step has a load (or p->rc is set).
+ */
+static bool sweep_charts(struct page *p, const struct report_doc *d, int sw)
+{
+    const json_t *steps = report_json_arr(d->doc, "steps"), *st;
+    struct sweep_points sp;
+    size_t i;
+
+    if (!sweep_points_init(p, &sp, d->doc, sw))
+        return false;
+    json_array_foreach(steps, i, st) sweep_step_points(p, &sp, st);
+    if (p->rc || !isfinite(sp.lmin))
+        return false;
+    emit(p, "<div class=\"charts\">\n");
+    sweep_latency_throughput_chart(p, &sp);
+    sweep_latency_load_chart(p, &sp);
+    sweep_throughput_chart(p, &sp);
+    sweep_errors_chart(p, &sp);
+    if (sp.quality)
+        sweep_quality_chart(p, &sp);
+    sweep_step_dists(p, d, steps, sw);
+    emit(p, "</div>\n");
+    return true;
+}
+
+/* Whether some step of the sweep has answer quality (the steps table shows it then). */
+static bool steps_have_quality(const json_t *steps)
+{
+    const json_t *st;
+    size_t i;
+
+    json_array_foreach(steps, i, st) if (report_json_obj(st, "quality")) return true;
+    return false;
+}
+
+static void sweep_section(struct page *p, const struct report_doc *d)
+{
+    int sw = ++p->nsweep;
+    const json_t *doc = d->doc, *steps = report_json_arr(doc, "steps");
+    const char *mode = report_json_str(doc, "mode");
+    bool conc = mode && !strcmp(mode, "concurrency");
+
+    if (p->rc)
+        return;
+    emitf(p, "<section class=\"sweep\" id=\"sweep%d\"><h2>Sweep ", sw);
+    esc(p, d->name);
+    emit(p, "</h2>\n<p class=\"sub\">");
+    emitf(p, "%zu steps, %s", json_array_size(steps),
+          conc ? "closed loop (concurrency)" : "open loop (rate)");
+    if (report_json_str(doc, "target")) {
+        emit(p, " &middot; target ");
+        esc(p, report_json_str(doc, "target"));
+    }
+    emit(p, " &middot; file ");
+    esc(p, d->path);
+    emit(p, "</p>\n");
+    sweep_headline(p, doc, conc ? "users" : "req/s offered");
+    if (!sweep_charts(p, d, sw)) {
+        emit(p, "<p class=\"note\">This sweep has no steps.</p></section>\n");
+        return;
+    }
+    emit(p, "<h3>Steps</h3>\n");
+    sweep_steps_table(p, steps, steps_have_quality(steps));
     interference_table(p, report_json_arr(doc, "interference"));
     emit(p, "</section>\n");
 }
