@@ -978,37 +978,31 @@ static bool is_significant(const struct compare_row *row, enum compare_test test
     }
 }
 
-int compare_runs(const struct compare_run *base, const struct compare_run *new_,
-                 const struct compare_cfg *cfg, const struct compare_rule *rules, size_t nrules,
-                 struct compare_result *out)
+/* out zeroed, its arrays allocated for cap rows and nrules rules, and the settings noted. */
+static int result_init(struct compare_result *out, size_t cap, size_t nrules,
+                       const struct compare_cfg *cfg, double alpha, uint32_t resamples)
 {
-    uint32_t B = cfg->resamples ? cfg->resamples : DEFAULT_RESAMPLES;
-    double alpha = cfg->alpha > 0 ? cfg->alpha : DEFAULT_ALPHA;
-    size_t cap =
-        sizeof(default_latency) / sizeof(default_latency[0]) * 4 + CMP_SCALAR_COUNT + nrules;
-    struct side sb, sn;
-    bool from_req[STAT_METRIC_COUNT] = {false};
-    double *diff = NULL;
-    struct rng root;
-    int rc = -ENOMEM;
-
-    if (!base || !new_ || !base->stats || !new_->stats || B > COMPARE_MAX_RESAMPLES ||
-        !(alpha > 0 && alpha <= 0.5))
-        return -EINVAL;
     memset(out, 0, sizeof(*out));
-    memset(&sb, 0, sizeof(sb));
-    memset(&sn, 0, sizeof(sn));
     out->rows = ts_calloc(cap, sizeof(*out->rows));
     out->rule_hit = ts_calloc(nrules ? nrules : 1, sizeof(*out->rule_hit));
     out->rule_row = ts_calloc(nrules ? nrules : 1, sizeof(*out->rule_row));
     if (!out->rows || !out->rule_hit || !out->rule_row)
-        goto out_fail;
+        return -ENOMEM;
     out->nrules = nrules;
     out->alpha = alpha;
-    out->resamples = B;
+    out->resamples = resamples;
     out->seed = cfg->seed;
     out->test = cfg->test;
+    return 0;
+}
 
+/*
+ * The rows: p50, p90, p99 and the mean of the default latency metrics, the
+ * rates, then each rule's metric; sorted for display (cmp_row_order), and
+ * the row each rule judges noted. out->rows has room for all of them.
+ */
+static void add_rows(struct compare_result *out, const struct compare_rule *rules, size_t nrules)
+{
     for (size_t i = 0; i < sizeof(default_latency) / sizeof(default_latency[0]); i++) {
         for (size_t k = 0; k < sizeof(default_pcts) / sizeof(default_pcts[0]); k++) {
             struct compare_metric m = {
@@ -1027,76 +1021,150 @@ int compare_runs(const struct compare_run *base, const struct compare_run *new_,
     qsort(out->rows, out->nrows, sizeof(*out->rows), cmp_row_order);
     for (size_t i = 0; i < nrules; i++)
         out->rule_row[i] = (size_t)add_row(out->rows, &out->nrows, &rules[i].metric);
+}
 
-    bool reqs =
-        cfg->method == CMP_METHOD_AUTO && base->reqs && base->nreqs && new_->reqs && new_->nreqs;
-    out->requests_used = reqs;
-    if ((rc = side_prepare(&sb, base, reqs, out->rows, out->nrows, B)) ||
-        (rc = side_prepare(&sn, new_, reqs, out->rows, out->nrows, B)))
-        goto out_fail;
+/*
+ * The bootstrap: both sides' groups (from_req[m]: metric m from the
+ * requests), then B resamples of every row into each side's stats, from two
+ * streams forked off one seed so that the result depends only on it.
+ */
+static int bootstrap(struct side *sb, struct side *sn, const struct compare_run *base,
+                     const struct compare_run *new_, const struct compare_result *out, bool reqs,
+                     uint64_t seed, bool from_req[STAT_METRIC_COUNT])
+{
+    uint32_t B = out->resamples;
+    struct rng root;
+    int rc;
+
+    if ((rc = side_prepare(sb, base, reqs, out->rows, out->nrows, B)) ||
+        (rc = side_prepare(sn, new_, reqs, out->rows, out->nrows, B)))
+        return rc;
     for (int m = 0; m < STAT_METRIC_COUNT; m++)
-        if (sb.md[m].used &&
-            (rc = prepare_metric(&sb, &sn, (enum stat_metric)m, reqs, &from_req[m])))
-            goto out_fail;
-    rng_seed(&root, cfg->seed);
-    rng_fork(&root, 0, &sb.rng);
-    rng_fork(&root, 1, &sn.rng);
+        if (sb->md[m].used &&
+            (rc = prepare_metric(sb, sn, (enum stat_metric)m, reqs, &from_req[m])))
+            return rc;
+    rng_seed(&root, seed);
+    rng_fork(&root, 0, &sb->rng);
+    rng_fork(&root, 1, &sn->rng);
     for (uint32_t b = 0; b < B; b++) {
-        side_resample(&sb, out->rows, out->nrows, sb.stats + (size_t)b * out->nrows);
-        side_resample(&sn, out->rows, out->nrows, sn.stats + (size_t)b * out->nrows);
+        side_resample(sb, out->rows, out->nrows, sb->stats + (size_t)b * out->nrows);
+        side_resample(sn, out->rows, out->nrows, sn->stats + (size_t)b * out->nrows);
     }
-    diff = ts_malloc((size_t)B * sizeof(*diff));
-    if (!diff) {
-        rc = -ENOMEM;
-        goto out_fail;
+    return 0;
+}
+
+/*
+ * Row r's Mann-Whitney test: one test per metric, computed by the metric's
+ * first row and copied by the others.
+ */
+static int row_mwu(struct compare_result *out, size_t r, const struct side *sb,
+                   const struct side *sn)
+{
+    struct compare_row *row = &out->rows[r];
+    const struct compare_metric *m = &row->metric;
+    size_t first = 0;
+
+    row->mwu.z = row->mwu.p = row->mwu.u = row->mwu.effect = NAN;
+    if (!m->latency)
+        return 0;
+    while (!(out->rows[first].metric.latency && out->rows[first].metric.metric == m->metric))
+        first++;
+    if (first < r) {
+        row->mwu = out->rows[first].mwu;
+        return 0;
     }
-    for (size_t r = 0; r < out->nrows; r++) {
-        struct compare_row *row = &out->rows[r];
-        const struct compare_metric *m = &row->metric;
-        row->base = point_estimate(base, m);
-        row->new_ = point_estimate(new_, m);
-        fill_change(row);
-        row->from_requests = m->latency ? from_req[m->metric] : reqs;
-        for (uint32_t b = 0; b < B; b++)
-            diff[b] = sn.stats[(size_t)b * out->nrows + r] - sb.stats[(size_t)b * out->nrows + r];
-        if (isnan(row->change)) {
-            row->ci_lo = row->ci_hi = NAN;
-        } else {
-            row->resamples =
-                (uint32_t)compare_percentile_interval(diff, B, alpha, &row->ci_lo, &row->ci_hi);
-        }
-        row->mwu.z = row->mwu.p = row->mwu.u = row->mwu.effect = NAN;
-        if (m->latency) {
-            /* one test per metric: the first row of the metric computes it */
-            size_t first = 0;
-            while (
-                !(out->rows[first].metric.latency && out->rows[first].metric.metric == m->metric))
-                first++;
-            if (first < r)
-                row->mwu = out->rows[first].mwu;
-            else if ((rc = metric_mwu(&sb.md[m->metric], &sn.md[m->metric], &row->mwu)))
-                goto out_fail;
-        }
-        row->few_samples = !enough_samples(base, m) || !enough_samples(new_, m);
-        row->significant = !row->few_samples && is_significant(row, cfg->test, alpha);
-        if (row->significant)
-            row->direction = (row->change > 0) == compare_metric_lower_is_better(m) ? 1 : -1;
+    return metric_mwu(&sb->md[m->metric], &sn->md[m->metric], &row->mwu);
+}
+
+/*
+ * Row r judged: both point estimates and their change, the interval of the
+ * change from the resampled differences (diff: scratch for B of them), the
+ * test, and whether the change is significant and which way.
+ */
+static int judge_row(struct compare_result *out, size_t r, const struct compare_run *base,
+                     const struct compare_run *new_, const struct side *sb, const struct side *sn,
+                     const struct compare_cfg *cfg, const bool from_req[STAT_METRIC_COUNT],
+                     double *diff)
+{
+    struct compare_row *row = &out->rows[r];
+    const struct compare_metric *m = &row->metric;
+    uint32_t B = out->resamples;
+    int rc;
+
+    row->base = point_estimate(base, m);
+    row->new_ = point_estimate(new_, m);
+    fill_change(row);
+    row->from_requests = m->latency ? from_req[m->metric] : out->requests_used;
+    for (uint32_t b = 0; b < B; b++)
+        diff[b] = sn->stats[(size_t)b * out->nrows + r] - sb->stats[(size_t)b * out->nrows + r];
+    if (isnan(row->change)) {
+        row->ci_lo = row->ci_hi = NAN;
+    } else {
+        row->resamples =
+            (uint32_t)compare_percentile_interval(diff, B, out->alpha, &row->ci_lo, &row->ci_hi);
     }
+    if ((rc = row_mwu(out, r, sb, sn)))
+        return rc;
+    row->few_samples = !enough_samples(base, m) || !enough_samples(new_, m);
+    row->significant = !row->few_samples && is_significant(row, cfg->test, out->alpha);
+    if (row->significant)
+        row->direction = (row->change > 0) == compare_metric_lower_is_better(m) ? 1 : -1;
+    return 0;
+}
+
+/* The rules' verdicts on their rows, and whether any regression holds. */
+static void apply_rules(struct compare_result *out, const struct compare_rule *rules, size_t nrules,
+                        bool need_significance)
+{
     for (size_t i = 0; i < nrules; i++) {
         struct compare_row *row = &out->rows[out->rule_row[i]];
-        out->rule_hit[i] = compare_rule_holds(&rules[i], row, !cfg->no_significance);
+        out->rule_hit[i] = compare_rule_holds(&rules[i], row, need_significance);
         row->regression |= out->rule_hit[i];
         out->regression |= out->rule_hit[i];
     }
-    rc = 0;
-    goto out_free;
+}
 
-out_fail:
-    compare_result_release(out);
-out_free:
+int compare_runs(const struct compare_run *base, const struct compare_run *new_,
+                 const struct compare_cfg *cfg, const struct compare_rule *rules, size_t nrules,
+                 struct compare_result *out)
+{
+    uint32_t B = cfg->resamples ? cfg->resamples : DEFAULT_RESAMPLES;
+    double alpha = cfg->alpha > 0 ? cfg->alpha : DEFAULT_ALPHA;
+    size_t cap =
+        sizeof(default_latency) / sizeof(default_latency[0]) * 4 + CMP_SCALAR_COUNT + nrules;
+    struct side sb, sn;
+    bool from_req[STAT_METRIC_COUNT] = {false};
+    double *diff = NULL;
+    int rc;
+
+    if (!base || !new_ || !base->stats || !new_->stats || B > COMPARE_MAX_RESAMPLES ||
+        !(alpha > 0 && alpha <= 0.5))
+        return -EINVAL;
+    memset(&sb, 0, sizeof(sb));
+    memset(&sn, 0, sizeof(sn));
+    if ((rc = result_init(out, cap, nrules, cfg, alpha, B)))
+        goto out_free_scratch;
+    add_rows(out, rules, nrules);
+    out->requests_used =
+        cfg->method == CMP_METHOD_AUTO && base->reqs && base->nreqs && new_->reqs && new_->nreqs;
+    if ((rc = bootstrap(&sb, &sn, base, new_, out, out->requests_used, cfg->seed, from_req)))
+        goto out_free_scratch;
+    diff = ts_malloc((size_t)B * sizeof(*diff));
+    if (!diff) {
+        rc = -ENOMEM;
+        goto out_free_scratch;
+    }
+    for (size_t r = 0; r < out->nrows; r++)
+        if ((rc = judge_row(out, r, base, new_, &sb, &sn, cfg, from_req, diff)))
+            goto out_free_scratch;
+    apply_rules(out, rules, nrules, !cfg->no_significance);
+out_free_scratch:
+    /* the scratch always goes; the result only when it is not handed back */
     ts_free(diff);
-    side_release(&sb);
     side_release(&sn);
+    side_release(&sb);
+    if (rc)
+        compare_result_release(out);
     return rc;
 }
 

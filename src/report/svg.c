@@ -569,19 +569,23 @@ static int draw_series(struct buf *b, const struct svg_series *s, const struct a
     return rc;
 }
 
-int svg_chart_render(const struct svg_chart *c, struct buf *out)
-{
-    int W = c->width > 0 ? c->width : 640, H = c->height > 0 ? c->height : 340;
-    struct range rx = {0}, ry = {0};
-    struct axis_map mx, my;
-    struct legend_item legend[LEGEND_MAX];
-    size_t nlegend = 0;
-    char clip[160], label[64];
-    bool any_point = false;
-    int rc;
+/* Where the parts of an XY chart go, in units of its viewBox. */
+struct chart_layout {
+    int W, H;
+    double left, right;   /* the plot's x extent (the y tick labels are left of it) */
+    double top;           /* below the title: where the legend starts */
+    double ptop, pbottom; /* the plot's y extent (below the legend) */
+    char clip[160];       /* id of the plot's clip path */
+};
 
-    if (!id_ok(c->id))
-        return -EINVAL;
+/*
+ * The data ranges of the series and markers (*any_point: some series has a
+ * finite point), widened by the rules that may widen them (rule_widens).
+ * Returns 0 or -EINVAL for a series with points but no x or y.
+ */
+static int chart_ranges(const struct svg_chart *c, struct range *rx, struct range *ry,
+                        bool *any_point)
+{
     for (size_t i = 0; i < c->nseries; i++) {
         const struct svg_series *s = &c->series[i];
         if (s->n && (!s->x || !s->y))
@@ -590,34 +594,42 @@ int svg_chart_render(const struct svg_chart *c, struct buf *out)
             if (!isfinite(s->x[k]) || !isfinite(s->y[k]))
                 continue;
             if (c->x.scale == SVG_SCALE_SPECTRUM || isfinite(s->x[k]))
-                range_add(&rx, s->x[k], c->x.scale);
-            range_add(&ry, s->y[k], c->y.scale);
-            any_point = true;
+                range_add(rx, s->x[k], c->x.scale);
+            range_add(ry, s->y[k], c->y.scale);
+            *any_point = true;
         }
     }
     for (size_t i = 0; i < c->nmarkers; i++) {
-        range_add(&rx, c->markers[i].x, c->x.scale);
-        range_add(&ry, c->markers[i].y, c->y.scale);
+        range_add(rx, c->markers[i].x, c->x.scale);
+        range_add(ry, c->markers[i].y, c->y.scale);
     }
-    /* Rules widen the range only when that does not squash the data (see rule_widens). */
-    struct range data_x = rx, data_y = ry;
+    struct range data_x = *rx, data_y = *ry;
     for (size_t i = 0; i < c->nrules; i++) {
         const struct svg_rule *r = &c->rules[i];
         if (rule_widens(r->vertical ? &data_x : &data_y, r->at))
-            range_add(r->vertical ? &rx : &ry, r->at, r->vertical ? c->x.scale : c->y.scale);
+            range_add(r->vertical ? rx : ry, r->at, r->vertical ? c->x.scale : c->y.scale);
     }
-    if ((rc = axis_setup(&mx, &c->x, rx, 8)) || (rc = axis_setup(&my, &c->y, ry, 6)))
-        return rc;
+    return 0;
+}
 
-    /* Legend entries: series, bands, rules. */
-    for (size_t i = 0; i < c->nseries && nlegend < LEGEND_MAX; i++) {
+/*
+ * The legend's entries into items (at most LEGEND_MAX): the named series
+ * that have a point to draw, the bands, then the labelled rules (marked off
+ * scale when outside the axes). Returns how many.
+ */
+static size_t chart_legend(const struct svg_chart *c, const struct axis_map *mx,
+                           const struct axis_map *my, struct legend_item *items)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < c->nseries && n < LEGEND_MAX; i++) {
         const struct svg_series *s = &c->series[i];
         bool drawn = false;
         for (size_t k = 0; k < s->n && !drawn; k++)
             drawn = isfinite(s->x[k]) && isfinite(s->y[k]);
         if (!s->name || !drawn)
             continue;
-        legend[nlegend++] = (struct legend_item){
+        items[n++] = (struct legend_item){
             .label = s->name,
             .color = svg_color(s->color),
             .dashed = s->dashed,
@@ -625,152 +637,216 @@ int svg_chart_render(const struct svg_chart *c, struct buf *out)
             .dot = s->kind == SVG_POINTS || s->kind == SVG_LINE_DOTS,
         };
     }
-    if (c->nbands && c->band_legend && nlegend < LEGEND_MAX)
-        legend[nlegend++] =
+    if (c->nbands && c->band_legend && n < LEGEND_MAX)
+        items[n++] =
             (struct legend_item){.label = c->band_legend, .color = svg_color(3), .band = true};
-    for (size_t i = 0; i < c->nrules && nlegend < LEGEND_MAX; i++) {
+    for (size_t i = 0; i < c->nrules && n < LEGEND_MAX; i++) {
         const struct svg_rule *r = &c->rules[i];
         if (!r->label)
             continue;
-        legend[nlegend++] = (struct legend_item){
+        items[n++] = (struct legend_item){
             .label = r->label,
             .color = svg_color(r->color),
             .dashed = true,
             .line = true,
-            .off_scale = !in_axis(r->vertical ? &mx : &my, r->at),
+            .off_scale = !in_axis(r->vertical ? mx : my, r->at),
         };
     }
+    return n;
+}
 
-    /* Margins: the y tick labels set the left one; the legend pushes the plot down. */
+/* The horizontal margins (the widest y tick label sets the left one) and the title's height. */
+static void chart_margins(const struct svg_chart *c, const struct axis_map *my,
+                          struct chart_layout *L)
+{
+    char label[64];
     double ylab_w = 0;
-    for (size_t i = 0; i < my.t.n; i++) {
-        tick_label(&my, &c->y, i, label, sizeof(label));
+
+    L->W = c->width > 0 ? c->width : 640;
+    L->H = c->height > 0 ? c->height : 340;
+    for (size_t i = 0; i < my->t.n; i++) {
+        tick_label(my, &c->y, i, label, sizeof(label));
         double w = text_width(label, 11);
         ylab_w = w > ylab_w ? w : ylab_w;
     }
-    double left = 10 + (c->y.label ? 18 : 0) + ylab_w + 8, right = W - 18;
-    double top = c->title ? 24 : 6;
+    L->left = 10 + (c->y.label ? 18 : 0) + ylab_w + 8;
+    L->right = L->W - 18;
+    L->top = c->title ? 24 : 6;
+}
 
-    rc = open_svg(out, c->id, NULL, W, H, c->title);
+/*
+ * Opens the <svg> with its title and legend, then places the plot below the
+ * legend (L->ptop, L->pbottom, the axes' pixels) and defines its clip path.
+ */
+static int chart_open(struct buf *out, const struct svg_chart *c, const struct legend_item *legend,
+                      size_t nlegend, struct chart_layout *L, struct axis_map *mx,
+                      struct axis_map *my)
+{
+    int rc = open_svg(out, c->id, NULL, L->W, L->H, c->title);
     if (!rc && c->title)
         rc = put_text(out, 10, 17, 14, NULL, "font-weight=\"bold\"", c->title);
     if (!rc && nlegend) {
         double yend;
-        rc = draw_legend(out, legend, nlegend, left, right, top + 14, &yend);
-        top = yend + 4;
+        rc = draw_legend(out, legend, nlegend, L->left, L->right, L->top + 14, &yend);
+        L->top = yend + 4;
     }
-    double ptop = top + 10, pbottom = H - (c->x.label ? 44 : 26);
-    if (pbottom - ptop < 40)
-        pbottom = ptop + 40;
-    mx.p0 = left;
-    mx.p1 = right;
-    my.p0 = pbottom;
-    my.p1 = ptop;
-    snprintf(clip, sizeof(clip), "%s-clip", c->id);
+    L->ptop = L->top + 10;
+    L->pbottom = L->H - (c->x.label ? 44 : 26);
+    if (L->pbottom - L->ptop < 40)
+        L->pbottom = L->ptop + 40;
+    mx->p0 = L->left;
+    mx->p1 = L->right;
+    my->p0 = L->pbottom;
+    my->p1 = L->ptop;
+    snprintf(L->clip, sizeof(L->clip), "%s-clip", c->id);
     if (!rc)
         rc = buf_appendf(out,
                          "<defs><clipPath id=\"%s\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                          "height=\"%.1f\"/></clipPath></defs>\n",
-                         clip, left - 4, ptop - 4, right - left + 8, pbottom - ptop + 8);
+                         L->clip, L->left - 4, L->ptop - 4, L->right - L->left + 8,
+                         L->pbottom - L->ptop + 8);
+    return rc;
+}
 
-    /* Grid and tick labels. */
-    for (size_t i = 0; !rc && i < my.t.n; i++) {
-        double py = tick_pos(&my, i);
-        tick_label(&my, &c->y, i, label, sizeof(label));
+/* Horizontal grid lines with the y tick labels left of the plot. */
+static int draw_y_grid(struct buf *out, const struct svg_axis *a, const struct axis_map *my,
+                       const struct chart_layout *L)
+{
+    char label[64];
+    int rc = 0;
+
+    for (size_t i = 0; !rc && i < my->t.n; i++) {
+        double py = tick_pos(my, i);
+        tick_label(my, a, i, label, sizeof(label));
         rc = buf_appendf(
             out,
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" GRID_COLOR "\"/>\n",
-            left, py, right, py);
-        rc = rc ? rc : put_text(out, left - 6, py + 4, 11, "end", "fill=\"" MUTED "\"", label);
+            L->left, py, L->right, py);
+        rc = rc ? rc : put_text(out, L->left - 6, py + 4, 11, "end", "fill=\"" MUTED "\"", label);
     }
+    return rc;
+}
+
+/*
+ * Vertical grid lines with tick marks and the x tick labels below the plot;
+ * a label that would overlap the previous one is left out.
+ */
+static int draw_x_grid(struct buf *out, const struct svg_axis *a, const struct axis_map *mx,
+                       const struct chart_layout *L)
+{
+    char label[64];
     double last_label_end = -1e9;
-    for (size_t i = 0; !rc && i < mx.t.n; i++) {
-        double px = tick_pos(&mx, i);
-        tick_label(&mx, &c->x, i, label, sizeof(label));
+    int rc = 0;
+
+    for (size_t i = 0; !rc && i < mx->t.n; i++) {
+        double px = tick_pos(mx, i);
+        tick_label(mx, a, i, label, sizeof(label));
         double w = text_width(label, 11);
         rc = buf_appendf(
             out,
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" GRID_COLOR
             "\"/>\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" AXIS_COLOR
             "\"/>\n",
-            px, ptop, px, pbottom, px, pbottom, px, pbottom + 4);
-        /* Skip a label that would overlap the previous one. */
-        double lx = px + w / 2 > W - 3 ? W - 3 - w / 2 : px; /* keep the last one inside */
+            px, L->ptop, px, L->pbottom, px, L->pbottom, px, L->pbottom + 4);
+        double lx = px + w / 2 > L->W - 3 ? L->W - 3 - w / 2 : px; /* keep the last one inside */
         if (!rc && lx - w / 2 >= last_label_end + 6) {
-            rc = put_text(out, lx, pbottom + 17, 11, "middle", "fill=\"" MUTED "\"", label);
+            rc = put_text(out, lx, L->pbottom + 17, 11, "middle", "fill=\"" MUTED "\"", label);
             last_label_end = lx + w / 2;
         }
     }
+    return rc;
+}
 
-    /* Bands under everything else. */
+/* The shaded x bands (under everything else), clipped to the plot, with their labels. */
+static int draw_bands(struct buf *out, const struct svg_chart *c, const struct axis_map *mx,
+                      const struct chart_layout *L)
+{
+    int rc = 0;
+
     for (size_t i = 0; !rc && i < c->nbands; i++) {
         const struct svg_band *bd = &c->bands[i];
-        double x0 = axis_pos(&mx, bd->x0), x1 = axis_pos(&mx, bd->x1);
+        double x0 = axis_pos(mx, bd->x0), x1 = axis_pos(mx, bd->x1);
         if (x1 < x0) {
             double t = x0;
             x0 = x1;
             x1 = t;
         }
-        if (x0 < left)
-            x0 = left;
-        if (x1 > right)
-            x1 = right;
+        if (x0 < L->left)
+            x0 = L->left;
+        if (x1 > L->right)
+            x1 = L->right;
         if (x1 <= x0)
             continue;
         rc =
             buf_appendf(out,
                         "<rect class=\"band\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                         "fill=\"%s\" fill-opacity=\"0.13\"/>\n",
-                        x0, ptop, x1 - x0, pbottom - ptop, svg_color(3));
+                        x0, L->ptop, x1 - x0, L->pbottom - L->ptop, svg_color(3));
         if (!rc && bd->label)
-            rc = put_text(out, x0 + 3, ptop + 12, 10, NULL, "fill=\"#a11\"", bd->label);
+            rc = put_text(out, x0 + 3, L->ptop + 12, 10, NULL, "fill=\"#a11\"", bd->label);
     }
+    return rc;
+}
 
-    /* Axes and their labels. */
-    if (!rc)
-        rc = buf_appendf(
-            out,
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" AXIS_COLOR
-            "\"/>\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" AXIS_COLOR
-            "\"/>\n",
-            left, ptop, left, pbottom, left, pbottom, right, pbottom);
+/* The two axis lines and the axis titles (the y title turned upright). */
+static int draw_axes(struct buf *out, const struct svg_chart *c, const struct chart_layout *L)
+{
+    int rc = buf_appendf(
+        out,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" AXIS_COLOR
+        "\"/>\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" AXIS_COLOR "\"/>\n",
+        L->left, L->ptop, L->left, L->pbottom, L->left, L->pbottom, L->right, L->pbottom);
     if (!rc && c->x.label)
-        rc = put_text(out, (left + right) / 2, pbottom + 36, 12, "middle", NULL, c->x.label);
+        rc = put_text(out, (L->left + L->right) / 2, L->pbottom + 36, 12, "middle", NULL,
+                      c->x.label);
     if (!rc && c->y.label) {
         char rot[96];
-        double cy = (ptop + pbottom) / 2;
+        double cy = (L->ptop + L->pbottom) / 2;
         snprintf(rot, sizeof(rot), "transform=\"rotate(-90 14 %.1f)\"", cy);
         rc = put_text(out, 14, cy, 12, "middle", rot, c->y.label);
     }
+    return rc;
+}
 
-    for (size_t i = 0; !rc && i < c->nseries; i++)
-        rc = draw_series(out, &c->series[i], &mx, &my, clip);
+/* The reference lines that fall within the axes, dashed across the plot. */
+static int draw_rules(struct buf *out, const struct svg_chart *c, const struct axis_map *mx,
+                      const struct axis_map *my, const struct chart_layout *L)
+{
+    int rc = 0;
 
     for (size_t i = 0; !rc && i < c->nrules; i++) {
         const struct svg_rule *r = &c->rules[i];
         const char *color = svg_color(r->color);
-        if (!in_axis(r->vertical ? &mx : &my, r->at))
+        if (!in_axis(r->vertical ? mx : my, r->at))
             continue;
         if (r->vertical) {
-            double px = axis_pos(&mx, r->at);
+            double px = axis_pos(mx, r->at);
             rc = buf_appendf(out,
                              "<line class=\"rule\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                              "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/>\n",
-                             px, ptop, px, pbottom, color);
+                             px, L->ptop, px, L->pbottom, color);
         } else {
-            double py = axis_pos(&my, r->at);
+            double py = axis_pos(my, r->at);
             rc = buf_appendf(out,
                              "<line class=\"rule\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                              "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/>\n",
-                             left, py, right, py, color);
+                             L->left, py, L->right, py, color);
         }
     }
+    return rc;
+}
+
+/* The markers within the axes: a ring and a bold label, on the left when it would not fit. */
+static int draw_markers(struct buf *out, const struct svg_chart *c, const struct axis_map *mx,
+                        const struct axis_map *my, const struct chart_layout *L)
+{
+    int rc = 0;
 
     for (size_t i = 0; !rc && i < c->nmarkers; i++) {
         const struct svg_marker *mk = &c->markers[i];
-        if (!in_axis(&mx, mk->x) || !in_axis(&my, mk->y))
+        if (!in_axis(mx, mk->x) || !in_axis(my, mk->y))
             continue;
-        double px = axis_pos(&mx, mk->x), py = axis_pos(&my, mk->y);
+        double px = axis_pos(mx, mk->x), py = axis_pos(my, mk->y);
         const char *color = svg_color(mk->color);
         rc = buf_appendf(out,
                          "<circle class=\"marker\" cx=\"%.1f\" cy=\"%.1f\" r=\"7\" fill=\"none\" "
@@ -778,7 +854,7 @@ int svg_chart_render(const struct svg_chart *c, struct buf *out)
                          px, py, color);
         if (!rc && mk->label) {
             double w = text_width(mk->label, 12);
-            bool leftside = px + 12 + w > right;
+            bool leftside = px + 12 + w > L->right;
             char extra[160];
             snprintf(extra, sizeof(extra),
                      "font-weight=\"bold\" fill=\"%s\" stroke=\"#fff\" stroke-width=\"3\" "
@@ -788,8 +864,39 @@ int svg_chart_render(const struct svg_chart *c, struct buf *out)
                           extra, mk->label);
         }
     }
+    return rc;
+}
+
+int svg_chart_render(const struct svg_chart *c, struct buf *out)
+{
+    struct range rx = {0}, ry = {0};
+    struct axis_map mx, my;
+    struct legend_item legend[LEGEND_MAX];
+    struct chart_layout L;
+    size_t nlegend;
+    bool any_point = false;
+    int rc;
+
+    if (!id_ok(c->id))
+        return -EINVAL;
+    if ((rc = chart_ranges(c, &rx, &ry, &any_point)))
+        return rc;
+    if ((rc = axis_setup(&mx, &c->x, rx, 8)) || (rc = axis_setup(&my, &c->y, ry, 6)))
+        return rc;
+    nlegend = chart_legend(c, &mx, &my, legend);
+    chart_margins(c, &my, &L);
+
+    rc = chart_open(out, c, legend, nlegend, &L, &mx, &my);
+    rc = rc ? rc : draw_y_grid(out, &c->y, &my, &L);
+    rc = rc ? rc : draw_x_grid(out, &c->x, &mx, &L);
+    rc = rc ? rc : draw_bands(out, c, &mx, &L);
+    rc = rc ? rc : draw_axes(out, c, &L);
+    for (size_t i = 0; !rc && i < c->nseries; i++)
+        rc = draw_series(out, &c->series[i], &mx, &my, L.clip);
+    rc = rc ? rc : draw_rules(out, c, &mx, &my, &L);
+    rc = rc ? rc : draw_markers(out, c, &mx, &my, &L);
     if (!rc && !any_point && c->note)
-        rc = put_text(out, (left + right) / 2, (ptop + pbottom) / 2, 13, "middle",
+        rc = put_text(out, (L.left + L.right) / 2, (L.ptop + L.pbottom) / 2, 13, "middle",
                       "fill=\"" MUTED "\"", c->note);
     return rc ? rc : buf_append_str(out, "</svg>\n");
 }
@@ -828,144 +935,222 @@ static void cell_text(double v, char *buf, size_t n)
         snprintf(buf, n, "%.2f", v);
 }
 
-int svg_heatmap_render(const struct svg_heatmap *h, struct buf *out)
+/* Where the parts of a heatmap go, in units of its viewBox. */
+struct heat_layout {
+    int W, H;
+    double left, right; /* the cells' x extent (the row labels are left of it) */
+    double top, bottom; /* the cells' y extent (the column labels are below it) */
+    double cw, ch;      /* a cell's size */
+    double bar_x;       /* the colour bar's left edge */
+    bool rotate;        /* column labels turned, as they are wider than a cell */
+    char grad[160];     /* id of the colour bar's gradient */
+};
+
+/* The tick label of colour-scale tick i. */
+static void heat_tick_label(const struct axis_map *m, size_t i, char *buf, size_t n)
 {
-    int W = h->width > 0 ? h->width : 640, H = h->height > 0 ? h->height : 260;
+    svg_format_tick(m->t.v[i], m->scale == SVG_SCALE_LINEAR ? m->t.step : 0, buf, n);
+}
+
+/*
+ * The colour scale: its ticks in m from the smallest to the largest finite
+ * value (exactly: ticks outside are dropped), log10 when h asks for it.
+ */
+static int heat_scale(const struct svg_heatmap *h, struct axis_map *m)
+{
     struct range r = {0};
-    struct axis_map m;
     struct svg_axis a = {
         .scale = h->log_scale ? SVG_SCALE_LOG : SVG_SCALE_LINEAR, .min = NAN, .max = NAN};
-    char label[64], grad[160];
-    int rc;
 
-    if (!id_ok(h->id) || !h->nrows || !h->ncols || !h->values || !h->row_labels || !h->col_labels)
-        return -EINVAL;
     for (size_t i = 0; i < h->nrows * h->ncols; i++)
         range_add(&r, h->values[i], a.scale);
-    if (r.any) { /* the colours span exactly the values; ticks outside are dropped */
+    if (r.any) {
         a.min = r.lo;
         a.max = r.hi > r.lo ? r.hi : (a.scale == SVG_SCALE_LOG ? r.lo * 10 : r.lo + 1);
     }
-    if ((rc = axis_setup(&m, &a, r, 4)))
-        return rc;
+    return axis_setup(m, &a, r, 4);
+}
 
-    double rowlab_w = 0;
+/*
+ * The layout from the labels' widths: row labels on the left, the colour
+ * bar with its tick labels and title on the right, column labels below
+ * (turned when wider than a cell).
+ */
+static void heat_layout(const struct svg_heatmap *h, const struct axis_map *m,
+                        struct heat_layout *L)
+{
+    char label[64];
+    double rowlab_w = 0, collab_w = 0, tick_w = 0;
+
+    L->W = h->width > 0 ? h->width : 640;
+    L->H = h->height > 0 ? h->height : 260;
     for (size_t i = 0; i < h->nrows; i++) {
         double w = text_width(h->row_labels[i], 11);
         rowlab_w = w > rowlab_w ? w : rowlab_w;
     }
-    double collab_w = 0;
     for (size_t j = 0; j < h->ncols; j++) {
         double w = text_width(h->col_labels[j], 10);
         collab_w = w > collab_w ? w : collab_w;
     }
-    double tick_w = 0;
-    for (size_t i = 0; i < m.t.n; i++) {
-        svg_format_tick(m.t.v[i], a.scale == SVG_SCALE_LINEAR ? m.t.step : 0, label, sizeof(label));
+    for (size_t i = 0; i < m->t.n; i++) {
+        heat_tick_label(m, i, label, sizeof(label));
         double w = text_width(label, 11);
         tick_w = w > tick_w ? w : tick_w;
     }
-    double left = 10 + (h->y_label ? 18 : 0) + rowlab_w + 8;
-    double bar_x = W - 10 - 18 - tick_w - 6 - 14; /* colour bar: 14 wide, ticks, title */
-    double right = bar_x - 16;
-    double top = h->title ? 34 : 10;
-    double cw = (right - left) / (double)h->ncols;
-    bool rotate = collab_w + 4 > cw;
-    double bottom = H - (h->x_label ? 22 : 4) - (rotate ? collab_w * 0.6 + 12 : 18);
-    double ch = (bottom - top) / (double)h->nrows;
+    L->left = 10 + (h->y_label ? 18 : 0) + rowlab_w + 8;
+    L->bar_x = L->W - 10 - 18 - tick_w - 6 - 14; /* colour bar: 14 wide, ticks, title */
+    L->right = L->bar_x - 16;
+    L->top = h->title ? 34 : 10;
+    L->cw = (L->right - L->left) / (double)h->ncols;
+    L->rotate = collab_w + 4 > L->cw;
+    L->bottom = L->H - (h->x_label ? 22 : 4) - (L->rotate ? collab_w * 0.6 + 12 : 18);
+    L->ch = (L->bottom - L->top) / (double)h->nrows;
+    snprintf(L->grad, sizeof(L->grad), "%s-grad", h->id);
+}
 
-    rc = open_svg(out, h->id, "ts-heatmap", W, H, h->title);
+/* Opens the <svg> with its title and defines the colour scale's gradient. */
+static int heat_open(struct buf *out, const struct svg_heatmap *h, const struct heat_layout *L)
+{
+    int rc = open_svg(out, h->id, "ts-heatmap", L->W, L->H, h->title);
     if (!rc && h->title)
         rc = put_text(out, 10, 17, 14, NULL, "font-weight=\"bold\"", h->title);
-    snprintf(grad, sizeof(grad), "%s-grad", h->id);
-    if (!rc) {
+    if (!rc)
         rc = buf_appendf(
-            out, "<defs><linearGradient id=\"%s\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">", grad);
-        for (int k = 0; !rc && k <= 8; k++) {
-            int rgb[3];
-            scale_color(k / 8.0, rgb);
-            rc = buf_appendf(out, "<stop offset=\"%.3f\" stop-color=\"#%02x%02x%02x\"/>", k / 8.0,
-                             rgb[0], rgb[1], rgb[2]);
-        }
-        rc = rc ? rc : buf_append_str(out, "</linearGradient></defs>\n");
+            out, "<defs><linearGradient id=\"%s\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">", L->grad);
+    for (int k = 0; !rc && k <= 8; k++) {
+        int rgb[3];
+        scale_color(k / 8.0, rgb);
+        rc = buf_appendf(out, "<stop offset=\"%.3f\" stop-color=\"#%02x%02x%02x\"/>", k / 8.0,
+                         rgb[0], rgb[1], rgb[2]);
     }
-    m.p0 = 0;
-    m.p1 = 1;
+    return rc ? rc : buf_append_str(out, "</linearGradient></defs>\n");
+}
+
+/*
+ * One cell at (x, y): coloured by its value's place t on the scale m (whose
+ * pixels are 0..1), with a tooltip and, when the cell is big enough, the
+ * value written in it; a value off the scale is an empty grey cell.
+ */
+static int heat_cell(struct buf *out, const struct svg_heatmap *h, const struct axis_map *m,
+                     const struct heat_layout *L, size_t i, size_t j, double x, double y)
+{
+    double v = h->values[i * h->ncols + j];
+    char label[64];
+    int rgb[3];
+
+    if (!in_axis(m, v) || (m->scale == SVG_SCALE_LOG && !(v > 0)))
+        return buf_appendf(out,
+                           "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                           "fill=\"#f3f3f3\" stroke=\"#fff\"/>\n",
+                           x, y, L->cw, L->ch);
+    double t = axis_pos(m, v);
+    scale_color(t, rgb);
+    cell_text(v, label, sizeof(label));
+    int rc = buf_appendf(out,
+                         "<rect class=\"cell\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                         "height=\"%.1f\" fill=\"#%02x%02x%02x\" stroke=\"#fff\"><title>",
+                         x, y, L->cw, L->ch, rgb[0], rgb[1], rgb[2]);
+    rc = rc ? rc : svg_escape(out, h->row_labels[i]);
+    rc = rc ? rc : buf_append_str(out, ", ");
+    rc = rc ? rc : svg_escape(out, h->col_labels[j]);
+    rc = rc ? rc : buf_appendf(out, ": %s</title></rect>\n", label);
+    double fs = L->cw / 4.5 < 12 ? L->cw / 4.5 : 12;
+    if (!rc && fs >= 7 && L->ch >= 12) {
+        char extra[40];
+        snprintf(extra, sizeof(extra), "fill=\"%s\"", t < 0.6 ? "#fff" : "#111");
+        rc = put_text(out, x + L->cw / 2, y + L->ch / 2 + fs * 0.35, fs, "middle", extra, label);
+    }
+    return rc;
+}
+
+/* Each row: its label, then its cells left to right. */
+static int heat_rows(struct buf *out, const struct svg_heatmap *h, struct axis_map *m,
+                     const struct heat_layout *L)
+{
+    int rc = 0;
+
+    m->p0 = 0;
+    m->p1 = 1;
     for (size_t i = 0; !rc && i < h->nrows; i++) {
-        double y = top + ch * (double)i;
-        rc = put_text(out, left - 6, y + ch / 2 + 4, 11, "end", NULL, h->row_labels[i]);
-        for (size_t j = 0; !rc && j < h->ncols; j++) {
-            double v = h->values[i * h->ncols + j];
-            double x = left + cw * (double)j;
-            if (!in_axis(&m, v) || (a.scale == SVG_SCALE_LOG && !(v > 0))) {
-                rc = buf_appendf(out,
-                                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                                 "fill=\"#f3f3f3\" stroke=\"#fff\"/>\n",
-                                 x, y, cw, ch);
-                continue;
-            }
-            int rgb[3];
-            double t = axis_pos(&m, v);
-            scale_color(t, rgb);
-            cell_text(v, label, sizeof(label));
-            rc = buf_appendf(out,
-                             "<rect class=\"cell\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                             "height=\"%.1f\" fill=\"#%02x%02x%02x\" stroke=\"#fff\"><title>",
-                             x, y, cw, ch, rgb[0], rgb[1], rgb[2]);
-            rc = rc ? rc : svg_escape(out, h->row_labels[i]);
-            rc = rc ? rc : buf_append_str(out, ", ");
-            rc = rc ? rc : svg_escape(out, h->col_labels[j]);
-            rc = rc ? rc : buf_appendf(out, ": %s</title></rect>\n", label);
-            double fs = cw / 4.5 < 12 ? cw / 4.5 : 12;
-            if (!rc && fs >= 7 && ch >= 12) {
-                char extra[40];
-                snprintf(extra, sizeof(extra), "fill=\"%s\"", t < 0.6 ? "#fff" : "#111");
-                rc = put_text(out, x + cw / 2, y + ch / 2 + fs * 0.35, fs, "middle", extra, label);
-            }
-        }
+        double y = L->top + L->ch * (double)i;
+        rc = put_text(out, L->left - 6, y + L->ch / 2 + 4, 11, "end", NULL, h->row_labels[i]);
+        for (size_t j = 0; !rc && j < h->ncols; j++)
+            rc = heat_cell(out, h, m, L, i, j, L->left + L->cw * (double)j, y);
     }
+    return rc;
+}
+
+/* The column labels under the cells and the two axis titles. */
+static int heat_axes(struct buf *out, const struct svg_heatmap *h, const struct heat_layout *L)
+{
+    int rc = 0;
+
     for (size_t j = 0; !rc && j < h->ncols; j++) {
-        double x = left + cw * ((double)j + 0.5);
-        if (rotate) {
+        double x = L->left + L->cw * ((double)j + 0.5);
+        if (L->rotate) {
             char rot[96];
             snprintf(rot, sizeof(rot), "transform=\"rotate(-35 %.1f %.1f)\" fill=\"" MUTED "\"", x,
-                     bottom + 12);
-            rc = put_text(out, x, bottom + 12, 10, "end", rot, h->col_labels[j]);
+                     L->bottom + 12);
+            rc = put_text(out, x, L->bottom + 12, 10, "end", rot, h->col_labels[j]);
         } else {
-            rc =
-                put_text(out, x, bottom + 14, 10, "middle", "fill=\"" MUTED "\"", h->col_labels[j]);
+            rc = put_text(out, x, L->bottom + 14, 10, "middle", "fill=\"" MUTED "\"",
+                          h->col_labels[j]);
         }
     }
     if (!rc && h->x_label)
-        rc = put_text(out, (left + right) / 2, H - 8, 12, "middle", NULL, h->x_label);
+        rc = put_text(out, (L->left + L->right) / 2, L->H - 8, 12, "middle", NULL, h->x_label);
     if (!rc && h->y_label) {
         char rot[96];
-        double cy = (top + bottom) / 2;
+        double cy = (L->top + L->bottom) / 2;
         snprintf(rot, sizeof(rot), "transform=\"rotate(-90 14 %.1f)\"", cy);
         rc = put_text(out, 14, cy, 12, "middle", rot, h->y_label);
     }
-    /* The colour bar, its ticks and title. */
-    if (!rc)
-        rc = buf_appendf(out,
+    return rc;
+}
+
+/* The colour bar on the right, its ticks and its title. */
+static int heat_colorbar(struct buf *out, const struct svg_heatmap *h, struct axis_map *m,
+                         const struct heat_layout *L)
+{
+    char label[64];
+    int rc = buf_appendf(out,
                          "<rect class=\"colorbar\" x=\"%.1f\" y=\"%.1f\" width=\"14\" "
                          "height=\"%.1f\" fill=\"url(#%s)\" stroke=\"#999\"/>\n",
-                         bar_x, top, bottom - top, grad);
-    m.p0 = bottom;
-    m.p1 = top;
-    for (size_t i = 0; !rc && i < m.t.n; i++) {
-        double py = tick_pos(&m, i);
-        svg_format_tick(m.t.v[i], a.scale == SVG_SCALE_LINEAR ? m.t.step : 0, label, sizeof(label));
+                         L->bar_x, L->top, L->bottom - L->top, L->grad);
+    m->p0 = L->bottom;
+    m->p1 = L->top;
+    for (size_t i = 0; !rc && i < m->t.n; i++) {
+        double py = tick_pos(m, i);
+        heat_tick_label(m, i, label, sizeof(label));
         rc = buf_appendf(
             out,
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" AXIS_COLOR "\"/>\n",
-            bar_x + 14, py, bar_x + 18, py);
-        rc = rc ? rc : put_text(out, bar_x + 21, py + 4, 11, NULL, "fill=\"" MUTED "\"", label);
+            L->bar_x + 14, py, L->bar_x + 18, py);
+        rc = rc ? rc : put_text(out, L->bar_x + 21, py + 4, 11, NULL, "fill=\"" MUTED "\"", label);
     }
     if (!rc && h->value_label) {
         char rot[96];
-        double cx = W - 10, cy = (top + bottom) / 2;
+        double cx = L->W - 10, cy = (L->top + L->bottom) / 2;
         snprintf(rot, sizeof(rot), "transform=\"rotate(-90 %.1f %.1f)\"", cx, cy);
         rc = put_text(out, cx, cy, 12, "middle", rot, h->value_label);
     }
+    return rc;
+}
+
+int svg_heatmap_render(const struct svg_heatmap *h, struct buf *out)
+{
+    struct axis_map m;
+    struct heat_layout L;
+    int rc;
+
+    if (!id_ok(h->id) || !h->nrows || !h->ncols || !h->values || !h->row_labels || !h->col_labels)
+        return -EINVAL;
+    if ((rc = heat_scale(h, &m)))
+        return rc;
+    heat_layout(h, &m, &L);
+    rc = heat_open(out, h, &L);
+    rc = rc ? rc : heat_rows(out, h, &m, &L);
+    rc = rc ? rc : heat_axes(out, h, &L);
+    rc = rc ? rc : heat_colorbar(out, h, &m, &L);
     return rc ? rc : buf_append_str(out, "</svg>\n");
 }

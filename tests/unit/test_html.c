@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "report/docset.h"
 #include "report/html.h"
+#include "report/html_groups.h"
 #include "report/result.h"
 
 #define MS       1000000ull

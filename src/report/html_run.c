@@ -1,0 +1,270 @@
+/*
+ * html_run.c - one run's section of the HTML report (see html_run.h).
+ */
+#include "report/html_run.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis/slo.h"
+#include "report/html_groups.h"
+#include "report/html_run_charts.h"
+
+/* The line under the run's title: target, model, load, start, measured window, file. */
+static void run_meta(struct html_page *p, const struct report_doc *d)
+{
+    const json_t *run = report_json_obj(d->doc, "run");
+    const char *target = report_json_str(run, "target"), *model = report_json_str(run, "model");
+    const char *mode = report_json_str(run, "mode"), *started = report_json_str(run, "started_at");
+    const char *profile = report_json_str(run, "simulator_profile");
+    char a[32];
+
+    html_emit(p, "<p class=\"sub\">");
+    if (target) {
+        html_emit(p, "target ");
+        html_esc(p, target);
+        if (profile) {
+            html_emit(p, " (built-in simulator, profile ");
+            html_esc(p, profile);
+            html_emit(p, ")");
+        }
+    }
+    if (model) {
+        html_emit(p, " &middot; model ");
+        html_esc(p, model);
+    }
+    if (mode && !strcmp(mode, "open")) {
+        html_emitf(p, " &middot; open loop, %s req/s ",
+                   html_fmt_num(report_json_num(run, "rate"), 2, a, sizeof(a)));
+        html_esc(p, report_json_str(run, "arrival"));
+    } else if (mode && !strcmp(mode, "closed")) {
+        html_emitf(p, " &middot; closed loop, %s users",
+                   html_fmt_num(report_json_num(run, "users"), 0, a, sizeof(a)));
+    }
+    if (started) {
+        html_emit(p, " &middot; started ");
+        html_esc(p, started);
+    }
+    html_emitf(p, " &middot; measured %.1f s", d->sum.duration_s);
+    if (d->sum.warmup_requests)
+        html_emitf(p, " (after %" PRIu64 " warm-up requests)", d->sum.warmup_requests);
+    html_emit(p, " &middot; file ");
+    html_esc(p, d->path);
+    html_emit(p, "</p>\n");
+}
+
+/* The stored SLO verdicts, actual values in the SLO's own unit. */
+static void slo_table(struct html_page *p, const struct report_doc *d)
+{
+    const json_t *arr = report_json_arr(d->doc, "slo"), *v;
+    size_t i;
+    char a[48];
+
+    if (!json_array_size(arr))
+        return;
+    html_emit(p,
+              "<h3>SLO verdicts</h3><div class=\"tablewrap\"><table class=\"slo\"><tr><th>SLO</th>"
+              "<th>actual</th><th>verdict</th></tr>\n");
+    json_array_foreach(arr, i, v)
+    {
+        const char *expr = report_json_str(v, "expr");
+        double actual = report_json_num(v, "actual");
+        bool pass = json_is_true(json_object_get(v, "pass"));
+        struct slo slo;
+        const char *text;
+        if (expr && slo_parse(expr, &slo, NULL, 0) == 0)
+            text = slo_format_value(&slo, actual, a, sizeof(a));
+        else
+            text = html_fmt_num(actual, 3, a, sizeof(a));
+        html_emit(p, "<tr><td>");
+        html_esc(p, expr ? expr : "?");
+        html_emit(p, "</td><td>");
+        html_esc(p, text);
+        html_emitf(p, "</td><td class=\"%s\">%s</td></tr>\n", pass ? "pass" : "fail",
+                   pass ? "pass" : "FAIL");
+    }
+    html_emit(p, "</table></div>\n");
+}
+
+static const struct {
+    enum stat_metric m;
+    const char *label;
+    bool always;
+} lat_rows[] = {
+    {STAT_TTFT, "TTFT", true},
+    {STAT_TTFT_UNCORRECTED, "TTFT, uncorrected", false},
+    {STAT_TTFC, "TTFC (first content)", false},
+    {STAT_ITL, "ITL", true},
+    {STAT_TPOT, "TPOT", true},
+    {STAT_TPOT_INCL_TTFT, "TPOT incl. TTFT", false},
+    {STAT_E2EL, "E2EL", true},
+    {STAT_E2EL_UNCORRECTED, "E2EL, uncorrected", false},
+    {STAT_LAG, "lag (send delay)", true},
+    {STAT_DNS, "DNS", false},
+    {STAT_CONNECT, "TCP connect", false},
+    {STAT_TLS, "TLS handshake", false},
+    {STAT_SENT, "request sent", false},
+    {STAT_TTFB, "first byte", false},
+};
+
+/* Count, mean and percentiles of each latency metric measured (the main ones always). */
+static void latency_table(struct html_page *p, const struct report_doc *d)
+{
+    char a[32];
+    html_emit(p, "<h3>Latency (ms)</h3><div class=\"tablewrap\"><table class=\"latency\"><tr>"
+                 "<th>metric</th><th>count</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th>"
+                 "<th>p99</th><th>p99.9</th><th>max</th></tr>\n");
+    for (size_t i = 0; i < sizeof(lat_rows) / sizeof(lat_rows[0]); i++) {
+        const struct latency_summary *l = &d->sum.lat[lat_rows[i].m];
+        if (!l->count && !lat_rows[i].always)
+            continue;
+        if (lat_rows[i].m == STAT_DNS)
+            html_emit(p, "<tr class=\"sep\"><td colspan=\"9\">connection phases (new connections)"
+                         "</td></tr>\n");
+        html_emit(p, "<tr><td>");
+        html_esc(p, lat_rows[i].label);
+        html_emitf(p, "</td><td>%" PRIu64 "</td>", l->count);
+        html_emitf(p, "<td>%s</td>", l->count ? html_fmt_ms(l->mean, a, sizeof(a)) : "-");
+        for (int k = 0; k < SUMMARY_NPCT; k++)
+            html_emitf(p, "<td>%s</td>", l->count ? html_fmt_ms(l->pct[k], a, sizeof(a)) : "-");
+        html_emitf(p, "<td>%s</td></tr>\n", l->count ? html_fmt_ms(l->max, a, sizeof(a)) : "-");
+    }
+    html_emit(p, "</table></div>\n");
+}
+
+/* The class an outcome is counted in, for the outcomes table. */
+static const char *outcome_class(enum req_outcome o)
+{
+    switch (o) {
+    case REQ_OK:
+        return "ok";
+    case REQ_HTTP_429:
+    case REQ_HTTP_4XX:
+    case REQ_HTTP_5XX:
+        return "HTTP error";
+    case REQ_CONNECT:
+    case REQ_TLS:
+    case REQ_RECV:
+        return "connection";
+    case REQ_TIMEOUT_CONNECT:
+    case REQ_TIMEOUT_TTFB:
+    case REQ_TIMEOUT_IDLE:
+    case REQ_TIMEOUT_TOTAL:
+        return "timeout";
+    case REQ_TRUNCATED:
+    case REQ_MALFORMED:
+    case REQ_STREAM_ERROR:
+        return "stream";
+    case REQ_CUT:
+        return "cut at the end";
+    default:
+        return "other";
+    }
+}
+
+/* Outcomes by class, HTTP status classes, tokens and streams, stream integrity. */
+static void outcome_tables(struct html_page *p, const struct report_doc *d)
+{
+    const struct run_stats *s = d->stats;
+    char a[32];
+    double total = (double)(s->requests ? s->requests : 1);
+
+    html_emit(p, "<div class=\"two\"><div class=\"tablewrap\"><table class=\"outcomes\">"
+                 "<caption>Outcomes by class</caption><tr><th>outcome</th><th>class</th>"
+                 "<th>requests</th><th>share</th></tr>\n");
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
+        if (!s->outcomes[i] && i != REQ_OK)
+            continue;
+        bool err = req_outcome_is_error((enum req_outcome)i);
+        html_emitf(p, "<tr%s><td>", err ? " class=\"err\"" : "");
+        html_esc(p, req_outcome_name((enum req_outcome)i));
+        html_emit(p, "</td><td class=\"l\">");
+        html_esc(p, outcome_class((enum req_outcome)i));
+        html_emitf(p, "</td><td>%" PRIu64 "</td><td>%s</td></tr>\n", s->outcomes[i],
+                   html_fmt_pct((double)s->outcomes[i] / total, a, sizeof(a)));
+    }
+    html_emitf(p, "<tr><td><b>all</b></td><td></td><td><b>%" PRIu64 "</b></td><td></td></tr>\n",
+               s->requests);
+    html_emit(p,
+              "</table></div>\n<div class=\"tablewrap\"><table class=\"http\"><caption>HTTP status"
+              "</caption><tr><th>class</th><th>responses</th></tr>\n");
+    for (int i = 0; i < HTTP_CLASS_COUNT; i++) {
+        if (!s->http_class[i])
+            continue;
+        html_emit(p, "<tr><td>");
+        html_esc(p, http_class_name((enum http_class)i));
+        html_emitf(p, "</td><td>%" PRIu64 "</td></tr>\n", s->http_class[i]);
+    }
+    html_emit(p, "</table></div>\n");
+
+    html_emit(p, "<div class=\"tablewrap\"><table class=\"tokens\"><caption>Tokens and streams"
+                 "</caption>\n");
+    html_emitf(p, "<tr><td>input tokens (ok requests)</td><td>%" PRIu64 "</td></tr>\n",
+               s->input_tokens);
+    html_emitf(p, "<tr><td>output tokens (ok requests)</td><td>%" PRIu64 "</td></tr>\n",
+               s->output_tokens);
+    html_emitf(p, "<tr><td>output tokens (every request)</td><td>%" PRIu64 "</td></tr>\n",
+               s->output_tokens_all);
+    html_emit(p, "<tr><td>counted by</td><td>");
+    html_esc(p, d->sum.token_method ? d->sum.token_method : "none");
+    html_emitf(p, "</td></tr>\n<tr><td>tokens per chunk</td><td>%s</td></tr>\n",
+               html_fmt_num(d->sum.tokens_per_chunk, 2, a, sizeof(a)));
+    html_emitf(p, "<tr><td>usage disagreements</td><td>%" PRIu64 "</td></tr>\n", s->usage_mismatch);
+    html_emitf(p, "<tr><td>streams</td><td>%" PRIu64 "</td></tr>\n", s->streams);
+    html_emitf(p, "<tr><td>&nbsp; without [DONE]</td><td>%" PRIu64 "</td></tr>\n", s->no_done);
+    html_emitf(p, "<tr><td>&nbsp; without finish_reason</td><td>%" PRIu64 "</td></tr>\n",
+               s->no_finish);
+    html_emitf(p, "<tr><td>&nbsp; with a changed id</td><td>%" PRIu64 "</td></tr>\n",
+               s->id_changed);
+    html_emitf(p, "<tr><td>reused connections</td><td>%" PRIu64 "</td></tr>\n", s->reused_conn);
+    html_emit(p, "</table></div>\n");
+    const json_t *integ = report_json_obj(d->doc, "integrity");
+    if (integ)
+        html_kv_table(p, "Stream integrity", integ);
+    html_emit(p, "</div>\n");
+}
+
+static const char *const group_keys[][2] = {
+    {"by_tenant", "Per tenant"},
+    {"by_intent", "Per intent"},
+    {"by_perturbation", "Per perturbation"},
+    {"by_flow_step", "Per flow step"},
+};
+
+void html_run_section(struct html_page *p, const struct report_doc *d)
+{
+    int run = ++p->nrun;
+    html_emitf(p, "<section class=\"run\" id=\"run%d\"><h2>Run ", run);
+    html_esc(p, d->name);
+    html_emit(p, "</h2>\n");
+    run_meta(p, d);
+    slo_table(p, d);
+    latency_table(p, d);
+    html_timeline_charts(p, d, run);
+    html_itl_position_heatmap(p, d, run);
+    html_emit(p, "<h3>Outcomes, tokens and streams</h3>\n");
+    outcome_tables(p, d);
+    const json_t *q = report_json_obj(d->doc, "quality");
+    if (q) {
+        html_emit(p, "<h3>Answer quality</h3>\n");
+        html_kv_table(p, NULL, q);
+    }
+    for (size_t k = 0; k < sizeof(group_keys) / sizeof(group_keys[0]); k++) {
+        const json_t *g = report_json_obj(d->doc, group_keys[k][0]);
+        char id[64];
+        if (!g || !json_object_size(g))
+            continue;
+        snprintf(id, sizeof(id), "run%d-%s", run, group_keys[k][0]);
+        html_emitf(p, "<h3>%s</h3>\n", group_keys[k][1]);
+        if (!p->rc)
+            p->rc = report_html_group_table(p->out, id, NULL, g);
+    }
+    const json_t *cfg = report_json_obj(d->doc, "run");
+    if (cfg) {
+        html_emit(p, "<details><summary>Run configuration</summary>\n");
+        html_kv_table(p, NULL, cfg);
+        html_emit(p, "</details>\n");
+    }
+    html_emit(p, "</section>\n");
+}
