@@ -21,6 +21,7 @@
 #include "base/strdist.h"
 #include "base/units.h"
 #include "chaos/fault.h"
+#include "net/ctlauth.h"
 #include "app/run_quality.h"
 #include "workload/yamlwalk.h"
 #include "sim/admin.h"
@@ -661,6 +662,19 @@ static int http_call(const char *method, const char *url, const json_t *body, ch
         goto out;
     }
     hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    /* a proxy or simulator that guards its control API (net/ctlauth.h) */
+    const char *token = getenv(CTLAUTH_TOKEN_ENV);
+    char auth[CTLAUTH_TOKEN_MAX + 32];
+    if (hdr && token && *token && strlen(token) <= CTLAUTH_TOKEN_MAX) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        struct curl_slist *more = curl_slist_append(hdr, auth);
+        hdr = more ? more : hdr;
+        explicit_bzero(auth, sizeof(auth));
+    }
+    if (!hdr) {
+        ts_errf(err, errlen, "out of memory");
+        goto out;
+    }
     CURLcode cc = CURLE_OK;
     cc = cc ? cc : curl_easy_setopt(h, CURLOPT_URL, url);
     cc = cc ? cc : curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -669,10 +683,9 @@ static int http_call(const char *method, const char *url, const json_t *body, ch
     cc = cc ? cc : curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
     cc = cc ? cc : curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     cc = cc ? cc : curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    if (!cc && text) {
+    cc = cc ? cc : curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    if (!cc && text)
         cc = curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
-        cc = cc ? cc : curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    }
     cc = cc ? cc : curl_easy_perform(h);
     if (cc) {
         ts_errf(err, errlen, "%s %s: %s", method, url, curl_easy_strerror(cc));

@@ -67,6 +67,8 @@ struct proxy_config {
     bool api;                    /* run the control API */
     const char *api_host;        /* "127.0.0.1" */
     int api_port;                /* 0: any free port */
+    const char *api_token;       /* bearer token every API request but GET /health must
+                                    carry (net/ctlauth.h); NULL: none; borrowed */
     const char *upstream;        /* base URL: http(s)://host[:port][/prefix]; required */
     uint64_t seed;               /* of the probability rolls */
     bool insecure;               /* do not verify the upstream's TLS certificate */

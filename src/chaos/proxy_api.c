@@ -11,7 +11,9 @@
  *   POST   /reset            204: every fault removed
  *   GET    /metrics          Prometheus text
  *
- * Errors are JSON objects {"error": "message"}.
+ * Errors are JSON objects {"error": "message"}. With cfg.api_token set,
+ * every request but GET /health needs "Authorization: Bearer TOKEN" (401
+ * otherwise; net/ctlauth.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "chaos/proxy.h"
+#include "net/ctlauth.h"
 #include "telemetry/prom.h"
 
 #define API_BODY_MAX (1u << 20)
@@ -233,6 +236,10 @@ static void api_dispatch(struct proxy *p, struct http_request *req)
 {
     const char *path = req->path;
     const char *m = req->method;
+    if (strcmp(path, "/health") != 0 && !ctlauth_allows(req, p->cfg.api_token)) {
+        ctlauth_deny(req);
+        return;
+    }
     if (req->body_len > API_BODY_MAX) {
         api_error(req, 413, "body too large");
         return;

@@ -15,6 +15,7 @@
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
 #include "net/addr.h"
+#include "net/ctlauth.h"
 #include "telemetry/otlp.h"
 
 static void usage(FILE *out)
@@ -33,6 +34,11 @@ static void usage(FILE *out)
         "  --listen HOST:PORT     where the proxy listens (default 127.0.0.1:9000; 0 = any)\n"
         "  --api HOST:PORT        the control API (default 127.0.0.1:9001; 0 = any port)\n"
         "  --no-api               run without the control API\n"
+        "  --api-token TOKEN      require 'Authorization: Bearer TOKEN' on the control API\n"
+        "                         (also TOKENSTORM_API_TOKEN); needed to bind it to an\n"
+        "                         address other machines can reach\n"
+        "  --api-insecure         serve a control API on such an address without a token\n"
+        "                         (prints a warning: anyone who reaches it steers traffic)\n"
         "  --faults FILE.yaml     faults to start with ({faults: [spec, ...]})\n"
         "  --seed N               seed of the probability rolls (default 1)\n"
         "  --threads N|auto       loop threads serving clients (default 1; auto: one per\n"
@@ -79,14 +85,16 @@ enum {
     OPT_OTLP_ENDPOINT,
     OPT_OTLP_ALL,
     OPT_THREADS,
+    OPT_API_TOKEN,
+    OPT_API_INSECURE,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
 struct proxy_opts {
     struct serve_proxy_opts serve; /* cfg, faults_path, quiet; the rest in cmd_proxy */
-    const char *listen, *api, *otlp_endpoint;
+    const char *listen, *api, *otlp_endpoint, *api_token;
     uint64_t grace_ns, connect_ns;
-    bool check;
+    bool check, api_insecure;
     char host[ADDR_HOST_MAX], api_host[ADDR_HOST_MAX]; /* serve.cfg's hosts */
 };
 
@@ -173,6 +181,12 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
         return -1;
     case OPT_THREADS:
         return parse_threads(o, arg);
+    case OPT_API_TOKEN:
+        o->api_token = arg;
+        return -1;
+    case OPT_API_INSECURE:
+        o->api_insecure = true;
+        return -1;
     case 'q':
         o->serve.quiet = true;
         return -1;
@@ -206,6 +220,8 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
         {"otlp-all", no_argument, NULL, OPT_OTLP_ALL},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"api-token", required_argument, NULL, OPT_API_TOKEN},
+        {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -282,6 +298,16 @@ static int resolve_addresses(struct proxy_opts *o)
     }
     cfg->listen_host = o->host;
     cfg->api_host = o->api_host;
+    if (cfg->api) {
+        char warn[512];
+        if (ctlauth_setup("the control API", o->api_host, o->api_token, o->api_insecure,
+                          &cfg->api_token, warn, sizeof warn, err, sizeof err)) {
+            fprintf(stderr, "tokenstorm proxy: --api: %s\n", err);
+            return TS_EXIT_USAGE;
+        }
+        if (warn[0])
+            fprintf(stderr, "tokenstorm proxy: %s\n", warn);
+    }
     cfg->connect_timeout_ms = (uint32_t)(o->connect_ns / 1000000 ? o->connect_ns / 1000000 : 1);
     o->serve.grace_ms = o->grace_ns / 1000000;
     return -1;
