@@ -295,8 +295,20 @@ static const struct option run_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Returns 0 to go on, or the exit code to return. */
-static int parse_args(int argc, char **argv, struct run_opts *o)
+/*
+ * What an option group's parser returns besides an exit code (>= 0) to stop
+ * with: ARG_NEXT (taken, go on) or ARG_NOT_MINE (another group's option).
+ */
+enum { ARG_NEXT = -1, ARG_NOT_MINE = -2 };
+
+/* A helper's verdict (0 or -1, the message printed) as a group's answer. */
+static int next_or_usage(int bad)
+{
+    return bad ? TS_EXIT_USAGE : ARG_NEXT;
+}
+
+/* The defaults of every option, before argv is read. */
+static void run_opts_defaults(struct run_opts *o)
 {
     memset(o, 0, sizeof(*o));
     run_quality_init(&o->quality);
@@ -306,277 +318,362 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     o->t_connect = 10 * TS_NS_PER_S;
     o->t_ttfb = 300 * TS_NS_PER_S;
     o->t_idle = 120 * TS_NS_PER_S;
-    bool duration_given = false;
-    int c;
-    optind = 1;
-    int opt_index = 0;
-    while ((c = getopt_long(argc, argv, "qvh", run_options, &opt_index)) != -1) {
-        int bad = 0;
-        uint64_t v;
-        switch (c) {
-        case O_TARGET:
-            o->target = optarg;
-            break;
-        case O_MODEL:
-            o->model = optarg;
-            break;
-        case O_API_KEY:
-            o->api_key = optarg;
-            break;
-        case O_HEADER:
-            if (o->nheaders == RUN_MAX_HEADERS - 2 || !strchr(optarg, ':') ||
-                strpbrk(optarg, "\r\n")) {
-                fprintf(stderr, "tokenstorm run: --header: expected 'Name: value'\n");
-                return TS_EXIT_USAGE;
-            }
-            o->headers[o->nheaders++] = optarg;
-            break;
-        case O_ENDPOINT:
-            o->endpoint = optarg;
-            break;
-        case O_INSECURE:
-            o->insecure = true;
-            break;
-        case O_HTTP2:
-            o->http2 = true;
-            break;
-        case O_RATE:
-            bad = parse_rate("--rate", optarg, &o->rate);
-            break;
-        case O_ARRIVAL:
-            o->arrival = optarg;
-            break;
-        case O_RAMP_TO:
-            bad = parse_rate("--ramp-to", optarg, &o->ramp_to);
-            break;
-        case O_STAGES:
-            o->stages = optarg;
-            break;
-        case O_CONCURRENCY:
-            bad = parse_u64("--concurrency", optarg, &v);
-            if (!bad && (v < 1 || v > RUNNER_MAX_USERS)) {
-                fprintf(stderr, "tokenstorm run: --concurrency must be 1..%u\n", RUNNER_MAX_USERS);
-                bad = 1;
-            }
-            o->concurrency = (uint32_t)v;
-            break;
-        case O_THINK:
-            o->think = optarg;
-            break;
-        case O_RAMP_USERS:
-            bad = parse_dur("--ramp-users", optarg, &o->ramp_users_ns);
-            break;
-        case O_DURATION:
-            bad = parse_dur("--duration", optarg, &o->duration_ns);
-            duration_given = true;
-            o->duration_given = true;
-            break;
-        case O_REQUESTS:
-            bad = parse_u64("--requests", optarg, &o->requests);
-            break;
-        case O_WARMUP:
-            bad = parse_dur("--warmup", optarg, &o->warmup_ns);
-            break;
-        case O_DRAIN:
-            bad = parse_dur("--drain", optarg, &o->drain_ns);
-            o->drain_given = true;
-            break;
-        case O_WORKERS:
-            bad = parse_u64("--workers", optarg, &v);
-            if (!bad && (v < 1 || v > RUNNER_MAX_WORKERS)) {
-                fprintf(stderr, "tokenstorm run: --workers must be 1..%d\n", RUNNER_MAX_WORKERS);
-                bad = 1;
-            }
-            o->workers = (uint32_t)v;
-            break;
-        case O_SEED:
-            bad = parse_u64("--seed", optarg, &o->seed);
-            o->seed_given = true;
-            break;
-        case O_INPUT_LEN:
-            o->input_len = optarg;
-            break;
-        case O_OUTPUT_LEN:
-            o->output_len = optarg;
-            break;
-        case O_PROMPTS:
-            o->prompts = optarg;
-            break;
-        case O_SYSTEM:
-            o->system_prompt = optarg;
-            break;
-        case O_NO_EOS:
-            o->no_ignore_eos = true;
-            break;
-        case O_NO_STREAM:
-            o->no_stream = true;
-            break;
-        case O_BODY:
-            o->body = optarg;
-            break;
-        case O_T_CONNECT:
-            bad = parse_dur("--timeout-connect", optarg, &o->t_connect);
-            break;
-        case O_T_TTFB:
-            bad = parse_dur("--timeout-ttfb", optarg, &o->t_ttfb);
-            break;
-        case O_T_IDLE:
-            bad = parse_dur("--timeout-idle", optarg, &o->t_idle);
-            break;
-        case O_T_TOTAL:
-            bad = parse_dur("--timeout", optarg, &o->t_total);
-            break;
-        case O_SLO:
-            if (o->nslos == RUN_MAX_SLOS) {
-                fprintf(stderr, "tokenstorm run: too many --slo\n");
-                return TS_EXIT_USAGE;
-            }
-            o->slos[o->nslos++] = optarg;
-            break;
-        case O_GOODPUT:
-            o->goodput = optarg;
-            break;
-        case O_INTEGRITY:
-            if (strcmp(optarg, "hmac")) {
-                fprintf(stderr, "tokenstorm run: --integrity: only 'hmac' is supported\n");
-                return TS_EXIT_USAGE;
-            }
-            o->integrity = optarg;
-            break;
-        case O_INTEGRITY_KEY:
-            o->integrity_key = optarg;
-            break;
-        case O_QUALITY: {
-            char err[512];
-            if (run_quality_option(&o->quality, run_options[opt_index].name, optarg, err,
-                                   sizeof(err)) < 0) {
-                fprintf(stderr, "tokenstorm run: %s\n", err);
-                return TS_EXIT_USAGE;
-            }
-            break;
-        }
-        case O_METRICS_LISTEN: {
-            char aerr[128];
-            unsigned char ip[16];
-            if (addr_parse(optarg, "127.0.0.1", o->metrics_host, &o->metrics_port, aerr,
-                           sizeof(aerr))) {
-                fprintf(stderr, "tokenstorm run: --metrics-listen: %s\n", aerr);
-                return TS_EXIT_USAGE;
-            }
-            if (inet_pton(AF_INET, o->metrics_host, ip) != 1 &&
-                inet_pton(AF_INET6, o->metrics_host, ip) != 1) {
-                fprintf(stderr,
-                        "tokenstorm run: --metrics-listen: '%s' is not an IP address "
-                        "(e.g. 127.0.0.1:9464)\n",
-                        o->metrics_host);
-                return TS_EXIT_USAGE;
-            }
-            o->metrics_listen = optarg;
-            break;
-        }
-        case O_SERVER_METRICS:
-            if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8) &&
-                strcmp(optarg, "auto")) {
-                fprintf(stderr, "tokenstorm run: --server-metrics: expected an http:// or "
-                                "https:// URL such as http://127.0.0.1:8000/metrics, or "
-                                "'auto'\n");
-                return TS_EXIT_USAGE;
-            }
-            o->server_metrics = optarg;
-            break;
-        case O_SERVER_METRICS_INTERVAL:
-            bad = parse_dur("--server-metrics-interval", optarg, &o->server_metrics_interval_ns);
-            if (!bad && o->server_metrics_interval_ns < SCRAPE_MIN_INTERVAL_NS) {
-                fprintf(stderr, "tokenstorm run: --server-metrics-interval: at least 100ms\n");
-                bad = 1;
-            }
-            break;
-        case O_SHARD: {
-            char serr[128];
-            if (shard_parse(optarg, &o->shard, serr, sizeof(serr))) {
-                fprintf(stderr, "tokenstorm run: --shard: %s\n", serr);
-                return TS_EXIT_USAGE;
-            }
-            break;
-        }
-        case O_OTLP_ENDPOINT:
-            o->otlp_endpoint = optarg;
-            break;
-        case O_START_AT: {
-            char serr[200];
-            if (start_at_parse(optarg, &o->start_at_ns, serr, sizeof(serr))) {
-                fprintf(stderr, "tokenstorm run: --start-at: %s\n", serr);
-                return TS_EXIT_USAGE;
-            }
-            break;
-        }
-        case O_METRICS_LINGER:
-            bad = parse_dur("--metrics-linger", optarg, &o->metrics_linger_ns);
-            break;
-        case O_OUT:
-            o->out_dir = optarg;
-            break;
-        case O_SAVE:
-            o->save_requests = true;
-            break;
-        case O_JSON:
-            o->json = true;
-            break;
-        case O_SIM_PROFILE:
-            o->sim_profile = optarg;
-            break;
-        case O_SIM_SET:
-            if (o->nsim_sets == sizeof(o->sim_sets) / sizeof(o->sim_sets[0])) {
-                fprintf(stderr, "tokenstorm run: too many --sim-set\n");
-                return TS_EXIT_USAGE;
-            }
-            o->sim_sets[o->nsim_sets++] = optarg;
-            break;
-        case O_CHECK:
-            o->check = true;
-            break;
-        case O_DRY_RUN:
-            o->dry_run = optarg;
-            break;
-        case O_DRY_RUN_N:
-            bad = parse_u64("--dry-run-requests", optarg, &o->dry_run_n);
-            break;
-        case O_TOKENIZER:
-            o->tokenizer = optarg;
-            break;
-        case O_NO_KERNEL_TS:
-            o->no_kernel_timestamps = true;
-            break;
-        case O_HTTP_ENGINE:
-            if (!strcmp(optarg, "auto")) {
-                o->http_engine_curl = false;
-            } else if (!strcmp(optarg, "curl")) {
-                o->http_engine_curl = true;
-            } else {
-                fprintf(stderr, "tokenstorm run: --http-engine: '%s' is not auto or curl\n",
-                        optarg);
-                return TS_EXIT_USAGE;
-            }
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
-            break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case O_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default:
-            usage(stderr);
+}
+
+/* "target:" in --help: where the requests go and how they are sent. */
+static int target_option(int c, const char *name, struct run_opts *o)
+{
+    (void)name;
+    switch (c) {
+    case O_TARGET:
+        o->target = optarg;
+        return ARG_NEXT;
+    case O_MODEL:
+        o->model = optarg;
+        return ARG_NEXT;
+    case O_API_KEY:
+        o->api_key = optarg;
+        return ARG_NEXT;
+    case O_HEADER:
+        if (o->nheaders == RUN_MAX_HEADERS - 2 || !strchr(optarg, ':') || strpbrk(optarg, "\r\n")) {
+            fprintf(stderr, "tokenstorm run: --header: expected 'Name: value'\n");
             return TS_EXIT_USAGE;
         }
-        if (bad)
-            return TS_EXIT_USAGE;
+        o->headers[o->nheaders++] = optarg;
+        return ARG_NEXT;
+    case O_ENDPOINT:
+        o->endpoint = optarg;
+        return ARG_NEXT;
+    case O_INSECURE:
+        o->insecure = true;
+        return ARG_NEXT;
+    case O_HTTP2:
+        o->http2 = true;
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
     }
+}
+
+/* A whole number in 1..max for opt, or a usage error. */
+static int parse_count(const char *opt, const char *s, uint64_t max, uint32_t *out)
+{
+    uint64_t v;
+    if (parse_u64(opt, s, &v))
+        return TS_EXIT_USAGE;
+    if (v < 1 || v > max) {
+        fprintf(stderr, "tokenstorm run: %s must be 1..%u\n", opt, (unsigned)max);
+        return TS_EXIT_USAGE;
+    }
+    *out = (uint32_t)v;
+    return ARG_NEXT;
+}
+
+/* "load:" in --help: how many requests, when, from how many threads. */
+static int load_option(int c, const char *name, struct run_opts *o)
+{
+    (void)name;
+    switch (c) {
+    case O_RATE:
+        return next_or_usage(parse_rate("--rate", optarg, &o->rate));
+    case O_ARRIVAL:
+        o->arrival = optarg;
+        return ARG_NEXT;
+    case O_RAMP_TO:
+        return next_or_usage(parse_rate("--ramp-to", optarg, &o->ramp_to));
+    case O_STAGES:
+        o->stages = optarg;
+        return ARG_NEXT;
+    case O_CONCURRENCY:
+        return parse_count("--concurrency", optarg, RUNNER_MAX_USERS, &o->concurrency);
+    case O_THINK:
+        o->think = optarg;
+        return ARG_NEXT;
+    case O_RAMP_USERS:
+        return next_or_usage(parse_dur("--ramp-users", optarg, &o->ramp_users_ns));
+    case O_DURATION:
+        o->duration_given = true;
+        return next_or_usage(parse_dur("--duration", optarg, &o->duration_ns));
+    case O_REQUESTS:
+        return next_or_usage(parse_u64("--requests", optarg, &o->requests));
+    case O_WARMUP:
+        return next_or_usage(parse_dur("--warmup", optarg, &o->warmup_ns));
+    case O_DRAIN:
+        o->drain_given = true;
+        return next_or_usage(parse_dur("--drain", optarg, &o->drain_ns));
+    case O_WORKERS:
+        return parse_count("--workers", optarg, RUNNER_MAX_WORKERS, &o->workers);
+    case O_SEED:
+        o->seed_given = true;
+        return next_or_usage(parse_u64("--seed", optarg, &o->seed));
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* "workload:" and the scenario options in --help: what each request asks. */
+static int workload_option(int c, const char *name, struct run_opts *o)
+{
+    (void)name;
+    switch (c) {
+    case O_INPUT_LEN:
+        o->input_len = optarg;
+        return ARG_NEXT;
+    case O_OUTPUT_LEN:
+        o->output_len = optarg;
+        return ARG_NEXT;
+    case O_PROMPTS:
+        o->prompts = optarg;
+        return ARG_NEXT;
+    case O_SYSTEM:
+        o->system_prompt = optarg;
+        return ARG_NEXT;
+    case O_NO_EOS:
+        o->no_ignore_eos = true;
+        return ARG_NEXT;
+    case O_NO_STREAM:
+        o->no_stream = true;
+        return ARG_NEXT;
+    case O_BODY:
+        o->body = optarg;
+        return ARG_NEXT;
+    case O_CHECK:
+        o->check = true;
+        return ARG_NEXT;
+    case O_DRY_RUN:
+        o->dry_run = optarg;
+        return ARG_NEXT;
+    case O_DRY_RUN_N:
+        return next_or_usage(parse_u64("--dry-run-requests", optarg, &o->dry_run_n));
+    case O_TOKENIZER:
+        o->tokenizer = optarg;
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* "timeouts:" in --help, with the client's timing and engine choices. */
+static int timeout_option(int c, const char *name, struct run_opts *o)
+{
+    (void)name;
+    switch (c) {
+    case O_T_CONNECT:
+        return next_or_usage(parse_dur("--timeout-connect", optarg, &o->t_connect));
+    case O_T_TTFB:
+        return next_or_usage(parse_dur("--timeout-ttfb", optarg, &o->t_ttfb));
+    case O_T_IDLE:
+        return next_or_usage(parse_dur("--timeout-idle", optarg, &o->t_idle));
+    case O_T_TOTAL:
+        return next_or_usage(parse_dur("--timeout", optarg, &o->t_total));
+    case O_NO_KERNEL_TS:
+        o->no_kernel_timestamps = true;
+        return ARG_NEXT;
+    case O_HTTP_ENGINE:
+        if (!strcmp(optarg, "auto")) {
+            o->http_engine_curl = false;
+        } else if (!strcmp(optarg, "curl")) {
+            o->http_engine_curl = true;
+        } else {
+            fprintf(stderr, "tokenstorm run: --http-engine: '%s' is not auto or curl\n", optarg);
+            return TS_EXIT_USAGE;
+        }
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* "checks:" and "answer quality:" in --help: what the run is judged by. */
+static int check_option(int c, const char *name, struct run_opts *o)
+{
+    char err[512];
+
+    switch (c) {
+    case O_SLO:
+        if (o->nslos == RUN_MAX_SLOS) {
+            fprintf(stderr, "tokenstorm run: too many --slo\n");
+            return TS_EXIT_USAGE;
+        }
+        o->slos[o->nslos++] = optarg;
+        return ARG_NEXT;
+    case O_GOODPUT:
+        o->goodput = optarg;
+        return ARG_NEXT;
+    case O_INTEGRITY:
+        if (strcmp(optarg, "hmac")) {
+            fprintf(stderr, "tokenstorm run: --integrity: only 'hmac' is supported\n");
+            return TS_EXIT_USAGE;
+        }
+        o->integrity = optarg;
+        return ARG_NEXT;
+    case O_INTEGRITY_KEY:
+        o->integrity_key = optarg;
+        return ARG_NEXT;
+    case O_QUALITY:
+        if (run_quality_option(&o->quality, name, optarg, err, sizeof(err)) < 0) {
+            fprintf(stderr, "tokenstorm run: %s\n", err);
+            return TS_EXIT_USAGE;
+        }
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* --metrics-listen HOST:PORT: an IP address (a name would need a lookup). */
+static int parse_metrics_listen(const char *s, struct run_opts *o)
+{
+    char aerr[128];
+    unsigned char ip[16];
+
+    if (addr_parse(s, "127.0.0.1", o->metrics_host, &o->metrics_port, aerr, sizeof(aerr))) {
+        fprintf(stderr, "tokenstorm run: --metrics-listen: %s\n", aerr);
+        return TS_EXIT_USAGE;
+    }
+    if (inet_pton(AF_INET, o->metrics_host, ip) != 1 &&
+        inet_pton(AF_INET6, o->metrics_host, ip) != 1) {
+        fprintf(stderr,
+                "tokenstorm run: --metrics-listen: '%s' is not an IP address "
+                "(e.g. 127.0.0.1:9464)\n",
+                o->metrics_host);
+        return TS_EXIT_USAGE;
+    }
+    o->metrics_listen = s;
+    return ARG_NEXT;
+}
+
+/* --server-metrics URL|auto and its interval. */
+static int server_metrics_option(int c, struct run_opts *o)
+{
+    if (c == O_SERVER_METRICS) {
+        if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8) &&
+            strcmp(optarg, "auto")) {
+            fprintf(stderr, "tokenstorm run: --server-metrics: expected an http:// or "
+                            "https:// URL such as http://127.0.0.1:8000/metrics, or "
+                            "'auto'\n");
+            return TS_EXIT_USAGE;
+        }
+        o->server_metrics = optarg;
+        return ARG_NEXT;
+    }
+    if (parse_dur("--server-metrics-interval", optarg, &o->server_metrics_interval_ns))
+        return TS_EXIT_USAGE;
+    if (o->server_metrics_interval_ns < SCRAPE_MIN_INTERVAL_NS) {
+        fprintf(stderr, "tokenstorm run: --server-metrics-interval: at least 100ms\n");
+        return TS_EXIT_USAGE;
+    }
+    return ARG_NEXT;
+}
+
+/* "output:" in --help: files, stdout, live metrics and traces, logging. */
+static int output_option(int c, const char *name, struct run_opts *o)
+{
+    (void)name;
+    switch (c) {
+    case O_OUT:
+        o->out_dir = optarg;
+        return ARG_NEXT;
+    case O_SAVE:
+        o->save_requests = true;
+        return ARG_NEXT;
+    case O_JSON:
+        o->json = true;
+        return ARG_NEXT;
+    case O_METRICS_LISTEN:
+        return parse_metrics_listen(optarg, o);
+    case O_METRICS_LINGER:
+        return next_or_usage(parse_dur("--metrics-linger", optarg, &o->metrics_linger_ns));
+    case O_SERVER_METRICS:
+    case O_SERVER_METRICS_INTERVAL:
+        return server_metrics_option(c, o);
+    case O_OTLP_ENDPOINT:
+        o->otlp_endpoint = optarg;
+        return ARG_NEXT;
+    case 'q':
+        o->quiet = true;
+        return ARG_NEXT;
+    case 'v':
+        ts_log_set_level(TS_LOG_DEBUG);
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* "distributed:" and "built-in simulator:" in --help. */
+static int shard_sim_option(int c, const char *name, struct run_opts *o)
+{
+    char serr[200];
+
+    (void)name;
+    switch (c) {
+    case O_SHARD:
+        if (shard_parse(optarg, &o->shard, serr, sizeof(serr))) {
+            fprintf(stderr, "tokenstorm run: --shard: %s\n", serr);
+            return TS_EXIT_USAGE;
+        }
+        return ARG_NEXT;
+    case O_START_AT:
+        if (start_at_parse(optarg, &o->start_at_ns, serr, sizeof(serr))) {
+            fprintf(stderr, "tokenstorm run: --start-at: %s\n", serr);
+            return TS_EXIT_USAGE;
+        }
+        return ARG_NEXT;
+    case O_SIM_PROFILE:
+        o->sim_profile = optarg;
+        return ARG_NEXT;
+    case O_SIM_SET:
+        if (o->nsim_sets == sizeof(o->sim_sets) / sizeof(o->sim_sets[0])) {
+            fprintf(stderr, "tokenstorm run: too many --sim-set\n");
+            return TS_EXIT_USAGE;
+        }
+        o->sim_sets[o->nsim_sets++] = optarg;
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* --help, --version, or an option getopt rejected (it said which). */
+static int help_option(int c)
+{
+    switch (c) {
+    case 'h':
+        usage(stdout);
+        return TS_EXIT_OK;
+    case O_VERSION:
+        printf("tokenstorm %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    default:
+        usage(stderr);
+        return TS_EXIT_USAGE;
+    }
+}
+
+/* Hands option c (long name `name`) to its group; ARG_NEXT or an exit code. */
+static int parse_option(int c, const char *name, struct run_opts *o)
+{
+    static int (*const groups[])(int, const char *, struct run_opts *) = {
+        target_option, load_option,   workload_option,  timeout_option,
+        check_option,  output_option, shard_sim_option,
+    };
+
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+        int rc = groups[i](c, name, o);
+        if (rc != ARG_NOT_MINE)
+            return rc;
+    }
+    return help_option(c);
+}
+
+/*
+ * The scenario file (at most one), then the defaults that depend on what
+ * was given: --duration is the file's, or unbounded with --requests or
+ * --stages; no load option at all is 10 requests/s, Poisson.
+ */
+static int finish_args(int argc, char **argv, struct run_opts *o)
+{
     if (optind < argc)
         o->scenario = argv[optind++];
     if (optind < argc) {
@@ -589,20 +686,33 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         return TS_EXIT_USAGE;
     }
     if (o->scenario) {
-        if (!duration_given)
+        if (!o->duration_given)
             o->duration_ns = 0; /* the file's, or until the classes' requests are done */
-        return -1;
+        return ARG_NEXT;
     }
-    if (o->requests && !duration_given)
+    if (o->requests && !o->duration_given)
         o->duration_ns = 0; /* --requests alone: run until they are done */
     if (!o->rate && !o->concurrency && !o->stages)
         o->rate = 10; /* the default workload: 10 requests/s, Poisson */
     if (o->stages)
-        o->duration_ns = duration_given ? o->duration_ns : 0;
-    return -1;
+        o->duration_ns = o->duration_given ? o->duration_ns : 0;
+    return ARG_NEXT;
 }
 
-/* ---- progress ---- */
+/* Returns -1 (ARG_NEXT) to go on, or the exit code to return. */
+static int parse_args(int argc, char **argv, struct run_opts *o)
+{
+    int c, opt_index = 0;
+
+    run_opts_defaults(o);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qvh", run_options, &opt_index)) != -1) {
+        int rc = parse_option(c, run_options[opt_index].name, o);
+        if (rc != ARG_NEXT)
+            return rc;
+    }
+    return finish_args(argc, argv, o);
+}
 
 int cmd_run(int argc, char **argv)
 {

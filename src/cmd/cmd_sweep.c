@@ -3,27 +3,20 @@
  * stops climbing at saturation, and reports the knee, the maximum goodput
  * meeting the SLOs, the critical load and tenant interference.
  */
+#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "analysis/knee.h"
 #include "analysis/slo.h"
-#include "base/alloc.h"
-#include "base/clock.h"
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
-#include "app/sweep.h"
-#include "sim/thread.h"
+#include "app/sweep_job.h"
 #include "ts_config.h"
-
-#define SWEEP_DEFAULT_PROFILE "llama3-8b-a100"
 
 static void usage(FILE *out)
 {
@@ -137,7 +130,7 @@ static const struct option sweep_options[] = {
 struct sweep_opts {
     const char *plan_name; /* "list", "ladder", "adaptive" */
     const char *list, *ladder, *mode, *out_dir;
-    bool mode_given, json, quiet;
+    bool json, quiet;
     long max_steps, refine, past_sat, points, sat_conc, fit_min;
     double tolerance, error_level;
     uint64_t step_timeout_ns;
@@ -217,8 +210,20 @@ static int add_tenant(struct sweep_opts *o, const char *arg)
     return 0;
 }
 
-/* Returns 0 to go on, or the exit code to return. */
-static int parse_args(int argc, char **argv, struct sweep_opts *o)
+/*
+ * What an option group's parser returns besides an exit code (>= 0) to stop
+ * with: ARG_NEXT (taken, go on) or ARG_NOT_MINE (another group's option).
+ */
+enum { ARG_NEXT = -1, ARG_NOT_MINE = -2 };
+
+/* A helper's answer (0, or the exit code after its message) as a group's. */
+static int next_or(int rc)
+{
+    return rc ? rc : ARG_NEXT;
+}
+
+/* The defaults of every option, before argv is read. */
+static void sweep_opts_defaults(struct sweep_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->max_steps = -1;
@@ -228,124 +233,179 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
     o->fit_min = CRITICAL_MIN_POINTS;
     o->tolerance = 0.1;
     o->error_level = CRITICAL_EPSILON0;
-    int c, rc = 0;
-    optind = 1;
-    while (!rc && (c = getopt_long(argc, argv, "qvh", sweep_options, NULL)) != -1) {
-        switch (c) {
-        case O_RATES:
-        case O_CONCURRENCIES:
-            rc = set_plan(o, "list");
-            o->list = optarg;
-            o->mode = c == O_RATES ? "rate" : "concurrency";
-            o->mode_given = true;
-            break;
-        case O_LADDER:
-            rc = set_plan(o, "ladder");
-            o->ladder = optarg;
-            break;
-        case O_ADAPTIVE:
-            rc = set_plan(o, "adaptive");
-            break;
-        case O_MODE:
-            if (strcmp(optarg, "rate") && strcmp(optarg, "concurrency"))
-                return bad_opt("--mode", "rate or concurrency", optarg);
-            if (o->list && strcmp(o->mode, optarg))
-                return bad_opt("--mode", "the mode of the list given", optarg);
-            o->mode = optarg;
-            break;
-        case O_MAX_STEPS:
-            rc = parse_long("--max-steps", optarg, 1, SWEEP_MAX_STEPS, &o->max_steps);
-            break;
-        case O_REFINE:
-            rc = parse_long("--refine", optarg, 0, SWEEP_MAX_STEPS, &o->refine);
-            break;
-        case O_TOLERANCE:
-            rc = parse_pos("--tolerance", optarg, &o->tolerance);
-            if (!rc && o->tolerance >= 1)
-                rc = bad_opt("--tolerance", "a fraction below 1", optarg);
-            break;
-        case O_PAST_SAT:
-            rc = parse_long("--past-saturation", optarg, 0, SWEEP_MAX_STEPS, &o->past_sat);
-            break;
-        case O_ADAPTIVE_POINTS:
-            rc = parse_long("--adaptive-points", optarg, 2, 32, &o->points);
-            break;
-        case O_SAT_CONC:
-            rc = parse_long("--sat-concurrency", optarg, 2, 1000000, &o->sat_conc);
-            break;
-        case O_STEP_TIMEOUT:
-            if (units_parse_duration_ns(optarg, &o->step_timeout_ns) || !o->step_timeout_ns)
-                rc = bad_opt("--step-timeout", "a duration like 90s or 10m", optarg);
-            break;
-        case O_SLO: {
-            struct slo s;
-            char err[256];
-            if (o->nslos == SWEEP_MAX_SLOS) {
-                fprintf(stderr, "tokenstorm sweep: too many --slo\n");
-                return TS_EXIT_USAGE;
-            }
-            if (slo_parse(optarg, &s, err, sizeof(err))) {
-                fprintf(stderr, "tokenstorm sweep: --slo: %s\n", err);
-                return TS_EXIT_USAGE;
-            }
-            o->slos[o->nslos++] = optarg;
-            break;
-        }
-        case O_KNEE_METRIC:
-            if (sweep_knee_metric_parse(optarg, &o->knee_metric))
-                rc = bad_opt("--knee-metric", "ttft.p99, ttft.p50, tpot.p99, e2el.p99 or e2el.p50",
-                             optarg);
-            break;
-        case O_ERROR_LEVEL: {
-            char *end;
-            double v = strtod(optarg, &end);
-            if (end != optarg && !strcmp(end, "%"))
-                v /= 100;
-            else if (end == optarg || *end)
-                v = NAN;
-            if (!(v > 0 && v < 1))
-                rc = bad_opt("--error-level", "a rate between 0 and 1, or a percentage", optarg);
-            o->error_level = v;
-            break;
-        }
-        case O_FIT_MIN:
-            rc = parse_long("--fit-min-points", optarg, 2, SWEEP_MAX_STEPS, &o->fit_min);
-            break;
-        case O_INTERFERENCE:
-            rc = add_tenant(o, optarg);
-            break;
-        case O_INTERFERENCE_METRIC:
-            if (sweep_knee_metric_parse(optarg, &o->interference_metric) ||
-                (o->interference_metric != SWEEP_KNEE_TTFT_P99 &&
-                 o->interference_metric != SWEEP_KNEE_TPOT_P99 &&
-                 o->interference_metric != SWEEP_KNEE_E2EL_P99))
-                rc = bad_opt("--interference-metric", "ttft.p99, tpot.p99 or e2el.p99", optarg);
-            break;
-        case O_OUT:
-            o->out_dir = optarg;
-            break;
-        case O_JSON:
-            o->json = true;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
-            break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case O_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default:
-            usage(stderr);
-            return TS_EXIT_USAGE;
-        }
+}
+
+/* "plan (one of):" in --help: which loads to run, and what a load is. */
+static int plan_option(int c, struct sweep_opts *o)
+{
+    switch (c) {
+    case O_RATES:
+    case O_CONCURRENCIES: {
+        int rc = set_plan(o, "list");
+        o->list = optarg;
+        o->mode = c == O_RATES ? "rate" : "concurrency";
+        return next_or(rc);
     }
-    if (rc)
-        return rc;
+    case O_LADDER: {
+        int rc = set_plan(o, "ladder");
+        o->ladder = optarg;
+        return next_or(rc);
+    }
+    case O_ADAPTIVE:
+        return next_or(set_plan(o, "adaptive"));
+    case O_MODE:
+        if (strcmp(optarg, "rate") && strcmp(optarg, "concurrency"))
+            return bad_opt("--mode", "rate or concurrency", optarg);
+        if (o->list && strcmp(o->mode, optarg))
+            return bad_opt("--mode", "the mode of the list given", optarg);
+        o->mode = optarg;
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* "plan limits:" in --help: how far the plan goes and how long a run may take. */
+static int limit_option(int c, struct sweep_opts *o)
+{
+    switch (c) {
+    case O_MAX_STEPS:
+        return next_or(parse_long("--max-steps", optarg, 1, SWEEP_MAX_STEPS, &o->max_steps));
+    case O_REFINE:
+        return next_or(parse_long("--refine", optarg, 0, SWEEP_MAX_STEPS, &o->refine));
+    case O_TOLERANCE: {
+        int rc = parse_pos("--tolerance", optarg, &o->tolerance);
+        if (!rc && o->tolerance >= 1)
+            rc = bad_opt("--tolerance", "a fraction below 1", optarg);
+        return next_or(rc);
+    }
+    case O_PAST_SAT:
+        return next_or(parse_long("--past-saturation", optarg, 0, SWEEP_MAX_STEPS, &o->past_sat));
+    case O_ADAPTIVE_POINTS:
+        return next_or(parse_long("--adaptive-points", optarg, 2, 32, &o->points));
+    case O_SAT_CONC:
+        return next_or(parse_long("--sat-concurrency", optarg, 2, 1000000, &o->sat_conc));
+    case O_STEP_TIMEOUT:
+        if (units_parse_duration_ns(optarg, &o->step_timeout_ns) || !o->step_timeout_ns)
+            return bad_opt("--step-timeout", "a duration like 90s or 10m", optarg);
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* --slo EXPR: checked here, passed to every run as it was given. */
+static int add_slo(struct sweep_opts *o, const char *arg)
+{
+    struct slo s;
+    char err[256];
+
+    if (o->nslos == SWEEP_MAX_SLOS) {
+        fprintf(stderr, "tokenstorm sweep: too many --slo\n");
+        return TS_EXIT_USAGE;
+    }
+    if (slo_parse(arg, &s, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm sweep: --slo: %s\n", err);
+        return TS_EXIT_USAGE;
+    }
+    o->slos[o->nslos++] = arg;
+    return 0;
+}
+
+/* --error-level: a rate (0.01) or a percentage (1%), strictly between 0 and 1. */
+static int parse_error_level(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    if (end != s && !strcmp(end, "%"))
+        v /= 100;
+    else if (end == s || *end)
+        v = NAN;
+    *out = v;
+    if (!(v > 0 && v < 1))
+        return bad_opt("--error-level", "a rate between 0 and 1, or a percentage", s);
+    return 0;
+}
+
+/* "checks and findings:" and "tenant interference:" in --help. */
+static int check_option(int c, struct sweep_opts *o)
+{
+    switch (c) {
+    case O_SLO:
+        return next_or(add_slo(o, optarg));
+    case O_KNEE_METRIC:
+        if (sweep_knee_metric_parse(optarg, &o->knee_metric))
+            return bad_opt("--knee-metric", "ttft.p99, ttft.p50, tpot.p99, e2el.p99 or e2el.p50",
+                           optarg);
+        return ARG_NEXT;
+    case O_ERROR_LEVEL:
+        return next_or(parse_error_level(optarg, &o->error_level));
+    case O_FIT_MIN:
+        return next_or(parse_long("--fit-min-points", optarg, 2, SWEEP_MAX_STEPS, &o->fit_min));
+    case O_INTERFERENCE:
+        return next_or(add_tenant(o, optarg));
+    case O_INTERFERENCE_METRIC:
+        if (sweep_knee_metric_parse(optarg, &o->interference_metric) ||
+            (o->interference_metric != SWEEP_KNEE_TTFT_P99 &&
+             o->interference_metric != SWEEP_KNEE_TPOT_P99 &&
+             o->interference_metric != SWEEP_KNEE_E2EL_P99))
+            return bad_opt("--interference-metric", "ttft.p99, tpot.p99 or e2el.p99", optarg);
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
+/* "output:" in --help, then --help and --version, or an option getopt rejected. */
+static int output_option(int c, struct sweep_opts *o)
+{
+    switch (c) {
+    case O_OUT:
+        o->out_dir = optarg;
+        return ARG_NEXT;
+    case O_JSON:
+        o->json = true;
+        return ARG_NEXT;
+    case 'q':
+        o->quiet = true;
+        return ARG_NEXT;
+    case 'v':
+        ts_log_set_level(TS_LOG_DEBUG);
+        return ARG_NEXT;
+    case 'h':
+        usage(stdout);
+        return TS_EXIT_OK;
+    case O_VERSION:
+        printf("tokenstorm %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    default:
+        usage(stderr);
+        return TS_EXIT_USAGE;
+    }
+}
+
+/* Hands option c to its group; ARG_NEXT or an exit code. */
+static int parse_option(int c, struct sweep_opts *o)
+{
+    static int (*const groups[])(int, struct sweep_opts *) = {
+        plan_option,
+        limit_option,
+        check_option,
+        output_option,
+    };
+
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+        int rc = groups[i](c, o);
+        if (rc != ARG_NOT_MINE)
+            return rc;
+    }
+    return ARG_NOT_MINE; /* not reached: output_option takes everything left */
+}
+
+/* The run options after `--`, and what the options together must say. */
+static int finish_args(int argc, char **argv, struct sweep_opts *o)
+{
     if (optind < argc && strcmp(argv[optind - 1], "--")) {
         fprintf(stderr, "tokenstorm sweep: unexpected argument '%s' (run options go after `--`)\n",
                 argv[optind]);
@@ -369,7 +429,22 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
     }
     if (!o->mode)
         o->mode = "rate";
-    return -1;
+    return ARG_NEXT;
+}
+
+/* Returns -1 (ARG_NEXT) to go on, or the exit code to return. */
+static int parse_args(int argc, char **argv, struct sweep_opts *o)
+{
+    int c;
+
+    sweep_opts_defaults(o);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qvh", sweep_options, NULL)) != -1) {
+        int rc = parse_option(c, o);
+        if (rc != ARG_NEXT)
+            return rc;
+    }
+    return finish_args(argc, argv, o);
 }
 
 /* Options the sweep sets itself may not come through `--`. */
@@ -447,307 +522,81 @@ static int parse_ladder(const char *s, bool whole, struct sweep_plan *plan)
     return 0;
 }
 
-/* ---- output ---- */
-
-struct printer {
-    bool table, progress;
-    enum sweep_mode mode;
-    int rows;
-};
-
-static const char *ms(char *buf, size_t n, double v)
+/*
+ * The plan from the options: the list or ladder as a grid, bisection steps
+ * (4 after an adaptive grid, else none unless --refine) and the run budget
+ * (the plan's size unless --max-steps). 0 or TS_EXIT_USAGE.
+ */
+static int build_plan(const struct sweep_opts *o, struct sweep_config *cfg)
 {
-    if (!isfinite(v))
-        snprintf(buf, n, "-");
-    else if (v >= 1000)
-        snprintf(buf, n, "%.0f ms", v);
-    else
-        snprintf(buf, n, "%.1f ms", v);
-    return buf;
-}
+    bool conc = !strcmp(o->mode, "concurrency");
+    int rc = 0;
 
-static void on_start(const char *what, double load, void *arg)
-{
-    struct printer *p = arg;
-    if (!p->progress)
-        return;
-    if (isfinite(load))
-        fprintf(stderr, "sweep: running %s %g%s\n", what, load,
-                !strcmp(what, "rate") ? " req/s" : "");
-    else
-        fprintf(stderr, "sweep: running %s\n", what);
-}
-
-static void on_step(const struct sweep_step *st, bool probe, void *arg)
-{
-    struct printer *p = arg;
-    char load[48], a[24], b[24], c[24], d[24], sat[96] = "";
-
-    if (!p->table)
-        return;
-    if (!p->rows++)
-        printf("%3s  %-18s %8s %9s %10s %10s %10s %10s %10s %7s %5s  %s\n", "#", "load", "offered",
-               "achieved", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p99", "E2EL p99", "errors",
-               "SLO", "saturated");
-    if (probe)
-        snprintf(load, sizeof(load), "%s c=%g",
-                 strstr(st->dir, "baseline") ? "baseline" : "saturation", st->load);
-    else
-        snprintf(load, sizeof(load), "%s %g", p->mode == SWEEP_RATE ? "rate" : "users", st->load);
-    for (unsigned bit = 0; bit < 4; bit++) {
-        if (st->saturation & (1u << bit)) {
-            if (sat[0])
-                strncat(sat, ",", sizeof(sat) - strlen(sat) - 1);
-            strncat(sat, sweep_sat_name((enum sweep_sat)(1u << bit)),
-                    sizeof(sat) - strlen(sat) - 1);
-        }
-    }
-    printf("%3d  %-18s %8.2f %9.2f %10.1f %10s %10s %10s %10s %6.2f%% %5s  %s%s\n", st->seq, load,
-           st->offered, st->achieved_rps, st->output_tps, ms(a, sizeof(a), st->ttft_p50_ms),
-           ms(b, sizeof(b), st->ttft_p99_ms), ms(c, sizeof(c), st->tpot_p99_ms),
-           ms(d, sizeof(d), st->e2el_p99_ms), 100 * (isfinite(st->error_rate) ? st->error_rate : 0),
-           st->nslo ? (st->slo_pass ? "pass" : "fail") : "-", sat[0] ? sat : "no",
-           st->interrupted ? " (interrupted)" : "");
-    fflush(stdout);
-}
-
-static void print_findings(const struct sweep_outcome *o, const char *dir)
-{
-    const struct sweep_findings *f = &o->findings;
-    const char *unit = o->mode == SWEEP_RATE ? "req/s" : "users";
-    char a[24];
-
-    printf("\n");
-    if (!o->plan)
-        goto tail;
-    if (f->has_knee)
-        printf("knee (%s, max curvature): load %g %s, throughput %.2f req/s, %s\n",
-               sweep_knee_metric_name(o->acfg.knee_metric), f->knee_load, unit, f->knee_throughput,
-               ms(a, sizeof(a), f->knee_latency_ms));
-    else
-        printf("knee: none found (needs 3 steps and a bend in %s)\n",
-               sweep_knee_metric_name(o->acfg.knee_metric));
-    if (o->nslos && f->has_goodput) {
-        printf("max goodput meeting the SLOs: %.2f req/s (%s) at load %g %s", f->goodput_rps,
-               f->goodput_from_throughput ? "request throughput" : "goodput", f->goodput_load,
-               unit);
-        if (isfinite(f->bracket_fail))
-            printf("; first failure at %g %s\n", f->bracket_fail, unit);
-        else
-            printf("; no step failed\n");
-    } else if (o->nslos && o->nsteps) {
-        printf("max goodput meeting the SLOs: none (the lowest load already fails)\n");
-    }
-    if (f->has_critical)
-        printf("critical load: lambda_c %.3g %s (error rate %g%% there, e-fold every %.3g %s; "
-               "R^2 %.3f over %zu steps)\n",
-               f->lambda_c, unit, 100 * f->epsilon0, f->delta_lambda, unit, f->r2,
-               f->critical_points);
-    else
-        printf("critical load: no fit (needs %zu steps with 0 < error rate < 1, rising)\n",
-               o->acfg.fit_min_points);
-tail:
-    if (f->has_quality_drop)
-        printf("quality: ROUGE-L fell from %.3f at %g %s to %.3f at %g %s\n", f->quality_from,
-               f->quality_from_load, unit, f->quality_to, f->quality_to_load, unit);
-    for (size_t i = 0; i < o->ninterference; i++) {
-        const struct sweep_interference *x = &o->interference[i];
-        char b[24];
-        printf("interference: %s's %s %s alone, %s with %s (%+.1f%%)\n", x->victim, x->metric,
-               ms(a, sizeof(a), x->p99_alone_ms), ms(b, sizeof(b), x->p99_with_ms), x->aggressor,
-               100 * x->delta);
-    }
-    printf("\nresults: %s/sweep.json\n", dir);
-}
-
-/* ---- the shared simulator of the interference runs ---- */
-
-static int start_shared_sim(const struct sweep_opts *o, struct sim_thread **sim, char *url,
-                            size_t urllen)
-{
-    struct sim_server_config scfg = {0};
-    const char *profile = sweep_args_find(o->run_args, o->nrun_args, "--sim-profile");
-    char err[512];
-
-    if (sim_profile_preset(profile ? profile : SWEEP_DEFAULT_PROFILE, &scfg.profile)) {
-        fprintf(stderr, "tokenstorm sweep: unknown --sim-profile '%s'\n", profile);
+    if (o->plan_name && (rc = check_run_args(o, conc)))
+        return rc;
+    cfg->mode = conc ? SWEEP_CONCURRENCY : SWEEP_RATE;
+    cfg->plan.mode = cfg->mode;
+    cfg->plan.tolerance = o->tolerance;
+    cfg->plan.past_saturation = (unsigned)o->past_sat;
+    cfg->plan_name = o->plan_name;
+    if (o->plan_name && !strcmp(o->plan_name, "list"))
+        rc = parse_list(conc ? "--concurrencies" : "--rates", o->list, conc, &cfg->plan);
+    else if (o->plan_name && !strcmp(o->plan_name, "ladder"))
+        rc = parse_ladder(o->ladder, conc, &cfg->plan);
+    if (rc)
+        return rc;
+    cfg->adaptive = o->plan_name && !strcmp(o->plan_name, "adaptive");
+    cfg->adaptive_points = (size_t)o->points;
+    cfg->sat_concurrency = (uint32_t)o->sat_conc;
+    cfg->plan.refine = o->refine >= 0 ? (size_t)o->refine : cfg->adaptive ? 4 : 0;
+    size_t planned = cfg->adaptive ? 2 + cfg->adaptive_points : cfg->plan.ngrid;
+    cfg->max_steps = o->max_steps > 0 ? (size_t)o->max_steps : planned + cfg->plan.refine;
+    if (cfg->max_steps > SWEEP_MAX_STEPS)
+        cfg->max_steps = SWEEP_MAX_STEPS;
+    if (cfg->adaptive && cfg->max_steps < 3) {
+        fprintf(stderr, "tokenstorm sweep: --adaptive needs --max-steps 3 or more (two probes "
+                        "and a step)\n");
         return TS_EXIT_USAGE;
     }
-    for (size_t i = 0; i < o->nrun_args; i++) {
-        const char *kv = NULL;
-        if (!strcmp(o->run_args[i], "--sim-set") && i + 1 < o->nrun_args)
-            kv = o->run_args[++i];
-        else if (!strncmp(o->run_args[i], "--sim-set=", 10))
-            kv = o->run_args[i] + 10;
-        if (kv && sim_profile_set_kv(&scfg.profile, kv, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm sweep: --sim-set %s: %s\n", kv, err);
-            return TS_EXIT_USAGE;
-        }
-    }
-    if (sim_profile_validate(&scfg.profile, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm sweep: simulator profile: %s\n", err);
-        return TS_EXIT_USAGE;
-    }
-    scfg.host = "127.0.0.1";
-    scfg.quiet = true;
-    scfg.any_model = true;
-    if (sim_thread_start(&scfg, sim, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm sweep: cannot start the simulator: %s\n", err);
-        return TS_EXIT_FAIL;
-    }
-    snprintf(url, urllen, "http://127.0.0.1:%d/v1", sim_thread_port(*sim));
     return 0;
 }
 
-/* ---- main ---- */
-
-static void on_signal(int sig)
+/* The job's options from the parsed ones: the plan, the runs, the checks, the output. */
+static int build_job(const struct sweep_opts *o, struct sweep_job_opts *job)
 {
-    (void)sig;
-    sweep_stop();
+    struct sweep_config *cfg = &job->cfg;
+    int rc;
+
+    memset(job, 0, sizeof(*job));
+    if ((rc = build_plan(o, cfg)))
+        return rc;
+    cfg->run_args = o->run_args;
+    cfg->nrun_args = o->nrun_args;
+    cfg->slos = o->slos;
+    cfg->nslos = o->nslos;
+    cfg->step_timeout_ns = o->step_timeout_ns;
+    cfg->acfg.knee_metric = o->knee_metric;
+    cfg->acfg.knee_min_score = KNEE_MIN_SCORE;
+    cfg->acfg.epsilon0 = o->error_level;
+    cfg->acfg.fit_min_points = (size_t)o->fit_min;
+    cfg->acfg.has_slos = o->nslos > 0;
+    cfg->interference_metric = o->interference_metric;
+    cfg->tenants = o->ntenants ? o->tenants : NULL;
+    job->out_dir = o->out_dir;
+    job->json = o->json;
+    job->quiet = o->quiet;
+    return 0;
 }
 
 int cmd_sweep(int argc, char **argv)
 {
     struct sweep_opts o;
+    struct sweep_job_opts job;
     int rc = parse_args(argc, argv, &o);
+
     if (rc >= 0)
         return rc;
-    bool conc = !strcmp(o.mode, "concurrency");
-    rc = 0;
-    if (o.plan_name && (rc = check_run_args(&o, conc)))
+    if ((rc = build_job(&o, &job)))
         return rc;
-
-    struct sweep_config cfg = {0};
-    cfg.mode = conc ? SWEEP_CONCURRENCY : SWEEP_RATE;
-    cfg.plan.mode = cfg.mode;
-    cfg.plan.tolerance = o.tolerance;
-    cfg.plan.past_saturation = (unsigned)o.past_sat;
-    cfg.plan_name = o.plan_name;
-    if (o.plan_name && !strcmp(o.plan_name, "list"))
-        rc = parse_list(conc ? "--concurrencies" : "--rates", o.list, conc, &cfg.plan);
-    else if (o.plan_name && !strcmp(o.plan_name, "ladder"))
-        rc = parse_ladder(o.ladder, conc, &cfg.plan);
-    if (rc)
-        return rc;
-    cfg.adaptive = o.plan_name && !strcmp(o.plan_name, "adaptive");
-    cfg.adaptive_points = (size_t)o.points;
-    cfg.sat_concurrency = (uint32_t)o.sat_conc;
-    cfg.plan.refine = o.refine >= 0 ? (size_t)o.refine : cfg.adaptive ? 4 : 0;
-    size_t planned = cfg.adaptive ? 2 + cfg.adaptive_points : cfg.plan.ngrid;
-    cfg.max_steps = o.max_steps > 0 ? (size_t)o.max_steps : planned + cfg.plan.refine;
-    if (cfg.max_steps > SWEEP_MAX_STEPS)
-        cfg.max_steps = SWEEP_MAX_STEPS;
-    if (cfg.adaptive && cfg.max_steps < 3) {
-        fprintf(stderr, "tokenstorm sweep: --adaptive needs --max-steps 3 or more (two probes "
-                        "and a step)\n");
-        return TS_EXIT_USAGE;
-    }
-    cfg.run_args = o.run_args;
-    cfg.nrun_args = o.nrun_args;
-    cfg.slos = o.slos;
-    cfg.nslos = o.nslos;
-    cfg.step_timeout_ns = o.step_timeout_ns;
-    cfg.acfg.knee_metric = o.knee_metric;
-    cfg.acfg.knee_min_score = KNEE_MIN_SCORE;
-    cfg.acfg.epsilon0 = o.error_level;
-    cfg.acfg.fit_min_points = (size_t)o.fit_min;
-    cfg.acfg.has_slos = o.nslos > 0;
-    cfg.interference_metric = o.interference_metric;
-
-    char target[300];
-    const char *given = sweep_args_find(o.run_args, o.nrun_args, "--target");
-    const char *profile = sweep_args_find(o.run_args, o.nrun_args, "--sim-profile");
-    if (given)
-        snprintf(target, sizeof(target), "%s", given);
-    else
-        snprintf(target, sizeof(target), "simulator:%s", profile ? profile : SWEEP_DEFAULT_PROFILE);
-    cfg.target = target;
-
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        fprintf(stderr, "tokenstorm sweep: cannot find my own binary: %s\n", strerror(errno));
-        return TS_EXIT_FAIL;
-    }
-    exe[n] = '\0';
-    cfg.exe = exe;
-
-    char dir[1024];
-    if (o.out_dir) {
-        snprintf(dir, sizeof(dir), "%s", o.out_dir);
-    } else {
-        char stamp[40];
-        ts_wall_format(ts_wall_ns(), stamp, sizeof(stamp));
-        stamp[19] = '\0';
-        for (char *p = stamp; *p; p++)
-            if (*p == ':')
-                *p = '-';
-        snprintf(dir, sizeof(dir), "tokenstorm-results/%sZ-sweep", stamp);
-    }
-    cfg.out_dir = dir;
-
-    struct sim_thread *sim = NULL;
-    char sim_url[128];
-    if (o.ntenants) {
-        cfg.tenants = o.tenants;
-        if (!given) {
-            if ((rc = start_shared_sim(&o, &sim, sim_url, sizeof(sim_url))))
-                return rc;
-            cfg.shared_target = sim_url;
-        }
-    }
-
-    struct printer pr = {.table = !o.json, .progress = !o.quiet && !o.json, .mode = cfg.mode};
-    cfg.on_step = on_step;
-    cfg.on_start = on_start;
-    cfg.arg = &pr;
-
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-
-    struct sweep_outcome *out = ts_calloc(1, sizeof(*out));
-    char err[1024] = "";
-    int exit_code = TS_EXIT_OK;
-    if (!out) {
-        fprintf(stderr, "tokenstorm sweep: out of memory\n");
-        exit_code = TS_EXIT_FAIL;
-        goto out_signals;
-    }
-    rc = sweep_run(&cfg, out, err, sizeof(err));
-    if (rc == SWEEP_FAIL_USAGE)
-        exit_code = TS_EXIT_USAGE;
-    else if (rc)
-        exit_code = TS_EXIT_FAIL;
-    else if (out->interrupted)
-        exit_code = TS_EXIT_INTERRUPTED;
-    else if (o.nslos && out->nsteps && !out->findings.has_goodput)
-        exit_code = TS_EXIT_SLO;
-    if (rc)
-        fprintf(stderr, "tokenstorm sweep: %s\n", err);
-    if (out->interrupted && !o.quiet)
-        fprintf(stderr, "tokenstorm sweep: interrupted; %zu steps kept\n", out->nsteps);
-    if (o.json) {
-        json_t *doc = NULL;
-        if (!sweep_json_build(out, &doc)) {
-            char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
-            if (text)
-                printf("%s\n", text);
-            free(text);
-            json_decref(doc);
-        }
-    } else if (rc != SWEEP_FAIL_USAGE && (rc == 0 || out->nsteps)) {
-        print_findings(out, dir);
-    }
-    ts_free(out);
-out_signals:
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    if (sim)
-        sim_thread_stop(sim, 0);
-    return exit_code;
+    return sweep_job_run(&job);
 }

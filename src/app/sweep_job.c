@@ -1,0 +1,332 @@
+/*
+ * sweep_job.c - what `tokenstorm sweep` does once its options are parsed
+ * (sweep_job.h): name the directory, start the simulator the interference
+ * runs share, show progress, run the sweep (sweep.c) with Ctrl-C forwarded,
+ * and print the findings or sweep.json.
+ */
+#include "app/sweep_job.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "sim/thread.h"
+
+#define SWEEP_DEFAULT_PROFILE "llama3-8b-a100"
+
+/* ---- output ---- */
+
+struct printer {
+    bool table, progress;
+    enum sweep_mode mode;
+    int rows;
+};
+
+static const char *ms(char *buf, size_t n, double v)
+{
+    if (!isfinite(v))
+        snprintf(buf, n, "-");
+    else if (v >= 1000)
+        snprintf(buf, n, "%.0f ms", v);
+    else
+        snprintf(buf, n, "%.1f ms", v);
+    return buf;
+}
+
+static void on_start(const char *what, double load, void *arg)
+{
+    struct printer *p = arg;
+    if (!p->progress)
+        return;
+    if (isfinite(load))
+        fprintf(stderr, "sweep: running %s %g%s\n", what, load,
+                !strcmp(what, "rate") ? " req/s" : "");
+    else
+        fprintf(stderr, "sweep: running %s\n", what);
+}
+
+static void on_step(const struct sweep_step *st, bool probe, void *arg)
+{
+    struct printer *p = arg;
+    char load[48], a[24], b[24], c[24], d[24], sat[96] = "";
+
+    if (!p->table)
+        return;
+    if (!p->rows++)
+        printf("%3s  %-18s %8s %9s %10s %10s %10s %10s %10s %7s %5s  %s\n", "#", "load", "offered",
+               "achieved", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p99", "E2EL p99", "errors",
+               "SLO", "saturated");
+    if (probe)
+        snprintf(load, sizeof(load), "%s c=%g",
+                 strstr(st->dir, "baseline") ? "baseline" : "saturation", st->load);
+    else
+        snprintf(load, sizeof(load), "%s %g", p->mode == SWEEP_RATE ? "rate" : "users", st->load);
+    for (unsigned bit = 0; bit < 4; bit++) {
+        if (st->saturation & (1u << bit)) {
+            if (sat[0])
+                strncat(sat, ",", sizeof(sat) - strlen(sat) - 1);
+            strncat(sat, sweep_sat_name((enum sweep_sat)(1u << bit)),
+                    sizeof(sat) - strlen(sat) - 1);
+        }
+    }
+    printf("%3d  %-18s %8.2f %9.2f %10.1f %10s %10s %10s %10s %6.2f%% %5s  %s%s\n", st->seq, load,
+           st->offered, st->achieved_rps, st->output_tps, ms(a, sizeof(a), st->ttft_p50_ms),
+           ms(b, sizeof(b), st->ttft_p99_ms), ms(c, sizeof(c), st->tpot_p99_ms),
+           ms(d, sizeof(d), st->e2el_p99_ms), 100 * (isfinite(st->error_rate) ? st->error_rate : 0),
+           st->nslo ? (st->slo_pass ? "pass" : "fail") : "-", sat[0] ? sat : "no",
+           st->interrupted ? " (interrupted)" : "");
+    fflush(stdout);
+}
+
+static void print_findings(const struct sweep_outcome *o, const char *dir)
+{
+    const struct sweep_findings *f = &o->findings;
+    const char *unit = o->mode == SWEEP_RATE ? "req/s" : "users";
+    char a[24];
+
+    printf("\n");
+    if (!o->plan)
+        goto tail;
+    if (f->has_knee)
+        printf("knee (%s, max curvature): load %g %s, throughput %.2f req/s, %s\n",
+               sweep_knee_metric_name(o->acfg.knee_metric), f->knee_load, unit, f->knee_throughput,
+               ms(a, sizeof(a), f->knee_latency_ms));
+    else
+        printf("knee: none found (needs 3 steps and a bend in %s)\n",
+               sweep_knee_metric_name(o->acfg.knee_metric));
+    if (o->nslos && f->has_goodput) {
+        printf("max goodput meeting the SLOs: %.2f req/s (%s) at load %g %s", f->goodput_rps,
+               f->goodput_from_throughput ? "request throughput" : "goodput", f->goodput_load,
+               unit);
+        if (isfinite(f->bracket_fail))
+            printf("; first failure at %g %s\n", f->bracket_fail, unit);
+        else
+            printf("; no step failed\n");
+    } else if (o->nslos && o->nsteps) {
+        printf("max goodput meeting the SLOs: none (the lowest load already fails)\n");
+    }
+    if (f->has_critical)
+        printf("critical load: lambda_c %.3g %s (error rate %g%% there, e-fold every %.3g %s; "
+               "R^2 %.3f over %zu steps)\n",
+               f->lambda_c, unit, 100 * f->epsilon0, f->delta_lambda, unit, f->r2,
+               f->critical_points);
+    else
+        printf("critical load: no fit (needs %zu steps with 0 < error rate < 1, rising)\n",
+               o->acfg.fit_min_points);
+tail:
+    if (f->has_quality_drop)
+        printf("quality: ROUGE-L fell from %.3f at %g %s to %.3f at %g %s\n", f->quality_from,
+               f->quality_from_load, unit, f->quality_to, f->quality_to_load, unit);
+    for (size_t i = 0; i < o->ninterference; i++) {
+        const struct sweep_interference *x = &o->interference[i];
+        char b[24];
+        printf("interference: %s's %s %s alone, %s with %s (%+.1f%%)\n", x->victim, x->metric,
+               ms(a, sizeof(a), x->p99_alone_ms), ms(b, sizeof(b), x->p99_with_ms), x->aggressor,
+               100 * x->delta);
+    }
+    printf("\nresults: %s/sweep.json\n", dir);
+}
+
+/* ---- the job ---- */
+
+/* What one sweep holds while it runs: cfg and the strings it points to. */
+struct sweep_job {
+    struct sweep_config cfg;
+    const char *given_target; /* --target in the run options, or NULL */
+    char target[300];         /* cfg.target: the URL, or simulator:<profile> */
+    char exe[PATH_MAX];       /* cfg.exe */
+    char dir[1024];           /* cfg.out_dir */
+    char sim_url[128];        /* cfg.shared_target when this job started the simulator */
+    struct sim_thread *sim;   /* the interference runs' simulator, or NULL */
+    struct printer pr;        /* cfg.arg of the progress callbacks */
+};
+
+/* cfg from the options, with the target named for sweep.json and the callbacks set. */
+static void job_config(const struct sweep_job_opts *o, struct sweep_job *j)
+{
+    const struct sweep_config *c = &o->cfg;
+    const char *profile = sweep_args_find(c->run_args, c->nrun_args, "--sim-profile");
+
+    memset(j, 0, sizeof(*j));
+    j->cfg = *c;
+    j->given_target = sweep_args_find(c->run_args, c->nrun_args, "--target");
+    if (j->given_target)
+        snprintf(j->target, sizeof(j->target), "%s", j->given_target);
+    else
+        snprintf(j->target, sizeof(j->target), "simulator:%s",
+                 profile ? profile : SWEEP_DEFAULT_PROFILE);
+    j->cfg.target = j->target;
+    j->pr.table = !o->json;
+    j->pr.progress = !o->quiet && !o->json;
+    j->pr.mode = c->mode;
+    j->cfg.on_step = on_step;
+    j->cfg.on_start = on_start;
+    j->cfg.arg = &j->pr;
+}
+
+/* The binary every step runs: this one. TS_EXIT_OK or TS_EXIT_FAIL. */
+static int find_exe(struct sweep_job *j)
+{
+    ssize_t n = readlink("/proc/self/exe", j->exe, sizeof(j->exe) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "tokenstorm sweep: cannot find my own binary: %s\n", strerror(errno));
+        return TS_EXIT_FAIL;
+    }
+    j->exe[n] = '\0';
+    j->cfg.exe = j->exe;
+    return TS_EXIT_OK;
+}
+
+/* --out, or tokenstorm-results/<UTC time>Z-sweep (':' made '-' for every file system). */
+static void name_dir(const struct sweep_job_opts *o, struct sweep_job *j)
+{
+    if (o->out_dir) {
+        snprintf(j->dir, sizeof(j->dir), "%s", o->out_dir);
+    } else {
+        char stamp[40];
+        ts_wall_format(ts_wall_ns(), stamp, sizeof(stamp));
+        stamp[19] = '\0';
+        for (char *p = stamp; *p; p++)
+            if (*p == ':')
+                *p = '-';
+        snprintf(j->dir, sizeof(j->dir), "tokenstorm-results/%sZ-sweep", stamp);
+    }
+    j->cfg.out_dir = j->dir;
+}
+
+/*
+ * The simulator both tenants' runs load at once when the run options name
+ * no --target: their --sim-profile and --sim-set, on 127.0.0.1, any model
+ * name accepted. TS_EXIT_OK, TS_EXIT_USAGE (a bad profile) or TS_EXIT_FAIL.
+ */
+static int start_shared_sim(struct sweep_job *j)
+{
+    const struct sweep_config *c = &j->cfg;
+    struct sim_server_config scfg = {0};
+    const char *profile = sweep_args_find(c->run_args, c->nrun_args, "--sim-profile");
+    char err[512];
+
+    if (sim_profile_preset(profile ? profile : SWEEP_DEFAULT_PROFILE, &scfg.profile)) {
+        fprintf(stderr, "tokenstorm sweep: unknown --sim-profile '%s'\n", profile);
+        return TS_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < c->nrun_args; i++) {
+        const char *kv = NULL;
+        if (!strcmp(c->run_args[i], "--sim-set") && i + 1 < c->nrun_args)
+            kv = c->run_args[++i];
+        else if (!strncmp(c->run_args[i], "--sim-set=", 10))
+            kv = c->run_args[i] + 10;
+        if (kv && sim_profile_set_kv(&scfg.profile, kv, err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm sweep: --sim-set %s: %s\n", kv, err);
+            return TS_EXIT_USAGE;
+        }
+    }
+    if (sim_profile_validate(&scfg.profile, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm sweep: simulator profile: %s\n", err);
+        return TS_EXIT_USAGE;
+    }
+    scfg.host = "127.0.0.1";
+    scfg.quiet = true;
+    scfg.any_model = true;
+    if (sim_thread_start(&scfg, &j->sim, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm sweep: cannot start the simulator: %s\n", err);
+        return TS_EXIT_FAIL;
+    }
+    snprintf(j->sim_url, sizeof(j->sim_url), "http://127.0.0.1:%d/v1", sim_thread_port(j->sim));
+    j->cfg.shared_target = j->sim_url;
+    return TS_EXIT_OK;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    sweep_stop();
+}
+
+/* SIGINT and SIGTERM stop the sweep (which passes them on to its runs). */
+static void catch_signals(struct sigaction *old_int, struct sigaction *old_term)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, old_int);
+    sigaction(SIGTERM, &sa, old_term);
+}
+
+/* The exit code of a sweep that sweep_run ended with rc. */
+static int exit_code_of(int rc, const struct sweep_outcome *out, const struct sweep_config *cfg)
+{
+    if (rc == SWEEP_FAIL_USAGE)
+        return TS_EXIT_USAGE;
+    if (rc)
+        return TS_EXIT_FAIL;
+    if (out->interrupted)
+        return TS_EXIT_INTERRUPTED;
+    if (cfg->nslos && out->nsteps && !out->findings.has_goodput)
+        return TS_EXIT_SLO;
+    return TS_EXIT_OK;
+}
+
+/* What the user reads at the end: the error, an interruption, then sweep.json or the findings. */
+static void report_end(const struct sweep_job_opts *o, int rc, const struct sweep_outcome *out,
+                       const char *err, const char *dir)
+{
+    if (rc)
+        fprintf(stderr, "tokenstorm sweep: %s\n", err);
+    if (out->interrupted && !o->quiet)
+        fprintf(stderr, "tokenstorm sweep: interrupted; %zu steps kept\n", out->nsteps);
+    if (o->json) {
+        json_t *doc = NULL;
+        if (!sweep_json_build(out, &doc)) {
+            char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+            if (text)
+                printf("%s\n", text);
+            free(text);
+            json_decref(doc);
+        }
+    } else if (rc != SWEEP_FAIL_USAGE && (rc == 0 || out->nsteps)) {
+        print_findings(out, dir);
+    }
+}
+
+int sweep_job_run(const struct sweep_job_opts *o)
+{
+    struct sweep_job j;
+    struct sigaction old_int, old_term;
+    struct sweep_outcome *out = NULL;
+    char err[1024] = "";
+    int rc, exit_code;
+
+    job_config(o, &j);
+    if ((exit_code = find_exe(&j)) != TS_EXIT_OK)
+        return exit_code;
+    name_dir(o, &j);
+    if (j.cfg.tenants && !j.given_target && (exit_code = start_shared_sim(&j)) != TS_EXIT_OK)
+        return exit_code;
+    catch_signals(&old_int, &old_term);
+    out = ts_calloc(1, sizeof(*out)); /* large: the steps and their directories */
+    if (!out) {
+        fprintf(stderr, "tokenstorm sweep: out of memory\n");
+        exit_code = TS_EXIT_FAIL;
+        goto restore_signals;
+    }
+    rc = sweep_run(&j.cfg, out, err, sizeof(err));
+    exit_code = exit_code_of(rc, out, &j.cfg);
+    report_end(o, rc, out, err, j.dir);
+    ts_free(out);
+restore_signals:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (j.sim)
+        sim_thread_stop(j.sim, 0);
+    return exit_code;
+}
