@@ -10,6 +10,7 @@
 #include "app/serve_sim.h"
 #include "cmd/cmd.h"
 #include "net/addr.h"
+#include "net/ctlauth.h"
 #include "sim/server.h"
 #include "ts_config.h"
 
@@ -47,6 +48,10 @@ static void usage(FILE *out)
         "  --admin                the admin API for chaos faults: POST/GET/DELETE\n"
         "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
         "                         docs/CHAOS.md)\n"
+        "  --api-token TOKEN      the admin API needs 'Authorization: Bearer TOKEN' (also\n"
+        "                         TOKENSTORM_API_TOKEN); required with --admin on an\n"
+        "                         address other machines can reach\n"
+        "  --api-insecure         --admin on such an address without a token (warns)\n"
         "  --vector-docs FILE     passages of the vector store (POST "
         "/v1/vector_stores/ID/search):\n"
         "                         JSONL "
@@ -112,11 +117,14 @@ enum {
     OPT_VECTOR_LATENCY,
     OPT_VECTOR_DOC_LATENCY,
     OPT_VERSION,
+    OPT_API_TOKEN,
+    OPT_API_INSECURE,
 };
 
 /* The command line, as given; build_profile and resolve_listen finish cfg. */
 struct sim_opts {
-    const char *listen, *profile_name, *config, *model, *seed;
+    const char *listen, *profile_name, *config, *model, *seed, *api_token;
+    bool api_insecure;
     const char *sets[SIM_MAX_SETS];
     size_t nsets;
     bool no_noise;
@@ -206,6 +214,12 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_ADMIN:
         o->cfg.admin = true;
         return -1;
+    case OPT_API_TOKEN:
+        o->api_token = arg;
+        return -1;
+    case OPT_API_INSECURE:
+        o->api_insecure = true;
+        return -1;
     case OPT_NO_NOISE:
         o->no_noise = true;
         return -1;
@@ -257,6 +271,8 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"list-profiles", no_argument, NULL, OPT_LIST},
         {"sign-chunks", required_argument, NULL, OPT_SIGN},
         {"admin", no_argument, NULL, OPT_ADMIN},
+        {"api-token", required_argument, NULL, OPT_API_TOKEN},
+        {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
         {"vector-docs", required_argument, NULL, OPT_VECTOR_DOCS},
         {"vector-store-id", required_argument, NULL, OPT_VECTOR_ID},
         {"vector-latency", required_argument, NULL, OPT_VECTOR_LATENCY},
@@ -337,6 +353,16 @@ static int resolve_listen(struct sim_opts *o)
         return TS_EXIT_USAGE;
     }
     o->cfg.host = o->host;
+    if (o->cfg.admin) {
+        char warn[512];
+        if (ctlauth_setup("the admin API (--admin)", o->host, o->api_token, o->api_insecure,
+                          &o->cfg.admin_token, warn, sizeof(warn), err, sizeof(err))) {
+            fprintf(stderr, "tokenstorm sim: %s\n", err);
+            return TS_EXIT_USAGE;
+        }
+        if (warn[0])
+            fprintf(stderr, "tokenstorm sim: %s\n", warn);
+    }
     return -1;
 }
 

@@ -40,8 +40,8 @@ bool ctlauth_is_loopback(const char *host);
  * otherwise) for the caller to print.
  */
 TS_MUST_CHECK int ctlauth_setup(const char *what, const char *host, const char *token,
-                                bool insecure, const char **token_out, char *warn,
-                                size_t warnlen, char *err, size_t errlen);
+                                bool insecure, const char **token_out, char *warn, size_t warnlen,
+                                char *err, size_t errlen);
 
 /* true when token is NULL, or req carries "Authorization: Bearer <token>". */
 bool ctlauth_allows(const struct http_request *req, const char *token);

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/strdist.h"
 #include "base/units.h"
+#include "net/ctlauth.h"
 #include "sim/server_int.h"
 
 #define KV_STEP_MS 100
@@ -372,6 +373,10 @@ bool sim_admin_route(struct sim_server *s, struct http_request *req)
     const char *p = req->path;
     if (!s->admin.enabled || strncmp(p, "/admin/faults", 13) != 0)
         return false;
+    if (!ctlauth_allows(req, s->admin.token)) {
+        ctlauth_deny(req);
+        return true;
+    }
     uint64_t now = ts_now_ns();
     expire(s, now);
     const char *m = req->method;

@@ -358,6 +358,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
         goto out_trace;
     }
     sim_admin_init(s, cfg->admin);
+    s->admin.token = cfg->admin_token;
     if ((rc = ptimer_init(loop, &s->step_timer))) {
         snprintf(err, errlen, "timer: %s", uv_strerror(rc));
         goto out_engine;

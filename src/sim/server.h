@@ -65,6 +65,8 @@ struct sim_server_config {
     bool quiet;                 /* no access log lines */
     const char *sign_key;       /* sign every stream event (llm/sign.h); NULL = off */
     bool admin;                 /* the admin API for chaos faults (sim/admin.h) */
+    const char *admin_token;    /* bearer token the admin API needs (net/ctlauth.h);
+                                   NULL: none; borrowed */
     /* the vector store (POST /v1/vector_stores/{id}/search, sim/vstore.h) */
     const char *vector_docs_path; /* passages instead of the built-in ones; NULL: built-in */
     const char *vector_store_id;  /* answered besides "vs_default" (1..64 of [A-Za-z0-9_-]) */

@@ -24,6 +24,7 @@ struct vstore;
 /* The admin API's state (admin.c), with --admin. */
 struct sim_admin {
     bool enabled;
+    const char *token; /* bearer token every /admin request needs, or NULL (borrowed) */
     bool active[SIM_FAULT_TYPE_COUNT];
     struct sim_fault f[SIM_FAULT_TYPE_COUNT];
     uint64_t since_ns[SIM_FAULT_TYPE_COUNT];
