@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "analysis/knee.h"
+#include "base/tsjson.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "ts_config.h"
@@ -634,70 +635,50 @@ void sweep_analyse(const struct sweep_step *steps, size_t n, const struct sweep_
 
 /* ---- sweep.json --------------------------------------------------------------- */
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
-static json_t *jcount(uint64_t v)
-{
-    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
-}
-
-/* Sets key to v (stolen); nonzero when either is missing. */
-static int put(json_t *o, const char *key, json_t *v)
-{
-    if (!o) {
-        json_decref(v);
-        return 1;
-    }
-    return json_object_set_new(o, key, v) != 0;
-}
-
 static json_t *step_json(const struct sweep_step *st)
 {
     json_t *o = json_object(), *sat = json_array(), *sig = json_object(), *q;
     int rc = 0;
 
-    rc |= put(o, "load", jnum(st->load));
-    rc |= put(o, "dir", json_string(st->dir));
-    rc |= put(o, "offered", jnum(st->offered));
-    rc |= put(o, "achieved_rps", jnum(st->achieved_rps));
-    rc |= put(o, "output_tps", jnum(st->output_tps));
-    rc |= put(o, "goodput_rps", jnum(st->goodput_rps));
-    rc |= put(o, "ttft_p50_ms", jnum(st->ttft_p50_ms));
-    rc |= put(o, "ttft_p99_ms", jnum(st->ttft_p99_ms));
-    rc |= put(o, "tpot_p50_ms", jnum(st->tpot_p50_ms));
-    rc |= put(o, "tpot_p99_ms", jnum(st->tpot_p99_ms));
-    rc |= put(o, "e2el_p50_ms", jnum(st->e2el_p50_ms));
-    rc |= put(o, "e2el_p99_ms", jnum(st->e2el_p99_ms));
-    rc |= put(o, "error_rate", jnum(st->error_rate));
-    rc |= put(o, "slo_pass", json_boolean(st->slo_pass));
-    rc |= put(o, "saturated", json_boolean(st->saturation != 0));
+    rc |= tsjson_put(o, "load", tsjson_num(st->load));
+    rc |= tsjson_put(o, "dir", json_string(st->dir));
+    rc |= tsjson_put(o, "offered", tsjson_num(st->offered));
+    rc |= tsjson_put(o, "achieved_rps", tsjson_num(st->achieved_rps));
+    rc |= tsjson_put(o, "output_tps", tsjson_num(st->output_tps));
+    rc |= tsjson_put(o, "goodput_rps", tsjson_num(st->goodput_rps));
+    rc |= tsjson_put(o, "ttft_p50_ms", tsjson_num(st->ttft_p50_ms));
+    rc |= tsjson_put(o, "ttft_p99_ms", tsjson_num(st->ttft_p99_ms));
+    rc |= tsjson_put(o, "tpot_p50_ms", tsjson_num(st->tpot_p50_ms));
+    rc |= tsjson_put(o, "tpot_p99_ms", tsjson_num(st->tpot_p99_ms));
+    rc |= tsjson_put(o, "e2el_p50_ms", tsjson_num(st->e2el_p50_ms));
+    rc |= tsjson_put(o, "e2el_p99_ms", tsjson_num(st->e2el_p99_ms));
+    rc |= tsjson_put(o, "error_rate", tsjson_num(st->error_rate));
+    rc |= tsjson_put(o, "slo_pass", json_boolean(st->slo_pass));
+    rc |= tsjson_put(o, "saturated", json_boolean(st->saturation != 0));
     if (st->has_quality) {
         q = json_object();
-        rc |= put(o, "quality", q);
-        rc |= put(q, "rouge_l_mean", jnum(st->rouge_l_mean));
-        rc |= put(q, "bleu4_mean", jnum(st->bleu4_mean));
-        rc |= put(q, "exact_match_rate", jnum(st->exact_match_rate));
+        rc |= tsjson_put(o, "quality", q);
+        rc |= tsjson_put(q, "rouge_l_mean", tsjson_num(st->rouge_l_mean));
+        rc |= tsjson_put(q, "bleu4_mean", tsjson_num(st->bleu4_mean));
+        rc |= tsjson_put(q, "exact_match_rate", tsjson_num(st->exact_match_rate));
     } else {
-        rc |= put(o, "quality", json_null());
+        rc |= tsjson_put(o, "quality", json_null());
     }
-    rc |= put(o, "seq", json_integer(st->seq));
-    rc |= put(o, "requests", jcount(st->requests));
-    rc |= put(o, "completed", jcount(st->completed));
-    rc |= put(o, "failed", jcount(st->failed));
-    rc |= put(o, "interrupted", json_boolean(st->interrupted));
-    rc |= put(o, "saturation", sat);
+    rc |= tsjson_put(o, "seq", json_integer(st->seq));
+    rc |= tsjson_put(o, "requests", tsjson_count(st->requests));
+    rc |= tsjson_put(o, "completed", tsjson_count(st->completed));
+    rc |= tsjson_put(o, "failed", tsjson_count(st->failed));
+    rc |= tsjson_put(o, "interrupted", json_boolean(st->interrupted));
+    rc |= tsjson_put(o, "saturation", sat);
     for (unsigned b = 0; !rc && b < 4; b++)
         if (st->saturation & (1u << b))
             rc |=
                 json_array_append_new(sat, json_string(sweep_sat_name((enum sweep_sat)(1u << b))));
-    rc |= put(o, "signals", sig);
-    rc |= put(sig, "ttft_slope_ms_per_s", jnum(st->ttft_slope_ms_s));
-    rc |= put(sig, "ttft_slope_t", jnum(st->ttft_t));
-    rc |= put(sig, "in_flight_slope_per_s", jnum(st->inflight_slope_s));
-    rc |= put(sig, "completion_ratio", jnum(st->completion_ratio));
+    rc |= tsjson_put(o, "signals", sig);
+    rc |= tsjson_put(sig, "ttft_slope_ms_per_s", tsjson_num(st->ttft_slope_ms_s));
+    rc |= tsjson_put(sig, "ttft_slope_t", tsjson_num(st->ttft_t));
+    rc |= tsjson_put(sig, "in_flight_slope_per_s", tsjson_num(st->inflight_slope_s));
+    rc |= tsjson_put(sig, "completion_ratio", tsjson_num(st->completion_ratio));
     if (rc) {
         json_decref(o);
         return NULL;
@@ -710,28 +691,30 @@ static json_t *findings_knee(const struct sweep_outcome *o)
     const struct sweep_findings *f = &o->findings;
     if (!f->has_knee)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:s, s:s, s:s, s:o}", "load", jnum(f->knee_load),
-                     "throughput", jnum(f->knee_throughput), "latency_ms", jnum(f->knee_latency_ms),
-                     "metric", sweep_knee_metric_name(o->acfg.knee_metric), "method",
-                     "max-curvature", "algorithm", "kneedle", "score", jnum(f->knee_score));
+    return json_pack("{s:o, s:o, s:o, s:s, s:s, s:s, s:o}", "load", tsjson_num(f->knee_load),
+                     "throughput", tsjson_num(f->knee_throughput), "latency_ms",
+                     tsjson_num(f->knee_latency_ms), "metric",
+                     sweep_knee_metric_name(o->acfg.knee_metric), "method", "max-curvature",
+                     "algorithm", "kneedle", "score", tsjson_num(f->knee_score));
 }
 
 static json_t *findings_goodput(const struct sweep_findings *f)
 {
     if (!f->has_goodput)
         return json_null();
-    return json_pack("{s:o, s:o, s:[o, o], s:s}", "load", jnum(f->goodput_load), "goodput_rps",
-                     jnum(f->goodput_rps), "bracket", jnum(f->bracket_pass), jnum(f->bracket_fail),
-                     "from", f->goodput_from_throughput ? "request_throughput" : "request_goodput");
+    return json_pack("{s:o, s:o, s:[o, o], s:s}", "load", tsjson_num(f->goodput_load),
+                     "goodput_rps", tsjson_num(f->goodput_rps), "bracket",
+                     tsjson_num(f->bracket_pass), tsjson_num(f->bracket_fail), "from",
+                     f->goodput_from_throughput ? "request_throughput" : "request_goodput");
 }
 
 static json_t *findings_critical(const struct sweep_findings *f)
 {
     if (!f->has_critical)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:I}", "lambda_c", jnum(f->lambda_c), "epsilon0",
-                     jnum(f->epsilon0), "delta_lambda", jnum(f->delta_lambda), "r2", jnum(f->r2),
-                     "points", (json_int_t)f->critical_points);
+    return json_pack("{s:o, s:o, s:o, s:o, s:I}", "lambda_c", tsjson_num(f->lambda_c), "epsilon0",
+                     tsjson_num(f->epsilon0), "delta_lambda", tsjson_num(f->delta_lambda), "r2",
+                     tsjson_num(f->r2), "points", (json_int_t)f->critical_points);
 }
 
 static json_t *findings_quality(const struct sweep_findings *f)
@@ -739,8 +722,8 @@ static json_t *findings_quality(const struct sweep_findings *f)
     if (!f->has_quality_drop)
         return json_null();
     return json_pack("{s:s, s:o, s:o, s:o, s:o}", "metric", "rouge_l_mean", "from_load",
-                     jnum(f->quality_from_load), "from", jnum(f->quality_from), "to_load",
-                     jnum(f->quality_to_load), "to", jnum(f->quality_to));
+                     tsjson_num(f->quality_from_load), "from", tsjson_num(f->quality_from),
+                     "to_load", tsjson_num(f->quality_to_load), "to", tsjson_num(f->quality_to));
 }
 
 static json_t *interference_json(const struct sweep_outcome *o)
@@ -754,8 +737,9 @@ static json_t *interference_json(const struct sweep_outcome *o)
         const struct sweep_interference *x = &o->interference[i];
         json_t *e = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "victim", x->victim,
                               "aggressor", x->aggressor, "metric", x->metric, "p99_alone_ms",
-                              jnum(x->p99_alone_ms), "p99_with_ms", jnum(x->p99_with_ms), "delta",
-                              jnum(x->delta), "dir_alone", x->dir_alone, "dir_with", x->dir_with);
+                              tsjson_num(x->p99_alone_ms), "p99_with_ms",
+                              tsjson_num(x->p99_with_ms), "delta", tsjson_num(x->delta),
+                              "dir_alone", x->dir_alone, "dir_with", x->dir_with);
         if (!e || json_array_append_new(a, e)) {
             json_decref(a);
             return NULL;
@@ -771,20 +755,21 @@ int sweep_json_build(const struct sweep_outcome *o, json_t **out)
     char when[40];
     int rc = 0;
 
-    rc |= put(doc, "schema", json_string(SWEEP_SCHEMA));
-    rc |= put(doc, "tool", json_pack("{s:s, s:s}", "name", "tokenstorm", "version", TS_VERSION));
-    rc |= put(doc, "mode", json_string(o->mode == SWEEP_RATE ? "rate" : "concurrency"));
-    rc |= put(doc, "plan", json_string(o->plan ? o->plan : "none"));
-    rc |= put(doc, "target", o->target ? json_string(o->target) : json_null());
-    rc |= put(doc, "slo", slo);
+    rc |= tsjson_put(doc, "schema", json_string(SWEEP_SCHEMA));
+    rc |= tsjson_put(doc, "tool",
+                     json_pack("{s:s, s:s}", "name", "tokenstorm", "version", TS_VERSION));
+    rc |= tsjson_put(doc, "mode", json_string(o->mode == SWEEP_RATE ? "rate" : "concurrency"));
+    rc |= tsjson_put(doc, "plan", json_string(o->plan ? o->plan : "none"));
+    rc |= tsjson_put(doc, "target", o->target ? json_string(o->target) : json_null());
+    rc |= tsjson_put(doc, "slo", slo);
     for (size_t i = 0; !rc && i < o->nslos; i++)
         rc |= json_array_append_new(slo, json_string(o->slos[i]));
-    rc |=
-        put(doc, "started_at",
-            o->started_wall_ns ? json_string(ts_wall_format(o->started_wall_ns, when, sizeof(when)))
-                               : json_null());
-    rc |= put(doc, "interrupted", json_boolean(o->interrupted));
-    rc |= put(doc, "steps", steps);
+    rc |= tsjson_put(doc, "started_at",
+                     o->started_wall_ns
+                         ? json_string(ts_wall_format(o->started_wall_ns, when, sizeof(when)))
+                         : json_null());
+    rc |= tsjson_put(doc, "interrupted", json_boolean(o->interrupted));
+    rc |= tsjson_put(doc, "steps", steps);
     size_t m = sorted(o->steps, o->nsteps, false, s);
     for (size_t i = 0; !rc && i < m; i++) {
         json_t *j = step_json(s[i]);
@@ -792,17 +777,17 @@ int sweep_json_build(const struct sweep_outcome *o, json_t **out)
     }
     if (o->has_probes) {
         ad = json_object();
-        rc |= put(doc, "adaptive", ad);
-        rc |= put(ad, "baseline", step_json(&o->baseline));
-        rc |= put(ad, "saturation", step_json(&o->saturation));
+        rc |= tsjson_put(doc, "adaptive", ad);
+        rc |= tsjson_put(ad, "baseline", step_json(&o->baseline));
+        rc |= tsjson_put(ad, "saturation", step_json(&o->saturation));
     } else {
-        rc |= put(doc, "adaptive", json_null());
+        rc |= tsjson_put(doc, "adaptive", json_null());
     }
-    rc |= put(doc, "knee", findings_knee(o));
-    rc |= put(doc, "max_goodput", findings_goodput(&o->findings));
-    rc |= put(doc, "critical_load", findings_critical(&o->findings));
-    rc |= put(doc, "quality_drop", findings_quality(&o->findings));
-    rc |= put(doc, "interference", interference_json(o));
+    rc |= tsjson_put(doc, "knee", findings_knee(o));
+    rc |= tsjson_put(doc, "max_goodput", findings_goodput(&o->findings));
+    rc |= tsjson_put(doc, "critical_load", findings_critical(&o->findings));
+    rc |= tsjson_put(doc, "quality_drop", findings_quality(&o->findings));
+    rc |= tsjson_put(doc, "interference", interference_json(o));
     if (rc) {
         json_decref(doc);
         return -ENOMEM;
