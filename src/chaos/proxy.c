@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/rng.h"
+#include "chaos/proxy_int.h"
 #include "llm/openai_encode.h"
 #include "net/ptimer.h"
 #include "net/sse.h"
@@ -30,84 +31,7 @@
 #define FAULT_HDR     "x-tokenstorm-fault"
 #define FAULT_HDR_LEN 18
 
-#define PXCONN_MARKS 256 /* latency marks of one connection (then merged) */
-
-enum px_mode { MODE_PASS, MODE_SSE, MODE_BODY };
-
-/*
- * The TCP faults of one client connection, rolled when its first request
- * arrives; the http_server output shaper's ctx (freed by its release).
- * Latency: every batch of bytes queued for the client is held until its
- * own sampled delay passed (in order: a batch never overtakes the one
- * before). Bandwidth: pacing by a virtual link free time, in writes of
- * 5 ms worth of bytes. Slicer: writes of about `bytes` with a sampled
- * delay between them. Reset/limit: the connection ends after N bytes
- * (RST / FIN), or (reset) at a time after the connection's first request.
- */
-struct pxconn {
-    struct rng rng;
-    struct fault *hits[FAULTSET_HITS];
-    size_t nhits;
-    struct fault *lat, *slicer, *blackhole;
-    double rate; /* bytes/s, 0: no cap */
-    uint64_t bw_free_at, slice_next;
-    uint64_t reset_at; /* 0: none */
-    uint64_t end_bytes;
-    enum http_shape_then end_then; /* MORE: no byte limit */
-    struct {
-        uint64_t end, at;
-    } marks[PXCONN_MARKS];
-    size_t mhead, mcount;
-    uint64_t marked, released, last_at;
-};
-enum px_timer { TIMER_NONE, TIMER_OPEN, TIMER_CLOSING, TIMER_CLOSED };
-
-struct pxemit {
-    struct pxemit *next;
-    uint64_t at;
-    size_t len;
-    char data[];
-};
-
-struct pxreq {
-    struct proxy *p;
-    struct proxy_worker *w; /* the loop it runs on */
-    struct http_request *req;
-    struct http_call *call;
-    struct rng rng;
-    struct fault *hits[FAULTSET_HITS];
-    size_t nhits;
-    struct fault *f_abort, *f_trunc_resp;
-    enum px_mode mode;
-    struct stream_tap *tap;
-    struct sse_parser sse;
-    bool sse_on;
-    struct buf head;    /* upstream headers as "Name: value\r\n" lines */
-    struct buf pending; /* body before the head went out / the tapped body */
-    int status;
-    bool have_len;
-    uint64_t clen;
-    uint64_t trunc_left;
-    uint64_t fwd_at, hdr_at;
-    struct ptimer timer;
-    enum px_timer tstate;
-    struct pxemit *eq_head, *eq_tail;
-    size_t eq_bytes;
-    uint64_t close_at;
-    enum fault_cut close_how;
-    bool close_pending;
-    bool forwarded, call_running, have_head, head_sent, upstream_done, body_ready;
-    bool finished, hanging, trunc_done;
-    bool blackhole;
-    uint64_t bh_until; /* 0: swallow forever */
-    struct proxy_trace trace;
-};
-
 static void px_progress(struct pxreq *x);
-static struct pxconn *px_tcp_upstream(struct pxreq *x, uint64_t now);
-static uint64_t pxconn_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
-                             uint64_t *wake_at, enum http_shape_then *then);
-static void pxconn_release(void *ctx);
 
 /* ------------------------------------------------------------ lifetime */
 
@@ -199,7 +123,7 @@ static void px_arm(struct pxreq *x, uint64_t at);
 
 /* ------------------------------------------------------------ faults */
 
-static void px_count(struct pxreq *x, struct fault *f)
+void px_count(struct pxreq *x, struct fault *f)
 {
     fault_count_injection(f);
     proxy_trace_fault(&x->trace, f, ts_wall_ns());
@@ -207,7 +131,7 @@ static void px_count(struct pxreq *x, struct fault *f)
         atomic_fetch_add_explicit(&x->p->header_faults, 1, memory_order_relaxed);
 }
 
-static uint64_t px_sample_ns(struct pxreq *x, const struct dist *d)
+uint64_t px_sample_ns(struct pxreq *x, const struct dist *d)
 {
     double v = dist_sample(d, &x->rng);
     if (!(v > 0))
@@ -649,14 +573,14 @@ static void px_forward(struct pxreq *x)
         .body_len = body_len,
         .copy_body = true,
     };
-    struct pxconn *up = px_tcp_upstream(x, ts_now_ns());
-    struct http_shaper upsh = {pxconn_allow, 0, pxconn_release, up};
+    struct http_shaper upsh;
+    bool up = px_tcp_upstream(x, ts_now_ns(), &upsh);
     if (up)
         spec.send_shaper = &upsh;
     rc = http_client_request(&x->w->client, &spec, &up_ops, x, &x->call);
     if (rc == -ENOTSUP && up) { /* an upstream the own engine does not serve (TLS...) */
-        pxconn_release(up);
-        up = NULL;
+        upsh.release(upsh.ctx);
+        up = false;
         spec.send_shaper = NULL;
         if (!atomic_exchange(&p->warned_up_shaping, true)) {
             ts_warn("proxy: upstream-direction TCP faults need a plain http:// upstream; "
@@ -664,7 +588,7 @@ static void px_forward(struct pxreq *x)
         }
         rc = http_client_request(&x->w->client, &spec, &up_ops, x, &x->call);
     } else if (rc && up) {
-        pxconn_release(up);
+        upsh.release(upsh.ctx);
     }
     buf_release(&hb);
     if (rc) {
@@ -814,249 +738,6 @@ static void px_progress(struct pxreq *x)
         px_end(x);
 }
 
-/* ------------------------------------------------------------ TCP faults */
-
-static uint64_t pxconn_sample(struct pxconn *k, const struct dist *d)
-{
-    double v = dist_sample(d, &k->rng);
-    if (!(v > 0))
-        return 0;
-    return v > 3.6e12 ? (uint64_t)3.6e12 : (uint64_t)v;
-}
-
-static uint64_t wake_min(uint64_t a, uint64_t b)
-{
-    return !a ? b : !b ? a : a < b ? a : b;
-}
-
-/* Latency: the bytes whose delay passed (at least sent). */
-static uint64_t pxconn_released(struct pxconn *k, uint64_t queued, uint64_t now, uint64_t *wake)
-{
-    if (queued > k->marked) {
-        uint64_t at = now + pxconn_sample(k, &k->lat->params.delay);
-        if (at < k->last_at)
-            at = k->last_at;
-        k->last_at = at;
-        if (k->mcount == PXCONN_MARKS) {
-            k->marks[(k->mhead + k->mcount - 1) % PXCONN_MARKS].end = queued;
-        } else {
-            size_t i = (k->mhead + k->mcount++) % PXCONN_MARKS;
-            k->marks[i].end = queued;
-            k->marks[i].at = at;
-        }
-        k->marked = queued;
-    }
-    while (k->mcount && k->marks[k->mhead].at <= now) {
-        k->released = k->marks[k->mhead].end;
-        k->mhead = (k->mhead + 1) % PXCONN_MARKS;
-        k->mcount--;
-    }
-    if (k->mcount)
-        *wake = wake_min(*wake, k->marks[k->mhead].at);
-    return k->released;
-}
-
-static uint64_t pxconn_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
-                             uint64_t *wake_at, enum http_shape_then *then)
-{
-    struct pxconn *k = ctx;
-    uint64_t wake = 0;
-    if (k->reset_at) {
-        if (now >= k->reset_at) {
-            *then = HTTP_SHAPE_RESET;
-            return 0;
-        }
-        wake = k->reset_at;
-    }
-    uint64_t upto = k->lat ? pxconn_released(k, queued, now, &wake) : queued;
-    uint64_t n = upto > sent ? upto - sent : 0;
-    if (k->end_then != HTTP_SHAPE_MORE && sent + n > k->end_bytes)
-        n = k->end_bytes > sent ? k->end_bytes - sent : 0;
-    if (n && k->rate > 0) {
-        if (now < k->bw_free_at) {
-            wake = wake_min(wake, k->bw_free_at);
-            n = 0;
-        } else {
-            uint64_t q = (uint64_t)(k->rate * 0.005);
-            if (n > (q ? q : 1))
-                n = q ? q : 1;
-        }
-    }
-    if (n && k->slicer) {
-        if (now < k->slice_next) {
-            wake = wake_min(wake, k->slice_next);
-            n = 0;
-        } else {
-            uint64_t b = k->slicer->params.has_bytes ? k->slicer->params.bytes : 1;
-            uint64_t sz = b / 2 + rng_next_u64(&k->rng) % (b + 1);
-            if (n > (sz ? sz : 1))
-                n = sz ? sz : 1;
-        }
-    }
-    if (n) {
-        if (k->rate > 0)
-            k->bw_free_at =
-                (k->bw_free_at > now ? k->bw_free_at : now) + (uint64_t)((double)n * 1e9 / k->rate);
-        if (k->slicer)
-            k->slice_next = now + pxconn_sample(k, &k->slicer->params.delay);
-    }
-    if (k->end_then != HTTP_SHAPE_MORE && sent + n >= k->end_bytes) {
-        *then = k->end_then;
-        return n;
-    }
-    if (sent + n < queued) {
-        if (k->rate > 0)
-            wake = wake_min(wake, k->bw_free_at);
-        if (k->slicer)
-            wake = wake_min(wake, k->slice_next);
-    }
-    *wake_at = wake;
-    return n;
-}
-
-static void pxconn_release(void *ctx)
-{
-    struct pxconn *k = ctx;
-    for (size_t i = 0; i < k->nhits; i++)
-        fault_unref(k->hits[i]);
-    ts_free(k);
-}
-
-static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t now,
-                         uint64_t *close_delay_ns);
-
-/* Rolls the TCP faults of x's connection (its first request) and shapes
- * the connection's output with them. */
-static void px_tcp_roll(struct pxreq *x, uint64_t now)
-{
-    struct proxy *p = x->p;
-    struct fault *hits[FAULTSET_HITS];
-    pthread_mutex_lock(&p->faults_mu);
-    size_t n = faultset_roll(&p->faults, NULL, 1u << FAULT_TCP, now, hits, FAULTSET_HITS);
-    pthread_mutex_unlock(&p->faults_mu);
-    if (!n)
-        return;
-    struct pxconn *k = ts_calloc(1, sizeof *k);
-    if (!k) {
-        for (size_t i = 0; i < n; i++)
-            fault_unref(hits[i]);
-        return;
-    }
-    memcpy(k->hits, hits, n * sizeof hits[0]);
-    k->nhits = n;
-    rng_seed(&k->rng, rng_next_u64(&x->rng));
-    struct http_shaper sh = {pxconn_allow, 0, pxconn_release, k};
-    for (size_t i = 0; i < n; i++)
-        px_count(x, hits[i]);
-    pxconn_setup(k, FAULT_DIR_DOWNSTREAM, now, &sh.close_delay_ns);
-    if (http_request_set_shaper(x->req, &sh) != 0)
-        pxconn_release(k);
-}
-
-/*
- * Takes the TCP faults of k->hits that act in direction dir: latency,
- * bandwidth, slicer, reset and limit (slow close and blackhole act on the
- * client connection whatever their direction; upstream latency delays the
- * forwarding instead, see px_tcp_request).
- */
-static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t now,
-                         uint64_t *close_delay_ns)
-{
-    for (size_t i = 0; i < k->nhits; i++) {
-        struct fault *f = k->hits[i];
-        const struct fault_params *pa = &f->params;
-        bool on = (f->dir & dir) != 0;
-        switch (f->type) {
-        case FAULT_TCP_LATENCY:
-            if (on && dir == FAULT_DIR_DOWNSTREAM && !k->lat)
-                k->lat = f;
-            break;
-        case FAULT_TCP_BANDWIDTH:
-            if (!on)
-                break;
-            if (pa->rate > 0 && (k->rate == 0 || pa->rate < k->rate))
-                k->rate = pa->rate;
-            break;
-        case FAULT_TCP_SLICER:
-            if (on && !k->slicer)
-                k->slicer = f;
-            break;
-        case FAULT_TCP_SLOW_CLOSE:
-            if (close_delay_ns)
-                *close_delay_ns = pxconn_sample(k, &pa->delay);
-            break;
-        case FAULT_TCP_BLACKHOLE:
-            if (close_delay_ns && !k->blackhole)
-                k->blackhole = f;
-            break;
-        case FAULT_TCP_RESET:
-        case FAULT_TCP_LIMIT:
-            if (!on)
-                break;
-            if (f->type == FAULT_TCP_RESET && pa->has_delay) {
-                uint64_t at = now + pxconn_sample(k, &pa->delay);
-                k->reset_at = k->reset_at ? (at < k->reset_at ? at : k->reset_at) : at;
-            }
-            if (pa->has_bytes && (k->end_then == HTTP_SHAPE_MORE || pa->bytes < k->end_bytes)) {
-                k->end_bytes = pa->bytes;
-                k->end_then = f->type == FAULT_TCP_RESET ? HTTP_SHAPE_RESET : HTTP_SHAPE_CLOSE;
-            }
-            break;
-        default:
-            break;
-        }
-    }
-}
-
-/*
- * A shaper for the request bytes x forwards upstream, from the TCP faults of
- * its client connection that act upstream (bandwidth, slicer, reset, limit;
- * each request's bytes are counted alone). NULL when there are none.
- */
-static struct pxconn *px_tcp_upstream(struct pxreq *x, uint64_t now)
-{
-    const struct pxconn *kc = http_request_shaper_ctx(x->req);
-    if (!kc)
-        return NULL;
-    bool any = false;
-    for (size_t i = 0; i < kc->nhits; i++) {
-        enum fault_type t = kc->hits[i]->type;
-        if ((kc->hits[i]->dir & FAULT_DIR_UPSTREAM) &&
-            (t == FAULT_TCP_BANDWIDTH || t == FAULT_TCP_SLICER || t == FAULT_TCP_RESET ||
-             t == FAULT_TCP_LIMIT))
-            any = true;
-    }
-    if (!any)
-        return NULL;
-    struct pxconn *k = ts_calloc(1, sizeof *k);
-    if (!k)
-        return NULL;
-    for (size_t i = 0; i < kc->nhits; i++)
-        k->hits[k->nhits++] = fault_ref(kc->hits[i]);
-    rng_seed(&k->rng, rng_next_u64(&x->rng));
-    pxconn_setup(k, FAULT_DIR_UPSTREAM, now, NULL);
-    return k;
-}
-
-/* The per-connection TCP faults that act on this request: blackhole, and
- * tcp_latency in the upstream direction (delays forwarding). */
-static void px_tcp_request(struct pxreq *x, uint64_t now)
-{
-    const struct pxconn *k = http_request_shaper_ctx(x->req);
-    if (!k)
-        return;
-    for (size_t i = 0; i < k->nhits; i++) {
-        const struct fault *f = k->hits[i];
-        if (f->type == FAULT_TCP_LATENCY && (f->dir & FAULT_DIR_UPSTREAM))
-            x->fwd_at += px_sample_ns(x, &f->params.delay);
-    }
-    if (k->blackhole) {
-        x->blackhole = true;
-        uint64_t d = px_sample_ns(x, &k->blackhole->params.delay);
-        x->bh_until = d ? now + d : 0;
-    }
-}
-
 /* ------------------------------------------------------------ requests */
 
 static void px_on_abort(struct http_request *req)
@@ -1156,7 +837,7 @@ static void body_model(const struct http_request *req, char *out, size_t n)
     json_decref(j);
 }
 
-static void proxy_on_request(struct http_request *req, void *ctx)
+void proxy_on_request(struct http_request *req, void *ctx)
 {
     struct proxy_worker *w = ctx;
     struct proxy *p = w->p;
@@ -1221,310 +902,4 @@ static void proxy_on_request(struct http_request *req, void *ctx)
     }
     px_progress(x);
     px_maybe_free(x);
-}
-
-/* ------------------------------------------------------------ workers */
-
-/* Upper bounds of tokenstorm_proxy_forward_delay_seconds. */
-static const double forward_buckets[] = {5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4, 5e-4, 1e-3,
-                                         2.5e-3, 5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 1.0};
-
-static void proxy_part_closed(struct proxy *p);
-
-static void worker_client_closed(struct http_client *c, void *arg)
-{
-    (void)c;
-    struct proxy_worker *w = arg;
-    if (w->index == 0)
-        proxy_part_closed(w->p);
-    else
-        uv_close((uv_handle_t *)&w->stop, NULL); /* the last handle: the thread's loop ends */
-}
-
-static void worker_front_closed(struct http_server *s)
-{
-    struct proxy_worker *w =
-        (struct proxy_worker *)((char *)s - offsetof(struct proxy_worker, front));
-    http_client_close(&w->client, worker_client_closed, w);
-}
-
-/* On w's loop: stop accepting, let requests finish, close the client. */
-static void worker_stop(struct proxy_worker *w, uint64_t grace_ms)
-{
-    w->stopping = true;
-    (void)http_server_shutdown(&w->front, grace_ms, worker_front_closed);
-}
-
-static void worker_stop_cb(uv_async_t *h)
-{
-    struct proxy_worker *w = h->data;
-    if (!w->stopping)
-        worker_stop(w, atomic_load(&w->grace_ms));
-}
-
-static void worker_main(void *arg)
-{
-    struct proxy_worker *w = arg;
-    (void)uv_run(w->loop, UV_RUN_DEFAULT);
-    atomic_store(&w->exited, true);
-    uv_async_send(&w->p->reaped);
-}
-
-/* The proxy loop joins the threads whose loop is empty. */
-static void reaped_cb(uv_async_t *h)
-{
-    struct proxy *p = h->data;
-    for (int i = 1; i < p->n_workers; i++) {
-        struct proxy_worker *w = &p->workers[i];
-        if (!w->started || w->joined || !atomic_load(&w->exited))
-            continue;
-        uv_thread_join(&w->thread);
-        if (uv_loop_close(w->loop) != 0)
-            ts_warn("proxy: worker %d's loop still had handles at exit", i);
-        w->joined = true;
-        if (p->shutting_down)
-            proxy_part_closed(p);
-    }
-}
-
-/*
- * Sets up worker index on loop: its upstream client and its listener on
- * port (no socket yet). On error, w owns nothing but closing handles on loop
- * (run it to let them close).
- */
-static int worker_init(struct proxy *p, int index, uv_loop_t *loop, int port, char *err,
-                       size_t errlen)
-{
-    struct proxy_worker *w = &p->workers[index];
-    w->p = p;
-    w->index = index;
-    w->loop = loop;
-    proxy_tracer_init_from(&w->tracer, &p->tracer);
-    struct http_client_config cc;
-    http_client_config_default(&cc);
-    cc.connect_timeout_ms = p->cfg.connect_timeout_ms;
-    cc.insecure = p->cfg.insecure;
-    cc.ca_file = p->cfg.ca_file;
-    /* the receive time of upstream bytes, for forward_delay (free on the own engine) */
-    cc.rx_timestamps = strncmp(p->upstream, "http://", 7) == 0;
-    prom_hist_init(&w->forward_delay, forward_buckets, sizeof forward_buckets / sizeof(double));
-    int rc = http_client_init(&w->client, loop, &cc);
-    if (rc) {
-        ts_errf(err, errlen, "upstream client: %s", ts_strerror(rc));
-        return rc;
-    }
-    struct http_server_config sc = {
-        .host = p->cfg.listen_host,
-        .port = port,
-        .max_body_bytes = p->cfg.max_body_bytes,
-        .reuse_port = p->n_workers > 1,
-    };
-    rc = http_server_init(&w->front, loop, &sc, proxy_on_request, w);
-    if (rc) {
-        ts_errf(err, errlen, "--listen: invalid host '%s'", p->cfg.listen_host);
-        http_client_close(&w->client, NULL, NULL);
-        return rc;
-    }
-    return 0;
-}
-
-/* Worker index (> 0) on its own loop and thread, listening on port. */
-static int worker_start(struct proxy *p, int index, int port, char *err, size_t errlen)
-{
-    struct proxy_worker *w = &p->workers[index];
-    int rc = uv_loop_init(&w->own_loop);
-    if (!rc && (rc = uv_async_init(&w->own_loop, &w->stop, worker_stop_cb)) != 0)
-        (void)uv_loop_close(&w->own_loop);
-    if (rc) {
-        ts_errf(err, errlen, "worker %d: %s", index, uv_strerror(rc));
-        return rc;
-    }
-    w->stop.data = w;
-    rc = worker_init(p, index, &w->own_loop, port, err, errlen);
-    if (rc) {
-        uv_close((uv_handle_t *)&w->stop, NULL);
-        (void)uv_run(&w->own_loop, UV_RUN_DEFAULT);
-        (void)uv_loop_close(&w->own_loop);
-        return rc;
-    }
-    int lrc = http_server_listen(&w->front);
-    if (lrc)
-        ts_errf(err, errlen, "--listen %s:%d (worker %d): %s", p->cfg.listen_host, port, index,
-                ts_strerror(lrc));
-    /* started even when it cannot listen: proxy_shutdown then stops it like the others */
-    rc = uv_thread_create(&w->thread, worker_main, w);
-    if (rc) {
-        ts_errf(err, errlen, "worker %d: cannot start its thread: %s", index, uv_strerror(rc));
-        worker_stop(w, 0); /* closes the stop handle last */
-        (void)uv_run(w->loop, UV_RUN_DEFAULT);
-        (void)uv_loop_close(w->loop);
-        return rc;
-    }
-    w->started = true;
-    return lrc;
-}
-
-/* ------------------------------------------------------------ proxy */
-
-static void destroy_mutexes(struct proxy *p)
-{
-    pthread_mutex_destroy(&p->faults_mu);
-    for (int i = 0; i < p->n_workers; i++)
-        pthread_mutex_destroy(&p->workers[i].hist_mu);
-}
-
-int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg, char *err,
-               size_t errlen)
-{
-    memset(p, 0, sizeof *p);
-    p->loop = loop;
-    p->cfg = *cfg;
-    if (!p->cfg.listen_host)
-        p->cfg.listen_host = "127.0.0.1";
-    if (!p->cfg.api_host)
-        p->cfg.api_host = "127.0.0.1";
-    if (!p->cfg.max_body_bytes)
-        p->cfg.max_body_bytes = 16u << 20;
-    if (!p->cfg.connect_timeout_ms)
-        p->cfg.connect_timeout_ms = 10000;
-    if (!p->cfg.threads)
-        p->cfg.threads = 1;
-    if (p->cfg.threads < 1 || p->cfg.threads > PROXY_THREADS_MAX) {
-        ts_errf(err, errlen, "--threads: expected 1..%d, got %d", PROXY_THREADS_MAX,
-                p->cfg.threads);
-        return -EINVAL;
-    }
-    const char *u = cfg->upstream;
-    if (!u || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)) {
-        ts_errf(err, errlen, "--upstream: expected an http:// or https:// URL, got '%s'",
-                u ? u : "");
-        return -EINVAL;
-    }
-    size_t n = strlen(u);
-    while (n > 8 && u[n - 1] == '/')
-        n--;
-    if (n >= sizeof p->upstream || strpbrk(u, " \r\n")) {
-        ts_errf(err, errlen, "--upstream: invalid or too long URL");
-        return -EINVAL;
-    }
-    memcpy(p->upstream, u, n);
-    p->upstream[n] = '\0';
-    p->cfg.upstream = p->upstream;
-    proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
-    p->n_workers = p->cfg.threads;
-    p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
-    if (!p->workers) {
-        ts_errf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    pthread_mutex_init(&p->faults_mu, NULL);
-    for (int i = 0; i < p->n_workers; i++)
-        pthread_mutex_init(&p->workers[i].hist_mu, NULL);
-    faultset_init(&p->faults, cfg->seed);
-    int rc = uv_async_init(loop, &p->reaped, reaped_cb);
-    if (rc) {
-        ts_errf(err, errlen, "cannot create an async handle: %s", uv_strerror(rc));
-    } else {
-        p->reaped.data = p;
-        rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
-        if (rc)
-            uv_close((uv_handle_t *)&p->reaped, NULL);
-    }
-    if (rc) {
-        faultset_release(&p->faults);
-        destroy_mutexes(p);
-        ts_free(p->workers);
-        p->workers = NULL;
-        return rc;
-    }
-    if (p->cfg.api) {
-        struct http_server_config ac = {.host = p->cfg.api_host, .port = p->cfg.api_port};
-        rc = http_server_init(&p->api, loop, &ac, proxy_api_handle, p);
-        if (rc) {
-            ts_errf(err, errlen, "--api: invalid host '%s'", p->cfg.api_host);
-            /* worker 0 owns handles now: close them the usual way */
-            p->closing_parts = 1;
-            p->shutting_down = true;
-            worker_stop(&p->workers[0], 0);
-            return rc;
-        }
-        p->api_inited = true;
-    }
-    return 0;
-}
-
-int proxy_listen(struct proxy *p, char *err, size_t errlen)
-{
-    int rc = http_server_listen(&p->workers[0].front);
-    if (rc) {
-        ts_errf(err, errlen, "--listen %s:%d: %s", p->cfg.listen_host, p->cfg.listen_port,
-                ts_strerror(rc));
-        return rc;
-    }
-    if (p->api_inited) {
-        rc = http_server_listen(&p->api);
-        if (rc) {
-            ts_errf(err, errlen, "--api %s:%d: %s", p->cfg.api_host, p->cfg.api_port,
-                    ts_strerror(rc));
-            return rc;
-        }
-    }
-    int port = http_server_port(&p->workers[0].front);
-    for (int i = 1; i < p->n_workers && !rc; i++)
-        rc = worker_start(p, i, port, err, errlen);
-    return rc;
-}
-
-int proxy_port(const struct proxy *p)
-{
-    return http_server_port(&p->workers[0].front);
-}
-
-int proxy_api_port(const struct proxy *p)
-{
-    return p->api_inited ? http_server_port(&p->api) : 0;
-}
-
-static void reaped_closed(uv_handle_t *h)
-{
-    struct proxy *p = h->data;
-    faultset_release(&p->faults);
-    destroy_mutexes(p);
-    ts_free(p->workers);
-    p->workers = NULL;
-    if (p->on_closed)
-        p->on_closed(p);
-}
-
-static void proxy_part_closed(struct proxy *p)
-{
-    if (--p->closing_parts > 0)
-        return;
-    uv_close((uv_handle_t *)&p->reaped, reaped_closed);
-}
-
-static void api_closed(struct http_server *s)
-{
-    struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, api));
-    proxy_part_closed(p);
-}
-
-void proxy_shutdown(struct proxy *p, uint64_t grace_ms, void (*on_closed)(struct proxy *p))
-{
-    if (p->shutting_down)
-        return;
-    p->shutting_down = true;
-    p->on_closed = on_closed;
-    p->closing_parts = 1 + (p->api_inited ? 1 : 0);
-    for (int i = 1; i < p->n_workers; i++) {
-        struct proxy_worker *w = &p->workers[i];
-        if (!w->started || w->joined)
-            continue;
-        p->closing_parts++;
-        atomic_store(&w->grace_ms, grace_ms);
-        uv_async_send(&w->stop);
-    }
-    worker_stop(&p->workers[0], grace_ms);
-    if (p->api_inited)
-        (void)http_server_shutdown(&p->api, 0, api_closed);
 }
