@@ -1,15 +1,20 @@
 /*
- * proxy.c - the chaos proxy's forwarding path and HTTP faults.
+ * proxy.c - one request through the chaos proxy: its state machine, the
+ * HTTP faults, the upstream call and the stream tap's output. TCP faults
+ * are in proxy_shape.c, the loops and threads in proxy_workers.c.
  *
- * One struct pxreq per client request. Its progress is a small state
- * machine driven by px_progress(), called after every event (upstream
- * headers, body, end; the timer; the tap's emits): forward the request once
- * its delay passed; send the response head once the upstream's head arrived
- * and a header delay passed; then write the body (pass-through pieces, or
- * the tap's queued events at their times) and end when the upstream ended.
+ * One struct pxreq per client request (proxy_int.h). Its progress is a
+ * small state machine (enum px_state) driven by px_progress(), called after
+ * every event (upstream headers, body, end; the timer; the tap's emits):
+ * forward the request once its delay passed; send the response head once
+ * the upstream's head arrived and a header delay passed; then write the
+ * body (pass-through pieces, or the tap's queued events at their times) and
+ * end when the upstream ended. px_set_state() is the one place the state
+ * changes.
  */
 #include "chaos/proxy.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +40,26 @@ static void px_progress(struct pxreq *x);
 
 /* ------------------------------------------------------------ lifetime */
 
+/* The states each state may go to (enum px_state in proxy_int.h). */
+static const unsigned px_next[] = {
+    [PX_WAIT_FORWARD] = 1u << PX_WAIT_HEAD | 1u << PX_BLACKHOLE | 1u << PX_DONE,
+    [PX_BLACKHOLE] = 1u << PX_DONE,
+    [PX_WAIT_HEAD] = 1u << PX_HOLD_HEAD | 1u << PX_DONE,
+    [PX_HOLD_HEAD] = 1u << PX_STREAMING | 1u << PX_DONE,
+    [PX_STREAMING] = 1u << PX_HANGING | 1u << PX_DONE,
+    [PX_HANGING] = 1u << PX_DONE,
+    /* px_done twice: up_on_body's cut when the SSE parser fails after one
+     * of its events already cut the request (kept as it was) */
+    [PX_DONE] = 1u << PX_DONE,
+};
+
+/* The one place x->state changes. */
+static void px_set_state(struct pxreq *x, enum px_state to)
+{
+    assert(px_next[x->state] & 1u << to);
+    x->state = to;
+}
+
 static void px_free(struct pxreq *x)
 {
     for (size_t i = 0; i < x->nhits; i++)
@@ -44,7 +69,7 @@ static void px_free(struct pxreq *x)
         x->eq_head = e->next;
         ts_free(e);
     }
-    if (x->sse_on)
+    if (x->mode == MODE_SSE)
         sse_parser_release(&x->sse);
     stream_tap_free(x->tap);
     buf_release(&x->head);
@@ -54,7 +79,8 @@ static void px_free(struct pxreq *x)
 
 static void px_maybe_free(struct pxreq *x)
 {
-    if (x->finished && !x->call_running && (x->tstate == TIMER_NONE || x->tstate == TIMER_CLOSED))
+    if (x->state == PX_DONE && !x->call_running &&
+        (x->tstate == TIMER_NONE || x->tstate == TIMER_CLOSED))
         px_free(x);
 }
 
@@ -65,10 +91,11 @@ static void px_timer_closed(struct ptimer *t)
     px_maybe_free(x);
 }
 
-/* The request is over for the client: stop everything else. Does not free. */
+/* Any state -> DONE: the request is over for the client; stops everything
+ * else. Does not free. */
 static void px_done(struct pxreq *x)
 {
-    x->finished = true;
+    px_set_state(x, PX_DONE);
     atomic_fetch_sub_explicit(&x->p->in_flight, 1, memory_order_relaxed);
     (void)proxy_trace_finish(&x->trace, &x->w->tracer, x->hits, x->nhits, ts_wall_ns());
     if (x->call_running)
@@ -292,9 +319,9 @@ static void px_write(struct pxreq *x, const char *data, size_t len)
 static void tap_emit(void *ctx, const char *bytes, size_t n, uint64_t at_ns)
 {
     struct pxreq *x = ctx;
-    if (x->finished || x->close_pending || x->hanging || n == 0)
+    if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending || n == 0)
         return;
-    if (x->head_sent && !x->eq_head && at_ns <= ts_now_ns()) {
+    if (x->state == PX_STREAMING && !x->eq_head && at_ns <= ts_now_ns()) {
         px_write(x, bytes, n);
         return;
     }
@@ -322,7 +349,7 @@ static void tap_emit(void *ctx, const char *bytes, size_t n, uint64_t at_ns)
 static void tap_close(void *ctx, uint64_t at_ns, enum fault_cut how)
 {
     struct pxreq *x = ctx;
-    if (x->finished || x->close_pending)
+    if (x->state == PX_DONE || x->close_pending)
         return;
     x->close_pending = true;
     x->close_at = at_ns;
@@ -333,7 +360,7 @@ static int sse_on_event(void *ctx, const struct sse_event *ev)
 {
     struct pxreq *x = ctx;
     struct tap_out out = {tap_emit, tap_close, x};
-    if (x->finished || x->close_pending)
+    if (x->state == PX_DONE || x->close_pending)
         return 0;
     return stream_tap_event(x->tap, ev, ev->arrival_ns, &out);
 }
@@ -343,10 +370,10 @@ static int sse_on_event(void *ctx, const struct sse_event *ev)
 static void up_on_headers(struct http_call *call, long status, void *user)
 {
     struct pxreq *x = user;
-    if (x->finished)
+    if (x->state == PX_DONE)
         return;
+    px_set_state(x, PX_HOLD_HEAD);
     x->status = (int)status;
-    x->have_head = true;
     if (http_call_headers_each(call, up_header, x) != 0 ||
         add_rewrites(x, FAULT_DIR_DOWNSTREAM, &x->head, "\r\n") != 0) {
         px_error(x, 502, "server_error", NULL, "upstream response headers too large", NULL);
@@ -376,7 +403,6 @@ static void up_on_headers(struct http_call *call, long status, void *user)
         if (head_has_sse(x)) {
             x->mode = MODE_SSE;
             sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
-            x->sse_on = true;
         } else {
             x->mode = MODE_BODY;
         }
@@ -392,7 +418,7 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
 {
     struct pxreq *x = user;
     (void)call;
-    if (x->finished || x->hanging)
+    if (x->state == PX_DONE || x->state == PX_HANGING)
         return 1;
     if (x->mode == MODE_SSE) {
         if (sse_parser_feed(&x->sse, data, len, now_ns) != 0) {
@@ -400,7 +426,7 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
             return 1;
         }
         px_progress(x);
-        return x->finished ? 1 : 0;
+        return x->state == PX_DONE ? 1 : 0;
     }
     if (x->mode == MODE_BODY) {
         if (buf_append(&x->pending, data, len) != 0) {
@@ -410,7 +436,7 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
         }
         return 0;
     }
-    if (!x->head_sent) {
+    if (x->state != PX_STREAMING) {
         if (buf_append(&x->pending, data, len) != 0) {
             px_cut(x);
             return 1;
@@ -423,9 +449,9 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
     pthread_mutex_lock(&w->hist_mu);
     prom_hist_observe(&w->forward_delay, done > now_ns ? (double)(done - now_ns) / 1e9 : 0.0);
     pthread_mutex_unlock(&w->hist_mu);
-    if (x->close_pending && !x->finished)
+    if (x->close_pending && x->state != PX_DONE)
         px_progress(x);
-    return x->finished || x->close_pending ? 1 : 0;
+    return x->state == PX_DONE || x->close_pending ? 1 : 0;
 }
 
 static void up_on_done(struct http_call *call, const struct http_call_result *res, void *user)
@@ -434,8 +460,8 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
     (void)call;
     x->call_running = false;
     x->call = NULL;
-    if (x->finished || x->hanging || x->close_pending) {
-        if (!x->finished)
+    if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
+        if (x->state != PX_DONE)
             px_progress(x);
         px_maybe_free(x);
         return;
@@ -447,7 +473,7 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
                  res->error_text);
         bool timeout = res->error >= HTTP_CALL_ERR_TIMEOUT_CONNECT &&
                        res->error <= HTTP_CALL_ERR_TIMEOUT_TOTAL;
-        if (!x->head_sent)
+        if (x->state != PX_STREAMING)
             px_error(x, timeout ? 504 : 502, "server_error", NULL, msg, NULL);
         else
             px_cut(x);
@@ -461,7 +487,7 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
         int rc = sse_parser_finish(&x->sse, NULL);
         if (!rc)
             rc = stream_tap_end(x->tap, now, &out);
-        if (rc && !x->finished)
+        if (rc && x->state != PX_DONE)
             px_cut(x);
     } else if (x->mode == MODE_BODY) {
         struct buf out;
@@ -478,9 +504,8 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
         }
         if (delay && now + delay > x->hdr_at)
             x->hdr_at = now + delay;
-        x->body_ready = true;
     }
-    if (!x->finished)
+    if (x->state != PX_DONE)
         px_progress(x);
     px_maybe_free(x);
 }
@@ -491,12 +516,12 @@ static const struct http_call_ops up_ops = {
     .on_done = up_on_done,
 };
 
-/* Builds the upstream call for x and starts it. */
+/* WAIT_FORWARD -> WAIT_HEAD: builds the upstream call for x and starts it. */
 static void px_forward(struct pxreq *x)
 {
     struct http_request *req = x->req;
     struct proxy *p = x->p;
-    x->forwarded = true;
+    px_set_state(x, PX_WAIT_HEAD);
     if (x->f_abort && (x->f_abort->dir & FAULT_DIR_UPSTREAM)) {
         px_abort(x, x->f_abort);
         return;
@@ -604,7 +629,7 @@ static void px_forward(struct pxreq *x)
 static void px_timer_cb(struct ptimer *t)
 {
     struct pxreq *x = t->data;
-    if (!x->finished)
+    if (x->state != PX_DONE)
         px_progress(x);
 }
 
@@ -622,11 +647,12 @@ static void px_arm(struct pxreq *x, uint64_t at)
         px_cut(x);
 }
 
+/* HOLD_HEAD -> STREAMING: the client's head, then the body held so far. */
 static void px_send_head(struct pxreq *x)
 {
     const char *extra = x->head.len ? x->head.data : NULL;
     int rc;
-    x->head_sent = true;
+    px_set_state(x, PX_STREAMING);
     if (x->status == 204 || x->status == 304 || x->status < 200) {
         px_respond(x, x->status < 200 ? 502 : x->status, NULL, extra, "", 0);
         return;
@@ -647,7 +673,7 @@ static void px_send_head(struct pxreq *x)
     if (x->pending.len)
         px_write(x, x->pending.data, x->pending.len);
     buf_release(&x->pending);
-    if (x->mode == MODE_BODY && !x->finished && !x->close_pending)
+    if (x->mode == MODE_BODY && x->state != PX_DONE && !x->close_pending)
         px_end(x);
 }
 
@@ -658,7 +684,7 @@ static void px_do_close(struct pxreq *x)
         px_end(x);
         break;
     case FAULT_CUT_HANG:
-        x->hanging = true;
+        px_set_state(x, PX_HANGING);
         if (x->call_running)
             http_call_cancel(x->call);
         break;
@@ -672,46 +698,41 @@ static void px_do_close(struct pxreq *x)
     }
 }
 
-static void px_progress(struct pxreq *x)
+/* BLACKHOLE: nothing is answered; the request is cut at bh_until (0: never). */
+static void px_progress_blackhole(struct pxreq *x, uint64_t now)
 {
-    if (x->finished || x->hanging)
+    if (!x->bh_until)
         return;
-    uint64_t now = ts_now_ns();
-    if (x->blackhole) {
-        if (!x->bh_until)
-            return;
-        if (now < x->bh_until)
-            px_arm(x, x->bh_until);
-        else
-            px_cut(x);
-        return;
+    if (now < x->bh_until)
+        px_arm(x, x->bh_until);
+    else
+        px_cut(x);
+}
+
+/* HOLD_HEAD: sends the head once a body tap is done and the header delay
+ * passed. Returns whether the request went on to STREAMING. */
+static bool px_progress_head(struct pxreq *x, uint64_t now)
+{
+    if (x->mode == MODE_BODY && !x->upstream_done)
+        return false;
+    if (now < x->hdr_at) {
+        px_arm(x, x->hdr_at);
+        return false;
     }
-    if (!x->forwarded) {
-        if (now < x->fwd_at)
-            px_arm(x, x->fwd_at);
-        else
-            px_forward(x);
-        return;
+    if (x->mode == MODE_BODY) {
+        /* a clean short end (truncation) needs chunked framing */
+        x->have_len = !x->f_trunc_resp || x->f_trunc_resp->params.cut == FAULT_CUT_CLOSE;
+        x->clen = x->pending.len;
     }
-    if (!x->have_head)
-        return;
-    if (!x->head_sent) {
-        if (x->mode == MODE_BODY && !x->body_ready)
-            return;
-        if (now < x->hdr_at) {
-            px_arm(x, x->hdr_at);
-            return;
-        }
-        if (x->mode == MODE_BODY) {
-            /* a clean short end (truncation) needs chunked framing */
-            x->have_len = !x->f_trunc_resp || x->f_trunc_resp->params.cut == FAULT_CUT_CLOSE;
-            x->clen = x->pending.len;
-        }
-        px_send_head(x);
-        if (x->finished)
-            return;
-    }
-    while (x->eq_head && x->eq_head->at <= now && !x->finished) {
+    px_send_head(x);
+    return x->state == PX_STREAMING;
+}
+
+/* STREAMING: writes the tap's output that is due, then ends the response
+ * when a close is due or the upstream ended (else waits for the next). */
+static void px_progress_body(struct pxreq *x, uint64_t now)
+{
+    while (x->eq_head && x->eq_head->at <= now && x->state != PX_DONE) {
         struct pxemit *e = x->eq_head;
         x->eq_head = e->next;
         if (!x->eq_head)
@@ -720,7 +741,7 @@ static void px_progress(struct pxreq *x)
         px_write(x, e->data, e->len);
         ts_free(e);
     }
-    if (x->finished)
+    if (x->state == PX_DONE)
         return;
     if (x->close_pending && !x->eq_head) {
         if (x->close_at > now) {
@@ -738,12 +759,40 @@ static void px_progress(struct pxreq *x)
         px_end(x);
 }
 
+/* Takes x as far as it can go now; arms the timer for what is due later. */
+static void px_progress(struct pxreq *x)
+{
+    uint64_t now = ts_now_ns();
+    switch (x->state) {
+    case PX_WAIT_FORWARD:
+        if (now < x->fwd_at)
+            px_arm(x, x->fwd_at);
+        else
+            px_forward(x);
+        break;
+    case PX_BLACKHOLE:
+        px_progress_blackhole(x, now);
+        break;
+    case PX_HOLD_HEAD:
+        if (px_progress_head(x, now))
+            px_progress_body(x, now);
+        break;
+    case PX_STREAMING:
+        px_progress_body(x, now);
+        break;
+    case PX_WAIT_HEAD:
+    case PX_HANGING:
+    case PX_DONE:
+        break;
+    }
+}
+
 /* ------------------------------------------------------------ requests */
 
 static void px_on_abort(struct http_request *req)
 {
     struct pxreq *x = req->user;
-    if (!x->finished)
+    if (x->state != PX_DONE)
         px_cut(x);
     px_maybe_free(x);
 }
@@ -887,7 +936,8 @@ void proxy_on_request(struct http_request *req, void *ctx)
     x->fwd_at = now;
     if (req->conn_index == 0 && !w->stopping)
         px_tcp_roll(x, now);
-    px_tcp_request(x, now);
+    if (px_tcp_request(x, now))
+        px_set_state(x, PX_BLACKHOLE);
     for (size_t i = 0; i < x->nhits; i++) {
         struct fault *f = x->hits[i];
         if (f->type == FAULT_HTTP_ABORT && !x->f_abort)

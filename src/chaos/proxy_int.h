@@ -42,39 +42,63 @@ struct pxemit {
     char data[];
 };
 
+/*
+ * Where a request is. Only px_set_state() (proxy.c) changes it, along these
+ * edges:
+ *
+ *   WAIT_FORWARD -> WAIT_HEAD   px_forward: the upstream call starts
+ *   WAIT_FORWARD -> BLACKHOLE   its connection is blackholed
+ *   WAIT_HEAD    -> HOLD_HEAD   up_on_headers: the upstream's head came
+ *   HOLD_HEAD    -> STREAMING   px_send_head: the client's head goes out
+ *   STREAMING    -> HANGING     a close with the "hang" cut
+ *   any          -> DONE        px_done: over for the client
+ */
+enum px_state {
+    PX_WAIT_FORWARD, /* until fwd_at (request delays, upstream tcp_latency) */
+    PX_BLACKHOLE,    /* never answered; cut at bh_until (0: never) */
+    PX_WAIT_HEAD,    /* forwarded; the upstream's head has not come */
+    PX_HOLD_HEAD,    /* the upstream's head came; the client's waits for hdr_at (and a body tap) */
+    PX_STREAMING,    /* the client's head went out; the body follows */
+    PX_HANGING,      /* closed with "hang": the connection stays open and silent */
+    PX_DONE,         /* over for the client; freed once the call and timer are gone */
+};
+
 /* One client request (http_request's user); freed by proxy.c once it is
- * finished and neither its upstream call nor its timer is alive. */
+ * DONE and neither its upstream call nor its timer is alive. */
 struct pxreq {
     struct proxy *p;
     struct proxy_worker *w; /* the loop it runs on */
     struct http_request *req;
+    enum px_state state;
     struct http_call *call;
+    bool call_running;  /* call is alive: up_on_done has not run */
+    bool upstream_done; /* the call ended well (MODE_BODY: the tapped body is ready) */
     struct rng rng;
     struct fault *hits[FAULTSET_HITS];
     size_t nhits;
     struct fault *f_abort, *f_trunc_resp;
     enum px_mode mode;
     struct stream_tap *tap;
-    struct sse_parser sse;
-    bool sse_on;
-    struct buf head;    /* upstream headers as "Name: value\r\n" lines */
-    struct buf pending; /* body before the head went out / the tapped body */
+    struct sse_parser sse; /* MODE_SSE */
+    struct buf head;       /* upstream headers as "Name: value\r\n" lines */
+    struct buf pending;    /* body before the head went out / the tapped body */
     int status;
-    bool have_len;
+    bool have_len; /* the client's response has Content-Length clen (else chunked) */
     uint64_t clen;
     uint64_t trunc_left;
+    bool trunc_done; /* http_truncate_response's bytes went out: nothing more is written */
     uint64_t fwd_at, hdr_at;
+    uint64_t bh_until; /* BLACKHOLE: 0: swallow forever */
     struct ptimer timer;
     enum px_timer tstate;
     struct pxemit *eq_head, *eq_tail;
     size_t eq_bytes;
+    /* An end is due at close_at, the close_how way, once the queue is
+     * written (tap_close, or a truncation); no more tap output is taken.
+     * Set in HOLD_HEAD or STREAMING. */
+    bool close_pending;
     uint64_t close_at;
     enum fault_cut close_how;
-    bool close_pending;
-    bool forwarded, call_running, have_head, head_sent, upstream_done, body_ready;
-    bool finished, hanging, trunc_done;
-    bool blackhole;
-    uint64_t bh_until; /* 0: swallow forever */
     struct proxy_trace trace;
 };
 
@@ -109,7 +133,8 @@ void px_tcp_roll(struct pxreq *x, uint64_t now);
 bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh);
 
 /* The connection's TCP faults that act on request x: tcp_latency in the
- * upstream direction adds to x->fwd_at; a blackhole swallows x. */
-void px_tcp_request(struct pxreq *x, uint64_t now);
+ * upstream direction adds to x->fwd_at. Returns true when a blackhole
+ * swallows x, with x->bh_until set. */
+bool px_tcp_request(struct pxreq *x, uint64_t now);
 
 #endif

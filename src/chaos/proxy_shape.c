@@ -268,19 +268,19 @@ bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh)
     return true;
 }
 
-void px_tcp_request(struct pxreq *x, uint64_t now)
+bool px_tcp_request(struct pxreq *x, uint64_t now)
 {
     const struct pxconn *k = http_request_shaper_ctx(x->req);
     if (!k)
-        return;
+        return false;
     for (size_t i = 0; i < k->nhits; i++) {
         const struct fault *f = k->hits[i];
         if (f->type == FAULT_TCP_LATENCY && (f->dir & FAULT_DIR_UPSTREAM))
             x->fwd_at += px_sample_ns(x, &f->params.delay);
     }
-    if (k->blackhole) {
-        x->blackhole = true;
-        uint64_t d = px_sample_ns(x, &k->blackhole->params.delay);
-        x->bh_until = d ? now + d : 0;
-    }
+    if (!k->blackhole)
+        return false;
+    uint64_t d = px_sample_ns(x, &k->blackhole->params.delay);
+    x->bh_until = d ? now + d : 0;
+    return true;
 }
