@@ -60,6 +60,7 @@ static void px_set_state(struct pxreq *x, enum px_state to)
     x->state = to;
 }
 
+/* Frees x and what it holds (its hits, queued output, parser, tap, buffers). */
 static void px_free(struct pxreq *x)
 {
     for (size_t i = 0; i < x->nhits; i++)
@@ -77,6 +78,7 @@ static void px_free(struct pxreq *x)
     ts_free(x);
 }
 
+/* Frees x once it is DONE and neither its call nor its timer can call back. */
 static void px_maybe_free(struct pxreq *x)
 {
     if (x->state == PX_DONE && !x->call_running &&
@@ -84,6 +86,7 @@ static void px_maybe_free(struct pxreq *x)
         px_free(x);
 }
 
+/* The timer closed (px_done): x may be freed now. */
 static void px_timer_closed(struct ptimer *t)
 {
     struct pxreq *x = t->data;
@@ -106,18 +109,21 @@ static void px_done(struct pxreq *x)
     }
 }
 
+/* DONE: ends the client's response cleanly. */
 static void px_end(struct pxreq *x)
 {
     px_done(x);
     (void)http_stream_end(x->req);
 }
 
+/* DONE: aborts the client's response (the connection closes). */
 static void px_cut(struct pxreq *x)
 {
     px_done(x);
     (void)http_stream_abort(x->req);
 }
 
+/* DONE: answers the client with a whole response. */
 static void px_respond(struct pxreq *x, int status, const char *ctype, const char *extra,
                        const char *body, size_t len)
 {
@@ -146,6 +152,7 @@ static void px_error(struct pxreq *x, int status, const char *type, const char *
     buf_release(&b);
 }
 
+/* Wakes px_progress at at (cuts x when the timer fails). */
 static void px_arm(struct pxreq *x, uint64_t at);
 
 /* ------------------------------------------------------------ faults */
@@ -196,12 +203,14 @@ static void px_abort(struct pxreq *x, struct fault *f)
                  msg ? msg : "Injected error (tokenstorm proxy).", extra);
 }
 
+/* Whether f acts on the response's events or body (through a stream tap). */
 static bool is_tap_family(const struct fault *f)
 {
     enum fault_family fam = fault_type_family(f->type);
     return fam == FAULT_SSE || fam == FAULT_LLM || fam == FAULT_RAG;
 }
 
+/* Whether name is a hop-by-hop header (never forwarded either way). */
 static bool hop_by_hop(const char *name)
 {
     static const char *const names[] = {
@@ -250,6 +259,7 @@ static int add_rewrites(struct pxreq *x, enum fault_direction dir, struct buf *o
 
 /* ------------------------------------------------------------ upstream */
 
+/* Keeps an upstream response header for the client's head (http_call_headers_each). */
 static int up_header(void *ctx, const char *name, const char *value)
 {
     struct pxreq *x = ctx;
@@ -270,6 +280,7 @@ static int up_header(void *ctx, const char *name, const char *value)
     return buf_appendf(&x->head, "%s: %s\r\n", name, value);
 }
 
+/* Whether the kept upstream headers say text/event-stream. */
 static bool head_has_sse(const struct pxreq *x)
 {
     const char *s = buf_cstr(&x->head);
@@ -316,6 +327,8 @@ static void px_write(struct pxreq *x, const char *data, size_t len)
     }
 }
 
+/* The tap's output bytes for at_ns: written now when due and nothing waits
+ * before them, else queued (cut past EMIT_MAX). */
 static void tap_emit(void *ctx, const char *bytes, size_t n, uint64_t at_ns)
 {
     struct pxreq *x = ctx;
@@ -346,6 +359,7 @@ static void tap_emit(void *ctx, const char *bytes, size_t n, uint64_t at_ns)
     x->eq_bytes += n;
 }
 
+/* The tap asks for the response to end at at_ns, the how way. */
 static void tap_close(void *ctx, uint64_t at_ns, enum fault_cut how)
 {
     struct pxreq *x = ctx;
@@ -356,6 +370,7 @@ static void tap_close(void *ctx, uint64_t at_ns, enum fault_cut how)
     x->close_how = how;
 }
 
+/* One upstream SSE event into the tap (MODE_SSE). */
 static int sse_on_event(void *ctx, const struct sse_event *ev)
 {
     struct pxreq *x = ctx;
@@ -367,9 +382,48 @@ static int sse_on_event(void *ctx, const struct sse_event *ev)
 
 /* ---- curl callbacks ---- */
 
+/* Sorts x's hits when the upstream's head came: the tap families into
+ * tapf (returns how many), header delays into hdr_at (counted). */
+static size_t px_head_faults(struct pxreq *x, struct fault **tapf)
+{
+    size_t ntap = 0;
+    for (size_t i = 0; i < x->nhits; i++) {
+        struct fault *f = x->hits[i];
+        if (is_tap_family(f))
+            tapf[ntap++] = f;
+        else if (f->type == FAULT_HTTP_DELAY_HEADERS) {
+            px_count(x, f);
+            x->hdr_at = ts_now_ns() + px_sample_ns(x, &f->params.delay);
+        }
+    }
+    return ntap;
+}
+
+/* Routes the response through a stream tap of tapf[0..ntap): an event
+ * stream event by event (MODE_SSE), any other body whole (MODE_BODY); the
+ * length changes, so it goes out chunked. 0 or -ENOMEM. */
+static int px_tap_open(struct pxreq *x, struct fault **tapf, size_t ntap)
+{
+    x->tap = stream_tap_new(tapf, ntap, rng_next_u64(&x->rng), ts_now_ns());
+    if (!x->tap)
+        return -ENOMEM;
+    if (head_has_sse(x)) {
+        x->mode = MODE_SSE;
+        sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
+    } else {
+        x->mode = MODE_BODY;
+    }
+    x->have_len = false;
+    return 0;
+}
+
+/* WAIT_HEAD -> HOLD_HEAD: keeps the upstream's headers for the client's
+ * head and applies the faults that act on the response. */
 static void up_on_headers(struct http_call *call, long status, void *user)
 {
     struct pxreq *x = user;
+    struct fault *tapf[FAULTSET_HITS];
+    size_t ntap;
     if (x->state == PX_DONE)
         return;
     px_set_state(x, PX_HOLD_HEAD);
@@ -383,36 +437,18 @@ static void up_on_headers(struct http_call *call, long status, void *user)
         px_abort(x, x->f_abort);
         return;
     }
-    struct fault *tapf[FAULTSET_HITS];
-    size_t ntap = 0;
-    for (size_t i = 0; i < x->nhits; i++) {
-        struct fault *f = x->hits[i];
-        if (is_tap_family(f))
-            tapf[ntap++] = f;
-        else if (f->type == FAULT_HTTP_DELAY_HEADERS) {
-            px_count(x, f);
-            x->hdr_at = ts_now_ns() + px_sample_ns(x, &f->params.delay);
-        }
-    }
-    if (ntap) {
-        x->tap = stream_tap_new(tapf, ntap, rng_next_u64(&x->rng), ts_now_ns());
-        if (!x->tap) {
-            px_error(x, 500, "server_error", NULL, "out of memory", NULL);
-            return;
-        }
-        if (head_has_sse(x)) {
-            x->mode = MODE_SSE;
-            sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
-        } else {
-            x->mode = MODE_BODY;
-        }
-        x->have_len = false;
+    ntap = px_head_faults(x, tapf);
+    if (ntap && px_tap_open(x, tapf, ntap) != 0) {
+        px_error(x, 500, "server_error", NULL, "out of memory", NULL);
+        return;
     }
     if (x->f_trunc_resp && x->f_trunc_resp->params.cut != FAULT_CUT_CLOSE)
         x->have_len = false; /* a clean short end needs chunked framing */
     px_progress(x);
 }
 
+/* A piece of the upstream body: parsed (MODE_SSE), collected (MODE_BODY, or
+ * before the head went out) or written through. Nonzero stops the call. */
 static int up_on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
                       void *user)
 {
@@ -454,32 +490,27 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
     return x->state == PX_DONE || x->close_pending ? 1 : 0;
 }
 
-static void up_on_done(struct http_call *call, const struct http_call_result *res, void *user)
+/* The upstream call failed: a 502 (504 on a timeout) while the client's
+ * head is not out, else a cut. */
+static void px_upstream_failed(struct pxreq *x, const struct http_call_result *res)
 {
-    struct pxreq *x = user;
-    (void)call;
-    x->call_running = false;
-    x->call = NULL;
-    if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
-        if (x->state != PX_DONE)
-            px_progress(x);
-        px_maybe_free(x);
-        return;
-    }
-    if (res->error != HTTP_CALL_OK) {
-        atomic_fetch_add_explicit(&x->p->upstream_errors, 1, memory_order_relaxed);
-        char msg[320];
-        snprintf(msg, sizeof msg, "upstream %s error: %s", http_call_error_name(res->error),
-                 res->error_text);
-        bool timeout = res->error >= HTTP_CALL_ERR_TIMEOUT_CONNECT &&
-                       res->error <= HTTP_CALL_ERR_TIMEOUT_TOTAL;
-        if (x->state != PX_STREAMING)
-            px_error(x, timeout ? 504 : 502, "server_error", NULL, msg, NULL);
-        else
-            px_cut(x);
-        px_maybe_free(x);
-        return;
-    }
+    char msg[320];
+    atomic_fetch_add_explicit(&x->p->upstream_errors, 1, memory_order_relaxed);
+    snprintf(msg, sizeof msg, "upstream %s error: %s", http_call_error_name(res->error),
+             res->error_text);
+    bool timeout =
+        res->error >= HTTP_CALL_ERR_TIMEOUT_CONNECT && res->error <= HTTP_CALL_ERR_TIMEOUT_TOTAL;
+    if (x->state != PX_STREAMING)
+        px_error(x, timeout ? 504 : 502, "server_error", NULL, msg, NULL);
+    else
+        px_cut(x);
+}
+
+/* The upstream call ended well: the stream tap's end (MODE_SSE), or the
+ * body tap's rewrite of the whole body, whose delay holds the head back
+ * (MODE_BODY). */
+static void px_upstream_ended(struct pxreq *x)
+{
     x->upstream_done = true;
     uint64_t now = ts_now_ns();
     if (x->mode == MODE_SSE) {
@@ -499,14 +530,30 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
         x->pending = out;
         if (rc) {
             px_error(x, 502, "server_error", NULL, "body tap failed", NULL);
-            px_maybe_free(x);
             return;
         }
         if (delay && now + delay > x->hdr_at)
             x->hdr_at = now + delay;
     }
-    if (x->state != PX_DONE)
-        px_progress(x);
+}
+
+/* The upstream call is over (and freed after this returns). */
+static void up_on_done(struct http_call *call, const struct http_call_result *res, void *user)
+{
+    struct pxreq *x = user;
+    (void)call;
+    x->call_running = false;
+    x->call = NULL;
+    if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
+        if (x->state != PX_DONE)
+            px_progress(x);
+    } else if (res->error != HTTP_CALL_OK) {
+        px_upstream_failed(x, res);
+    } else {
+        px_upstream_ended(x);
+        if (x->state != PX_DONE)
+            px_progress(x);
+    }
     px_maybe_free(x);
 }
 
@@ -516,63 +563,62 @@ static const struct http_call_ops up_ops = {
     .on_done = up_on_done,
 };
 
-/* WAIT_FORWARD -> WAIT_HEAD: builds the upstream call for x and starts it. */
-static void px_forward(struct pxreq *x)
+/* Whether the client's request header name stays behind: hop-by-hop, the
+ * ones curl sets itself, the fault headers, and those a fault or the
+ * proxy's span replaces. */
+static bool px_header_dropped(const struct pxreq *x, const char *name)
 {
-    struct http_request *req = x->req;
-    struct proxy *p = x->p;
-    px_set_state(x, PX_WAIT_HEAD);
-    if (x->f_abort && (x->f_abort->dir & FAULT_DIR_UPSTREAM)) {
-        px_abort(x, x->f_abort);
-        return;
-    }
-    struct buf hb;
-    buf_init(&hb, HEAD_MAX);
-    size_t nh = 0;
+    return hop_by_hop(name) || strcasecmp(name, "host") == 0 ||
+           strcasecmp(name, "content-length") == 0 || strcasecmp(name, "expect") == 0 ||
+           strncasecmp(name, FAULT_HDR, FAULT_HDR_LEN) == 0 ||
+           rewritten(x, FAULT_DIR_UPSTREAM, name) ||
+           (x->trace.on && strcasecmp(name, "traceparent") == 0);
+}
+
+/* Appends the upstream request's headers to hb, each NUL-terminated: the
+ * client's that are forwarded, the span's traceparent, the rewrite faults'
+ * (counted). *nh is their number. 0 or a buf error. */
+static int px_upstream_headers(struct pxreq *x, struct buf *hb, size_t *nh)
+{
+    const struct http_request *req = x->req;
     int rc = 0;
+    *nh = 0;
     for (size_t i = 0; i < req->header_count && !rc; i++) {
         const char *n = req->headers[i].name;
-        if (hop_by_hop(n) || strcasecmp(n, "host") == 0 || strcasecmp(n, "content-length") == 0 ||
-            strcasecmp(n, "expect") == 0 || strncasecmp(n, FAULT_HDR, FAULT_HDR_LEN) == 0 ||
-            rewritten(x, FAULT_DIR_UPSTREAM, n) ||
-            (x->trace.on && strcasecmp(n, "traceparent") == 0))
+        if (px_header_dropped(x, n))
             continue;
         /* "Name;" sends an empty header through curl; "Name: " would remove it */
         if (req->headers[i].value_len == 0)
-            rc = buf_appendf(&hb, "%s;", n);
+            rc = buf_appendf(hb, "%s;", n);
         else
-            rc = buf_appendf(&hb, "%s: %s", n, req->headers[i].value);
+            rc = buf_appendf(hb, "%s: %s", n, req->headers[i].value);
         if (!rc)
-            rc = buf_append_char(&hb, '\0');
-        nh++;
+            rc = buf_append_char(hb, '\0');
+        (*nh)++;
     }
     /* the proxy span is the upstream's parent (unless a fault rewrites the header) */
     if (!rc && x->trace.on && !rewritten(x, FAULT_DIR_UPSTREAM, "traceparent")) {
-        rc = buf_appendf(&hb, "traceparent: %s", x->trace.traceparent);
+        rc = buf_appendf(hb, "traceparent: %s", x->trace.traceparent);
         if (!rc)
-            rc = buf_append_char(&hb, '\0');
-        nh++;
+            rc = buf_append_char(hb, '\0');
+        (*nh)++;
     }
-    size_t before = hb.len;
+    size_t before = hb->len;
     if (!rc)
-        rc = add_rewrites(x, FAULT_DIR_UPSTREAM, &hb, "\n");
-    for (size_t i = before; !rc && i < hb.len; i++)
-        if (hb.data[i] == '\n') {
-            hb.data[i] = '\0';
-            nh++;
+        rc = add_rewrites(x, FAULT_DIR_UPSTREAM, hb, "\n");
+    for (size_t i = before; !rc && i < hb->len; i++)
+        if (hb->data[i] == '\n') {
+            hb->data[i] = '\0';
+            (*nh)++;
         }
-    if (rc || nh > HTTP_CALL_MAX_HEADERS) {
-        buf_release(&hb);
-        px_error(x, 431, "invalid_request_error", NULL, "too many request headers", NULL);
-        return;
-    }
-    const char *hv[HTTP_CALL_MAX_HEADERS];
-    const char *s = hb.data;
-    for (size_t i = 0; i < nh; i++) {
-        hv[i] = s;
-        s += strlen(s) + 1;
-    }
-    size_t body_len = req->body_len;
+    return rc;
+}
+
+/* The length of the request body forwarded: cut by http_truncate_request
+ * faults (counted). */
+static size_t px_body_len(struct pxreq *x)
+{
+    size_t body_len = x->req->body_len;
     for (size_t i = 0; i < x->nhits; i++) {
         struct fault *f = x->hits[i];
         if (f->type == FAULT_HTTP_TRUNCATE_REQUEST) {
@@ -581,15 +627,69 @@ static void px_forward(struct pxreq *x)
                 body_len = (size_t)f->params.bytes;
         }
     }
+    return body_len;
+}
+
+/* Starts the upstream call of spec, its request bytes shaped by the
+ * connection's upstream TCP faults; an upstream the own engine does not
+ * serve (TLS...) gets the call without them (said once). Returns what
+ * http_client_request returns. */
+static int px_start_call(struct pxreq *x, struct http_call_spec *spec)
+{
+    struct http_shaper upsh;
+    bool up = px_tcp_upstream(x, ts_now_ns(), &upsh);
+    if (up)
+        spec->send_shaper = &upsh;
+    int rc = http_client_request(&x->w->client, spec, &up_ops, x, &x->call);
+    if (rc == -ENOTSUP && up) {
+        upsh.release(upsh.ctx);
+        spec->send_shaper = NULL;
+        if (!atomic_exchange(&x->p->warned_up_shaping, true)) {
+            ts_warn("proxy: upstream-direction TCP faults need a plain http:// upstream; "
+                    "not applied");
+        }
+        rc = http_client_request(&x->w->client, spec, &up_ops, x, &x->call);
+    } else if (rc && up) {
+        upsh.release(upsh.ctx);
+    }
+    return rc;
+}
+
+/* WAIT_FORWARD -> WAIT_HEAD: builds the upstream call for x and starts it
+ * (or answers for an upstream-direction abort, or a request that cannot
+ * be forwarded). */
+static void px_forward(struct pxreq *x)
+{
+    struct http_request *req = x->req;
+    const char *hv[HTTP_CALL_MAX_HEADERS];
     char url[PROXY_UPSTREAM_MAX + 8192];
-    const char *target = req->url[0] == '/' ? req->url : req->path;
-    int un = snprintf(url, sizeof url, "%s%s", p->upstream, target);
-    if (un < 0 || (size_t)un >= sizeof url) {
-        buf_release(&hb);
-        px_error(x, 414, "invalid_request_error", NULL, "request target too long", NULL);
+    struct http_call_spec spec;
+    struct buf hb;
+    const char *h;
+    size_t nh, body_len;
+    int rc;
+
+    px_set_state(x, PX_WAIT_HEAD);
+    if (x->f_abort && (x->f_abort->dir & FAULT_DIR_UPSTREAM)) {
+        px_abort(x, x->f_abort);
         return;
     }
-    struct http_call_spec spec = {
+    buf_init(&hb, HEAD_MAX);
+    if (px_upstream_headers(x, &hb, &nh) != 0 || nh > HTTP_CALL_MAX_HEADERS) {
+        px_error(x, 431, "invalid_request_error", NULL, "too many request headers", NULL);
+        goto out_release_headers;
+    }
+    h = hb.data;
+    for (size_t i = 0; i < nh; i++, h += strlen(h) + 1)
+        hv[i] = h;
+    body_len = px_body_len(x);
+    rc = snprintf(url, sizeof url, "%s%s", x->p->upstream,
+                  req->url[0] == '/' ? req->url : req->path);
+    if (rc < 0 || (size_t)rc >= sizeof url) {
+        px_error(x, 414, "invalid_request_error", NULL, "request target too long", NULL);
+        goto out_release_headers;
+    }
+    spec = (struct http_call_spec){
         .method = req->method,
         .url = url,
         .headers = hv,
@@ -598,34 +698,19 @@ static void px_forward(struct pxreq *x)
         .body_len = body_len,
         .copy_body = true,
     };
-    struct http_shaper upsh;
-    bool up = px_tcp_upstream(x, ts_now_ns(), &upsh);
-    if (up)
-        spec.send_shaper = &upsh;
-    rc = http_client_request(&x->w->client, &spec, &up_ops, x, &x->call);
-    if (rc == -ENOTSUP && up) { /* an upstream the own engine does not serve (TLS...) */
-        upsh.release(upsh.ctx);
-        up = false;
-        spec.send_shaper = NULL;
-        if (!atomic_exchange(&p->warned_up_shaping, true)) {
-            ts_warn("proxy: upstream-direction TCP faults need a plain http:// upstream; "
-                    "not applied");
-        }
-        rc = http_client_request(&x->w->client, &spec, &up_ops, x, &x->call);
-    } else if (rc && up) {
-        upsh.release(upsh.ctx);
-    }
-    buf_release(&hb);
-    if (rc) {
-        atomic_fetch_add_explicit(&p->upstream_errors, 1, memory_order_relaxed);
+    if (px_start_call(x, &spec) != 0) {
+        atomic_fetch_add_explicit(&x->p->upstream_errors, 1, memory_order_relaxed);
         px_error(x, 502, "server_error", NULL, "cannot start the upstream request", NULL);
-        return;
+        goto out_release_headers;
     }
     x->call_running = true;
+out_release_headers:
+    buf_release(&hb);
 }
 
 /* ------------------------------------------------------------ progress */
 
+/* The timer armed by px_arm fired. */
 static void px_timer_cb(struct ptimer *t)
 {
     struct pxreq *x = t->data;
@@ -633,6 +718,7 @@ static void px_timer_cb(struct ptimer *t)
         px_progress(x);
 }
 
+/* Wakes px_progress at at (cuts x when the timer fails). */
 static void px_arm(struct pxreq *x, uint64_t at)
 {
     if (x->tstate == TIMER_NONE) {
@@ -677,6 +763,7 @@ static void px_send_head(struct pxreq *x)
         px_end(x);
 }
 
+/* A due close_pending end, the close_how way. */
 static void px_do_close(struct pxreq *x)
 {
     switch (x->close_how) {
@@ -789,6 +876,7 @@ static void px_progress(struct pxreq *x)
 
 /* ------------------------------------------------------------ requests */
 
+/* The client went away (http_server's abort hook). */
 static void px_on_abort(struct http_request *req)
 {
     struct pxreq *x = req->user;
@@ -886,17 +974,14 @@ static void body_model(const struct http_request *req, char *out, size_t n)
     json_decref(j);
 }
 
-void proxy_on_request(struct http_request *req, void *ctx)
+/* A new request of worker w (in WAIT_FORWARD, counted in flight), or NULL
+ * when memory runs out. */
+static struct pxreq *px_new(struct proxy_worker *w, struct http_request *req)
 {
-    struct proxy_worker *w = ctx;
     struct proxy *p = w->p;
-    atomic_fetch_add_explicit(&p->requests_total, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&w->requests, 1, memory_order_relaxed);
     struct pxreq *x = ts_calloc(1, sizeof *x);
-    if (!x) {
-        (void)http_respond(req, 503, NULL, NULL, "", 0);
-        return;
-    }
+    if (!x)
+        return NULL;
     atomic_fetch_add_explicit(&p->in_flight, 1, memory_order_relaxed);
     x->p = p;
     x->w = w;
@@ -907,8 +992,15 @@ void proxy_on_request(struct http_request *req, void *ctx)
     uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
     rng_seed(&x->rng, rng_mix64(p->cfg.seed ^ rng_mix64(seq)));
     http_request_on_abort(req, px_on_abort);
+    return x;
+}
 
-    uint64_t now = ts_now_ns();
+/* Rolls the HTTP, SSE, LLM and RAG faults of the set for x (matching the
+ * body's model only when a fault asks for one). */
+static void px_roll(struct pxreq *x, uint64_t now)
+{
+    struct proxy *p = x->p;
+    struct http_request *req = x->req;
     char model[128] = "";
     pthread_mutex_lock(&p->faults_mu);
     bool wants_model = faultset_wants_model(&p->faults);
@@ -926,18 +1018,12 @@ void proxy_on_request(struct http_request *req, void *ctx)
     pthread_mutex_lock(&p->faults_mu);
     x->nhits = faultset_roll(&p->faults, &fr, fams, now, x->hits, FAULTSET_HITS);
     pthread_mutex_unlock(&p->faults_mu);
-    proxy_trace_begin(&x->trace, &w->tracer, req, ts_wall_ns());
-    char err[320];
-    if (px_header_faults(x, now, err, sizeof err) != 0) {
-        px_error(x, 400, "invalid_request_error", NULL, err, NULL);
-        px_maybe_free(x);
-        return;
-    }
-    x->fwd_at = now;
-    if (req->conn_index == 0 && !w->stopping)
-        px_tcp_roll(x, now);
-    if (px_tcp_request(x, now))
-        px_set_state(x, PX_BLACKHOLE);
+}
+
+/* Notes the HTTP faults that act later (abort, response truncation) and
+ * adds the request delays to fwd_at (counted). */
+static void px_take_faults(struct pxreq *x)
+{
     for (size_t i = 0; i < x->nhits; i++) {
         struct fault *f = x->hits[i];
         if (f->type == FAULT_HTTP_ABORT && !x->f_abort)
@@ -950,6 +1036,36 @@ void proxy_on_request(struct http_request *req, void *ctx)
             x->fwd_at += px_sample_ns(x, &f->params.delay);
         }
     }
+}
+
+void proxy_on_request(struct http_request *req, void *ctx)
+{
+    struct proxy_worker *w = ctx;
+    struct pxreq *x;
+    uint64_t now;
+    char err[320];
+
+    atomic_fetch_add_explicit(&w->p->requests_total, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->requests, 1, memory_order_relaxed);
+    x = px_new(w, req);
+    if (!x) {
+        (void)http_respond(req, 503, NULL, NULL, "", 0);
+        return;
+    }
+    now = ts_now_ns();
+    px_roll(x, now);
+    proxy_trace_begin(&x->trace, &w->tracer, req, ts_wall_ns());
+    if (px_header_faults(x, now, err, sizeof err) != 0) {
+        px_error(x, 400, "invalid_request_error", NULL, err, NULL);
+        goto out_maybe_free;
+    }
+    x->fwd_at = now;
+    if (req->conn_index == 0 && !w->stopping)
+        px_tcp_roll(x, now);
+    if (px_tcp_request(x, now))
+        px_set_state(x, PX_BLACKHOLE);
+    px_take_faults(x);
     px_progress(x);
-    px_maybe_free(x);
+out_maybe_free:
+    px_maybe_free(x); /* freed here when it is already over */
 }

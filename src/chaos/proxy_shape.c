@@ -44,6 +44,7 @@ struct pxconn {
     uint64_t marked, released, last_at;
 };
 
+/* A sample of d from k's generator, in ns, clamped to 0..1 h. */
 static uint64_t pxconn_sample(struct pxconn *k, const struct dist *d)
 {
     double v = dist_sample(d, &k->rng);
@@ -52,6 +53,7 @@ static uint64_t pxconn_sample(struct pxconn *k, const struct dist *d)
     return v > 3.6e12 ? (uint64_t)3.6e12 : (uint64_t)v;
 }
 
+/* The earlier of two wake-up times (0: none). */
 static uint64_t wake_min(uint64_t a, uint64_t b)
 {
     return !a ? b : !b ? a : a < b ? a : b;
@@ -84,6 +86,8 @@ static uint64_t pxconn_released(struct pxconn *k, uint64_t queued, uint64_t now,
     return k->released;
 }
 
+/* The shaper's allow (net/shaper.h): how many of the queued bytes may be
+ * written now, when to ask again, and whether the connection ends. */
 static uint64_t pxconn_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
                              uint64_t *wake_at, enum http_shape_then *then)
 {
@@ -142,6 +146,7 @@ static uint64_t pxconn_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t
     return n;
 }
 
+/* The shaper's release: drops k's faults and frees it. */
 static void pxconn_release(void *ctx)
 {
     struct pxconn *k = ctx;

@@ -20,8 +20,11 @@
 static const double forward_buckets[] = {5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4, 5e-4, 1e-3,
                                          2.5e-3, 5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 1.0};
 
+/* One part of the proxy (a worker, the API) closed; the last closes reaped. */
 static void proxy_part_closed(struct proxy *p);
 
+/* w's upstream client closed: worker 0 is one part of the proxy's close; a
+ * thread's worker closes its last handle, so its loop ends. */
 static void worker_client_closed(struct http_client *c, void *arg)
 {
     (void)c;
@@ -32,6 +35,7 @@ static void worker_client_closed(struct http_client *c, void *arg)
         uv_close((uv_handle_t *)&w->stop, NULL); /* the last handle: the thread's loop ends */
 }
 
+/* w's listener and connections closed: close its upstream client. */
 static void worker_front_closed(struct http_server *s)
 {
     struct proxy_worker *w =
@@ -46,6 +50,7 @@ static void worker_stop(struct proxy_worker *w, uint64_t grace_ms)
     (void)http_server_shutdown(&w->front, grace_ms, worker_front_closed);
 }
 
+/* On a thread's loop: proxy_shutdown asks it to stop. */
 static void worker_stop_cb(uv_async_t *h)
 {
     struct proxy_worker *w = h->data;
@@ -53,6 +58,7 @@ static void worker_stop_cb(uv_async_t *h)
         worker_stop(w, atomic_load(&w->grace_ms));
 }
 
+/* A worker thread: runs its loop until it is empty, then says so. */
 static void worker_main(void *arg)
 {
     struct proxy_worker *w = arg;
@@ -157,6 +163,7 @@ static int worker_start(struct proxy *p, int index, int port, char *err, size_t 
 
 /* ------------------------------------------------------------ proxy */
 
+/* The fault set's and the workers' mutexes. */
 static void destroy_mutexes(struct proxy *p)
 {
     pthread_mutex_destroy(&p->faults_mu);
@@ -164,11 +171,11 @@ static void destroy_mutexes(struct proxy *p)
         pthread_mutex_destroy(&p->workers[i].hist_mu);
 }
 
-int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg, char *err,
-               size_t errlen)
+/* p->cfg from cfg with its defaults; checks the thread count and the
+ * upstream URL, copied without its trailing '/'s into p->upstream. 0 or
+ * -EINVAL with a message. */
+static int proxy_config(struct proxy *p, const struct proxy_config *cfg, char *err, size_t errlen)
 {
-    memset(p, 0, sizeof *p);
-    p->loop = loop;
     p->cfg = *cfg;
     if (!p->cfg.listen_host)
         p->cfg.listen_host = "127.0.0.1";
@@ -201,6 +208,19 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     memcpy(p->upstream, u, n);
     p->upstream[n] = '\0';
     p->cfg.upstream = p->upstream;
+    return 0;
+}
+
+int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg, char *err,
+               size_t errlen)
+{
+    int rc;
+
+    memset(p, 0, sizeof *p);
+    p->loop = loop;
+    rc = proxy_config(p, cfg, err, errlen);
+    if (rc)
+        return rc;
     proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
     p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
@@ -212,28 +232,22 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     for (int i = 0; i < p->n_workers; i++)
         pthread_mutex_init(&p->workers[i].hist_mu, NULL);
     faultset_init(&p->faults, cfg->seed);
-    int rc = uv_async_init(loop, &p->reaped, reaped_cb);
+    rc = uv_async_init(loop, &p->reaped, reaped_cb);
     if (rc) {
         ts_errf(err, errlen, "cannot create an async handle: %s", uv_strerror(rc));
-    } else {
-        p->reaped.data = p;
-        rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
-        if (rc)
-            uv_close((uv_handle_t *)&p->reaped, NULL);
+        goto out_release_faults;
     }
-    if (rc) {
-        faultset_release(&p->faults);
-        destroy_mutexes(p);
-        ts_free(p->workers);
-        p->workers = NULL;
-        return rc;
-    }
+    p->reaped.data = p;
+    rc = worker_init(p, 0, loop, p->cfg.listen_port, err, errlen);
+    if (rc)
+        goto out_close_reaped;
     if (p->cfg.api) {
         struct http_server_config ac = {.host = p->cfg.api_host, .port = p->cfg.api_port};
         rc = http_server_init(&p->api, loop, &ac, proxy_api_handle, p);
         if (rc) {
             ts_errf(err, errlen, "--api: invalid host '%s'", p->cfg.api_host);
-            /* worker 0 owns handles now: close them the usual way */
+            /* worker 0 owns handles now: close them the usual way, whose
+             * end (reaped_closed) releases the rest */
             p->closing_parts = 1;
             p->shutting_down = true;
             worker_stop(&p->workers[0], 0);
@@ -242,6 +256,15 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         p->api_inited = true;
     }
     return 0;
+
+out_close_reaped:
+    uv_close((uv_handle_t *)&p->reaped, NULL);
+out_release_faults:
+    faultset_release(&p->faults);
+    destroy_mutexes(p);
+    ts_free(p->workers);
+    p->workers = NULL;
+    return rc;
 }
 
 int proxy_listen(struct proxy *p, char *err, size_t errlen)
@@ -276,6 +299,7 @@ int proxy_api_port(const struct proxy *p)
     return p->api_inited ? http_server_port(&p->api) : 0;
 }
 
+/* The last part closed: release what the workers shared, then on_closed. */
 static void reaped_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
@@ -287,6 +311,7 @@ static void reaped_closed(uv_handle_t *h)
         p->on_closed(p);
 }
 
+/* One part of the proxy (a worker, the API) closed; the last closes reaped. */
 static void proxy_part_closed(struct proxy *p)
 {
     if (--p->closing_parts > 0)
@@ -294,6 +319,7 @@ static void proxy_part_closed(struct proxy *p)
     uv_close((uv_handle_t *)&p->reaped, reaped_closed);
 }
 
+/* The control API closed. */
 static void api_closed(struct http_server *s)
 {
     struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, api));
