@@ -1,0 +1,140 @@
+/*
+ * proxy_int.h - internals of the chaos proxy shared by its files; not a
+ * public interface (proxy.h is the manual):
+ *
+ *   proxy.c          one client request: its state machine, the HTTP
+ *                    faults, the upstream call, the stream tap's output
+ *   proxy_shape.c    TCP faults: the shaper of a client connection's output
+ *                    and of a request's bytes to the upstream
+ *   proxy_workers.c  the loops serving clients, their threads, and the
+ *                    proxy's init, listen and shutdown
+ *
+ * Everything here runs on the loop of the request's worker.
+ */
+#ifndef TS_CHAOS_PROXY_INT_H
+#define TS_CHAOS_PROXY_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/dist.h"
+#include "base/rng.h"
+#include "chaos/fault.h"
+#include "chaos/faultset.h"
+#include "chaos/proxy.h"
+#include "chaos/proxy_trace.h"
+#include "net/http_client.h"
+#include "net/http_server.h"
+#include "net/ptimer.h"
+#include "net/sse.h"
+
+enum px_mode { MODE_PASS, MODE_SSE, MODE_BODY };
+
+enum px_timer { TIMER_NONE, TIMER_OPEN, TIMER_CLOSING, TIMER_CLOSED };
+
+/* Tap output waiting for its time. */
+struct pxemit {
+    struct pxemit *next;
+    uint64_t at;
+    size_t len;
+    char data[];
+};
+
+/*
+ * Where a request is. Only px_set_state() (proxy.c) changes it, along these
+ * edges:
+ *
+ *   WAIT_FORWARD -> WAIT_HEAD   px_forward: the upstream call starts
+ *   WAIT_FORWARD -> BLACKHOLE   its connection is blackholed
+ *   WAIT_HEAD    -> HOLD_HEAD   up_on_headers: the upstream's head came
+ *   HOLD_HEAD    -> STREAMING   px_send_head: the client's head goes out
+ *   STREAMING    -> HANGING     a close with the "hang" cut
+ *   any          -> DONE        px_done: over for the client
+ */
+enum px_state {
+    PX_WAIT_FORWARD, /* until fwd_at (request delays, upstream tcp_latency) */
+    PX_BLACKHOLE,    /* never answered; cut at bh_until (0: never) */
+    PX_WAIT_HEAD,    /* forwarded; the upstream's head has not come */
+    PX_HOLD_HEAD,    /* the upstream's head came; the client's waits for hdr_at (and a body tap) */
+    PX_STREAMING,    /* the client's head went out; the body follows */
+    PX_HANGING,      /* closed with "hang": the connection stays open and silent */
+    PX_DONE,         /* over for the client; freed once the call and timer are gone */
+};
+
+/* One client request (http_request's user); freed by proxy.c once it is
+ * DONE and neither its upstream call nor its timer is alive. */
+struct pxreq {
+    struct proxy *p;
+    struct proxy_worker *w; /* the loop it runs on */
+    struct http_request *req;
+    enum px_state state;
+    struct http_call *call;
+    bool call_running;  /* call is alive: up_on_done has not run */
+    bool upstream_done; /* the call ended well (MODE_BODY: the tapped body is ready) */
+    struct rng rng;
+    struct fault *hits[FAULTSET_HITS];
+    size_t nhits;
+    struct fault *f_abort, *f_trunc_resp;
+    enum px_mode mode;
+    struct stream_tap *tap;
+    struct sse_parser sse; /* MODE_SSE */
+    struct buf head;       /* upstream headers as "Name: value\r\n" lines */
+    struct buf pending;    /* body before the head went out / the tapped body */
+    int status;
+    bool have_len; /* the client's response has Content-Length clen (else chunked) */
+    uint64_t clen;
+    uint64_t trunc_left;
+    bool trunc_done; /* http_truncate_response's bytes went out: nothing more is written */
+    uint64_t fwd_at, hdr_at;
+    uint64_t bh_until; /* BLACKHOLE: 0: swallow forever */
+    struct ptimer timer;
+    enum px_timer tstate;
+    struct pxemit *eq_head, *eq_tail;
+    size_t eq_bytes;
+    /* An end is due at close_at, the close_how way, once the queue is
+     * written (tap_close, or a truncation); no more tap output is taken.
+     * Set in HOLD_HEAD or STREAMING. */
+    bool close_pending;
+    uint64_t close_at;
+    enum fault_cut close_how;
+    struct proxy_trace trace;
+};
+
+/* ---- proxy.c ---- */
+
+/* The http_server request handler of worker ctx (struct proxy_worker). */
+void proxy_on_request(struct http_request *req, void *ctx);
+
+/* Counts an injection of f on x: the fault's counter, x's span, and the
+ * proxy's header_faults when f came from an x-tokenstorm-fault* header. */
+void px_count(struct pxreq *x, struct fault *f);
+
+/* A sample of d from x's generator, in ns, clamped to 0..1 h. */
+uint64_t px_sample_ns(struct pxreq *x, const struct dist *d);
+
+/* ---- proxy_shape.c ---- */
+
+/* Rolls the TCP faults of x's connection (call at its first request),
+ * counts each hit on x and shapes the connection's output with them until
+ * it closes. Without a hit, or out of memory, the connection is left as it
+ * is. */
+void px_tcp_roll(struct pxreq *x, uint64_t now);
+
+/*
+ * The shaper for the request bytes x forwards upstream, from the TCP faults
+ * of its client connection that act upstream (bandwidth, slicer, reset,
+ * limit; each request's bytes are counted alone). Returns true with *sh
+ * set, whose ctx the caller owns until it hands sh to the upstream call
+ * (else sh->release(sh->ctx)); false when there are none (or out of
+ * memory).
+ */
+bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh);
+
+/* The connection's TCP faults that act on request x: tcp_latency in the
+ * upstream direction adds to x->fwd_at. Returns true when a blackhole
+ * swallows x, with x->bh_until set. */
+bool px_tcp_request(struct pxreq *x, uint64_t now);
+
+#endif
