@@ -48,9 +48,7 @@ static const unsigned px_next[] = {
     [PX_HOLD_HEAD] = 1u << PX_STREAMING | 1u << PX_DONE,
     [PX_STREAMING] = 1u << PX_HANGING | 1u << PX_DONE,
     [PX_HANGING] = 1u << PX_DONE,
-    /* px_done twice: up_on_body's cut when the SSE parser fails after one
-     * of its events already cut the request (kept as it was) */
-    [PX_DONE] = 1u << PX_DONE,
+    [PX_DONE] = 0, /* final: px_done() on a finished request does nothing */
 };
 
 /* The one place x->state changes. */
@@ -95,9 +93,11 @@ static void px_timer_closed(struct ptimer *t)
 }
 
 /* Any state -> DONE: the request is over for the client; stops everything
- * else. Does not free. */
-static void px_done(struct pxreq *x)
+ * else. Does not free. false (and nothing done) when it was over already. */
+static bool px_done(struct pxreq *x)
 {
+    if (x->state == PX_DONE)
+        return false; /* e.g. the SSE parser failing after an event already cut it */
     px_set_state(x, PX_DONE);
     atomic_fetch_sub_explicit(&x->p->in_flight, 1, memory_order_relaxed);
     (void)proxy_trace_finish(&x->trace, &x->w->tracer, x->hits, x->nhits, ts_wall_ns());
@@ -107,28 +107,31 @@ static void px_done(struct pxreq *x)
         x->tstate = TIMER_CLOSING;
         ptimer_close(&x->timer, px_timer_closed);
     }
+    return true;
 }
 
 /* DONE: ends the client's response cleanly. */
 static void px_end(struct pxreq *x)
 {
-    px_done(x);
-    (void)http_stream_end(x->req);
+    if (px_done(x))
+        (void)http_stream_end(x->req);
 }
 
 /* DONE: aborts the client's response (the connection closes). */
 static void px_cut(struct pxreq *x)
 {
-    px_done(x);
-    (void)http_stream_abort(x->req);
+    if (px_done(x))
+        (void)http_stream_abort(x->req);
 }
 
 /* DONE: answers the client with a whole response. */
 static void px_respond(struct pxreq *x, int status, const char *ctype, const char *extra,
                        const char *body, size_t len)
 {
-    x->trace.status = status;
-    px_done(x);
+    if (x->state == PX_DONE)
+        return;
+    x->trace.status = status; /* before px_done: it finishes the span */
+    (void)px_done(x);
     (void)http_respond(x->req, status, ctype, extra, body, len);
 }
 
@@ -776,7 +779,7 @@ static void px_do_close(struct pxreq *x)
             http_call_cancel(x->call);
         break;
     case FAULT_CUT_RESET:
-        px_done(x);
+        (void)px_done(x);
         (void)http_request_reset(x->req);
         break;
     default:
