@@ -165,7 +165,7 @@ bool compare_metric_equal(const struct compare_metric *a, const struct compare_m
 static int rule_error(char *err, size_t errlen, const char *expr, const char *what, size_t col)
 {
     if (err && errlen)
-        snprintf(err, errlen, "--fail-on '%s': %s at column %zu", expr, what, col + 1);
+        ts_errf(err, errlen, "--fail-on '%s': %s at column %zu", expr, what, col + 1);
     return -EINVAL;
 }
 

@@ -749,7 +749,7 @@ void quality_regex_free(struct quality_regex *re)
 static void set_err(char *err, size_t errlen, const char *msg)
 {
     if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", msg);
+        ts_errf(err, errlen, "%s", msg);
 }
 
 int quality_regex_new(const char *pattern, unsigned flags, char *err, size_t errlen,
@@ -792,7 +792,7 @@ int quality_regex_new(const char *pattern, unsigned flags, char *err, size_t err
         if (pcre2_get_error_message(code, msg, sizeof(msg)) < 0)
             snprintf((char *)msg, sizeof(msg), "PCRE2 error %d", code);
         if (err != NULL && errlen > 0)
-            snprintf(err, errlen, "%s at offset %zu", (const char *)msg, (size_t)off);
+            ts_errf(err, errlen, "%s at offset %zu", (const char *)msg, (size_t)off);
         rc = TS_PARSE;
         goto out_free;
     }

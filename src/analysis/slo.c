@@ -337,12 +337,12 @@ int slo_parse(const char *expr, struct slo *out, char *err, size_t errlen)
         err[0] = '\0';
     if (!expr || !out) {
         if (err && errlen)
-            snprintf(err, errlen, "slo: no expression");
+            ts_errf(err, errlen, "slo: no expression");
         return -EINVAL;
     }
     if (strlen(expr) >= SLO_EXPR_MAX) {
         if (err && errlen)
-            snprintf(err, errlen, "slo expression longer than %d characters", SLO_EXPR_MAX - 1);
+            ts_errf(err, errlen, "slo expression longer than %d characters", SLO_EXPR_MAX - 1);
         return -EINVAL;
     }
     memset(&s, 0, sizeof(s));

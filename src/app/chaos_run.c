@@ -132,7 +132,7 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
             uint64_t on = t0 + p->at_ns, off = on + p->for_ns;
             if (!s->applied && now >= on) {
                 if (experiment_apply(p, s->error, sizeof(s->error))) {
-                    snprintf(err, errlen, "phase '%s': %s", p->name, s->error);
+                    ts_errf(err, errlen, "phase '%s': %s", p->name, s->error);
                     return -1;
                 }
                 s->applied = true;
@@ -160,7 +160,7 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
         if (!left)
             return 0;
         if (child_poll(c)) {
-            snprintf(err, errlen, "the load ended before the last fault phase (see run.txt)");
+            ts_errf(err, errlen, "the load ended before the last fault phase (see run.txt)");
             return -1;
         }
         now = ts_now_ns();

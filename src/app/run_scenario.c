@@ -60,7 +60,7 @@ int scenario_run_tokenizer(struct scenario_run *sr, const char *path, char *err,
     char why[512];
     int rc = tokenizer_load_file(path, TOKENIZER_AUTO, &sr->tokenizer, why, sizeof(why));
     if (rc)
-        snprintf(err, errlen, "--tokenizer %s: %s", path, why);
+        ts_errf(err, errlen, "--tokenizer %s: %s", path, why);
     return rc;
 }
 
@@ -91,7 +91,7 @@ static int class_slos(struct scenario_run *sr, char *err, size_t errlen)
         for (size_t i = 0; i < c->nslos; i++) {
             char why[256];
             if (slo_parse(c->slos[i], &sr->slos[at++], why, sizeof(why))) {
-                snprintf(err, errlen, "class '%s': slo '%s': %s", c->name, c->slos[i], why);
+                ts_errf(err, errlen, "class '%s': slo '%s': %s", c->name, c->slos[i], why);
                 return -EINVAL;
             }
         }
@@ -110,7 +110,7 @@ int scenario_run_init(struct scenario_run *sr, struct scenario *s, const char *b
     sr->classes = ts_calloc(s->nclasses, sizeof(*sr->classes));
     sr->times = ts_calloc(s->nclasses, sizeof(*sr->times));
     if (!sr->traffic || !sr->classes || !sr->times) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         scenario_run_release(sr);
         return -ENOMEM;
     }
@@ -121,7 +121,7 @@ int scenario_run_init(struct scenario_run *sr, struct scenario *s, const char *b
         if (rc) {
             char why[512];
             snprintf(why, sizeof(why), "%s", err);
-            snprintf(err, errlen, "class '%s': %s", s->classes[k].name, why);
+            ts_errf(err, errlen, "class '%s': %s", s->classes[k].name, why);
             break;
         }
         sr->n = k + 1;
@@ -164,7 +164,7 @@ int scenario_run_init(struct scenario_run *sr, struct scenario *s, const char *b
         rc = class_slos(sr, err, errlen);
     if (rc) {
         if (rc == -ENOMEM && !err[0])
-            snprintf(err, errlen, "out of memory");
+            ts_errf(err, errlen, "out of memory");
         scenario_run_release(sr);
     }
     return rc;
@@ -345,7 +345,7 @@ static int dry_class_run(struct scenario_run *sr, size_t k, uint64_t iterations,
             char why[256] = "";
             int got = traffic_next(a, tc, &rq, why, sizeof(why));
             if (got < 0) {
-                snprintf(err, errlen, "class '%s': %s", t->name, why);
+                ts_errf(err, errlen, "class '%s': %s", t->name, why);
                 rc = got;
                 break;
             }
@@ -431,7 +431,7 @@ int scenario_run_dry(struct scenario_run *sr, uint64_t iterations, FILE *out, js
     tokcount_free(tc);
     if (rc) {
         if (!err[0])
-            snprintf(err, errlen, "dry run: %s", ts_strerror(rc));
+            ts_errf(err, errlen, "dry run: %s", ts_strerror(rc));
         json_decref(classes);
         return rc;
     }

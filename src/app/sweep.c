@@ -168,7 +168,7 @@ int sweep_make_dirs(const char *path, char *err, size_t errlen)
     char tmp[PATH_MAX];
 
     if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
-        snprintf(err, errlen, "%.200s...: path too long", path);
+        ts_errf(err, errlen, "%.200s...: path too long", path);
         return -ENAMETOOLONG;
     }
     for (char *p = tmp + 1; *p; p++) {
@@ -184,7 +184,7 @@ int sweep_make_dirs(const char *path, char *err, size_t errlen)
     return 0;
 fail:;
     int e = errno;
-    snprintf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
+    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
     return -e;
 }
 
@@ -199,7 +199,7 @@ int sweep_spawn(const char *const *argv, const char *stdout_path, pid_t *pid_out
         fd = open(stdout_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) {
             rc = -errno;
-            snprintf(err, errlen, "cannot write %.200s: %s", stdout_path, strerror(errno));
+            ts_errf(err, errlen, "cannot write %.200s: %s", stdout_path, strerror(errno));
             return rc;
         }
     }
@@ -227,7 +227,7 @@ int sweep_spawn(const char *const *argv, const char *stdout_path, pid_t *pid_out
     if (fd >= 0)
         close(fd);
     if (rc) {
-        snprintf(err, errlen, "cannot start a run: %s", strerror(-rc));
+        ts_errf(err, errlen, "cannot start a run: %s", strerror(-rc));
         return rc;
     }
     *pid_out = pid;
@@ -313,13 +313,13 @@ static int job_read(const struct job *j, enum sweep_mode mode, struct sweep_step
     doc = json_loadb(data, len, 0, &jerr);
     ts_free(data);
     if (!doc) {
-        snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+        ts_errf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
         return TS_PARSE;
     }
     rc = sweep_step_read(doc, mode, st, msg, sizeof(msg));
     json_decref(doc);
     if (rc)
-        snprintf(err, errlen, "%s: %s", path, msg);
+        ts_errf(err, errlen, "%s: %s", path, msg);
     snprintf(st->dir, sizeof(st->dir), "%s", j->dir);
     return rc;
 }
@@ -360,22 +360,21 @@ static int jobs_run(const struct sweep_config *cfg, struct job *jobs, size_t n,
         struct job *j = &jobs[i];
         int st = j->status, code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         if (j->timed_out) {
-            snprintf(err, errlen, "%s: the run did not finish in time (see --step-timeout)",
-                     j->dir);
+            ts_errf(err, errlen, "%s: the run did not finish in time (see --step-timeout)", j->dir);
             return SWEEP_FAIL_RUN;
         }
         if (j->status == -1 || code == 3 || code == 127 || (code < 0 && !stop_requested) ||
             (code > 3 && code != 130)) {
             if (code == 127)
-                snprintf(err, errlen, "%s: could not execute %s", j->dir, j->argv[0]);
+                ts_errf(err, errlen, "%s: could not execute %s", j->dir, j->argv[0]);
             else if (j->status == -1 || !WIFSIGNALED(st))
-                snprintf(err, errlen, "%s: the run failed (exit code %d)", j->dir, code);
+                ts_errf(err, errlen, "%s: the run failed (exit code %d)", j->dir, code);
             else
-                snprintf(err, errlen, "%s: the run died of signal %d", j->dir, WTERMSIG(st));
+                ts_errf(err, errlen, "%s: the run died of signal %d", j->dir, WTERMSIG(st));
             return SWEEP_FAIL_RUN;
         }
         if (code == 2) {
-            snprintf(err, errlen, "%s: the run rejected its options (see above)", j->dir);
+            ts_errf(err, errlen, "%s: the run rejected its options (see above)", j->dir);
             return SWEEP_FAIL_USAGE;
         }
         steps[i].interrupted = code == 130 || code < 0;
@@ -407,7 +406,7 @@ static int run_step(const struct sweep_config *cfg, struct sweep_outcome *o, int
     int rc;
 
     if (!j) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     fmt_load(l, sizeof(l), load);
@@ -457,10 +456,10 @@ static int run_probes(const struct sweep_config *cfg, struct sweep_outcome *o,
         cfg->on_step(&o->saturation, true, cfg->arg);
     if (sweep_plan_adaptive(plan, cfg->adaptive_points, o->baseline.achieved_rps,
                             o->saturation.achieved_rps, o->baseline.e2el_p50_ms / 1000)) {
-        snprintf(err, errlen,
-                 "the probes measured no throughput (baseline %.3g req/s, saturated "
-                 "%.3g req/s): nothing to place the loads by",
-                 o->baseline.achieved_rps, o->saturation.achieved_rps);
+        ts_errf(err, errlen,
+                "the probes measured no throughput (baseline %.3g req/s, saturated "
+                "%.3g req/s): nothing to place the loads by",
+                o->baseline.achieved_rps, o->saturation.achieved_rps);
         return SWEEP_FAIL_RUN;
     }
     return 0;
@@ -526,8 +525,7 @@ static int job_tenant(struct job *j, const struct sweep_config *cfg, const struc
     }
     n = sweep_split_args(t->opts, words, SWEEP_TENANT_ARGS, &j->storage);
     if (n < 0) {
-        snprintf(err, errlen, "--interference %s: cannot split '%s' into options", t->name,
-                 t->opts);
+        ts_errf(err, errlen, "--interference %s: cannot split '%s' into options", t->name, t->opts);
         return n == -ENOMEM ? n : SWEEP_FAIL_USAGE;
     }
     for (int i = 0; i < n; i++)
@@ -550,7 +548,7 @@ static int run_interference(const struct sweep_config *cfg, struct sweep_outcome
 
     if (!jobs || !alone || !with) {
         rc = -ENOMEM;
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         goto out;
     }
     for (int i = 0; i < 2 && !rc && !stop_requested; i++) {
@@ -604,7 +602,7 @@ static int write_json(const struct sweep_outcome *o, const char *dir, char *err,
     int rc;
 
     if (sweep_json_build(o, &doc)) {
-        snprintf(err, errlen, "cannot build sweep.json: out of memory");
+        ts_errf(err, errlen, "cannot build sweep.json: out of memory");
         return -ENOMEM;
     }
     snprintf(path, sizeof(path), "%s/sweep.json", dir);
@@ -638,7 +636,7 @@ int sweep_run(const struct sweep_config *cfg, struct sweep_outcome *out, char *e
     sweep_analyse(out->steps, out->nsteps, &out->acfg, &out->findings);
     int wrc = write_json(out, cfg->out_dir, werr, sizeof(werr));
     if (wrc && !rc) {
-        snprintf(err, errlen, "%s", werr);
+        ts_errf(err, errlen, "%s", werr);
         return wrc;
     }
     return rc;

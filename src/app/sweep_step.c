@@ -216,14 +216,14 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
     size_t i, n;
 
     if (!json_is_string(schema) || strcmp(json_string_value(schema), "tokenstorm.result/1")) {
-        snprintf(err, errlen, "not a tokenstorm.result/1 document");
+        ts_errf(err, errlen, "not a tokenstorm.result/1 document");
         return TS_PARSE;
     }
     run = json_object_get(doc, "run");
     sum = json_object_get(doc, "summary");
     if (!json_is_object(sum) || !isfinite(num(sum, "request_throughput")) ||
         !isfinite(num(sum, "duration"))) {
-        snprintf(err, errlen, "result has no summary with request_throughput and duration");
+        ts_errf(err, errlen, "result has no summary with request_throughput and duration");
         return TS_PARSE;
     }
     st->achieved_rps = num(sum, "request_throughput");
@@ -277,7 +277,7 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
         ts_free(pts);
         ts_free(x);
         ts_free(y);
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     n = timeline_window(tl, warmup_s, pts, n);

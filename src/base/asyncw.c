@@ -85,7 +85,7 @@ int asyncw_open(const char *path, size_t max_pending, struct asyncw **out, char 
 {
     struct asyncw *w = ts_calloc(1, sizeof(*w));
     if (!w) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        ts_errf(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
     w->max_pending = max_pending ? max_pending : 64u << 20;
@@ -93,7 +93,7 @@ int asyncw_open(const char *path, size_t max_pending, struct asyncw **out, char 
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         int rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        ts_errf(err, errlen, "%s: %s", path, strerror(errno));
         ts_free(w);
         return rc;
     }
@@ -101,7 +101,7 @@ int asyncw_open(const char *path, size_t max_pending, struct asyncw **out, char 
     pthread_cond_init(&w->cond, NULL);
     int rc = pthread_create(&w->thread, NULL, writer_main, w);
     if (rc) {
-        snprintf(err, errlen, "%s: cannot start writer thread: %s", path, strerror(rc));
+        ts_errf(err, errlen, "%s: cannot start writer thread: %s", path, strerror(rc));
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->cond);
         close(w->fd);

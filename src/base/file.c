@@ -11,7 +11,7 @@ int file_read_all(const char *path, size_t max, char **data, size_t *len, char *
     FILE *f = fopen(path, "rb");
     if (!f) {
         int rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        ts_errf(err, errlen, "%s: %s", path, strerror(errno));
         return rc;
     }
     struct buf b;
@@ -22,15 +22,15 @@ int file_read_all(const char *path, size_t max, char **data, size_t *len, char *
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         if ((rc = buf_append(&b, chunk, n))) {
             if (rc == TS_TOOBIG)
-                snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
+                ts_errf(err, errlen, "%s: larger than %zu bytes", path, max);
             else
-                snprintf(err, errlen, "%s: out of memory", path);
+                ts_errf(err, errlen, "%s: out of memory", path);
             break;
         }
     }
     if (!rc && ferror(f)) {
         rc = -EIO;
-        snprintf(err, errlen, "%s: read error", path);
+        ts_errf(err, errlen, "%s: read error", path);
     }
     fclose(f);
     if (!rc && buf_reserve(&b, 0))

@@ -63,8 +63,8 @@ static int api_spec(struct http_request *req, const char *path_name, struct faul
     json_error_t je;
     json_t *j = json_loadb(req->body, req->body_len, 0, &je);
     if (!j) {
-        snprintf(err, sizeof err, "body: not JSON: %s (line %d, column %d)", je.text, je.line,
-                 je.column);
+        ts_errf(err, sizeof err, "body: not JSON: %s (line %d, column %d)", je.text, je.line,
+                je.column);
         api_error(req, 400, err);
         return -EINVAL;
     }
@@ -77,7 +77,7 @@ static int api_spec(struct http_request *req, const char *path_name, struct faul
         return rc;
     }
     if (path_name && strcmp(f->name, path_name) != 0) {
-        snprintf(err, sizeof err, "name: '%s' differs from the URL's '%s'", f->name, path_name);
+        ts_errf(err, sizeof err, "name: '%s' differs from the URL's '%s'", f->name, path_name);
         api_error(req, 400, err);
         return -EINVAL;
     }

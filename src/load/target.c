@@ -17,14 +17,14 @@ int target_resolve(const char *target, enum workload_endpoint ep, char endpoint_
                    char models_url[TARGET_URL_MAX], char *err, size_t errlen)
 {
     if (strncmp(target, "http://", 7) && strncmp(target, "https://", 8)) {
-        snprintf(err, errlen, "--target '%s': expected an http:// or https:// URL", target);
+        ts_errf(err, errlen, "--target '%s': expected an http:// or https:// URL", target);
         return -EINVAL;
     }
     size_t len = strlen(target);
     while (len > 8 && target[len - 1] == '/')
         len--;
     if (len + 32 >= TARGET_URL_MAX) {
-        snprintf(err, errlen, "--target: URL too long");
+        ts_errf(err, errlen, "--target: URL too long");
         return -EINVAL;
     }
     const char *path = workload_endpoint_path(ep); /* "/v1/chat/completions" */
@@ -61,7 +61,7 @@ int target_discover_model(const char *models_url, const char *const *headers, si
 {
     CURL *h = curl_easy_init();
     if (!h) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     struct curl_slist *list = NULL;
@@ -70,7 +70,7 @@ int target_discover_model(const char *models_url, const char *const *headers, si
         if (!l) {
             curl_slist_free_all(list);
             curl_easy_cleanup(h);
-            snprintf(err, errlen, "out of memory");
+            ts_errf(err, errlen, "out of memory");
             return -ENOMEM;
         }
         list = l;
@@ -94,22 +94,22 @@ int target_discover_model(const char *models_url, const char *const *headers, si
     curl_easy_cleanup(h);
     int rc = 0;
     if (cc != CURLE_OK) {
-        snprintf(err, errlen, "cannot list models at %s: %s (give --model)", models_url,
-                 curl_easy_strerror(cc));
+        ts_errf(err, errlen, "cannot list models at %s: %s (give --model)", models_url,
+                curl_easy_strerror(cc));
         rc = -EIO;
     } else if (status != 200) {
-        snprintf(err, errlen, "cannot list models at %s: HTTP %ld (give --model)", models_url,
-                 status);
+        ts_errf(err, errlen, "cannot list models at %s: HTTP %ld (give --model)", models_url,
+                status);
         rc = -EIO;
     } else {
         json_error_t jerr;
         json_t *root = json_loadb(buf_cstr(&body), body.len, 0, &jerr);
         json_t *id = json_object_get(json_array_get(json_object_get(root, "data"), 0), "id");
         if (!json_is_string(id)) {
-            snprintf(err, errlen, "%s: no model id in the answer (give --model)", models_url);
+            ts_errf(err, errlen, "%s: no model id in the answer (give --model)", models_url);
             rc = TS_PARSE;
         } else if (json_string_length(id) >= n) {
-            snprintf(err, errlen, "%s: model id too long", models_url);
+            ts_errf(err, errlen, "%s: model id too long", models_url);
             rc = TS_TOOBIG;
         } else {
             snprintf(model, n, "%s", json_string_value(id));

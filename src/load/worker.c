@@ -728,7 +728,7 @@ static int build_arrival(struct worker *w, char *err, size_t errlen)
     else
         rc = arrival_init(&w->arrival, &a->process, a->rate);
     if (rc && !err[0])
-        snprintf(err, errlen, "bad arrival process");
+        ts_errf(err, errlen, "bad arrival process");
     /* every worker draws the same global schedule */
     rng_seed(&w->arrival_rng, w->run->cfg->seed ^ 0x61727269766c);
     return rc;
@@ -774,7 +774,7 @@ static int cls_init(struct worker *w, char *err, size_t errlen)
             rc2 = arrival_init(&c->arrival, &a->process, a->rate);
         if (rc2) {
             if (!err[0])
-                snprintf(err, errlen, "class '%s': bad arrival process", rc->name);
+                ts_errf(err, errlen, "class '%s': bad arrival process", rc->name);
             return rc2;
         }
         c->arrival_inited = true;
@@ -782,7 +782,7 @@ static int cls_init(struct worker *w, char *err, size_t errlen)
     }
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory");
+    ts_errf(err, errlen, "out of memory");
     return -ENOMEM;
 }
 
@@ -806,22 +806,22 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     pthread_mutex_init(&w->mail_lock, NULL);
     openai_decoder_init(&w->decoder);
     if (quality_scratch_new(&w->qscratch)) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     rng_seed(&w->rng, run->cfg->seed + 0x9e3779b97f4a7c15ull * (index + 1));
     int rc = uv_loop_init(&w->loop);
     if (rc) {
-        snprintf(err, errlen, "event loop: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "event loop: %s", uv_strerror(rc));
         return rc;
     }
     w->loop_inited = true;
     if ((rc = run_stats_new(&w->active)) || (rc = run_stats_new(&w->spare))) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return rc;
     }
     if (run->cfg->make_tokcount && (rc = run->cfg->make_tokcount(run->cfg->tokcount_arg, &w->tc))) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return rc;
     }
     if (run->cfg->nclasses) {
@@ -831,14 +831,14 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
         return rc;
     }
     if ((rc = uv_async_init(&w->loop, &w->cmd, on_cmd))) {
-        snprintf(err, errlen, "async: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "async: %s", uv_strerror(rc));
         return rc;
     }
     w->cmd.data = w;
     w->cmd_inited = true;
     w->handles++;
     if ((rc = ptimer_init(&w->loop, &w->timer))) {
-        snprintf(err, errlen, "timer: %s", strerror(-rc));
+        ts_errf(err, errlen, "timer: %s", strerror(-rc));
         return rc;
     }
     w->timer.data = w;
@@ -848,13 +848,13 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     ccfg.between_reads = between_reads;
     ccfg.between_reads_arg = w;
     if ((rc = http_client_init(&w->client, &w->loop, &ccfg))) {
-        snprintf(err, errlen, "HTTP client: %s", ts_strerror(rc));
+        ts_errf(err, errlen, "HTTP client: %s", ts_strerror(rc));
         return rc;
     }
     w->client_inited = true;
     w->handles++;
     if ((rc = uv_check_init(&w->loop, &w->check))) {
-        snprintf(err, errlen, "check handle: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "check handle: %s", uv_strerror(rc));
         return rc;
     }
     (void)uv_idle_init(&w->loop, &w->rx_idle); /* cannot fail */
@@ -863,7 +863,7 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     w->check_inited = true;
     w->handles += 2;
     if ((rc = uv_check_start(&w->check, on_check))) {
-        snprintf(err, errlen, "check handle: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "check handle: %s", uv_strerror(rc));
         return rc;
     }
     return 0;

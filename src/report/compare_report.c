@@ -163,7 +163,7 @@ int compare_input_load(struct compare_input *in, const char *path, bool want_req
     if ((rc = result_read_stats(in->doc, &in->stats, err, errlen))) {
         char tmp[256];
         snprintf(tmp, sizeof(tmp), "%s", err);
-        snprintf(err, errlen, "%s: %s", in->files.result, tmp);
+        ts_errf(err, errlen, "%s: %s", in->files.result, tmp);
         goto out_fail;
     }
     const json_t *sum = json_object_get(in->doc, "summary");
@@ -174,7 +174,7 @@ int compare_input_load(struct compare_input *in, const char *path, bool want_req
         json_string_value(json_object_get(json_object_get(in->doc, "run"), "started_at"));
     snprintf(in->started_at, sizeof(in->started_at), "%s", when ? when : "");
     if (want_requests && in->files.requests[0] && (rc = load_requests(in))) {
-        snprintf(err, errlen, "%s: out of memory", in->files.requests);
+        ts_errf(err, errlen, "%s: out of memory", in->files.requests);
         goto out_fail;
     }
     if (want_requests && !in->files.requests[0])

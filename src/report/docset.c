@@ -106,8 +106,8 @@ static int load_json_file(const char *path, json_t **out, char *err, size_t errl
     *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     ts_free(text);
     if (!*out) {
-        snprintf(err, errlen, "%s: not valid JSON: line %d column %d: %s", path, je.line, je.column,
-                 je.text);
+        ts_errf(err, errlen, "%s: not valid JSON: line %d column %d: %s", path, je.line, je.column,
+                je.text);
         return TS_PARSE;
     }
     return 0;
@@ -123,16 +123,16 @@ static int doc_load_result(struct report_doc *d, json_t *doc, const char *path, 
     int rc;
 
     if (!sum) {
-        snprintf(err, errlen, "%s: result has no \"summary\" object", path);
+        ts_errf(err, errlen, "%s: result has no \"summary\" object", path);
         return TS_PARSE;
     }
     if (tl && !json_is_array(tl)) {
-        snprintf(err, errlen, "%s: result \"timeline\" is not an array", path);
+        ts_errf(err, errlen, "%s: result \"timeline\" is not an array", path);
         return TS_PARSE;
     }
     rc = result_read_stats(doc, &d->stats, why, sizeof(why));
     if (rc) {
-        snprintf(err, errlen, "%s: %s", path, rc == -ENOMEM ? "out of memory" : why);
+        ts_errf(err, errlen, "%s: %s", path, rc == -ENOMEM ? "out of memory" : why);
         return rc;
     }
     const json_t *gc = report_json_obj(sum, "goodput_config");
@@ -165,25 +165,25 @@ static int doc_load_sweep(struct report_doc *d, json_t *doc, const char *path, c
     size_t n;
 
     if (!steps) {
-        snprintf(err, errlen, "%s: sweep has no \"steps\" array", path);
+        ts_errf(err, errlen, "%s: sweep has no \"steps\" array", path);
         return TS_PARSE;
     }
     n = json_array_size(steps);
     if (n > REPORT_STEPS_MAX) {
-        snprintf(err, errlen, "%s: sweep has %zu steps (at most %d)", path, n, REPORT_STEPS_MAX);
+        ts_errf(err, errlen, "%s: sweep has %zu steps (at most %d)", path, n, REPORT_STEPS_MAX);
         return TS_TOOBIG;
     }
     for (size_t i = 0; i < n; i++) {
         const json_t *st = json_array_get(steps, i);
         if (!json_is_object(st) || !isfinite(report_json_num(st, "load"))) {
-            snprintf(err, errlen, "%s: sweep step %zu is not an object with a numeric \"load\"",
-                     path, i + 1);
+            ts_errf(err, errlen, "%s: sweep step %zu is not an object with a numeric \"load\"",
+                    path, i + 1);
             return TS_PARSE;
         }
         const json_t *sd = json_object_get(st, "dir");
         if (sd && !json_is_null(sd) && !safe_dir_name(json_string_value(sd))) {
-            snprintf(err, errlen, "%s: sweep step %zu: \"dir\" must be a plain directory name",
-                     path, i + 1);
+            ts_errf(err, errlen, "%s: sweep step %zu: \"dir\" must be a plain directory name", path,
+                    i + 1);
             return TS_PARSE;
         }
     }
@@ -191,7 +191,7 @@ static int doc_load_sweep(struct report_doc *d, json_t *doc, const char *path, c
     d->doc = doc;
     d->kind = REPORT_DOC_SWEEP;
     if (n && !(d->steps = ts_calloc(n, sizeof(*d->steps)))) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        ts_errf(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
     d->nsteps = n;
@@ -212,7 +212,7 @@ static int doc_load_sweep(struct report_doc *d, json_t *doc, const char *path, c
             strcmp(report_json_str(sdoc, "schema") ? report_json_str(sdoc, "schema") : "",
                    RESULT_SCHEMA)) {
             json_decref(sdoc);
-            snprintf(err, errlen, "%s: not a " RESULT_SCHEMA " document", file);
+            ts_errf(err, errlen, "%s: not a " RESULT_SCHEMA " document", file);
             return TS_PARSE;
         }
         rc = doc_load_result(&d->steps[i], sdoc, file, err, errlen);
@@ -222,7 +222,7 @@ static int doc_load_sweep(struct report_doc *d, json_t *doc, const char *path, c
         d->steps[i].name = ts_strdup(sd);
         d->steps[i].path = ts_strdup(file);
         if (!d->steps[i].name || !d->steps[i].path) {
-            snprintf(err, errlen, "%s: out of memory", file);
+            ts_errf(err, errlen, "%s: out of memory", file);
             return -ENOMEM;
         }
     }
@@ -254,11 +254,11 @@ int report_docset_add_json(struct report_docset *set, json_t *doc, const char *n
 
     memset(&d, 0, sizeof(d));
     if (set->n >= REPORT_DOCS_MAX) {
-        snprintf(err, errlen, "%s: too many inputs (at most %d)", path, REPORT_DOCS_MAX);
+        ts_errf(err, errlen, "%s: too many inputs (at most %d)", path, REPORT_DOCS_MAX);
         return TS_TOOBIG;
     }
     if (!json_is_object(doc)) {
-        snprintf(err, errlen, "%s: not a JSON object", path);
+        ts_errf(err, errlen, "%s: not a JSON object", path);
         return TS_PARSE;
     }
     if (schema && !strcmp(schema, RESULT_SCHEMA)) {
@@ -266,23 +266,23 @@ int report_docset_add_json(struct report_docset *set, json_t *doc, const char *n
     } else if (schema && !strcmp(schema, REPORT_SWEEP_SCHEMA)) {
         rc = doc_load_sweep(&d, doc, path, dir, err, errlen);
     } else {
-        snprintf(err, errlen,
-                 "%s: not a tokenstorm result or sweep (schema %s%.60s%s; expected \"" RESULT_SCHEMA
-                 "\" or \"" REPORT_SWEEP_SCHEMA "\")",
-                 path, schema ? "\"" : "", schema ? schema : "missing", schema ? "\"" : "");
+        ts_errf(err, errlen,
+                "%s: not a tokenstorm result or sweep (schema %s%.60s%s; expected \"" RESULT_SCHEMA
+                "\" or \"" REPORT_SWEEP_SCHEMA "\")",
+                path, schema ? "\"" : "", schema ? schema : "missing", schema ? "\"" : "");
         rc = TS_PARSE;
     }
     if (!rc) {
         d.name = unique_name(set, name);
         d.path = ts_strdup(path);
         if (!d.name || !d.path) {
-            snprintf(err, errlen, "%s: out of memory", path);
+            ts_errf(err, errlen, "%s: out of memory", path);
             rc = -ENOMEM;
         }
     }
     struct report_doc *grown = rc ? NULL : ts_realloc(set->docs, (set->n + 1) * sizeof(*grown));
     if (!rc && !grown) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        ts_errf(err, errlen, "%s: out of memory", path);
         rc = -ENOMEM;
     }
     if (rc) {
@@ -360,12 +360,12 @@ static int add_parent_dir(struct report_docset *set, const char *dir, char *err,
     int rc = 0;
 
     if (!dp) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        ts_errf(err, errlen, "%s: %s", dir, strerror(errno));
         return -errno;
     }
     if (!(names = ts_calloc(SCAN_MAX, sizeof(*names)))) {
         closedir(dp);
-        snprintf(err, errlen, "%s: out of memory", dir);
+        ts_errf(err, errlen, "%s: out of memory", dir);
         return -ENOMEM;
     }
     for (struct dirent *e; n < SCAN_MAX && (e = readdir(dp));) {
@@ -373,7 +373,7 @@ static int add_parent_dir(struct report_docset *set, const char *dir, char *err,
             continue;
         if (!(names[n] = ts_strdup(e->d_name))) {
             rc = -ENOMEM;
-            snprintf(err, errlen, "%s: out of memory", dir);
+            ts_errf(err, errlen, "%s: out of memory", dir);
             break;
         }
         n++;
@@ -395,8 +395,8 @@ static int add_parent_dir(struct report_docset *set, const char *dir, char *err,
         ts_free(names[i]);
     ts_free(names);
     if (!rc && !found) {
-        snprintf(err, errlen, "%s: no result.json or sweep.json in it or in its subdirectories",
-                 dir);
+        ts_errf(err, errlen, "%s: no result.json or sweep.json in it or in its subdirectories",
+                dir);
         rc = -ENOENT;
     }
     return rc;

@@ -379,18 +379,18 @@ int result_write_file(const json_t *doc, const char *path, char *err, size_t err
     int rc = 0;
 
     if (!tmp) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        ts_errf(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
     snprintf(tmp, n, "%s.tmp", path);
     errno = 0;
     if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(12)) != 0) {
         rc = errno ? -errno : -EIO;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(-rc));
+        ts_errf(err, errlen, "%s: %s", tmp, strerror(-rc));
         unlink(tmp);
     } else if (rename(tmp, path) != 0) {
         rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        ts_errf(err, errlen, "%s: %s", path, strerror(errno));
         unlink(tmp);
     }
     ts_free(tmp);
@@ -406,7 +406,7 @@ struct reader {
 
 static int bad(struct reader *r, const char *what, const char *key)
 {
-    snprintf(r->err, r->errlen, "result: %s%s%s", what, key ? " " : "", key ? key : "");
+    ts_errf(r->err, r->errlen, "result: %s%s%s", what, key ? " " : "", key ? key : "");
     return TS_PARSE;
 }
 
@@ -541,7 +541,7 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
     if (!json_is_string(schema) || strcmp(json_string_value(schema), RESULT_SCHEMA) != 0)
         return bad(&r, "not a " RESULT_SCHEMA " document", NULL);
     if ((rc = run_stats_new(&s)) < 0) {
-        snprintf(r.err, r.errlen, "result: out of memory");
+        ts_errf(r.err, r.errlen, "result: out of memory");
         return rc;
     }
     if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0 ||

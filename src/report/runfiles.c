@@ -31,21 +31,21 @@ int runfiles_locate(const char *path, struct runfiles *out, char *err, size_t er
     memset(out, 0, sizeof(*out));
     if (stat(path, &st) != 0) {
         int rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        ts_errf(err, errlen, "%s: %s", path, strerror(errno));
         return rc;
     }
     if (strlen(path) >= sizeof(out->dir)) {
-        snprintf(err, errlen, "%.200s...: path too long", path);
+        ts_errf(err, errlen, "%.200s...: path too long", path);
         return -ENAMETOOLONG;
     }
     if (S_ISDIR(st.st_mode)) {
         snprintf(out->dir, sizeof(out->dir), "%s", path);
         if (join(out->result, sizeof(out->result), path, "result.json")) {
-            snprintf(err, errlen, "%.200s...: path too long", path);
+            ts_errf(err, errlen, "%.200s...: path too long", path);
             return -ENAMETOOLONG;
         }
         if (!is_file(out->result)) {
-            snprintf(err, errlen, "%s: no result.json in this directory", path);
+            ts_errf(err, errlen, "%s: no result.json in this directory", path);
             return -ENOENT;
         }
     } else {
@@ -60,7 +60,7 @@ int runfiles_locate(const char *path, struct runfiles *out, char *err, size_t er
     }
     if (join(out->requests, sizeof(out->requests), out->dir, "requests.jsonl") ||
         join(out->hlog, sizeof(out->hlog), out->dir, "latency.hlog")) {
-        snprintf(err, errlen, "%.200s...: path too long", path);
+        ts_errf(err, errlen, "%.200s...: path too long", path);
         return -ENAMETOOLONG;
     }
     if (!is_file(out->requests))
@@ -82,12 +82,12 @@ int runfiles_load_result(const char *path, json_t **out, char *err, size_t errle
     json_t *doc = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
     ts_free(text);
     if (!doc) {
-        snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+        ts_errf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
         return TS_PARSE;
     }
     const json_t *schema = json_object_get(doc, "schema");
     if (!json_is_string(schema) || strcmp(json_string_value(schema), RESULT_SCHEMA) != 0) {
-        snprintf(err, errlen, "%s: not a %s document", path, RESULT_SCHEMA);
+        ts_errf(err, errlen, "%s: not a %s document", path, RESULT_SCHEMA);
         json_decref(doc);
         return TS_PARSE;
     }

@@ -350,7 +350,7 @@ static void handle_post(struct sim_server *s, struct http_request *req, uint64_t
     json_error_t je;
     json_t *spec = json_loadb(req->body, req->body_len, 0, &je);
     if (!spec) {
-        snprintf(err, sizeof(err), "bad JSON: %s", je.text);
+        ts_errf(err, sizeof(err), "bad JSON: %s", je.text);
         return send_err(req, 400, err);
     }
     int rc = sim_fault_parse_json(spec, &f, err, sizeof(err));

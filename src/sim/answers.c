@@ -93,27 +93,27 @@ static int parse_line(struct answers *a, const char *name, size_t lineno, const 
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        snprintf(err, errlen, "%s:%zu:%d: %s", name, lineno, jerr.column, jerr.text);
+        ts_errf(err, errlen, "%s:%zu:%d: %s", name, lineno, jerr.column, jerr.text);
         return TS_PARSE;
     }
     int rc = TS_PARSE;
     json_t *prompt = json_object_get(root, "prompt");
     json_t *answer = json_object_get(root, "answer");
     if (!json_is_object(root))
-        snprintf(err, errlen, "%s:%zu: expected a JSON object", name, lineno);
+        ts_errf(err, errlen, "%s:%zu: expected a JSON object", name, lineno);
     else if (!json_is_string(prompt))
-        snprintf(err, errlen, "%s:%zu: \"prompt\" must be a string", name, lineno);
+        ts_errf(err, errlen, "%s:%zu: \"prompt\" must be a string", name, lineno);
     else if (!json_is_string(answer))
-        snprintf(err, errlen, "%s:%zu: \"answer\" must be a string", name, lineno);
+        ts_errf(err, errlen, "%s:%zu: \"answer\" must be a string", name, lineno);
     else if (a->count >= ANSWERS_MAX_ENTRIES)
-        snprintf(err, errlen, "%s:%zu: more than %u answers", name, lineno, ANSWERS_MAX_ENTRIES);
+        ts_errf(err, errlen, "%s:%zu: more than %u answers", name, lineno, ANSWERS_MAX_ENTRIES);
     else {
         const char *p = json_string_value(prompt);
         size_t plen = json_string_length(prompt);
         trim(&p, &plen);
         rc = put(a, p, plen, json_string_value(answer));
         if (rc)
-            snprintf(err, errlen, "%s:%zu: out of memory", name, lineno);
+            ts_errf(err, errlen, "%s:%zu: out of memory", name, lineno);
     }
     json_decref(root);
     return rc;
@@ -136,8 +136,8 @@ int answers_load_mem(const char *name, const char *data, size_t len, struct answ
         size_t llen = end - pos;
         pos = end + 1;
         if (llen > ANSWERS_MAX_LINE) {
-            snprintf(err, errlen, "%s:%zu: line longer than %u bytes", name, lineno,
-                     ANSWERS_MAX_LINE);
+            ts_errf(err, errlen, "%s:%zu: line longer than %u bytes", name, lineno,
+                    ANSWERS_MAX_LINE);
             rc = TS_TOOBIG;
             break;
         }

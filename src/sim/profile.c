@@ -675,9 +675,9 @@ static void yaml_err_at(const struct yaml_err *ye, struct fy_node *at, const cha
     struct fy_token *t = at ? fy_node_get_scalar_token(at) : NULL;
     const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
     if (m)
-        snprintf(ye->err, ye->errlen, "%s:%d:%d: %s", ye->name, m->line + 1, m->column + 1, msg);
+        ts_errf(ye->err, ye->errlen, "%s:%d:%d: %s", ye->name, m->line + 1, m->column + 1, msg);
     else
-        snprintf(ye->err, ye->errlen, "%s: %s", ye->name, msg);
+        ts_errf(ye->err, ye->errlen, "%s: %s", ye->name, msg);
 }
 
 static void diag_discard(struct fy_diag *diag, void *user, const char *buf, size_t len)

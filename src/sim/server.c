@@ -311,7 +311,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
 {
     struct sim_server *s = ts_calloc(1, sizeof(*s));
     if (!s) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     s->loop = loop;
@@ -325,7 +325,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     if (cfg->sign_key) {
         s->sign_key_len = strlen(cfg->sign_key);
         if (!s->sign_key_len || s->sign_key_len > sizeof(s->sign_key)) {
-            snprintf(err, errlen, "the signing key must be 1..%zu bytes", sizeof(s->sign_key));
+            ts_errf(err, errlen, "the signing key must be 1..%zu bytes", sizeof(s->sign_key));
             ts_free(s);
             return -EINVAL;
         }
@@ -354,13 +354,13 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     if (!s->engine) {
         rc = -EINVAL;
         if (sim_profile_validate(&s->profile, err, errlen) == 0)
-            snprintf(err, errlen, "cannot create the engine: out of memory");
+            ts_errf(err, errlen, "cannot create the engine: out of memory");
         goto out_trace;
     }
     sim_admin_init(s, cfg->admin);
     s->admin.token = cfg->admin_token;
     if ((rc = ptimer_init(loop, &s->step_timer))) {
-        snprintf(err, errlen, "timer: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "timer: %s", uv_strerror(rc));
         goto out_engine;
     }
     s->step_timer.data = s;
@@ -375,12 +375,12 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
         .max_body_bytes = cfg->max_body_bytes,
     };
     if ((rc = http_server_init(&s->http, loop, &hc, on_request, s))) {
-        snprintf(err, errlen, "http server: %s", rc == -EINVAL ? "bad host" : ts_strerror(rc));
+        ts_errf(err, errlen, "http server: %s", rc == -EINVAL ? "bad host" : ts_strerror(rc));
         goto out_timer;
     }
     s->http_inited = true;
     if ((rc = http_server_listen(&s->http))) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", hc.host, hc.port, uv_strerror(rc));
+        ts_errf(err, errlen, "cannot listen on %s:%d: %s", hc.host, hc.port, uv_strerror(rc));
         goto out_close;
     }
     *out = s;

@@ -40,12 +40,12 @@ int sim_thread_start(const struct sim_server_config *cfg, struct sim_thread **ou
 {
     struct sim_thread *t = ts_calloc(1, sizeof(*t));
     if (!t) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     int rc = uv_loop_init(&t->loop);
     if (rc) {
-        snprintf(err, errlen, "event loop: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "event loop: %s", uv_strerror(rc));
         ts_free(t);
         return rc;
     }
@@ -53,12 +53,12 @@ int sim_thread_start(const struct sim_server_config *cfg, struct sim_thread **ou
         goto out_loop;
     t->port = sim_server_port(t->server);
     if ((rc = uv_async_init(&t->loop, &t->stop, on_stop))) {
-        snprintf(err, errlen, "async: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "async: %s", uv_strerror(rc));
         goto out_server;
     }
     t->stop.data = t;
     if ((rc = pthread_create(&t->thread, NULL, thread_main, t))) {
-        snprintf(err, errlen, "cannot start the simulator thread: %s", strerror(rc));
+        ts_errf(err, errlen, "cannot start the simulator thread: %s", strerror(rc));
         rc = -rc;
         uv_close((uv_handle_t *)&t->stop, NULL);
         goto out_server;

@@ -41,8 +41,8 @@ int sim_vsearch_init(struct sim_server *s, const struct sim_server_config *cfg, 
         ok = (id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
              (id[i] >= '0' && id[i] <= '9') || id[i] == '_' || id[i] == '-';
     if (!ok) {
-        snprintf(err, errlen, "vector store id '%.80s': expected 1 to %d of [A-Za-z0-9_-]", id,
-                 SIM_VECTOR_ID_MAX);
+        ts_errf(err, errlen, "vector store id '%.80s': expected 1 to %d of [A-Za-z0-9_-]", id,
+                SIM_VECTOR_ID_MAX);
         return -EINVAL;
     }
     memcpy(s->vstore_id, id, n + 1);
@@ -51,7 +51,7 @@ int sim_vsearch_init(struct sim_server *s, const struct sim_server_config *cfg, 
                  : vstore_new_builtin(VSTORE_DIMS_DEFAULT, &s->vstore);
     if (rc) {
         if (!cfg->vector_docs_path)
-            snprintf(err, errlen, "vector store: %s", ts_strerror(rc));
+            ts_errf(err, errlen, "vector store: %s", ts_strerror(rc));
         return rc;
     }
     uint64_t fixed = cfg->vector_latency_ns ? cfg->vector_latency_ns : SIM_VECTOR_LATENCY_NS;
@@ -59,14 +59,14 @@ int sim_vsearch_init(struct sim_server *s, const struct sim_server_config *cfg, 
     fixed = fixed == SIM_DURATION_ZERO ? 0 : fixed;
     per_doc = per_doc == SIM_DURATION_ZERO ? 0 : per_doc;
     if (per_doc > (UINT64_MAX / 4 - fixed) / (vstore_count(s->vstore) + 1)) {
-        snprintf(err, errlen, "vector store: the search time is too long");
+        ts_errf(err, errlen, "vector store: the search time is too long");
         vstore_free(s->vstore);
         s->vstore = NULL;
         return -EINVAL;
     }
     s->vsearch_ns = fixed + per_doc * vstore_count(s->vstore);
     if ((rc = ptimer_init(s->loop, &s->vs_timer))) {
-        snprintf(err, errlen, "timer: %s", uv_strerror(rc));
+        ts_errf(err, errlen, "timer: %s", uv_strerror(rc));
         vstore_free(s->vstore);
         s->vstore = NULL;
         return rc;

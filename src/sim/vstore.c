@@ -247,11 +247,11 @@ static bool blank(const char *s, size_t n)
 static int check_attributes(const json_t *attrs, const char *where, char *err, size_t errlen)
 {
     if (!json_is_object(attrs)) {
-        snprintf(err, errlen, "%s: \"attributes\" must be an object", where);
+        ts_errf(err, errlen, "%s: \"attributes\" must be an object", where);
         return TS_PARSE;
     }
     if (json_object_size(attrs) > VSTORE_MAX_ATTRS) {
-        snprintf(err, errlen, "%s: \"attributes\" has more than %d keys", where, VSTORE_MAX_ATTRS);
+        ts_errf(err, errlen, "%s: \"attributes\" has more than %d keys", where, VSTORE_MAX_ATTRS);
         return TS_PARSE;
     }
     const char *key;
@@ -259,16 +259,16 @@ static int check_attributes(const json_t *attrs, const char *where, char *err, s
     json_object_foreach((json_t *)attrs, key, val)
     {
         if (strlen(key) > VSTORE_MAX_ATTR_KEY) {
-            snprintf(err, errlen, "%s: attribute key longer than %d bytes", where,
-                     VSTORE_MAX_ATTR_KEY);
+            ts_errf(err, errlen, "%s: attribute key longer than %d bytes", where,
+                    VSTORE_MAX_ATTR_KEY);
             return TS_PARSE;
         }
         if (json_is_string(val) ? json_string_length(val) > VSTORE_MAX_ATTR_VALUE
                                 : !json_is_number(val) && !json_is_boolean(val)) {
-            snprintf(err, errlen,
-                     "%s: attribute \"%.64s\" must be a string of at most %d bytes, a number or "
-                     "a boolean",
-                     where, key, VSTORE_MAX_ATTR_VALUE);
+            ts_errf(err, errlen,
+                    "%s: attribute \"%.64s\" must be a string of at most %d bytes, a number or "
+                    "a boolean",
+                    where, key, VSTORE_MAX_ATTR_VALUE);
             return TS_PARSE;
         }
     }
@@ -284,7 +284,7 @@ static int opt_field(const json_t *o, const char *key, size_t max, const char *w
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max) {
-        snprintf(err, errlen, "%s: \"%s\" must be a string of 1 to %zu bytes", where, key, max);
+        ts_errf(err, errlen, "%s: \"%s\" must be a string of 1 to %zu bytes", where, key, max);
         return TS_PARSE;
     }
     *out = json_string_value(v);
@@ -297,7 +297,7 @@ static int add_json_line(struct vstore *v, const char *line, size_t len, const c
     json_error_t je;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) {
-        snprintf(err, errlen, "%s:%d: %s", where, je.column, je.text);
+        ts_errf(err, errlen, "%s:%d: %s", where, je.column, je.text);
         return TS_PARSE;
     }
     int rc = TS_PARSE;
@@ -305,24 +305,24 @@ static int add_json_line(struct vstore *v, const char *line, size_t len, const c
     const char *id, *fn, *text = NULL, *key;
     const json_t *val;
     if (!json_is_object(o)) {
-        snprintf(err, errlen, "%s: expected a JSON object", where);
+        ts_errf(err, errlen, "%s: expected a JSON object", where);
         goto out;
     }
     json_object_foreach(o, key, val)
     {
         if (strcmp(key, "text") && strcmp(key, "id") && strcmp(key, "filename") &&
             strcmp(key, "attributes")) {
-            snprintf(err, errlen,
-                     "%s: unknown key \"%.64s\" (known: text, id, filename, attributes)", where,
-                     key);
+            ts_errf(err, errlen,
+                    "%s: unknown key \"%.64s\" (known: text, id, filename, attributes)", where,
+                    key);
             goto out;
         }
     }
     const json_t *t = json_object_get(o, "text");
     if (!json_is_string(t) || json_string_length(t) == 0 ||
         json_string_length(t) > VSTORE_MAX_TEXT) {
-        snprintf(err, errlen, "%s: \"text\" must be a string of 1 to %u bytes", where,
-                 VSTORE_MAX_TEXT);
+        ts_errf(err, errlen, "%s: \"text\" must be a string of 1 to %u bytes", where,
+                VSTORE_MAX_TEXT);
         goto out;
     }
     text = json_string_value(t);
@@ -336,7 +336,7 @@ static int add_json_line(struct vstore *v, const char *line, size_t len, const c
         attrs = json_dumps(at, JSON_COMPACT);
         if (!attrs) {
             rc = -ENOMEM;
-            snprintf(err, errlen, "%s: out of memory", where);
+            ts_errf(err, errlen, "%s: out of memory", where);
             goto out;
         }
     }
@@ -345,7 +345,7 @@ static int add_json_line(struct vstore *v, const char *line, size_t len, const c
     snprintf(def_fn, sizeof(def_fn), "passage-%zu.txt", v->n + 1);
     rc = store_add(v, id ? id : def_id, fn ? fn : def_fn, text, json_string_length(t), attrs);
     if (rc)
-        snprintf(err, errlen, "%s: out of memory", where);
+        ts_errf(err, errlen, "%s: out of memory", where);
 out:
     free(attrs); /* jansson's allocator */
     json_decref(o);
@@ -357,23 +357,23 @@ int vstore_load_mem(const char *name, const char *data, size_t len, size_t dims,
 {
     *out = NULL;
     if (dims == 0 || dims > EMBED_MAX_DIMS) {
-        snprintf(err, errlen, "%s: bad embedding size %zu", name, dims);
+        ts_errf(err, errlen, "%s: bad embedding size %zu", name, dims);
         return -EINVAL;
     }
     if (len > VSTORE_MAX_FILE) {
-        snprintf(err, errlen, "%s: larger than %u bytes", name, VSTORE_MAX_FILE);
+        ts_errf(err, errlen, "%s: larger than %u bytes", name, VSTORE_MAX_FILE);
         return TS_TOOBIG;
     }
     size_t bad = utf8_invalid_at(data, len);
     if (bad < len) {
         int line, col;
         text_position(data, bad, &line, &col);
-        snprintf(err, errlen, "%s:%d:%d: not valid UTF-8 text (or a NUL byte)", name, line, col);
+        ts_errf(err, errlen, "%s:%d:%d: not valid UTF-8 text (or a NUL byte)", name, line, col);
         return TS_PARSE;
     }
     struct vstore *v = store_new(dims);
     if (!v) {
-        snprintf(err, errlen, "%s: out of memory", name);
+        ts_errf(err, errlen, "%s: out of memory", name);
         return -ENOMEM;
     }
     int rc = 0, jsonl = -1; /* decided by the first non-blank line */
@@ -388,7 +388,7 @@ int vstore_load_mem(const char *name, const char *data, size_t len, size_t dims,
         char where[300];
         snprintf(where, sizeof(where), "%s:%zu", name, lineno);
         if (llen > VSTORE_MAX_LINE) {
-            snprintf(err, errlen, "%s: line longer than %u bytes", where, VSTORE_MAX_LINE);
+            ts_errf(err, errlen, "%s: line longer than %u bytes", where, VSTORE_MAX_LINE);
             rc = TS_TOOBIG;
             break;
         }
@@ -403,27 +403,27 @@ int vstore_load_mem(const char *name, const char *data, size_t len, size_t dims,
             jsonl = line[k] == '{';
         }
         if (v->n == VSTORE_MAX_DOCS) {
-            snprintf(err, errlen, "%s: more than %u passages", where, VSTORE_MAX_DOCS);
+            ts_errf(err, errlen, "%s: more than %u passages", where, VSTORE_MAX_DOCS);
             rc = TS_TOOBIG;
         } else if (jsonl) {
             rc = add_json_line(v, line, llen, where, err, errlen);
         } else if (llen > VSTORE_MAX_TEXT) {
-            snprintf(err, errlen, "%s: passage longer than %u bytes", where, VSTORE_MAX_TEXT);
+            ts_errf(err, errlen, "%s: passage longer than %u bytes", where, VSTORE_MAX_TEXT);
             rc = TS_TOOBIG;
         } else {
             char id[32], fn[32];
             snprintf(id, sizeof(id), "file-%05zu", v->n + 1);
             snprintf(fn, sizeof(fn), "passage-%zu.txt", v->n + 1);
             if ((rc = store_add(v, id, fn, line, llen, NULL)))
-                snprintf(err, errlen, "%s: out of memory", where);
+                ts_errf(err, errlen, "%s: out of memory", where);
         }
     }
     if (!rc && v->n == 0) {
-        snprintf(err, errlen, "%s: no passages", name);
+        ts_errf(err, errlen, "%s: no passages", name);
         rc = TS_PARSE;
     }
     if (!rc && (rc = embed_all(v)))
-        snprintf(err, errlen, "%s: out of memory", name);
+        ts_errf(err, errlen, "%s: out of memory", name);
     if (rc) {
         vstore_free(v);
         return rc;

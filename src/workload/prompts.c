@@ -391,7 +391,7 @@ int prompts_load(struct prompts *p, const char *path, unsigned flags, char *err,
     if (!f) {
         int e = errno;
         if (err && errlen > 0)
-            snprintf(err, errlen, "%s: %s", path, strerror(e));
+            ts_errf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
     int rc = 0;
@@ -402,7 +402,7 @@ int prompts_load(struct prompts *p, const char *path, unsigned flags, char *err,
     if (!block) {
         rc = -ENOMEM;
         if (err && errlen > 0)
-            snprintf(err, errlen, "%s: out of memory", path);
+            ts_errf(err, errlen, "%s: out of memory", path);
         goto out_close;
     }
     for (;;) {
@@ -415,8 +415,8 @@ int prompts_load(struct prompts *p, const char *path, unsigned flags, char *err,
     if (rc == 0 && ferror(f)) {
         rc = -EIO;
         if (err && errlen > 0)
-            snprintf(err, errlen, "%s: read error after line %llu", path,
-                     (unsigned long long)c.line);
+            ts_errf(err, errlen, "%s: read error after line %llu", path,
+                    (unsigned long long)c.line);
     } else if (rc == 0 && line.len > 0) {
         rc = parse_line(&c, line.data, line.len);
     }
