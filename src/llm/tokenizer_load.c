@@ -242,28 +242,23 @@ static int special_add(struct tokenizer *t, size_t *cap, uint32_t id, const char
 
 /* ---- tiktoken ---------------------------------------------------------- */
 
-int tokenizer_load_tiktoken(const char *data, size_t len, enum tokenizer_kind kind,
-                            struct tokenizer **out, char *err, size_t errlen)
+struct tiktoken_special {
+    const char *s;
+    uint32_t id;
+};
+
+static const struct tiktoken_special cl100k_specials[] = {{"<|endoftext|>", 100257},
+                                                          {"<|fim_prefix|>", 100258},
+                                                          {"<|fim_middle|>", 100259},
+                                                          {"<|fim_suffix|>", 100260},
+                                                          {"<|endofprompt|>", 100276}};
+static const struct tiktoken_special o200k_specials[] = {{"<|endoftext|>", 199999},
+                                                         {"<|endofprompt|>", 200018}};
+
+/* First pass over a rank file: checks the shape and the rank of every line and
+   raises *max_id to the largest rank, so the id table is allocated once. */
+static int tiktoken_scan(const char *data, size_t len, size_t *max_id, char *err, size_t errlen)
 {
-    static const struct {
-        const char *s;
-        uint32_t id;
-    } cl100k_sp[] = {{"<|endoftext|>", 100257},
-                     {"<|fim_prefix|>", 100258},
-                     {"<|fim_middle|>", 100259},
-                     {"<|fim_suffix|>", 100260},
-                     {"<|endofprompt|>", 100276}},
-      o200k_sp[] = {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}};
-    if (kind != TOKENIZER_CL100K && kind != TOKENIZER_O200K) {
-        ts_errf(err, errlen, "tiktoken: unknown encoding (cl100k_base or o200k_base)");
-        return -EINVAL;
-    }
-    if (len > TOKENIZER_MAX_FILE) {
-        ts_errf(err, errlen, "tiktoken: %zu bytes (limit %u)", len, TOKENIZER_MAX_FILE);
-        return TS_TOOBIG;
-    }
-    /* First pass: the largest rank, so the id table is allocated once. */
-    size_t max_id = kind == TOKENIZER_CL100K ? 100276 : 200018;
     size_t lines = 0;
     for (const char *p = data, *end = data + len; p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -282,19 +277,21 @@ int tokenizer_load_tiktoken(const char *data, size_t len, enum tokenizer_kind ki
                         TOKENIZER_MAX_VOCAB - 1);
                 return TS_TOOBIG;
             }
-            if (r > max_id)
-                max_id = r;
+            if (r > *max_id)
+                *max_id = r;
         }
         p = le + 1;
     }
-    struct tokenizer *t = tokenizer_alloc(max_id + 1);
-    if (t == NULL)
-        return -ENOMEM;
-    t->mode = MODE_TIKTOKEN;
-    t->direct_lookup = true;
-    int rc = 0;
+    return 0;
+}
+
+/* Second pass (every line is known well formed): the bytes of each rank's token. */
+static int tiktoken_read_ranks(struct tokenizer *t, const char *data, size_t len, char *err,
+                               size_t errlen)
+{
     char tokbuf[TOKENIZER_MAX_TOKEN_LEN / 4 * 3 + 4];
-    lines = 0;
+    size_t lines = 0;
+    int rc;
     for (const char *p = data, *end = data + len; p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
@@ -306,48 +303,66 @@ int tokenizer_load_tiktoken(const char *data, size_t len, enum tokenizer_kind ki
             long n = b64 <= TOKENIZER_MAX_TOKEN_LEN ? base64_decode(p, b64, tokbuf, 0) : TS_TOOBIG;
             if (n <= 0) {
                 ts_errf(err, errlen, "tiktoken line %zu: bad base64 token", lines);
-                rc = n == TS_TOOBIG ? TS_TOOBIG : TS_PARSE;
-                goto out_free;
+                return n == TS_TOOBIG ? TS_TOOBIG : TS_PARSE;
             }
             if (t->tok[r].len != NO_ID) {
                 ts_errf(err, errlen, "tiktoken line %zu: rank %lu given twice", lines, r);
-                rc = TS_PARSE;
-                goto out_free;
+                return TS_PARSE;
             }
             if ((rc = tok_set(t, (uint32_t)r, tokbuf, (size_t)n)) < 0)
-                goto out_free;
+                return rc;
         }
         p = le + 1;
     }
+    return 0;
+}
+
+/* The encoding's special tokens (fixed by its kind, not in the file); each is
+   also a token when the file gives its id no bytes. */
+static int tiktoken_add_specials(struct tokenizer *t, enum tokenizer_kind kind)
+{
+    bool cl100k = kind == TOKENIZER_CL100K;
+    const struct tiktoken_special *sp = cl100k ? cl100k_specials : o200k_specials;
+    size_t nsp = cl100k ? sizeof(cl100k_specials) / sizeof(cl100k_specials[0])
+                        : sizeof(o200k_specials) / sizeof(o200k_specials[0]);
     size_t spcap = 0;
-    size_t nsp = kind == TOKENIZER_CL100K ? 5 : 2;
+    int rc;
     for (size_t i = 0; i < nsp; i++) {
-        const char *s = kind == TOKENIZER_CL100K ? cl100k_sp[i].s : o200k_sp[i].s;
-        uint32_t id = kind == TOKENIZER_CL100K ? cl100k_sp[i].id : o200k_sp[i].id;
-        if ((rc = special_add(t, &spcap, id, s, strlen(s))) < 0)
-            goto out_free;
-        if (t->tok[id].len == NO_ID && (rc = tok_set(t, id, s, strlen(s))) < 0)
-            goto out_free;
+        size_t n = strlen(sp[i].s);
+        if ((rc = special_add(t, &spcap, sp[i].id, sp[i].s, n)) < 0)
+            return rc;
+        if (t->tok[sp[i].id].len == NO_ID && (rc = tok_set(t, sp[i].id, sp[i].s, n)) < 0)
+            return rc;
     }
-    specials_index(t);
-    if ((rc = bmap_build(t)) < 0)
-        goto out_free;
+    return 0;
+}
+
+/* tiktoken starts a piece from its bytes: every single byte must be a token. */
+static int tiktoken_byte_ids(struct tokenizer *t, char *err, size_t errlen)
+{
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         long id = bmap_find(t, &c, 1);
         if (id < 0) {
             ts_errf(err, errlen, "tiktoken: no token for the single byte 0x%02x", b);
-            rc = TS_PARSE;
-            goto out_free;
+            return TS_PARSE;
         }
         t->byte_id[b] = (uint32_t)id;
     }
+    return 0;
+}
+
+/* tiktoken has no merge list: every split of a token into two tokens is a pair
+   that merges into it, at the token's rank. */
+static int tiktoken_derive_pairs(struct tokenizer *t)
+{
     size_t npairs = 0;
     for (size_t id = 0; id < t->n_ids; id++)
         if (t->tok[id].len != NO_ID && t->tok[id].len > 1)
             npairs += t->tok[id].len - 1;
-    if ((rc = pairs_alloc(t, npairs)) < 0)
-        goto out_free;
+    int rc = pairs_alloc(t, npairs);
+    if (rc < 0)
+        return rc;
     for (size_t id = 0; id < t->n_ids; id++) {
         uint32_t n = t->tok[id].len;
         if (n == NO_ID || n < 2)
@@ -359,10 +374,40 @@ int tokenizer_load_tiktoken(const char *data, size_t len, enum tokenizer_kind ki
                 pair_add(t, (uint32_t)a, (uint32_t)b, (uint32_t)id, (uint32_t)id);
         }
     }
-    rc = compile_regex(t, kind == TOKENIZER_CL100K ? CL100K_PATTERN : O200K_PATTERN,
-                       strlen(kind == TOKENIZER_CL100K ? CL100K_PATTERN : O200K_PATTERN), err,
-                       errlen);
-    if (rc < 0)
+    return 0;
+}
+
+/* Checks the file in a first pass, then fills the tables in the order each
+   step needs them: tokens, specials, the bytes-to-id hash, byte ids, pairs. */
+int tokenizer_load_tiktoken(const char *data, size_t len, enum tokenizer_kind kind,
+                            struct tokenizer **out, char *err, size_t errlen)
+{
+    const char *pattern = kind == TOKENIZER_CL100K ? CL100K_PATTERN : O200K_PATTERN;
+    size_t max_id = kind == TOKENIZER_CL100K ? 100276 : 200018; /* the specials' ids */
+    struct tokenizer *t;
+    int rc;
+    if (kind != TOKENIZER_CL100K && kind != TOKENIZER_O200K) {
+        ts_errf(err, errlen, "tiktoken: unknown encoding (cl100k_base or o200k_base)");
+        return -EINVAL;
+    }
+    if (len > TOKENIZER_MAX_FILE) {
+        ts_errf(err, errlen, "tiktoken: %zu bytes (limit %u)", len, TOKENIZER_MAX_FILE);
+        return TS_TOOBIG;
+    }
+    if ((rc = tiktoken_scan(data, len, &max_id, err, errlen)) < 0)
+        return rc;
+    t = tokenizer_alloc(max_id + 1);
+    if (t == NULL)
+        return -ENOMEM;
+    t->mode = MODE_TIKTOKEN;
+    t->direct_lookup = true;
+    if ((rc = tiktoken_read_ranks(t, data, len, err, errlen)) < 0 ||
+        (rc = tiktoken_add_specials(t, kind)) < 0)
+        goto out_free;
+    specials_index(t);
+    if ((rc = bmap_build(t)) < 0 || (rc = tiktoken_byte_ids(t, err, errlen)) < 0 ||
+        (rc = tiktoken_derive_pairs(t)) < 0 ||
+        (rc = compile_regex(t, pattern, strlen(pattern), err, errlen)) < 0)
         goto out_free;
     *out = t;
     return 0;
@@ -641,7 +686,17 @@ static int hf_merges(struct tokenizer *t, const json_t *vocab, const json_t *mer
     return 0;
 }
 
-static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_t errlen)
+/* The parts of a tokenizer.json the build reads, borrowed from its root. */
+struct hf_parts {
+    const json_t *model;
+    const json_t *vocab;
+    const json_t *merges;
+    const json_t *added; /* NULL, null or an array */
+};
+
+/* Finds the model's parts and refuses what is not a plain BPE model: another
+   type, word affixes, no vocab or merges, added_tokens that is not a list. */
+static int hf_parts_get(const json_t *root, struct hf_parts *hp, char *err, size_t errlen)
 {
     const json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) {
@@ -660,41 +715,54 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
                 "model: continuing_subword_prefix / end_of_word_suffix are not supported");
         return TS_PARSE;
     }
-    const json_t *vocab = json_object_get(model, "vocab");
-    const json_t *merges = json_object_get(model, "merges");
-    if (!json_is_object(vocab) || !json_is_array(merges)) {
+    hp->model = model;
+    hp->vocab = json_object_get(model, "vocab");
+    hp->merges = json_object_get(model, "merges");
+    if (!json_is_object(hp->vocab) || !json_is_array(hp->merges)) {
         ts_errf(err, errlen, "model.vocab (object) and model.merges (array) are required");
         return TS_PARSE;
     }
-    const json_t *added = json_object_get(root, "added_tokens");
-    if (added != NULL && !json_is_array(added) && !json_is_null(added)) {
-        ts_errf(err, errlen, "added_tokens: %s, not an array", json_type_name(added));
+    hp->added = json_object_get(root, "added_tokens");
+    if (hp->added != NULL && !json_is_array(hp->added) && !json_is_null(hp->added)) {
+        ts_errf(err, errlen, "added_tokens: %s, not an array", json_type_name(hp->added));
         return TS_PARSE;
     }
-    struct hf_conf conf = {0};
+    return 0;
+}
+
+/* Reads the normalizer and pre-tokenizer into conf; exactly one of byte-level
+   and SentencePiece-style must come out of them. */
+static int hf_conf_read(const json_t *root, struct hf_conf *conf, char *err, size_t errlen)
+{
     const json_t *nz = json_object_get(root, "normalizer");
     const json_t *pt = json_object_get(root, "pre_tokenizer");
     int rc;
     if (nz != NULL && !json_is_null(nz) &&
-        (rc = hf_normalizer(nz, &conf, "normalizer", err, errlen)) < 0)
+        (rc = hf_normalizer(nz, conf, "normalizer", err, errlen)) < 0)
         return rc;
     if (pt != NULL && !json_is_null(pt) &&
-        (rc = hf_pretok(pt, &conf, "pre_tokenizer", err, errlen)) < 0)
+        (rc = hf_pretok(pt, conf, "pre_tokenizer", err, errlen)) < 0)
         return rc;
-    if (conf.sp && conf.byte_level) {
+    if (conf->sp && conf->byte_level) {
         ts_errf(err, errlen, "tokenizer mixes byte-level and SentencePiece (\\u2581) parts");
         return TS_PARSE;
     }
-    if (!conf.sp && !conf.byte_level) {
+    if (!conf->sp && !conf->byte_level) {
         ts_errf(err, errlen,
                 "pre_tokenizer: neither byte-level nor SentencePiece-style; not supported");
         return TS_PARSE;
     }
-    /* Ids: the largest of vocab and added tokens. */
-    size_t max_id = 0;
+    return 0;
+}
+
+/* The largest id of the vocab and the added tokens, checking each id's range
+   (and that each added token has content) before anything is allocated. */
+static int hf_max_id(const struct hf_parts *hp, size_t *max_id, char *err, size_t errlen)
+{
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)vocab, key, val)
+    *max_id = 0;
+    json_object_foreach((json_t *)hp->vocab, key, val)
     {
         json_int_t v = json_integer_value(val);
         if (!json_is_integer(val) || v < 0 || v >= TOKENIZER_MAX_VOCAB) {
@@ -702,11 +770,11 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
                     TOKENIZER_MAX_VOCAB);
             return json_is_integer(val) && v >= 0 ? TS_TOOBIG : TS_PARSE;
         }
-        if ((size_t)v > max_id)
-            max_id = (size_t)v;
+        if ((size_t)v > *max_id)
+            *max_id = (size_t)v;
     }
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        const json_t *a = json_array_get(added, i);
+    for (size_t i = 0; i < json_array_size(hp->added); i++) {
+        const json_t *a = json_array_get(hp->added, i);
         const json_t *idj = json_object_get(a, "id");
         json_int_t v = json_integer_value(idj);
         if (!json_is_integer(idj) || v < 0 || v >= TOKENIZER_MAX_VOCAB ||
@@ -715,19 +783,21 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
                     TOKENIZER_MAX_VOCAB);
             return TS_PARSE;
         }
-        if ((size_t)v > max_id)
-            max_id = (size_t)v;
+        if ((size_t)v > *max_id)
+            *max_id = (size_t)v;
     }
-    struct tokenizer *t = tokenizer_alloc(max_id + 1);
-    if (t == NULL)
-        return -ENOMEM;
-    t->mode = conf.sp ? MODE_SP : MODE_BYTE_LEVEL;
-    t->direct_lookup = json_is_true(json_object_get(model, "ignore_merges"));
-    t->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
-    t->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
-    t->add_prefix_space = conf.add_prefix_space;
-    t->sp_prepend = conf.sp_prepend;
+    return 0;
+}
+
+/* The vocab's tokens by id: byte-level ones are stored as the bytes they
+   spell (GPT-2's byte-to-unicode mapping undone), the others as their UTF-8. */
+static int hf_vocab_read(struct tokenizer *t, const json_t *vocab, bool byte_level, char *err,
+                         size_t errlen)
+{
     int16_t u2b[324];
+    const char *key;
+    const json_t *val;
+    int rc;
     for (int i = 0; i < 324; i++)
         u2b[i] = -1;
     for (int b = 0; b < 256; b++)
@@ -741,22 +811,27 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
         if (kn > TOKENIZER_MAX_TOKEN_LEN) {
             ts_errf(err, errlen, "model.vocab[\"%.40s...\"]: token over %d bytes", key,
                     TOKENIZER_MAX_TOKEN_LEN);
-            rc = TS_TOOBIG;
-            goto out_free;
+            return TS_TOOBIG;
         }
         if (t->tok[id].len != NO_ID) {
             ts_errf(err, errlen, "model.vocab[\"%.40s\"]: id %u used twice", key, id);
-            rc = TS_PARSE;
-            goto out_free;
+            return TS_PARSE;
         }
-        if (conf.byte_level && byte_level_unmap(u2b, key, kn, bytes, &bn))
+        if (byte_level && byte_level_unmap(u2b, key, kn, bytes, &bn))
             rc = tok_set(t, id, bytes, bn);
         else
             rc = tok_set(t, id, key, kn);
         if (rc < 0)
-            goto out_free;
+            return rc;
     }
+    return 0;
+}
+
+/* Added tokens are tokens (an added id may replace a vocab one) and specials. */
+static int hf_added_read(struct tokenizer *t, const json_t *added, char *err, size_t errlen)
+{
     size_t spcap = 0;
+    int rc;
     for (size_t i = 0; i < json_array_size(added); i++) {
         const json_t *a = json_array_get(added, i);
         uint32_t id = (uint32_t)json_integer_value(json_object_get(a, "id"));
@@ -764,24 +839,27 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
         if (json_string_length(c) > TOKENIZER_MAX_TOKEN_LEN) {
             ts_errf(err, errlen, "added_tokens[%zu]: content over %d bytes", i,
                     TOKENIZER_MAX_TOKEN_LEN);
-            rc = TS_TOOBIG;
-            goto out_free;
+            return TS_TOOBIG;
         }
         if ((rc = tok_set(t, id, json_string_value(c), json_string_length(c))) < 0 ||
             (rc = special_add(t, &spcap, id, json_string_value(c), json_string_length(c))) < 0)
-            goto out_free;
+            return rc;
     }
-    specials_index(t);
-    if ((rc = bmap_build(t)) < 0)
-        goto out_free;
-    if (conf.byte_level) {
+    return 0;
+}
+
+/* The initial id of every byte: its byte-level token, or with byte_fallback
+   its <0xNN> token (SentencePiece without byte_fallback has none). */
+static int hf_byte_ids(struct tokenizer *t, const json_t *vocab, bool byte_level, char *err,
+                       size_t errlen)
+{
+    if (byte_level) {
         for (int b = 0; b < 256; b++) {
             char s[2];
             uint32_t id;
             if (hf_id(vocab, s, utf8_put(b2u_cp(b), s), &id) < 0) {
                 ts_errf(err, errlen, "model.vocab: no byte-level token for byte 0x%02x", b);
-                rc = TS_PARSE;
-                goto out_free;
+                return TS_PARSE;
             }
             t->byte_id[b] = id;
         }
@@ -792,32 +870,69 @@ static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_
             snprintf(s, sizeof(s), "<0x%02X>", b);
             if (hf_id(vocab, s, 6, &id) < 0) {
                 ts_errf(err, errlen, "model.vocab: byte_fallback without the token %s", s);
-                rc = TS_PARSE;
-                goto out_free;
+                return TS_PARSE;
             }
             t->byte_id[b] = id;
         }
     }
-    if (conf.sp) {
-        t->sp_words = true;
-        for (size_t id = 0; id < t->n_ids && t->sp_words; id++) {
-            const char *v = t->blob + t->tok[id].off;
-            size_t l = t->tok[id].len, i = 0;
-            if (l == NO_ID)
-                continue;
-            while (is_sp_space(v, l, i))
-                i += 3;
-            if (i < l && memmem(v + i, l - i, SP_SPACE, 3) != NULL)
-                t->sp_words = false;
-        }
+    return 0;
+}
+
+/* True when no token has a "▁" after another character, so SentencePiece
+   text can be cut before each "▁" run (see encode_sp_words). */
+static bool hf_sp_words(const struct tokenizer *t)
+{
+    for (size_t id = 0; id < t->n_ids; id++) {
+        const char *v = t->blob + t->tok[id].off;
+        size_t l = t->tok[id].len, i = 0;
+        if (l == NO_ID)
+            continue;
+        while (is_sp_space(v, l, i))
+            i += 3;
+        if (i < l && memmem(v + i, l - i, SP_SPACE, 3) != NULL)
+            return false;
     }
-    const char *unk = jstr(model, "unk_token");
-    if (unk != NULL && hf_id(vocab, unk, strlen(unk), &t->unk_id) < 0) {
+    return true;
+}
+
+/* Checks the model as a whole, then fills the tables in the order each step
+   needs them: tokens, specials, the bytes-to-id hash, byte ids, merges, regex. */
+static int hf_build(const json_t *root, struct tokenizer **out, char *err, size_t errlen)
+{
+    struct hf_parts hp;
+    struct hf_conf conf = {0};
+    size_t max_id;
+    struct tokenizer *t;
+    const char *unk;
+    int rc;
+    if ((rc = hf_parts_get(root, &hp, err, errlen)) < 0 ||
+        (rc = hf_conf_read(root, &conf, err, errlen)) < 0 ||
+        (rc = hf_max_id(&hp, &max_id, err, errlen)) < 0)
+        return rc;
+    t = tokenizer_alloc(max_id + 1);
+    if (t == NULL)
+        return -ENOMEM;
+    t->mode = conf.sp ? MODE_SP : MODE_BYTE_LEVEL;
+    t->direct_lookup = json_is_true(json_object_get(hp.model, "ignore_merges"));
+    t->byte_fallback = json_is_true(json_object_get(hp.model, "byte_fallback"));
+    t->fuse_unk = json_is_true(json_object_get(hp.model, "fuse_unk"));
+    t->add_prefix_space = conf.add_prefix_space;
+    t->sp_prepend = conf.sp_prepend;
+    if ((rc = hf_vocab_read(t, hp.vocab, conf.byte_level, err, errlen)) < 0 ||
+        (rc = hf_added_read(t, hp.added, err, errlen)) < 0)
+        goto out_free;
+    specials_index(t);
+    if ((rc = bmap_build(t)) < 0 ||
+        (rc = hf_byte_ids(t, hp.vocab, conf.byte_level, err, errlen)) < 0)
+        goto out_free;
+    t->sp_words = conf.sp && hf_sp_words(t);
+    unk = jstr(hp.model, "unk_token");
+    if (unk != NULL && hf_id(hp.vocab, unk, strlen(unk), &t->unk_id) < 0) {
         ts_errf(err, errlen, "model.unk_token \"%.40s\" is not in the vocab", unk);
         rc = TS_PARSE;
         goto out_free;
     }
-    if ((rc = hf_merges(t, vocab, merges, err, errlen)) < 0)
+    if ((rc = hf_merges(t, hp.vocab, hp.merges, err, errlen)) < 0)
         goto out_free;
     if (conf.pattern != NULL &&
         (rc = compile_regex(t, conf.pattern, conf.pattern_len, err, errlen)) < 0)
