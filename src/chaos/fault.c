@@ -682,13 +682,10 @@ static int parse_cut(const json_t *v, enum fault_cut *cut, const struct perr *pe
                 json_show(v, got, sizeof got));
 }
 
-/* The type's parameters from spec into p (defaults first). */
-static int parse_params(const json_t *spec, enum fault_type t, struct fault_params *p,
-                        const struct perr *pe)
+/* The defaults every type starts from (a split piece of 1 byte; a reorder
+   of 2 events). */
+static int params_defaults(enum fault_type t, struct fault_params *p)
 {
-    char got[96];
-    json_t *v;
-    int rc = 0;
     p->status = 503;
     p->factor = 0.5;
     p->rate = 1;
@@ -697,81 +694,129 @@ static int parse_params(const json_t *spec, enum fault_type t, struct fault_para
         p->bytes = 1;
     if (t == FAULT_SSE_REORDER) {
         p->unit = FAULT_UNIT_EVENTS;
-        rc = dist_init_fixed(&p->count, 2);
+        return dist_init_fixed(&p->count, 2);
     }
+    return 0;
+}
 
-    if ((v = json_object_get(spec, "delay")) && !rc) {
+/* delay, bytes and rate: how long, how much and how fast (TCP, HTTP, SSE). */
+static int params_pace(const json_t *spec, enum fault_type t, struct fault_params *p,
+                       const struct perr *pe)
+{
+    json_t *v;
+    int rc;
+    if ((v = json_object_get(spec, "delay"))) {
         rc = get_delay(v, "delay", &p->delay, pe);
         p->has_delay = true;
+        if (rc)
+            return rc;
     }
-    if ((v = json_object_get(spec, "bytes")) && !rc) {
+    if ((v = json_object_get(spec, "bytes"))) {
         rc = get_size(v, "bytes", &p->bytes, pe);
         p->has_bytes = true;
         if (!rc && t == FAULT_SSE_SPLIT && p->bytes == 0)
             rc = perr(pe, "bytes", "expected a piece size >= 1");
+        if (rc)
+            return rc;
     }
-    if ((v = json_object_get(spec, "rate")) && !rc)
-        rc = parse_rate(v, t, p, pe);
+    if ((v = json_object_get(spec, "rate")))
+        return parse_rate(v, t, p, pe);
+    return 0;
+}
+
+/* after_events / after_tokens / count and cut: where in a stream and how it
+   ends (SSE and LLM faults). */
+static int params_stream(const json_t *spec, struct fault_params *p, const struct perr *pe)
+{
     json_t *ae = json_object_get(spec, "after_events");
     json_t *at = json_object_get(spec, "after_tokens");
     json_t *cn = json_object_get(spec, "count");
-    if (ae && at && !rc)
-        rc = perr(pe, "after_events", "give after_events or after_tokens, not both");
-    if (ae && !rc) {
+    json_t *v;
+    int rc;
+    if (ae && at)
+        return perr(pe, "after_events", "give after_events or after_tokens, not both");
+    if (ae) {
         rc = get_count(ae, "after_events", &p->count, pe);
         p->unit = FAULT_UNIT_EVENTS;
+        if (rc)
+            return rc;
     }
-    if (at && !rc) {
+    if (at) {
         rc = get_count(at, "after_tokens", &p->count, pe);
         p->unit = FAULT_UNIT_TOKENS;
+        if (rc)
+            return rc;
     }
-    if (cn && !rc) {
+    if (cn) {
         rc = get_count(cn, "count", &p->count, pe);
         p->unit = FAULT_UNIT_EVENTS;
+        if (rc)
+            return rc;
     }
-    if ((v = json_object_get(spec, "cut")) && !rc)
-        rc = parse_cut(v, &p->cut, pe);
-    if ((v = json_object_get(spec, "status")) && !rc) {
-        if (!json_is_integer(v) || json_integer_value(v) < 400 || json_integer_value(v) > 599)
-            rc = perr(pe, "status", "expected an HTTP error status 400..599, got %s",
-                      json_show(v, got, sizeof got));
-        else
-            p->status = (int)json_integer_value(v);
-    }
-    if ((v = json_object_get(spec, "retry_after")) && !rc)
-        rc = get_duration(v, "retry_after", &p->retry_after_ns, pe);
-    else if (!rc && t == FAULT_HTTP_ABORT && p->status == 429)
-        p->retry_after_ns = 1000000000ull;
-    if ((v = json_object_get(spec, "text")) && !rc)
-        rc = get_string(v, "text", p->text, sizeof p->text, pe);
-    if ((v = json_object_get(spec, "pointer")) && !rc) {
-        rc = get_string(v, "pointer", p->pointer, sizeof p->pointer, pe);
-        if (!rc && p->pointer[0] && p->pointer[0] != '/')
-            rc = perr(pe, "pointer",
-                      "expected a JSON pointer (\"\" or starting with '/'), got '%s'", p->pointer);
-    }
-    if ((v = json_object_get(spec, "field")) && !rc) {
-        rc = get_string(v, "field", p->field, sizeof p->field, pe);
-        if (!rc && !p->field[0])
-            rc = perr(pe, "field", "expected a member name, got ''");
-    }
-    if ((v = json_object_get(spec, "factor")) && !rc)
-        rc = get_share(v, "factor", &p->factor, pe);
-    if ((v = json_object_get(spec, "norm")) && !rc) {
-        if (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > 1e6)
-            rc = perr(pe, "norm", "expected a relative L2 norm >= 0 (0.1), got %s",
-                      json_show(v, got, sizeof got));
-        else
-            p->norm = json_number_value(v);
-    }
-    if ((v = json_object_get(spec, "set")) && !rc)
-        rc = parse_headers_set(v, p, pe);
-    if ((v = json_object_get(spec, "remove")) && !rc)
-        rc = parse_headers_remove(v, p, pe);
-    if (rc)
-        return rc;
+    if ((v = json_object_get(spec, "cut")))
+        return parse_cut(v, &p->cut, pe);
+    return 0;
+}
 
-    /* required parameters */
+/* status and retry_after of an HTTP error answer (a 429 abort says "retry
+   after 1 s" unless told otherwise). */
+static int params_status(const json_t *spec, enum fault_type t, struct fault_params *p,
+                         const struct perr *pe)
+{
+    char got[96];
+    json_t *v;
+    if ((v = json_object_get(spec, "status"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 400 || json_integer_value(v) > 599)
+            return perr(pe, "status", "expected an HTTP error status 400..599, got %s",
+                        json_show(v, got, sizeof got));
+        p->status = (int)json_integer_value(v);
+    }
+    if ((v = json_object_get(spec, "retry_after")))
+        return get_duration(v, "retry_after", &p->retry_after_ns, pe);
+    if (t == FAULT_HTTP_ABORT && p->status == 429)
+        p->retry_after_ns = 1000000000ull;
+    return 0;
+}
+
+/* text, pointer, field, factor and norm: what an LLM or RAG fault writes
+   and where in a JSON answer. */
+static int params_content(const json_t *spec, struct fault_params *p, const struct perr *pe)
+{
+    char got[96];
+    json_t *v;
+    int rc;
+    if ((v = json_object_get(spec, "text")) &&
+        (rc = get_string(v, "text", p->text, sizeof p->text, pe)))
+        return rc;
+    if ((v = json_object_get(spec, "pointer"))) {
+        if ((rc = get_string(v, "pointer", p->pointer, sizeof p->pointer, pe)))
+            return rc;
+        if (p->pointer[0] && p->pointer[0] != '/')
+            return perr(pe, "pointer",
+                        "expected a JSON pointer (\"\" or starting with '/'), got '%s'",
+                        p->pointer);
+    }
+    if ((v = json_object_get(spec, "field"))) {
+        if ((rc = get_string(v, "field", p->field, sizeof p->field, pe)))
+            return rc;
+        if (!p->field[0])
+            return perr(pe, "field", "expected a member name, got ''");
+    }
+    if ((v = json_object_get(spec, "factor")) && (rc = get_share(v, "factor", &p->factor, pe)))
+        return rc;
+    if ((v = json_object_get(spec, "norm"))) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > 1e6)
+            return perr(pe, "norm", "expected a relative L2 norm >= 0 (0.1), got %s",
+                        json_show(v, got, sizeof got));
+        p->norm = json_number_value(v);
+    }
+    return 0;
+}
+
+/* The parameters each type cannot do without. */
+static int params_required(const json_t *spec, enum fault_type t, const struct fault_params *p,
+                           const struct perr *pe)
+{
     switch (t) {
     case FAULT_TCP_LATENCY:
     case FAULT_HTTP_DELAY_REQUEST:
@@ -821,6 +866,24 @@ static int parse_params(const json_t *spec, enum fault_type t, struct fault_para
         break;
     }
     return 0;
+}
+
+/* The type's parameters from spec into p (defaults first), group by group;
+   the first bad one is reported. */
+static int parse_params(const json_t *spec, enum fault_type t, struct fault_params *p,
+                        const struct perr *pe)
+{
+    json_t *v;
+    int rc;
+    if ((rc = params_defaults(t, p)) || (rc = params_pace(spec, t, p, pe)) ||
+        (rc = params_stream(spec, p, pe)) || (rc = params_status(spec, t, p, pe)) ||
+        (rc = params_content(spec, p, pe)))
+        return rc;
+    if ((v = json_object_get(spec, "set")) && (rc = parse_headers_set(v, p, pe)))
+        return rc;
+    if ((v = json_object_get(spec, "remove")) && (rc = parse_headers_remove(v, p, pe)))
+        return rc;
+    return params_required(spec, t, p, pe);
 }
 
 static bool valid_name(const char *s, size_t len)

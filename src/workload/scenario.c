@@ -454,7 +454,7 @@ static int parse_slots(struct sctx *c, struct fy_node *n, struct promptgen_inten
         return yw_oom(w);
     void *it = NULL;
     struct yw_entry e;
-    int rc;
+    int rc = 0;
     while (in->nslots < cnt && (rc = yw_map_next(w, n, &it, &e)) == 1) {
         struct promptgen_slot *sl = &in->slots[in->nslots++];
         if (!(sl->name = ts_strndup(e.name, e.len)))
@@ -735,8 +735,10 @@ static int parse_slos(struct sctx *c, struct fy_node *map, struct scenario_class
 
 static const char *const step_kinds[] = {"chat", "completion", "embeddings", "http", NULL};
 
-static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, size_t idx,
-                      struct fy_node **names, int *explicit_fo)
+/* A step's mapping, its name (unique in the flow) and its keys; what is set
+   to "step 'NAME'" for the later steps' messages. */
+static int step_head(struct sctx *c, struct fy_node *n, struct flow_def *d, size_t idx,
+                     struct fy_node **names, char *what, size_t whatlen)
 {
     static const char *const keys[] = {
         "name",    "role",     "kind",          "depends_on", "method",
@@ -758,34 +760,65 @@ static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, siz
             return yw_err(w, names[idx], "step '%s': duplicate name (first at %d:%d)", st->name, l,
                           col);
     }
-    char what[128];
-    snprintf(what, sizeof(what), "step '%s'", st->name);
-    if ((rc = yw_keys_check(w, n, keys, what)) != 0)
-        return rc;
+    snprintf(what, whatlen, "step '%s'", st->name);
+    return yw_keys_check(w, n, keys, what);
+}
+
+/* role and kind (chat, completion(s), embeddings or http). */
+static int step_kind(struct sctx *c, struct fy_node *n, struct flow_step_def *st)
+{
+    struct yamlwalk *w = &c->w;
+    char *kind = NULL, h[96];
+    int rc;
     if ((rc = yw_str(w, n, "role", NAME_MAX_LEN, &st->role)) < 0)
         return rc;
-    char *kind = NULL;
     if ((rc = yw_str(w, n, "kind", 64, &kind)) < 0)
         return rc;
-    if (rc == 1) {
-        if (!strcmp(kind, "chat"))
-            st->kind = FLOW_STEP_CHAT;
-        else if (!strcmp(kind, "completion") || !strcmp(kind, "completions"))
-            st->kind = FLOW_STEP_COMPLETION;
-        else if (!strcmp(kind, "embeddings"))
-            st->kind = FLOW_STEP_EMBEDDINGS;
-        else if (!strcmp(kind, "http"))
-            st->kind = FLOW_STEP_HTTP;
-        else {
-            char h[96];
-            rc = yw_err(w, val_of(c, n, "kind"),
-                        "'kind' must be chat, completion, embeddings or http, got '%.80s'%s", kind,
-                        hint(h, sizeof(h), kind, step_kinds));
+    if (rc == 0)
+        return 0;
+    if (!strcmp(kind, "chat"))
+        st->kind = FLOW_STEP_CHAT;
+    else if (!strcmp(kind, "completion") || !strcmp(kind, "completions"))
+        st->kind = FLOW_STEP_COMPLETION;
+    else if (!strcmp(kind, "embeddings"))
+        st->kind = FLOW_STEP_EMBEDDINGS;
+    else if (!strcmp(kind, "http"))
+        st->kind = FLOW_STEP_HTTP;
+    else
+        rc = yw_err(w, val_of(c, n, "kind"),
+                    "'kind' must be chat, completion, embeddings or http, got '%.80s'%s", kind,
+                    hint(h, sizeof(h), kind, step_kinds));
+    ts_free(kind);
+    return rc < 0 ? rc : 0;
+}
+
+/* headers: "Name: value" templates, moved into the step even when a later
+   one is refused (the step owns what it holds). */
+static int step_headers(struct sctx *c, struct fy_node *n, struct flow_step_def *st)
+{
+    char *hdrs[FLOW_VARS_MAX];
+    size_t nh = 0;
+    int rc = get_headers(c, n, "headers", FLOW_VARS_MAX, hdrs, &nh);
+    if (nh) {
+        if (!(st->headers = ts_calloc(nh, sizeof(char *)))) {
+            for (size_t i = 0; i < nh; i++)
+                ts_free(hdrs[i]);
+            return yw_oom(&c->w);
         }
-        ts_free(kind);
-        if (rc < 0)
-            return rc;
+        memcpy(st->headers, hdrs, nh * sizeof(char *));
+        st->nheaders = nh;
     }
+    return rc;
+}
+
+/* The request's fields: method and url (http only, url required there),
+   headers, and body (a mapping for the OpenAI kinds). */
+static int step_request(struct sctx *c, struct fy_node *n, struct flow_step_def *st,
+                        const char *what, struct fy_node *name)
+{
+    struct yamlwalk *w = &c->w;
+    struct fy_node *v;
+    int rc;
     if ((rc = yw_str(w, n, "method", 32, &st->method)) < 0)
         return rc;
     if (rc == 1 && st->kind != FLOW_STEP_HTTP)
@@ -793,22 +826,9 @@ static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, siz
     if ((rc = yw_str(w, n, "url", FLOW_TEXT_MAX, &st->url)) < 0)
         return rc;
     if (rc == 0 && st->kind == FLOW_STEP_HTTP)
-        return yw_err(w, names[idx], "%s: kind http needs a 'url'", what);
-    char *hdrs[FLOW_VARS_MAX];
-    size_t nh = 0;
-    rc = get_headers(c, n, "headers", FLOW_VARS_MAX, hdrs, &nh);
-    if (nh) {
-        if (!(st->headers = ts_calloc(nh, sizeof(char *)))) {
-            for (size_t i = 0; i < nh; i++)
-                ts_free(hdrs[i]);
-            return yw_oom(w);
-        }
-        memcpy(st->headers, hdrs, nh * sizeof(char *));
-        st->nheaders = nh;
-    }
-    if (rc < 0)
+        return yw_err(w, name, "%s: kind http needs a 'url'", what);
+    if ((rc = step_headers(c, n, st)) < 0)
         return rc;
-    struct fy_node *v;
     if ((rc = yw_find(w, n, "body", &v)) < 0)
         return rc;
     if (rc == 1) {
@@ -818,43 +838,68 @@ static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, siz
         if ((rc = yw_json(w, v, &st->body)) < 0)
             return rc;
     }
+    return 0;
+}
+
+/* One capture (pair p of capture, or of optional_capture when optional)
+   into the step: a valid variable name, captured once. */
+static int step_capture_add(struct sctx *c, struct flow_step_def *st, const char *what,
+                            struct yw_pair *p, bool optional)
+{
+    struct yamlwalk *w = &c->w;
+    bool dup = false;
+    for (size_t j = 0; j < st->ncaptures; j++)
+        dup |= !strcmp(st->captures[j].var, p->key);
+    if (!flow_var_name_valid(p->key, strlen(p->key)))
+        return yw_err(w, p->knode,
+                      "%s: '%.80s' is not a variable name ([A-Za-z_][A-Za-z0-9_.]*, at most "
+                      "%d bytes)",
+                      what, p->key, FLOW_VAR_NAME_MAX);
+    if (dup)
+        return yw_err(w, p->knode, "%s: '%s' is captured twice", what, p->key);
+    struct flow_capture *fc = &st->captures[st->ncaptures++];
+    fc->var = p->key;
+    fc->pointer = p->value;
+    fc->optional = optional;
+    p->key = p->value = NULL;
+    return 0;
+}
+
+/* capture and optional_capture: variable -> JSON pointer into the answer. */
+static int step_captures(struct sctx *c, struct fy_node *n, struct flow_step_def *st,
+                         const char *what)
+{
+    struct yamlwalk *w = &c->w;
     struct yw_pair *cap[2] = {NULL, NULL};
     size_t ncap[2] = {0, 0};
+    int rc;
     if ((rc = yw_strmap(w, n, "capture", FLOW_VARS_MAX, 4096, &cap[0], &ncap[0])) >= 0)
         rc = yw_strmap(w, n, "optional_capture", FLOW_VARS_MAX, 4096, &cap[1], &ncap[1]);
     if (rc >= 0 && ncap[0] + ncap[1] &&
         !(st->captures = ts_calloc(ncap[0] + ncap[1], sizeof(*st->captures))))
         rc = yw_oom(w);
-    for (int o = 0; o < 2 && rc >= 0; o++) {
-        for (size_t i = 0; i < ncap[o] && rc >= 0; i++) {
-            struct yw_pair *p = &cap[o][i];
-            bool dup = false;
-            for (size_t j = 0; j < st->ncaptures; j++)
-                dup |= !strcmp(st->captures[j].var, p->key);
-            if (!flow_var_name_valid(p->key, strlen(p->key)))
-                rc = yw_err(w, p->knode,
-                            "%s: '%.80s' is not a variable name ([A-Za-z_][A-Za-z0-9_.]*, at most "
-                            "%d bytes)",
-                            what, p->key, FLOW_VAR_NAME_MAX);
-            else if (dup)
-                rc = yw_err(w, p->knode, "%s: '%s' is captured twice", what, p->key);
-            else {
-                struct flow_capture *fc = &st->captures[st->ncaptures++];
-                fc->var = p->key;
-                fc->pointer = p->value;
-                fc->optional = o == 1;
-                p->key = p->value = NULL;
-            }
-        }
-    }
+    for (int o = 0; o < 2 && rc >= 0; o++)
+        for (size_t i = 0; i < ncap[o] && rc >= 0; i++)
+            rc = step_capture_add(c, st, what, &cap[o][i], o == 1);
     yw_pairs_free(cap[0], ncap[0]);
     yw_pairs_free(cap[1], ncap[1]);
-    if (rc < 0)
-        return rc;
-    if ((rc = yw_duration(w, n, "timeout", 1, &st->timeout_ns)) < 0)
-        return rc;
+    return rc < 0 ? rc : 0;
+}
+
+/* One step of a flow; depends_on and fallback are resolved once every step
+   is named (resolve_step_refs). explicit_fo[idx]: fallback_only as given, or -1. */
+static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, size_t idx,
+                      struct fy_node **names, int *explicit_fo)
+{
+    struct flow_step_def *st = &d->steps[idx];
+    char what[128];
     bool fo;
-    if ((rc = yw_bool(w, n, "fallback_only", &fo)) < 0)
+    int rc;
+    if ((rc = step_head(c, n, d, idx, names, what, sizeof(what))) != 0 ||
+        (rc = step_kind(c, n, st)) < 0 || (rc = step_request(c, n, st, what, names[idx])) < 0 ||
+        (rc = step_captures(c, n, st, what)) < 0 ||
+        (rc = yw_duration(&c->w, n, "timeout", 1, &st->timeout_ns)) < 0 ||
+        (rc = yw_bool(&c->w, n, "fallback_only", &fo)) < 0)
         return rc;
     explicit_fo[idx] = rc == 1 ? fo : -1;
     st->fallback_only = rc == 1 && fo;
@@ -1106,9 +1151,10 @@ static int class_rules(struct sctx *c, struct fy_node *n, struct scenario_class 
     return 0;
 }
 
-static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
+/* A class's defaults, mapping, position, name (unique in the file) and keys;
+   what is set to "class 'NAME'" for the later steps' messages. */
+static int class_head(struct sctx *c, struct fy_node *n, size_t idx, char *what, size_t whatlen)
 {
-    static const char *const endpoints[] = {"chat", "completions", "embeddings", NULL};
     struct yamlwalk *w = &c->w;
     struct scenario *s = c->s;
     struct scenario_class *k = &s->classes[idx];
@@ -1135,32 +1181,41 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
             return yw_err(w, c->class_names[idx], "class '%s': duplicate name (first at %d:%d)",
                           k->name, l, cc);
     }
-    char what[128];
-    snprintf(what, sizeof(what), "class '%s'", k->name);
-    if ((rc = yw_keys_check(w, n, class_keys, what)) != 0)
-        return rc;
+    snprintf(what, whatlen, "class '%s'", k->name);
+    return yw_keys_check(w, n, class_keys, what);
+}
 
+/* endpoint: chat, completions or embeddings. */
+static int class_endpoint(struct sctx *c, struct fy_node *n, struct scenario_class *k)
+{
+    static const char *const endpoints[] = {"chat", "completions", "embeddings", NULL};
     char *str = NULL, h[96];
-    struct fy_node *v;
-    if ((rc = yw_str(w, n, "endpoint", 64, &str)) < 0)
+    int rc = yw_str(&c->w, n, "endpoint", 64, &str);
+    if (rc != 1)
         return rc;
-    if (rc == 1) {
-        rc = workload_endpoint_parse(str, &k->endpoint)
-                 ? yw_err(w, val_of(c, n, "endpoint"),
-                          "'endpoint' must be chat, completions or embeddings, got "
-                          "'%.80s'%s",
-                          str, hint(h, sizeof(h), str, endpoints))
-                 : 0;
-        ts_free(str);
-        if (rc)
-            return rc;
-    }
+    rc = workload_endpoint_parse(str, &k->endpoint)
+             ? yw_err(&c->w, val_of(c, n, "endpoint"),
+                      "'endpoint' must be chat, completions or embeddings, got "
+                      "'%.80s'%s",
+                      str, hint(h, sizeof(h), str, endpoints))
+             : 0;
+    ts_free(str);
+    return rc;
+}
+
+/* rate, arrival and stages: the open-loop schedule (stages are parsed once
+   here only to check them; the runner parses them again). */
+static int class_schedule(struct sctx *c, struct fy_node *n, struct scenario_class *k)
+{
+    struct yamlwalk *w = &c->w;
+    char *str = NULL, msg[256];
+    struct fy_node *v;
+    int rc;
     if ((rc = yw_find(w, n, "rate", &v)) < 0 || (rc == 1 && (rc = parse_rate(c, v, &k->rate))))
         return rc;
     if ((rc = yw_str(w, n, "arrival", 256, &str)) < 0)
         return rc;
     if (rc == 1) {
-        char msg[256];
         rc = arrival_process_parse(&k->process, str, msg, sizeof(msg))
                  ? yw_err(w, val_of(c, n, "arrival"), "'arrival': %s", msg)
                  : 0;
@@ -1172,7 +1227,6 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
         return rc;
     if (rc == 1) {
         struct arrival a;
-        char msg[256];
         rc = arrival_parse_stages(&a, &k->process, k->rate, k->stages, msg, sizeof(msg));
         if (rc == -ENOMEM)
             return yw_oom(w);
@@ -1180,7 +1234,15 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
             return yw_err(w, val_of(c, n, "stages"), "'stages': %s", msg);
         arrival_release(&a);
     }
+    return 0;
+}
+
+/* max_concurrency, users, think, ramp_users, requests: who sends and how much. */
+static int class_users(struct sctx *c, struct fy_node *n, struct scenario_class *k)
+{
+    struct yamlwalk *w = &c->w;
     uint64_t u;
+    int rc;
     if ((rc = yw_u64(w, n, "max_concurrency", 1, 1000000, &u)) < 0)
         return rc;
     k->max_concurrency = (uint32_t)(rc ? u : 0);
@@ -1191,8 +1253,18 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
         return rc;
     k->has_think = rc == 1;
     if ((rc = yw_duration(w, n, "ramp_users", 0, &k->ramp_users_ns)) < 0 ||
-        (rc = yw_u64(w, n, "requests", 1, UINT64_MAX, &k->requests)) < 0 ||
-        (rc = yw_bool(w, n, "stream", &k->stream)) < 0 ||
+        (rc = yw_u64(w, n, "requests", 1, UINT64_MAX, &k->requests)) < 0)
+        return rc;
+    return 0;
+}
+
+/* stream, ignore_eos and body: what every request of the class carries. */
+static int class_request(struct sctx *c, struct fy_node *n, struct scenario_class *k)
+{
+    struct yamlwalk *w = &c->w;
+    struct fy_node *v;
+    int rc;
+    if ((rc = yw_bool(w, n, "stream", &k->stream)) < 0 ||
         (rc = yw_bool(w, n, "ignore_eos", &k->ignore_eos)) < 0)
         return rc;
     if ((rc = yw_find(w, n, "body", &v)) < 0)
@@ -1204,6 +1276,18 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
         if ((rc = yw_json(w, v, &k->body)) < 0)
             return rc;
     }
+    return 0;
+}
+
+/* The prompt sources (input/output_tokens, system, prompts, prompts_file,
+   dataset), sessions and shared_prefix; *prefix_spec (the caller's to free)
+   is shared_prefix's token distribution, parsed once the prompts' seed is known. */
+static int class_prompts(struct sctx *c, struct fy_node *n, struct scenario_class *k,
+                         char **prefix_spec)
+{
+    struct yamlwalk *w = &c->w;
+    struct fy_node *v;
+    int rc;
     if ((rc = yw_dist(w, n, "input_tokens", c->dir, NULL, &k->input_tokens)) < 0 ||
         (rc = yw_dist(w, n, "output_tokens", c->dir, NULL, &k->output_tokens)) < 0 ||
         (rc = yw_str(w, n, "system", PROMPTGEN_MAX_TEMPLATE, &k->system)) < 0)
@@ -1220,48 +1304,71 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
     if ((rc = yw_find(w, n, "sessions", &v)) < 0 ||
         (rc == 1 && (rc = parse_sessions(c, v, &k->sessions)) < 0))
         return rc;
-    char *prefix_spec = NULL;
     if ((rc = yw_find(w, n, "shared_prefix", &v)) < 0 ||
-        (rc == 1 && (rc = parse_prefix(c, v, &k->prefix, &prefix_spec)) < 0)) {
-        ts_free(prefix_spec);
+        (rc == 1 && (rc = parse_prefix(c, v, &k->prefix, prefix_spec)) < 0))
         return rc;
-    }
+    return 0;
+}
+
+/* perturbations, slos and goodput: what is done to and asked of the answers. */
+static int class_checks(struct sctx *c, struct fy_node *n, struct scenario_class *k)
+{
+    int rc;
     if ((rc = get_joined(c, n, "perturbations", PERTURB_SET_MAX, PERTURB_SPEC_MAX - 1,
-                         check_perturb, &k->perturbations)) < 0) {
-        ts_free(prefix_spec);
+                         check_perturb, &k->perturbations)) < 0)
         return rc;
-    }
     if (rc == 1) {
         char msg[384];
-        if (check_perturb(k->perturbations, msg, sizeof(msg))) {
-            ts_free(prefix_spec);
-            return yw_err(w, val_of(c, n, "perturbations"), "'perturbations': %s", msg);
-        }
+        if (check_perturb(k->perturbations, msg, sizeof(msg)))
+            return yw_err(&c->w, val_of(c, n, "perturbations"), "'perturbations': %s", msg);
     }
     if ((rc = parse_slos(c, n, k)) < 0 ||
-        (rc = get_joined(c, n, "goodput", 1, GOODPUT_MAX, check_goodput, &k->goodput)) < 0) {
-        ts_free(prefix_spec);
+        (rc = get_joined(c, n, "goodput", 1, GOODPUT_MAX, check_goodput, &k->goodput)) < 0)
         return rc;
-    }
-    if ((rc = yw_find(w, n, "flow", &v)) < 0 ||
-        (rc == 1 && (rc = parse_flow(c, v, &k->flow)) < 0)) {
-        ts_free(prefix_spec);
+    return 0;
+}
+
+/* Every class draws its own prompts: the scenario seed mixed with the index;
+   a shared prefix pool gives them prefixes of prefix_spec tokens. */
+static int class_prompt_seed(struct sctx *c, struct scenario_class *k, size_t idx,
+                             const char *prefix_spec)
+{
+    char msg[256];
+    int rc;
+    k->prompts.seed = rng_mix64(c->s->seed ^ rng_mix64((uint64_t)idx + 1));
+    if (!k->prefix.pool)
+        return 0;
+    k->prompts.prefix_pool = k->prefix.pool;
+    k->prompts.prefix_ratio = k->prefix.ratio;
+    rc = dist_parse(&k->prompts.prefix_tokens, prefix_spec, msg, sizeof(msg));
+    if (rc)
+        rc = rc == -ENOMEM ? yw_oom(&c->w) : yw_err(&c->w, NULL, "shared_prefix: %s", msg);
+    return rc;
+}
+
+/* Class idx of the file: its keys group by group, in the order of the file
+   format, then the rules that tie the groups together. */
+static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
+{
+    struct yamlwalk *w = &c->w;
+    struct scenario_class *k = &c->s->classes[idx];
+    char *prefix_spec = NULL;
+    char what[128];
+    struct fy_node *v;
+    int rc;
+    if ((rc = class_head(c, n, idx, what, sizeof(what))) != 0)
         return rc;
-    }
+    if ((rc = class_endpoint(c, n, k)) != 0 || (rc = class_schedule(c, n, k)) != 0 ||
+        (rc = class_users(c, n, k)) < 0 || (rc = class_request(c, n, k)) < 0 ||
+        (rc = class_prompts(c, n, k, &prefix_spec)) < 0 || (rc = class_checks(c, n, k)) < 0)
+        goto out_free_prefix;
+    if ((rc = yw_find(w, n, "flow", &v)) < 0 || (rc == 1 && (rc = parse_flow(c, v, &k->flow)) < 0))
+        goto out_free_prefix;
     k->has_flow = yw_key_node(n, "flow") != NULL;
     rc = class_rules(c, n, k, what);
-    if (!rc && k->has_prompts) {
-        /* every class draws its own prompts: the scenario seed mixed with the index */
-        k->prompts.seed = rng_mix64(s->seed ^ rng_mix64((uint64_t)idx + 1));
-        if (k->prefix.pool) {
-            char msg[256];
-            k->prompts.prefix_pool = k->prefix.pool;
-            k->prompts.prefix_ratio = k->prefix.ratio;
-            rc = dist_parse(&k->prompts.prefix_tokens, prefix_spec, msg, sizeof(msg));
-            if (rc)
-                rc = rc == -ENOMEM ? yw_oom(w) : yw_err(w, NULL, "shared_prefix: %s", msg);
-        }
-    }
+    if (!rc && k->has_prompts)
+        rc = class_prompt_seed(c, k, idx, prefix_spec);
+out_free_prefix:
     ts_free(prefix_spec);
     return rc;
 }

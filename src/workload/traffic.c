@@ -562,132 +562,216 @@ static int dump_body(json_t *o, struct buf *out)
     return rc;
 }
 
-/* The plain request of the current turn (chat, completions or embeddings). */
-static int build_single(struct traffic_actor *a, const struct tokcount *tc, struct traffic_req *rq,
-                        char *err, size_t errlen)
+/*
+ * The user text of a plain request: as generated or perturbed (text), and as
+ * written into the JSON body (send): a placeholder (mark) when text is not
+ * valid UTF-8, replaced by its raw bytes once the body is dumped (splice_raw).
+ */
+struct user_text {
+    const char *text; /* borrowed from the turn or the perturbation buffer */
+    size_t len;
+    const char *send; /* text, or mark */
+    size_t send_len;
+    bool raw;
+    char mark[RAW_MARK_LEN + 1];
+};
+
+/* On a session's first turn the actor keeps its system prompt, prefix and
+   intent: later turns of the session send the same. */
+static int keep_session_start(struct traffic_actor *a, const struct turn_text *tt)
+{
+    if (a->turn != 0 || !a->t->sessions)
+        return 0;
+    if (tt->system && !(a->system = ts_strndup(tt->system, tt->system_len)))
+        return -ENOMEM;
+    a->system_len = tt->system ? tt->system_len : 0;
+    a->prefix = tt->prefix;
+    a->intent = tt->intent;
+    return 0;
+}
+
+/* Perturbs the user text (mask: the perturbations drawn, 0 for none) into
+   pert, and draws the placeholder for raw bytes; both draws are keyed by
+   (class, session, turn), not by timing. */
+static int pick_user_text(const struct traffic_actor *a, const struct turn_text *tt,
+                          struct buf *pert, struct user_text *u, uint32_t *mask, char *err,
+                          size_t errlen)
 {
     const struct traffic *t = a->t;
-    struct turn_text tt;
-    memset(&tt, 0, sizeof(tt));
-    buf_init(&tt.user, TRAFFIC_MAX_TEXT);
-    struct buf pert, msgs, body;
-    buf_init(&pert, TRAFFIC_MAX_TEXT);
-    buf_init(&msgs, TRAFFIC_MAX_BODY);
-    buf_init(&body, TRAFFIC_MAX_BODY);
-    json_t *o = NULL;
-    int rc = make_turn(a, tc, &tt, err, errlen);
-    if (rc)
-        goto out;
-    if (a->turn == 0 && t->sessions) {
-        /* the session keeps its first turn's system prompt */
-        if (tt.system && !(a->system = ts_strndup(tt.system, tt.system_len))) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        a->system_len = tt.system ? tt.system_len : 0;
-        a->prefix = tt.prefix;
-        a->intent = tt.intent;
-    }
-    const char *system = tt.system;
-    size_t system_len = tt.system_len;
-    if (t->sessions) {
-        system = a->system;
-        system_len = a->system_len;
-    }
-    /* perturbations of the user text */
     struct rng r;
+    int rc;
     rng_seed(&r, mix3(t->seed, a->session_no, ((uint64_t)a->turn << 8) | 0x70));
-    uint32_t mask = t->perturb.n ? perturb_pick(&t->perturb, &r) : 0;
-    const char *user = tt.user.data ? tt.user.data : "";
-    size_t user_len = tt.user.len;
-    if (mask && !tt.messages_json) {
-        if ((rc = perturb_set_apply(&t->perturb, mask, user, user_len, rng_next_u64(&r), &pert))) {
+    *mask = t->perturb.n ? perturb_pick(&t->perturb, &r) : 0;
+    u->text = tt->user.data ? tt->user.data : "";
+    u->len = tt->user.len;
+    if (*mask && !tt->messages_json) {
+        if ((rc = perturb_set_apply(&t->perturb, *mask, u->text, u->len, rng_next_u64(&r), pert))) {
             snprintf(err, errlen, "perturbation: %s", ts_strerror(rc));
-            goto out;
+            return rc;
         }
-        user = pert.data ? pert.data : "";
-        user_len = pert.len;
+        u->text = pert->data ? pert->data : "";
+        u->len = pert->len;
     }
-    bool raw = utf8_invalid_at(user, user_len) != user_len;
-    char raw_mark[RAW_MARK_LEN + 1];
-    snprintf(raw_mark, sizeof(raw_mark), "\x01tokenstorm-raw-%016llx\x01",
+    u->raw = utf8_invalid_at(u->text, u->len) != u->len;
+    snprintf(u->mark, sizeof(u->mark), "\x01tokenstorm-raw-%016llx\x01",
              (unsigned long long)rng_next_u64(&r));
-    const char *send_user = raw ? raw_mark : user;
-    size_t send_len = raw ? strlen(raw_mark) : user_len;
-    uint32_t out_tokens = tt.output_tokens;
-    o = json_object();
-    if (!o) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    uint32_t prompt_tokens = 0;
-    if (t->endpoint == WORKLOAD_CHAT) {
-        if (tt.messages_json) {
-            rc = buf_append(&msgs, tt.messages_json, strlen(tt.messages_json));
-        } else {
-            struct chat_msg hist[TRAFFIC_MAX_HISTORY];
-            for (size_t i = 0; i < a->nhist; i++)
-                hist[i] = (struct chat_msg){a->hist[i].role, a->hist[i].text, a->hist[i].len};
-            struct assemble_cfg acfg = {
-                .context_tokens = t->context_tokens,
-                .margin = t->context_margin,
-                .output_tokens = out_tokens,
-                .tmpl = t->tmpl.message ? &t->tmpl : NULL,
-            };
-            struct assemble_result ares;
-            memset(&ares, 0, sizeof(ares));
-            rc = chat_assemble(tc, system, system ? system_len : 0, hist, a->nhist, NULL, 0,
-                               send_user, send_len, &acfg, &msgs, &ares);
-            prompt_tokens = ares.prompt_tokens;
-            rq->trimmed = ares.dropped_messages + ares.context_cut_tokens;
-        }
-        if (!rc) {
-            json_t *m = json_loadb(msgs.data, msgs.len, 0, NULL);
-            rc = m ? json_object_set_new(o, "messages", m) : TS_PARSE;
-        }
-    } else if (t->endpoint == WORKLOAD_COMPLETIONS) {
-        struct buf p;
-        buf_init(&p, TRAFFIC_MAX_TEXT);
-        if (system && system_len)
-            rc = buf_append(&p, system, system_len) || buf_append(&p, "\n\n", 2) ? -ENOMEM : 0;
-        if (!rc)
-            rc = buf_append(&p, send_user, send_len);
-        if (!rc) {
-            json_t *s = json_stringn(p.data ? p.data : "", p.len);
-            rc = s ? json_object_set_new(o, "prompt", s) : -ENOMEM;
-            prompt_tokens = (uint32_t)tokcount_count(tc, p.data, p.len);
-        }
-        buf_release(&p);
+    u->send = u->raw ? u->mark : u->text;
+    u->send_len = u->raw ? strlen(u->mark) : u->len;
+    return 0;
+}
+
+/* "messages": a prompts file's line as written, or the session's history and
+   the user text assembled to fit the context window. */
+static int put_chat(const struct traffic_actor *a, const struct tokcount *tc,
+                    const struct turn_text *tt, const char *system, size_t system_len,
+                    const struct user_text *u, json_t *o, struct traffic_req *rq,
+                    uint32_t *prompt_tokens)
+{
+    const struct traffic *t = a->t;
+    struct buf msgs;
+    int rc;
+    buf_init(&msgs, TRAFFIC_MAX_BODY);
+    if (tt->messages_json) {
+        rc = buf_append(&msgs, tt->messages_json, strlen(tt->messages_json));
     } else {
-        json_t *s = json_stringn(send_user, send_len);
-        rc = s ? json_object_set_new(o, "input", json_pack("[o]", s)) : -ENOMEM;
-        prompt_tokens = (uint32_t)tokcount_count(tc, send_user, send_len);
+        struct chat_msg hist[TRAFFIC_MAX_HISTORY];
+        for (size_t i = 0; i < a->nhist; i++)
+            hist[i] = (struct chat_msg){a->hist[i].role, a->hist[i].text, a->hist[i].len};
+        struct assemble_cfg acfg = {
+            .context_tokens = t->context_tokens,
+            .margin = t->context_margin,
+            .output_tokens = tt->output_tokens,
+            .tmpl = t->tmpl.message ? &t->tmpl : NULL,
+        };
+        struct assemble_result ares;
+        memset(&ares, 0, sizeof(ares));
+        rc = chat_assemble(tc, system, system ? system_len : 0, hist, a->nhist, NULL, 0, u->send,
+                           u->send_len, &acfg, &msgs, &ares);
+        *prompt_tokens = ares.prompt_tokens;
+        rq->trimmed = ares.dropped_messages + ares.context_cut_tokens;
     }
-    if (rc) {
+    if (!rc) {
+        json_t *m = json_loadb(msgs.data, msgs.len, 0, NULL);
+        rc = m ? json_object_set_new(o, "messages", m) : TS_PARSE;
+    }
+    buf_release(&msgs);
+    return rc;
+}
+
+/* "prompt": the system prompt, a blank line, the user text. */
+static int put_completion(const struct tokcount *tc, const char *system, size_t system_len,
+                          const struct user_text *u, json_t *o, uint32_t *prompt_tokens)
+{
+    struct buf p;
+    int rc = 0;
+    buf_init(&p, TRAFFIC_MAX_TEXT);
+    if (system && system_len)
+        rc = buf_append(&p, system, system_len) || buf_append(&p, "\n\n", 2) ? -ENOMEM : 0;
+    if (!rc)
+        rc = buf_append(&p, u->send, u->send_len);
+    if (!rc) {
+        json_t *s = json_stringn(p.data ? p.data : "", p.len);
+        rc = s ? json_object_set_new(o, "prompt", s) : -ENOMEM;
+        *prompt_tokens = (uint32_t)tokcount_count(tc, p.data, p.len);
+    }
+    buf_release(&p);
+    return rc;
+}
+
+/* The prompt part of the body for the class's endpoint ("input" for
+   embeddings); a session sends the system prompt of its first turn. */
+static int put_prompt(const struct traffic_actor *a, const struct tokcount *tc,
+                      const struct turn_text *tt, const struct user_text *u, json_t *o,
+                      struct traffic_req *rq, uint32_t *prompt_tokens)
+{
+    const struct traffic *t = a->t;
+    const char *system = t->sessions ? a->system : tt->system;
+    size_t system_len = t->sessions ? a->system_len : tt->system_len;
+    if (t->endpoint == WORKLOAD_CHAT)
+        return put_chat(a, tc, tt, system, system_len, u, o, rq, prompt_tokens);
+    if (t->endpoint == WORKLOAD_COMPLETIONS)
+        return put_completion(tc, system, system_len, u, o, prompt_tokens);
+    json_t *s = json_stringn(u->send, u->send_len);
+    *prompt_tokens = (uint32_t)tokcount_count(tc, u->send, u->send_len);
+    return s ? json_object_set_new(o, "input", json_pack("[o]", s)) : -ENOMEM;
+}
+
+/* The body's bytes: the class's keys added to o, dumped, and the raw user
+   text spliced in for its placeholder. */
+static int dump_request(const struct traffic *t, json_t *o, uint32_t out_tokens,
+                        const struct user_text *u, struct buf *body, bool *stream, char *err,
+                        size_t errlen)
+{
+    int rc;
+    if ((rc = finish_body(t, o, out_tokens, stream)) || (rc = dump_body(o, body))) {
         snprintf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
-        goto out;
+        return rc;
     }
-    if (raw)
-        prompt_tokens = prompt_tokens - (uint32_t)tokcount_count(tc, send_user, send_len) +
-                        (uint32_t)tokcount_count(tc, user, user_len);
-    if ((rc = finish_body(t, o, out_tokens, &rq->item.stream)) || (rc = dump_body(o, &body))) {
-        snprintf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
-        goto out;
-    }
-    if (raw && (rc = splice_raw(&body, raw_mark, user, user_len))) {
+    if (u->raw && (rc = splice_raw(body, u->mark, u->text, u->len))) {
         /* -EINVAL: the placeholder is not there exactly once, i.e. the request's
          * other text (a system prompt...) writes it too */
         snprintf(err, errlen, "cannot build the request: %s",
                  rc == -EINVAL ? "its text holds the placeholder of its invalid UTF-8 bytes "
                                  "(\\x01tokenstorm-raw-...\\x01)"
                                : ts_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+/* A session (or a dataset's conversation) keeps the user text as sent for
+   its history, which is sent as JSON text: invalid UTF-8 becomes U+FFFD. */
+static void remember_user(struct traffic_actor *a, const struct turn_text *tt,
+                          const struct user_text *u)
+{
+    const struct traffic *t = a->t;
+    if (!(t->sessions || t->source == TRAFFIC_DATASET) || tt->messages_json)
+        return;
+    struct buf valid;
+    buf_init(&valid, TRAFFIC_MAX_TEXT + TRAFFIC_MAX_TEXT / 2);
+    if (!utf8_sanitize(u->text, u->len, &valid)) {
+        a->user = ts_strndup(valid.data ? valid.data : "", valid.len);
+        a->user_len = a->user ? valid.len : 0;
+    }
+    buf_release(&valid);
+}
+
+/* The plain request of the current turn (chat, completions or embeddings). */
+static int build_single(struct traffic_actor *a, const struct tokcount *tc, struct traffic_req *rq,
+                        char *err, size_t errlen)
+{
+    const struct traffic *t = a->t;
+    struct turn_text tt;
+    struct buf pert, body;
+    struct user_text u;
+    json_t *o = NULL;
+    uint32_t mask = 0, prompt_tokens = 0;
+    int rc;
+    memset(&tt, 0, sizeof(tt));
+    buf_init(&tt.user, TRAFFIC_MAX_TEXT);
+    buf_init(&pert, TRAFFIC_MAX_TEXT);
+    buf_init(&body, TRAFFIC_MAX_BODY);
+    if ((rc = make_turn(a, tc, &tt, err, errlen)) || (rc = keep_session_start(a, &tt)) ||
+        (rc = pick_user_text(a, &tt, &pert, &u, &mask, err, errlen)))
+        goto out;
+    if (!(o = json_object())) {
+        rc = -ENOMEM;
         goto out;
     }
+    if ((rc = put_prompt(a, tc, &tt, &u, o, rq, &prompt_tokens))) {
+        snprintf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
+        goto out;
+    }
+    if (u.raw)
+        prompt_tokens = prompt_tokens - (uint32_t)tokcount_count(tc, u.send, u.send_len) +
+                        (uint32_t)tokcount_count(tc, u.text, u.len);
+    if ((rc = dump_request(t, o, tt.output_tokens, &u, &body, &rq->item.stream, err, errlen)))
+        goto out;
     rq->item.body = body.data;
     rq->item.body_len = body.len;
     body.data = NULL;
     rq->item.prompt_tokens = prompt_tokens;
-    rq->item.max_tokens = t->endpoint == WORKLOAD_EMBEDDINGS ? 0 : out_tokens;
+    rq->item.max_tokens = t->endpoint == WORKLOAD_EMBEDDINGS ? 0 : tt.output_tokens;
     rq->item.reference = tt.reference;
     rq->url = t->url;
     rq->method = "POST";
@@ -695,21 +779,10 @@ static int build_single(struct traffic_actor *a, const struct tokcount *tc, stru
     rq->intent = t->sessions ? a->intent : tt.intent;
     rq->prefix = t->sessions ? a->prefix : tt.prefix;
     rq->perturb_mask = mask;
-    /* remember what was sent, for the session's history */
-    if ((t->sessions || t->source == TRAFFIC_DATASET) && !tt.messages_json) {
-        /* the history is sent as JSON text: invalid UTF-8 becomes U+FFFD there */
-        struct buf valid;
-        buf_init(&valid, TRAFFIC_MAX_TEXT + TRAFFIC_MAX_TEXT / 2);
-        if (!utf8_sanitize(user, user_len, &valid)) {
-            a->user = ts_strndup(valid.data ? valid.data : "", valid.len);
-            a->user_len = a->user ? valid.len : 0;
-        }
-        buf_release(&valid);
-    }
+    remember_user(a, &tt, &u);
 out:
     json_decref(o);
     buf_release(&body);
-    buf_release(&msgs);
     buf_release(&pert);
     turn_text_release(&tt);
     return rc;
