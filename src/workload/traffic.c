@@ -146,7 +146,7 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
         t->has_data = true;
         t->shuffle = c->dataset.shuffle;
         if (!t->data.n) {
-            snprintf(err, errlen, "%s: no conversation to send", c->dataset.path);
+            ts_errf(err, errlen, "%s: no conversation to send", c->dataset.path);
             rc = -EINVAL;
             goto fail_quiet;
         }
@@ -170,7 +170,7 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
 
     if (c->sessions.enabled) {
         if (c->endpoint != WORKLOAD_CHAT) {
-            snprintf(err, errlen, "class '%s': sessions need the chat endpoint", c->name);
+            ts_errf(err, errlen, "class '%s': sessions need the chat endpoint", c->name);
             rc = -EINVAL;
             goto fail_quiet;
         }
@@ -193,7 +193,7 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
     }
     return 0;
 fail:
-    snprintf(err, errlen, "out of memory");
+    ts_errf(err, errlen, "out of memory");
 fail_quiet:
     traffic_release(t);
     return rc ? rc : -ENOMEM;
@@ -369,7 +369,7 @@ static int make_turn(struct traffic_actor *a, const struct tokcount *tc, struct 
     switch (t->source) {
     case TRAFFIC_SCHEMA:
         if ((rc = promptgen_turn(&t->gen, tc, key, &tt->gt))) {
-            snprintf(err, errlen, "prompt generation: %s", ts_strerror(rc));
+            ts_errf(err, errlen, "prompt generation: %s", ts_strerror(rc));
             return rc;
         }
         tt->have_gt = true;
@@ -393,7 +393,7 @@ static int make_turn(struct traffic_actor *a, const struct tokcount *tc, struct 
         json_t *s = json_loads(prompts_json(&t->prompts, e), JSON_DECODE_ANY, NULL);
         if (!json_is_string(s)) {
             json_decref(s);
-            snprintf(err, errlen, "prompts file: line %u unreadable", e->line);
+            ts_errf(err, errlen, "prompts file: line %u unreadable", e->line);
             return TS_PARSE;
         }
         rc = buf_append(&tt->user, json_string_value(s), json_string_length(s));
@@ -606,7 +606,7 @@ static int pick_user_text(const struct traffic_actor *a, const struct turn_text 
     u->len = tt->user.len;
     if (*mask && !tt->messages_json) {
         if ((rc = perturb_set_apply(&t->perturb, *mask, u->text, u->len, rng_next_u64(&r), pert))) {
-            snprintf(err, errlen, "perturbation: %s", ts_strerror(rc));
+            ts_errf(err, errlen, "perturbation: %s", ts_strerror(rc));
             return rc;
         }
         u->text = pert->data ? pert->data : "";
@@ -704,16 +704,16 @@ static int dump_request(const struct traffic *t, json_t *o, uint32_t out_tokens,
 {
     int rc;
     if ((rc = finish_body(t, o, out_tokens, stream)) || (rc = dump_body(o, body))) {
-        snprintf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
+        ts_errf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
         return rc;
     }
     if (u->raw && (rc = splice_raw(body, u->mark, u->text, u->len))) {
         /* -EINVAL: the placeholder is not there exactly once, i.e. the request's
          * other text (a system prompt...) writes it too */
-        snprintf(err, errlen, "cannot build the request: %s",
-                 rc == -EINVAL ? "its text holds the placeholder of its invalid UTF-8 bytes "
-                                 "(\\x01tokenstorm-raw-...\\x01)"
-                               : ts_strerror(rc));
+        ts_errf(err, errlen, "cannot build the request: %s",
+                rc == -EINVAL ? "its text holds the placeholder of its invalid UTF-8 bytes "
+                                "(\\x01tokenstorm-raw-...\\x01)"
+                              : ts_strerror(rc));
         return rc;
     }
     return 0;
@@ -759,7 +759,7 @@ static int build_single(struct traffic_actor *a, const struct tokcount *tc, stru
         goto out;
     }
     if ((rc = put_prompt(a, tc, &tt, &u, o, rq, &prompt_tokens))) {
-        snprintf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
+        ts_errf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
         goto out;
     }
     if (u.raw)
@@ -852,7 +852,7 @@ static int flow_start(struct traffic_actor *a, const struct tokcount *tc, char *
     buf_release(&pert);
     turn_text_release(&tt);
     if (rc)
-        snprintf(err, errlen, "cannot start the flow: %s", ts_strerror(rc));
+        ts_errf(err, errlen, "cannot start the flow: %s", ts_strerror(rc));
     return rc;
 }
 
@@ -966,7 +966,7 @@ static int build_step(struct traffic_actor *a, const struct tokcount *tc, uint32
     }
     flow_request_release(&fq);
     if (rc)
-        snprintf(err, errlen, "step '%s': %s", d->name, ts_strerror(rc));
+        ts_errf(err, errlen, "step '%s': %s", d->name, ts_strerror(rc));
     return rc;
 }
 
