@@ -10,6 +10,8 @@
 #include "analysis/semantic.h"
 #include "analysis/summary.h"
 #include "base/alloc.h"
+#include "base/base64.h"
+#include "base/tsjson.h"
 #include "base/log.h"
 #include "llm/tokenizer.h"
 #include "report/result.h"
@@ -265,6 +267,21 @@ struct dry_class {
     struct semantic *sem;
 };
 
+/*
+ * A body that is not valid JSON text as UTF-8 (an invalid_utf8 perturbation)
+ * cannot be a JSON string: "body_base64" holds its bytes. 0 or -ENOMEM.
+ */
+static int dry_body_base64(json_t *line, const char *body, size_t len)
+{
+    char *b64 = ts_malloc(base64_len(len) + 1);
+    if (!b64)
+        return -ENOMEM;
+    (void)base64_encode(body, len, b64);
+    int rc = tsjson_put(line, "body_base64", json_string(b64));
+    ts_free(b64);
+    return rc;
+}
+
 static int dry_line(FILE *out, const struct traffic *t, const struct traffic_req *rq, json_t *body)
 {
     json_t *line = json_pack("{s:s, s:I}", "class", t->name, "step", (json_int_t)rq->step);
@@ -303,16 +320,16 @@ static int dry_line(FILE *out, const struct traffic *t, const struct traffic_req
     }
     json_object_set_new(line, "prompt_tokens", json_integer(rq->item.prompt_tokens));
     json_object_set_new(line, "max_tokens", json_integer(rq->item.max_tokens));
+    int rc = 0;
     if (body)
         json_object_set(line, "body", body);
-    else /* not valid JSON text as UTF-8 (an invalid_utf8 perturbation): written as bytes */
-        json_object_set_new(line, "body_raw",
-                            json_stringn_nocheck(rq->item.body, rq->item.body_len));
-    char *s = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+    else
+        rc = dry_body_base64(line, rq->item.body, rq->item.body_len);
+    char *s = rc ? NULL : json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(line);
     if (!s)
         return -ENOMEM;
-    int rc = fprintf(out, "%s\n", s) < 0 ? -EIO : 0;
+    rc = fprintf(out, "%s\n", s) < 0 ? -EIO : 0;
     free(s);
     return rc;
 }

@@ -468,3 +468,28 @@ classes:
     assert.equal(res.summary.completed, 0, name);
   }
 });
+
+// A body made invalid UTF-8 on purpose cannot be a JSON string: a dry run
+// writes its bytes as body_base64 (it failed with "Cannot allocate memory").
+test('dry run: an invalid_utf8 body is written as body_base64, byte for byte', async () => {
+  const f = write('inv.yaml', `
+seed: 4
+classes:
+  - name: p
+    rate: 1
+    prompts:
+      intents: [{name: q, template: "Please summarise the attached report for me", slots: {}}]
+    perturbations: "invalid_utf8:1"
+`);
+  const d = path.join(tmp, 'inv');
+  const r = await run(['--dry-run', d, '--dry-run-requests', '5', f]);
+  assert.equal(r.code, 0, r.stderr);
+  const reqs = readJsonl(path.join(d, 'requests.jsonl'));
+  assert.equal(reqs.length, 5);
+  for (const q of reqs) {
+    assert.equal(q.body, undefined);
+    const bytes = Buffer.from(q.body_base64, 'base64');
+    assert.throws(() => new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+    assert.match(bytes.toString('latin1'), /^\{"messages":\[\{"role":"user","content":"/);
+  }
+});
