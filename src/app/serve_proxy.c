@@ -14,32 +14,25 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "net/http_client.h"
+#include "net/stopsig.h"
 
 struct proxy_main {
     struct proxy proxy;
-    uv_signal_t sigint, sigterm;
-    int signals; /* of sigint, sigterm initialised: closed when the proxy is */
+    struct stopsig signals; /* closed when the proxy is */
     uint64_t grace_ms;
-    bool stopping;
 };
 
 /* The proxy is closed: the signal watchers go too, and the loop runs dry. */
 static void on_proxy_closed(struct proxy *p)
 {
     struct proxy_main *m = (struct proxy_main *)((char *)p - offsetof(struct proxy_main, proxy));
-    if (m->signals > 0)
-        uv_close((uv_handle_t *)&m->sigint, NULL);
-    if (m->signals > 1)
-        uv_close((uv_handle_t *)&m->sigterm, NULL);
+    stopsig_close(&m->signals);
 }
 
-/* The first SIGINT or SIGTERM starts the graceful shutdown; later ones are ignored. */
-static void on_signal(uv_signal_t *h, int signum)
+/* The first SIGINT or SIGTERM starts the graceful shutdown. */
+static void on_stop(struct stopsig *s, int signum)
 {
-    struct proxy_main *m = h->data;
-    if (m->stopping)
-        return;
-    m->stopping = true;
+    struct proxy_main *m = s->data;
     ts_info("proxy: %s: finishing requests (grace %llu ms)",
             signum == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)m->grace_ms);
     proxy_shutdown(&m->proxy, m->grace_ms, on_proxy_closed);
@@ -52,27 +45,6 @@ static void run_loop(uv_loop_t *loop)
         ts_warn("proxy: event loop stopped with handles active");
 }
 
-/* The watchers of SIGINT and SIGTERM, not started. Returns 0 or a libuv error. */
-static int signals_init(struct proxy_main *m, uv_loop_t *loop)
-{
-    int rc = uv_signal_init(loop, &m->sigint);
-    if (rc)
-        return rc;
-    m->signals = 1;
-    rc = uv_signal_init(loop, &m->sigterm);
-    if (rc)
-        return rc;
-    m->signals = 2;
-    m->sigint.data = m->sigterm.data = m;
-    return 0;
-}
-
-static int signals_start(struct proxy_main *m)
-{
-    int rc = uv_signal_start(&m->sigint, on_signal, SIGINT);
-    return rc ? rc : uv_signal_start(&m->sigterm, on_signal, SIGTERM);
-}
-
 /*
  * Gets an initialised proxy serving: the signal watchers, the start
  * faults, the listeners. Returns 0, or the exit code with the message
@@ -81,9 +53,11 @@ static int signals_start(struct proxy_main *m)
 static int start(struct proxy_main *m, const struct serve_proxy_opts *o)
 {
     char err[1024];
-    int rc = signals_init(m, m->proxy.loop);
-    if (rc)
-        goto out_signals;
+    int rc = stopsig_start(&m->signals, m->proxy.loop, on_stop, m);
+    if (rc) {
+        fprintf(stderr, "tokenstorm proxy: cannot watch SIGINT/SIGTERM: %s\n", uv_strerror(rc));
+        return TS_EXIT_FAIL;
+    }
     if (o->faults && proxy_add_faults(&m->proxy, o->faults, err, sizeof err) != 0) {
         fprintf(stderr, "tokenstorm proxy: %s: %s\n", o->faults_path, err);
         return TS_EXIT_USAGE;
@@ -92,13 +66,7 @@ static int start(struct proxy_main *m, const struct serve_proxy_opts *o)
         fprintf(stderr, "tokenstorm proxy: %s\n", err);
         return TS_EXIT_FAIL;
     }
-    rc = signals_start(m);
-    if (rc)
-        goto out_signals;
     return 0;
-out_signals:
-    fprintf(stderr, "tokenstorm proxy: cannot watch SIGINT/SIGTERM: %s\n", uv_strerror(rc));
-    return TS_EXIT_FAIL;
 }
 
 /* "[" and "]" around an IPv6 host in a URL, nothing around others. */

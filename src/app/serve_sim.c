@@ -12,13 +12,12 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "net/stopsig.h"
 
 struct sim_main {
     struct sim_server *server;
-    uv_signal_t sigint, sigterm;
-    int signals; /* of sigint, sigterm initialised: closed when the server is */
+    struct stopsig signals; /* closed when the server is */
     uint64_t grace_ms;
-    bool stopping;
 };
 
 /* The server is closed: the signal watchers go too, and the loop runs dry. */
@@ -26,38 +25,16 @@ static void on_server_closed(struct sim_server *s, void *arg)
 {
     struct sim_main *m = arg;
     (void)s;
-    if (m->signals > 0)
-        uv_close((uv_handle_t *)&m->sigint, NULL);
-    if (m->signals > 1)
-        uv_close((uv_handle_t *)&m->sigterm, NULL);
+    stopsig_close(&m->signals);
 }
 
-/* The first SIGINT or SIGTERM starts the graceful shutdown; later ones are ignored. */
-static void on_signal(uv_signal_t *h, int signum)
+/* The first SIGINT or SIGTERM starts the graceful shutdown. */
+static void on_stop(struct stopsig *s, int signum)
 {
-    struct sim_main *m = h->data;
-    if (m->stopping)
-        return;
-    m->stopping = true;
+    struct sim_main *m = s->data;
     ts_info("sim: %s: finishing streams (grace %llu ms)", signum == SIGINT ? "SIGINT" : "SIGTERM",
             (unsigned long long)m->grace_ms);
     sim_server_shutdown(m->server, m->grace_ms, on_server_closed, m);
-}
-
-/* The watchers of SIGINT and SIGTERM, started. Returns 0 or a libuv error. */
-static int signals_watch(struct sim_main *m, uv_loop_t *loop)
-{
-    int rc = uv_signal_init(loop, &m->sigint);
-    if (rc)
-        return rc;
-    m->signals = 1;
-    rc = uv_signal_init(loop, &m->sigterm);
-    if (rc)
-        return rc;
-    m->signals = 2;
-    m->sigint.data = m->sigterm.data = m;
-    rc = uv_signal_start(&m->sigint, on_signal, SIGINT);
-    return rc ? rc : uv_signal_start(&m->sigterm, on_signal, SIGTERM);
 }
 
 /* Where it listens and what the profile holds, on stdout at once. */
@@ -95,7 +72,7 @@ static int serve(struct sim_main *m, uv_loop_t *loop, const struct sim_server_co
         fprintf(stderr, "tokenstorm sim: %s\n", err);
         return TS_EXIT_FAIL; /* nothing is left on the loop */
     }
-    rc = signals_watch(m, loop);
+    rc = stopsig_start(&m->signals, loop, on_stop, m);
     if (rc) {
         fprintf(stderr, "tokenstorm sim: cannot watch SIGINT/SIGTERM: %s\n", uv_strerror(rc));
         code = TS_EXIT_FAIL;
