@@ -1015,23 +1015,23 @@ static const struct {
 };
 
 /* Length of a header's name (before ':' or ';'). */
-static size_t hdr_name_len(const char *h)
+static size_t hline_name_len(const char *h)
 {
     return strcspn(h, ":;");
 }
 
 /* The value after the name and its mark, blanks skipped. */
-static const char *hdr_value(const char *h)
+static const char *hline_value(const char *h)
 {
-    const char *v = h + hdr_name_len(h) + 1;
+    const char *v = h + hline_name_len(h) + 1;
     while (*v == ' ' || *v == '\t')
         v++;
     return v;
 }
 
-static bool hdr_is(const char *h, const char *name)
+static bool hline_is(const char *h, const char *name)
 {
-    size_t n = hdr_name_len(h);
+    size_t n = hline_name_len(h);
     return strlen(name) == n && strncasecmp(h, name, n) == 0;
 }
 
@@ -1045,9 +1045,9 @@ bool h1_eligible(struct http_client *c, const struct http_call_spec *spec)
     for (size_t i = 0; i < spec->n_headers; i++) {
         const char *h = spec->headers[i];
         /* Framing and interim responses stay curl's business. */
-        if (hdr_is(h, "Content-Length") || hdr_is(h, "Transfer-Encoding"))
+        if (hline_is(h, "Content-Length") || hline_is(h, "Transfer-Encoding"))
             return false;
-        if (hdr_is(h, "Expect") && *hdr_value(h))
+        if (hline_is(h, "Expect") && *hline_value(h))
             return false;
     }
     return url_split(c, spec->url);
@@ -1063,7 +1063,7 @@ static int build_head(struct http_call *call, const struct http_call_spec *spec,
     buf_init(&b, SIZE_MAX / 2);
     for (size_t i = 0; i < spec->n_headers; i++)
         for (size_t k = 0; k < sizeof(builtin) / sizeof(builtin[0]); k++)
-            if (hdr_is(spec->headers[i], builtin[k].name))
+            if (hline_is(spec->headers[i], builtin[k].name))
                 given |= builtin[k].bit;
     rc = buf_appendf(&b, "%s %s HTTP/1.1\r\n", m, c->h1_url_path);
     if (!rc && !(given & HB_HOST))
@@ -1074,8 +1074,8 @@ static int build_head(struct http_call *call, const struct http_call_spec *spec,
         rc = buf_append_str(&b, "Accept: */*\r\n");
     for (size_t i = 0; i < spec->n_headers && !rc; i++) {
         const char *h = spec->headers[i];
-        size_t n = hdr_name_len(h);
-        const char *v = hdr_value(h);
+        size_t n = hline_name_len(h);
+        const char *v = hline_value(h);
         if (h[n] == ';') { /* "Name;": sent with an empty value, if nothing follows */
             if (!*v)
                 rc = buf_appendf(&b, "%.*s:\r\n", (int)n, h);
