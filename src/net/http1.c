@@ -36,6 +36,7 @@
 #include <http_parser.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "net/http_client_int.h"
@@ -49,10 +50,50 @@
 #define H1_MAX_NAME     255
 
 struct h1_gai;
+struct h1_host;
+struct h1_conn;
+
+/* The engine's per-client state (c->engine_state[HC_ENGINE_H1]). */
+struct h1_client {
+    struct http_client_list hosts; /* struct h1_host: targets, their names and pools */
+    unsigned idle;                 /* kept-alive connections in all pools */
+    bool proxy_env;                /* a proxy variable is set: curl for http:// */
+    char *url;                     /* the last URL split, and what it gave */
+    struct h1_host *url_host;
+    char *url_path;
+    unsigned sync;    /* > 0 inside http_client_request */
+    uint64_t retries; /* calls moved off a kept-alive connection found closed */
+};
+
+/* A call on this engine. */
+struct h1_call {
+    struct http_call base;
+    bool failed;  /* ended inside http_client_request: finished from idle */
+    bool retried; /* already moved once off a stale kept-alive connection */
+    bool head;    /* a HEAD request: the response has no body */
+    struct h1_host *host;
+    struct h1_conn *conn;              /* its connection, NULL while it waits */
+    struct http_client_list wait_link; /* in host->waiting during resolution */
+    char *req;                         /* the request head (heap) */
+    size_t req_len;
+    const void *body;
+    size_t body_len;
+    size_t sent; /* bytes of head + body written */
+    long status;
+    CURLcode code; /* how it ended, in curl's terms (classified alike) */
+    struct buf rh; /* response headers: name\0value\0... */
+    unsigned rh_n;
+    bool rh_value;                               /* the last header bytes were a value */
+    uint64_t dns_ns, connect_ns, pretransfer_ns; /* absolute, 0 = not reached */
+    bool reused;
+    bool shaped;               /* shaper paces the request bytes (the call owns its ctx) */
+    struct http_shaper shaper; /* the spec's, copied */
+    uv_timer_t *wake;          /* the shaper's wake-ups (heap, a counted handle) */
+};
 
 struct h1_host {
     struct http_client *client;
-    struct http_client_list link;    /* in client->h1_hosts */
+    struct http_client_list link;    /* in h1_client.hosts */
     struct http_client_list idle;    /* kept-alive connections, newest first */
     struct http_client_list waiting; /* calls waiting for the name */
     char name[H1_MAX_NAME + 1];      /* host without brackets */
@@ -75,7 +116,7 @@ struct h1_conn {
     int fd;
     struct h1_host *host;
     struct http_client_list link; /* in host->idle while idle */
-    struct http_call *call;
+    struct h1_call *call;
     enum h1_state state;
     unsigned addr_i; /* the address being connected to */
     unsigned served; /* calls completed on it */
@@ -94,33 +135,43 @@ struct h1_gai {
     struct http_client *client;
 };
 
+static struct h1_client *h1_of(struct http_client *c)
+{
+    return c->engine_state[HC_ENGINE_H1];
+}
+
+static struct h1_call *h1_call_of(struct http_call *call)
+{
+    return CONTAINER_OF(call, struct h1_call, base);
+}
+
 static void conn_on_poll(uv_poll_t *h, int status, int events);
 static void conn_connect(struct h1_conn *conn);
-static void call_start_on_host(struct http_call *call);
+static void call_start_on_host(struct h1_call *call);
 
 /* ---- ending a call ---------------------------------------------------------- */
 
 /* Ends call with code (and text): on_done runs now. Only from the loop's
  * callbacks, never inside the parser. */
-static void call_fail(struct http_call *call, CURLcode code, const char *fmt, ...)
+static void call_fail(struct h1_call *call, CURLcode code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void call_fail(struct http_call *call, CURLcode code, const char *fmt, ...)
+static void call_fail(struct h1_call *call, CURLcode code, const char *fmt, ...)
 {
-    if (call->finished || call->h1_failed)
+    if (call->base.finished || call->failed)
         return;
-    call->h1_code = code;
-    if (fmt && !call->errbuf[0]) {
+    call->code = code;
+    if (fmt && !call->base.errbuf[0]) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(call->errbuf, sizeof(call->errbuf), fmt, ap);
+        vsnprintf(call->base.errbuf, sizeof(call->base.errbuf), fmt, ap);
         va_end(ap);
     }
-    if (call->client->h1_sync) { /* inside http_client_request: on_done runs later */
-        call->h1_failed = true;
-        hc_client_defer(call->client, call);
+    if (h1_of(call->base.client)->sync) { /* inside http_client_request: on_done runs later */
+        call->failed = true;
+        hc_client_defer(call->base.client, &call->base);
         return;
     }
-    hc_call_finish(call, code);
+    hc_call_finish(&call->base, code);
 }
 
 /* ---- connections -------------------------------------------------------------- */
@@ -145,10 +196,10 @@ static void conn_close(struct h1_conn *conn)
     conn->closing = true;
     if (conn->state == H1_IDLE) {
         hc_list_remove(&conn->link);
-        conn->host->client->h1_idle--;
+        h1_of(conn->host->client)->idle--;
     }
     if (conn->call) {
-        conn->call->h1_conn = NULL;
+        conn->call->conn = NULL;
         conn->call = NULL;
     }
     /* uv_close stops the poll at once; the fd is closed right after it. */
@@ -192,7 +243,7 @@ static void conn_park(struct h1_conn *conn)
     struct http_client *c = conn->host->client;
     conn->call = NULL;
     conn->served++;
-    if (c->closing || (c->cfg.max_connects && c->h1_idle >= c->cfg.max_connects)) {
+    if (c->closing || (c->cfg.max_connects && h1_of(c)->idle >= c->cfg.max_connects)) {
         conn_close(conn);
         return;
     }
@@ -203,61 +254,61 @@ static void conn_park(struct h1_conn *conn)
         return;
     }
     hc_list_add_head(&conn->host->idle, &conn->link);
-    c->h1_idle++;
+    h1_of(c)->idle++;
 }
 
 /* ---- the response parser ------------------------------------------------------------ */
 
-static struct http_call *parser_call(http_parser *p)
+static struct h1_call *parser_call(http_parser *p)
 {
     struct h1_conn *conn = p->data;
     return conn->call;
 }
 
-static int rh_append(struct http_call *call, const char *at, size_t len)
+static int rh_append(struct h1_call *call, const char *at, size_t len)
 {
-    return buf_append(&call->h1_rh, at, len);
+    return buf_append(&call->rh, at, len);
 }
 
 /* Ends the last header value: trailing blanks go, then its NUL. */
-static int rh_end_value(struct http_call *call)
+static int rh_end_value(struct h1_call *call)
 {
-    struct buf *b = &call->h1_rh;
+    struct buf *b = &call->rh;
     size_t len = b->len;
     while (len && (b->data[len - 1] == ' ' || b->data[len - 1] == '\t'))
         len--;
     buf_truncate(b, len);
-    call->h1_rh_n++;
+    call->rh_n++;
     return buf_append_char(b, '\0');
 }
 
 static int p_on_message_begin(http_parser *p)
 {
-    struct http_call *call = parser_call(p);
-    buf_reset(&call->h1_rh);
-    call->h1_rh_n = 0;
-    call->h1_rh_value = false;
+    struct h1_call *call = parser_call(p);
+    buf_reset(&call->rh);
+    call->rh_n = 0;
+    call->rh_value = false;
     return 0;
 }
 
 static int p_on_header_field(http_parser *p, const char *at, size_t len)
 {
-    struct http_call *call = parser_call(p);
-    if (call->h1_rh_value) {
+    struct h1_call *call = parser_call(p);
+    if (call->rh_value) {
         if (rh_end_value(call))
             return 1;
-        call->h1_rh_value = false;
+        call->rh_value = false;
     }
     return rh_append(call, at, len) ? 1 : 0;
 }
 
 static int p_on_header_value(http_parser *p, const char *at, size_t len)
 {
-    struct http_call *call = parser_call(p);
-    if (!call->h1_rh_value) {
-        if (buf_append_char(&call->h1_rh, '\0'))
+    struct h1_call *call = parser_call(p);
+    if (!call->rh_value) {
+        if (buf_append_char(&call->rh, '\0'))
             return 1;
-        call->h1_rh_value = true;
+        call->rh_value = true;
     }
     return rh_append(call, at, len) ? 1 : 0;
 }
@@ -265,27 +316,27 @@ static int p_on_header_value(http_parser *p, const char *at, size_t len)
 static int p_on_headers_complete(http_parser *p)
 {
     struct h1_conn *conn = p->data;
-    struct http_call *call = conn->call;
-    if (call->h1_rh_value && rh_end_value(call))
+    struct h1_call *call = conn->call;
+    if (call->rh_value && rh_end_value(call))
         return -1;
-    call->h1_rh_value = false;
-    call->h1_status = p->status_code;
+    call->rh_value = false;
+    call->status = p->status_code;
     if (p->status_code < 100 || p->status_code > 999) {
         conn->bad_status = true;
         return -1;
     }
     if (p->status_code >= 100 && p->status_code < 200)
         return 1; /* an interim response has no body (whatever it says); the final one follows */
-    hc_call_headers(call, p->status_code, conn->rx_ns);
-    if (call->forced != HTTP_CALL_OK)
+    hc_call_headers(&call->base, p->status_code, conn->rx_ns);
+    if (call->base.forced != HTTP_CALL_OK)
         return -1;
-    return call->h1_head ? 1 : 0; /* 1: no body follows */
+    return call->head ? 1 : 0; /* 1: no body follows */
 }
 
 static int p_on_body(http_parser *p, const char *at, size_t len)
 {
     struct h1_conn *conn = p->data;
-    return hc_call_body(conn->call, at, len, conn->rx_ns) ? -1 : 0;
+    return hc_call_body(&conn->call->base, at, len, conn->rx_ns) ? -1 : 0;
 }
 
 static int p_on_message_complete(http_parser *p)
@@ -311,14 +362,14 @@ static const http_parser_settings parser_settings = {
 
 /* A kept-alive connection failed before any byte of the response: the
  * server had closed it. Moves the call to a new connection, once. */
-static bool call_retry_elsewhere(struct http_call *call, struct h1_conn *conn)
+static bool call_retry_elsewhere(struct h1_call *call, struct h1_conn *conn)
 {
-    if (!conn->served || conn->got_bytes || call->h1_retried || call->finished ||
-        call->forced != HTTP_CALL_OK)
+    if (!conn->served || conn->got_bytes || call->retried || call->base.finished ||
+        call->base.forced != HTTP_CALL_OK)
         return false;
-    call->h1_retried = true;
-    call->h1_sent = 0;
-    call->client->h1_retries++;
+    call->retried = true;
+    call->sent = 0;
+    h1_of(call->base.client)->retries++;
     conn_close(conn); /* detaches the call */
     call_start_on_host(call);
     return true;
@@ -326,19 +377,19 @@ static bool call_retry_elsewhere(struct http_call *call, struct h1_conn *conn)
 
 static void conn_ended(struct h1_conn *conn, bool reusable)
 {
-    struct http_call *call = conn->call;
-    call->h1_conn = NULL;
+    struct h1_call *call = conn->call;
+    call->conn = NULL;
     if (reusable)
         conn_park(conn);
     else
         conn_close(conn);
-    hc_call_finish(call, CURLE_OK);
+    hc_call_finish(&call->base, CURLE_OK);
 }
 
 /* The peer closed the connection (or it broke) while call was on it. */
 static void conn_eof(struct h1_conn *conn, int err)
 {
-    struct http_call *call = conn->call;
+    struct h1_call *call = conn->call;
     if (!err && conn->got_bytes) {
         /* A body that runs until the close ends here. */
         conn->rx_ns = ts_now_ns();
@@ -364,8 +415,8 @@ static void conn_eof(struct h1_conn *conn, int err)
 static int conn_read(struct h1_conn *conn)
 {
     struct http_client *c = conn->host->client;
-    struct http_call *call = conn->call;
-    struct iovec iov = {c->peek, sizeof(c->peek)};
+    struct h1_call *call = conn->call;
+    struct iovec iov = {c->rxbuf, sizeof(c->rxbuf)};
     union {
         char buf[CMSG_SPACE(sizeof(struct timespec))];
         struct cmsghdr align;
@@ -390,14 +441,14 @@ static int conn_read(struct h1_conn *conn)
     uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg) : 0;
     conn->rx_ns = stamp && stamp <= now ? stamp : now;
     conn->got_bytes = true;
-    hc_call_rx(call, conn->rx_ns);
-    size_t used = http_parser_execute(&conn->parser, &parser_settings, c->peek, (size_t)n);
+    hc_call_rx(&call->base, conn->rx_ns);
+    size_t used = http_parser_execute(&conn->parser, &parser_settings, c->rxbuf, (size_t)n);
     enum http_errno e = HTTP_PARSER_ERRNO(&conn->parser);
-    if (call->finished)
+    if (call->base.finished)
         return -1;
-    if (call->forced != HTTP_CALL_OK) {
+    if (call->base.forced != HTTP_CALL_OK) {
         conn_close(conn);
-        hc_call_finish(call, CURLE_OK);
+        hc_call_finish(&call->base, CURLE_OK);
         return -1;
     }
     if (conn->msg_done) {
@@ -411,7 +462,7 @@ static int conn_read(struct h1_conn *conn)
     conn_close(conn);
     if (conn->bad_status)
         call_fail(call, CURLE_WEIRD_SERVER_REPLY, "malformed HTTP response: status %ld",
-                  call->h1_status);
+                  call->status);
     else if (e == HPE_CB_header_field || e == HPE_CB_header_value || e == HPE_CB_headers_complete)
         call_fail(call, CURLE_RECV_ERROR, "response headers over %d KiB", H1_MAX_RH_BYTES / 1024);
     else
@@ -448,7 +499,7 @@ static void conn_on_error(struct h1_conn *conn)
         return;
     }
     if (conn_watch(conn, conn->state == H1_SENDING ? UV_READABLE | UV_WRITABLE : UV_READABLE)) {
-        struct http_call *call = conn->call;
+        struct h1_call *call = conn->call;
         conn_close(conn);
         call_fail(call, CURLE_RECV_ERROR, "cannot watch the connection's socket");
     }
@@ -468,26 +519,26 @@ static void wake_on_closed(uv_handle_t *h)
 static void shaper_on_wake(uv_timer_t *t);
 
 /* Calls the shaper again at wake (monotonic ns). */
-static void shaper_arm(struct http_call *call, uint64_t wake)
+static void shaper_arm(struct h1_call *call, uint64_t wake)
 {
-    if (!call->h1_wake) {
-        call->h1_wake = ts_malloc(sizeof(*call->h1_wake));
-        if (!call->h1_wake)
+    if (!call->wake) {
+        call->wake = ts_malloc(sizeof(*call->wake));
+        if (!call->wake)
             return;
-        (void)uv_timer_init(call->client->loop, call->h1_wake); /* cannot fail */
-        call->client->open_handles++;
+        (void)uv_timer_init(call->base.client->loop, call->wake); /* cannot fail */
+        call->base.client->open_handles++;
     }
-    call->h1_wake->data = call;
+    call->wake->data = call;
     uint64_t now = ts_now_ns();
     uint64_t ms = wake > now ? (wake - now + TS_NS_PER_MS - 1) / TS_NS_PER_MS : 0;
-    (void)uv_timer_start(call->h1_wake, shaper_on_wake, ms, 0);
+    (void)uv_timer_start(call->wake, shaper_on_wake, ms, 0);
 }
 
 /* The shaper ends the connection: a reset or a close, the call fails. */
 static void shaper_cut(struct h1_conn *conn, enum http_shape_then then)
 {
-    struct http_call *call = conn->call;
-    bool sent = call->h1_sent == call->h1_req_len + call->h1_body_len;
+    struct h1_call *call = conn->call;
+    bool sent = call->sent == call->req_len + call->body_len;
     if (then == HTTP_SHAPE_RESET) {
         struct linger lg = {1, 0};
         (void)setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -498,43 +549,72 @@ static void shaper_cut(struct h1_conn *conn, enum http_shape_then then)
         call_fail(call, CURLE_RECV_ERROR, "connection %s by the send shaper", how);
     else
         call_fail(call, CURLE_SEND_ERROR, "connection %s by the send shaper after %zu bytes", how,
-                  call->h1_sent);
+                  call->sent);
 }
 
 static void shaper_on_wake(uv_timer_t *t)
 {
-    struct http_call *call = t->data;
-    struct h1_conn *conn = call->h1_conn;
-    if (call->finished || !conn || conn->state == H1_CONNECTING)
+    struct h1_call *call = t->data;
+    struct h1_conn *conn = call->conn;
+    if (call->base.finished || !conn || conn->state == H1_CONNECTING)
         return;
     if (conn->state == H1_SENDING) {
         conn_send(conn);
         return;
     }
-    size_t total = call->h1_req_len + call->h1_body_len;
+    size_t total = call->req_len + call->body_len;
     uint64_t wake = 0;
     enum http_shape_then then = HTTP_SHAPE_MORE;
-    (void)call->h1_shaper.allow(call->h1_shaper.ctx, total, total, ts_now_ns(), &wake, &then);
+    (void)call->shaper.allow(call->shaper.ctx, total, total, ts_now_ns(), &wake, &then);
     if (then != HTTP_SHAPE_MORE)
         shaper_cut(conn, then);
     else if (wake)
         shaper_arm(call, wake);
 }
 
+/* The next bytes of the request (head, then body) to write, at most room
+ * of them: fills iov and returns how many entries it used (1 or 2). */
+static int send_iov(const struct h1_call *call, size_t room, struct iovec iov[2])
+{
+    int n = 0;
+    if (call->sent < call->req_len) {
+        iov[n].iov_base = call->req + call->sent;
+        iov[n++].iov_len = call->req_len - call->sent;
+        if (call->body_len) {
+            iov[n].iov_base = (void *)call->body;
+            iov[n++].iov_len = call->body_len;
+        }
+    } else {
+        size_t off = call->sent - call->req_len;
+        iov[n].iov_base = (char *)call->body + off;
+        iov[n++].iov_len = call->body_len - off;
+    }
+    size_t left = room;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].iov_len > left)
+            iov[i].iov_len = left;
+        left -= iov[i].iov_len;
+    }
+    if (n == 2 && iov[1].iov_len == 0)
+        n = 1;
+    return n;
+}
+
+/* Writes what it may of the request: as much as the kernel and the shaper
+ * take, then watches for writable (more to send) or readable (the answer). */
 static void conn_send(struct h1_conn *conn)
 {
-    struct http_call *call = conn->call;
-    size_t total = call->h1_req_len + call->h1_body_len;
+    struct h1_call *call = conn->call;
+    size_t total = call->req_len + call->body_len;
     bool held = false; /* the shaper holds the rest back for now */
-    while (call->h1_sent < total) {
+    while (call->sent < total) {
         struct iovec iov[2];
-        int n = 0;
-        size_t room = total - call->h1_sent;
+        size_t room = total - call->sent;
         enum http_shape_then then = HTTP_SHAPE_MORE;
-        if (call->h1_shaped) {
+        if (call->shaped) {
             uint64_t wake = 0;
-            uint64_t ok = call->h1_shaper.allow(call->h1_shaper.ctx, total, call->h1_sent,
-                                                ts_now_ns(), &wake, &then);
+            uint64_t ok =
+                call->shaper.allow(call->shaper.ctx, total, call->sent, ts_now_ns(), &wake, &then);
             if (ok < room)
                 room = (size_t)ok;
             if (wake)
@@ -548,27 +628,7 @@ static void conn_send(struct h1_conn *conn)
                 break;
             }
         }
-        if (call->h1_sent < call->h1_req_len) {
-            iov[n].iov_base = call->h1_req + call->h1_sent;
-            iov[n++].iov_len = call->h1_req_len - call->h1_sent;
-            if (call->h1_body_len) {
-                iov[n].iov_base = (void *)call->h1_body;
-                iov[n++].iov_len = call->h1_body_len;
-            }
-        } else {
-            size_t off = call->h1_sent - call->h1_req_len;
-            iov[n].iov_base = (char *)call->h1_body + off;
-            iov[n++].iov_len = call->h1_body_len - off;
-        }
-        /* at most room bytes */
-        size_t left = room;
-        for (int i = 0; i < n; i++) {
-            if (iov[i].iov_len > left)
-                iov[i].iov_len = left;
-            left -= iov[i].iov_len;
-        }
-        if (n == 2 && iov[1].iov_len == 0)
-            n = 1;
+        int n = send_iov(call, room, iov);
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
@@ -583,15 +643,15 @@ static void conn_send(struct h1_conn *conn)
             call_fail(call, CURLE_SEND_ERROR, "Send failure: %s", strerror(err));
             return;
         }
-        call->h1_sent += (size_t)w;
+        call->sent += (size_t)w;
         if (then != HTTP_SHAPE_MORE && (size_t)w == room) {
             shaper_cut(conn, then);
             return;
         }
-        if (call->h1_shaped && (size_t)w < room)
+        if (call->shaped && (size_t)w < room)
             break; /* the kernel is full: wait for writable */
     }
-    bool done = call->h1_sent == total;
+    bool done = call->sent == total;
     if (done)
         conn->state = H1_RECEIVING;
     if (conn_watch(conn, done || held ? UV_READABLE : UV_READABLE | UV_WRITABLE)) {
@@ -601,33 +661,33 @@ static void conn_send(struct h1_conn *conn)
 }
 
 /* Puts call on conn (connected) and starts sending. */
-static void conn_begin_call(struct h1_conn *conn, struct http_call *call)
+static void conn_begin_call(struct h1_conn *conn, struct h1_call *call)
 {
     conn->call = call;
     conn->msg_done = false;
     conn->got_bytes = false;
     conn->bad_status = false;
     conn->state = H1_SENDING;
-    call->h1_conn = conn;
-    call->h1_reused = conn->served > 0;
+    call->conn = conn;
+    call->reused = conn->served > 0;
     http_parser_init(&conn->parser, HTTP_RESPONSE);
     conn->parser.data = conn;
     uint64_t now = ts_now_ns();
-    if (!call->h1_dns_ns)
-        call->h1_dns_ns = now;
-    if (!call->h1_connect_ns)
-        call->h1_connect_ns = now;
-    call->h1_pretransfer_ns = now;
+    if (!call->dns_ns)
+        call->dns_ns = now;
+    if (!call->connect_ns)
+        call->connect_ns = now;
+    call->pretransfer_ns = now;
     conn_send(conn);
 }
 
 /* ---- connecting -------------------------------------------------------------- */
 
-static void call_connect_from(struct http_call *call, unsigned first, int err);
+static void call_connect_from(struct h1_call *call, unsigned first, int err);
 
 static void conn_connect_failed(struct h1_conn *conn, int err)
 {
-    struct http_call *call = conn->call;
+    struct h1_call *call = conn->call;
     unsigned next = conn->addr_i + 1;
     conn_close(conn);
     call_connect_from(call, next, err);
@@ -635,8 +695,8 @@ static void conn_connect_failed(struct h1_conn *conn, int err)
 
 static void conn_connected(struct h1_conn *conn)
 {
-    struct http_call *call = conn->call;
-    call->h1_connect_ns = ts_now_ns();
+    struct h1_call *call = conn->call;
+    call->connect_ns = ts_now_ns();
     conn_begin_call(conn, call);
 }
 
@@ -660,7 +720,7 @@ static void conn_connect(struct h1_conn *conn)
         return;
     }
     if (conn_watch(conn, UV_WRITABLE)) {
-        struct http_call *call = conn->call;
+        struct h1_call *call = conn->call;
         conn_close(conn);
         call_fail(call, CURLE_FAILED_INIT, "cannot watch the connection's socket");
     }
@@ -701,9 +761,9 @@ static void conn_on_poll(uv_poll_t *h, int status, int events)
 
 /* A new connection for call to its host's first address from `first` on
  * that gives a socket; err: why the one before failed (0: none yet). */
-static void call_connect_from(struct http_call *call, unsigned first, int err)
+static void call_connect_from(struct h1_call *call, unsigned first, int err)
 {
-    struct h1_host *host = call->h1_host;
+    struct h1_host *host = call->host;
     for (unsigned i = first; i < host->naddr; i++) {
         int s = socket(host->addr[i].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (s < 0) { /* e.g. no IPv6 in this kernel: the next address */
@@ -718,7 +778,7 @@ static void call_connect_from(struct http_call *call, unsigned first, int err)
         }
         conn->addr_i = i;
         conn->call = call;
-        call->h1_conn = conn;
+        call->conn = conn;
         conn_connect(conn);
         return;
     }
@@ -726,7 +786,7 @@ static void call_connect_from(struct http_call *call, unsigned first, int err)
               host->port, strerror(err ? err : EADDRNOTAVAIL));
 }
 
-static void call_connect(struct http_call *call)
+static void call_connect(struct h1_call *call)
 {
     call_connect_from(call, 0, 0);
 }
@@ -745,13 +805,13 @@ static void host_resolved(struct h1_host *host, int status, struct addrinfo *res
     }
     host->resolved_ns = ts_now_ns();
     while (!hc_list_empty(&host->waiting)) {
-        struct http_call *call = CONTAINER_OF(host->waiting.next, struct http_call, h1_wait_link);
-        hc_list_remove(&call->h1_wait_link);
+        struct h1_call *call = CONTAINER_OF(host->waiting.next, struct h1_call, wait_link);
+        hc_list_remove(&call->wait_link);
         if (!host->naddr) {
             call_fail(call, CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: %s (%s)",
                       host->name, status ? uv_strerror(status) : "no address");
         } else {
-            call->h1_dns_ns = host->resolved_ns;
+            call->dns_ns = host->resolved_ns;
             call_connect(call);
         }
     }
@@ -793,11 +853,11 @@ static int host_resolve(struct h1_host *host)
     return 0;
 }
 
-static void call_start_on_host(struct http_call *call)
+static void call_start_on_host(struct h1_call *call)
 {
-    struct h1_host *host = call->h1_host;
-    if (host->literal && !call->h1_dns_ns)
-        call->h1_dns_ns = ts_now_ns();
+    struct h1_host *host = call->host;
+    if (host->literal && !call->dns_ns)
+        call->dns_ns = ts_now_ns();
     if (!host->literal && !host->gai &&
         (!host->naddr || ts_now_ns() - host->resolved_ns > H1_DNS_TTL_NS)) {
         int rc = host_resolve(host);
@@ -808,11 +868,11 @@ static void call_start_on_host(struct http_call *call)
         }
     }
     if (host->gai) {
-        hc_list_add_tail(&host->waiting, &call->h1_wait_link);
+        hc_list_add_tail(&host->waiting, &call->wait_link);
         return;
     }
-    if (!call->h1_dns_ns)
-        call->h1_dns_ns = ts_now_ns(); /* a name still in the cache */
+    if (!call->dns_ns)
+        call->dns_ns = ts_now_ns(); /* a name still in the cache */
     call_connect(call);
 }
 
@@ -836,9 +896,126 @@ static bool is_localhost(const char *name, size_t n)
            (n > t && strcasecmp(name + n - t, tail) == 0);
 }
 
-/* Finds or makes the target name:port. name is curl's host part ([v6] with
- * brackets). */
-static struct h1_host *host_get(struct http_client *c, const char *name, unsigned port)
+/* The target bare:port already kept, or NULL. */
+static struct h1_host *host_find(struct h1_client *hc, const char *bare, unsigned port)
+{
+    for (struct http_client_list *l = hc->hosts.next; l != &hc->hosts; l = l->next) {
+        struct h1_host *h = CONTAINER_OF(l, struct h1_host, link);
+        if (h->port == port && strcmp(h->name, bare) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+/* Room for one more target: when H1_MAX_HOSTS are kept, the first one that
+ * nobody uses goes (if there is one). */
+static void hosts_evict(struct h1_client *hc)
+{
+    unsigned count = 0;
+    for (struct http_client_list *l = hc->hosts.next; l != &hc->hosts; l = l->next)
+        count++;
+    if (count < H1_MAX_HOSTS)
+        return;
+    for (struct http_client_list *l = hc->hosts.next; l != &hc->hosts; l = l->next) {
+        struct h1_host *h = CONTAINER_OF(l, struct h1_host, link);
+        if (!h->users && !h->gai && hc_list_empty(&h->idle) && hc->url_host != h) {
+            host_free(h);
+            return;
+        }
+    }
+}
+
+static void addr_set4(struct sockaddr_storage *ss, socklen_t *len, unsigned port)
+{
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    *len = sizeof(*a4);
+}
+
+static void addr_set6(struct sockaddr_storage *ss, socklen_t *len, unsigned port)
+{
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    *len = sizeof(*a6);
+}
+
+/* The addresses a target has without asking the resolver: an IP literal,
+ * or localhost. 0 (h->literal says whether it has them), or -EINVAL for a
+ * bracketed name that is no IPv6 address. */
+static int host_literal(struct h1_host *h, bool v6)
+{
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&h->addr[0];
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&h->addr[0];
+    if (!v6 && inet_pton(AF_INET, h->name, &a4->sin_addr) == 1) {
+        addr_set4(&h->addr[0], &h->addr_len[0], h->port);
+        h->naddr = 1;
+    } else if (v6 && inet_pton(AF_INET6, h->name, &a6->sin6_addr) == 1) {
+        addr_set6(&h->addr[0], &h->addr_len[0], h->port);
+        h->naddr = 1;
+    } else if (v6) {
+        return -EINVAL;
+    } else if (is_localhost(h->name, strlen(h->name))) {
+        /* as curl (7.78 on): localhost is loopback without asking the resolver,
+         * IPv4 and IPv6, whatever /etc/hosts says */
+        addr_set4(&h->addr[0], &h->addr_len[0], h->port);
+        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        addr_set6(&h->addr[1], &h->addr_len[1], h->port);
+        ((struct sockaddr_in6 *)&h->addr[1])->sin6_addr = in6addr_loopback;
+        h->naddr = 2;
+    } else {
+        return 0;
+    }
+    h->literal = true;
+    return 0;
+}
+
+/* A new target bare:port (bare: the name without brackets; v6: it had
+ * them). 0 with *out, -ENOMEM or -EINVAL. */
+static int host_new(struct http_client *c, const char *bare, bool v6, unsigned port,
+                    struct h1_host **out)
+{
+    struct h1_host *h = NULL;
+    size_t n = strlen(bare);
+    size_t hl = n + 16;
+    int rc;
+
+    h = ts_calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->client = c;
+    hc_list_init(&h->idle);
+    hc_list_init(&h->waiting);
+    memcpy(h->name, bare, n + 1);
+    h->port = (uint16_t)port;
+    h->host_hdr = ts_malloc(hl);
+    if (!h->host_hdr) {
+        rc = -ENOMEM;
+        goto out_host;
+    }
+    if (port == 80)
+        snprintf(h->host_hdr, hl, v6 ? "[%s]" : "%s", bare);
+    else
+        snprintf(h->host_hdr, hl, v6 ? "[%s]:%u" : "%s:%u", bare, port);
+    rc = host_literal(h, v6);
+    if (rc)
+        goto out_hdr;
+    hc_list_add_tail(&h1_of(c)->hosts, &h->link);
+    *out = h;
+    return 0;
+
+out_hdr:
+    ts_free(h->host_hdr);
+out_host:
+    ts_free(h);
+    return rc;
+}
+
+/* Finds or makes the target name:port (name: curl's host part, [v6] with
+ * brackets); making one may evict an unused target. 0 with *out, -EINVAL
+ * or -ENOMEM. */
+static int host_get(struct http_client *c, const char *name, unsigned port, struct h1_host **out)
 {
     char bare[H1_MAX_NAME + 1];
     size_t n = strlen(name);
@@ -848,151 +1025,152 @@ static struct h1_host *host_get(struct http_client *c, const char *name, unsigne
         n -= 2;
     }
     if (n == 0 || n > H1_MAX_NAME || port == 0 || port > 65535)
-        return NULL;
+        return -EINVAL;
     memcpy(bare, name, n);
     bare[n] = '\0';
-    unsigned count = 0;
-    for (struct http_client_list *l = c->h1_hosts.next; l != &c->h1_hosts; l = l->next) {
-        struct h1_host *h = CONTAINER_OF(l, struct h1_host, link);
-        if (h->port == port && strcmp(h->name, bare) == 0)
-            return h;
-        count++;
-    }
-    if (count >= H1_MAX_HOSTS) { /* drop a target nobody uses */
-        for (struct http_client_list *l = c->h1_hosts.next; l != &c->h1_hosts; l = l->next) {
-            struct h1_host *h = CONTAINER_OF(l, struct h1_host, link);
-            if (!h->users && !h->gai && hc_list_empty(&h->idle) && c->h1_url_host != h) {
-                host_free(h);
-                break;
-            }
-        }
-    }
-    struct h1_host *h = ts_calloc(1, sizeof(*h));
-    if (!h)
-        return NULL;
-    h->client = c;
-    hc_list_init(&h->idle);
-    hc_list_init(&h->waiting);
-    memcpy(h->name, bare, n + 1);
-    h->port = (uint16_t)port;
-    size_t hl = n + 16;
-    h->host_hdr = ts_malloc(hl);
-    if (!h->host_hdr) {
-        ts_free(h);
-        return NULL;
-    }
-    if (port == 80)
-        snprintf(h->host_hdr, hl, v6 ? "[%s]" : "%s", bare);
-    else
-        snprintf(h->host_hdr, hl, v6 ? "[%s]:%u" : "%s:%u", bare, port);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&h->addr[0];
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&h->addr[0];
-    if (!v6 && inet_pton(AF_INET, bare, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        h->addr_len[0] = sizeof(*a4);
-        h->naddr = 1;
-        h->literal = true;
-    } else if (v6 && inet_pton(AF_INET6, bare, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        h->addr_len[0] = sizeof(*a6);
-        h->naddr = 1;
-        h->literal = true;
-    } else if (v6) {
-        ts_free(h->host_hdr);
-        ts_free(h);
-        return NULL;
-    } else if (is_localhost(bare, n)) {
-        /* as curl (7.78 on): localhost is loopback without asking the resolver,
-         * IPv4 and IPv6, whatever /etc/hosts says */
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        h->addr_len[0] = sizeof(*a4);
-        struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&h->addr[1];
-        b6->sin6_family = AF_INET6;
-        b6->sin6_port = htons((uint16_t)port);
-        b6->sin6_addr = in6addr_loopback;
-        h->addr_len[1] = sizeof(*b6);
-        h->naddr = 2;
-        h->literal = true;
-    }
-    hc_list_add_tail(&c->h1_hosts, &h->link);
-    return h;
+    *out = host_find(h1_of(c), bare, port);
+    if (*out)
+        return 0;
+    hosts_evict(h1_of(c));
+    return host_new(c, bare, v6, port, out);
 }
 
-/* Splits url with curl's URL parser: the target and the request target
- * (path and query). False when the engine should leave the URL to curl. */
-static bool url_split(struct http_client *c, const char *url)
+/* ---- URLs ------------------------------------------------------------------- */
+
+/* The parts of a URL the engine needs, from curl's URL parser. */
+struct url_parts {
+    char *scheme, *user, *host, *zone, *port, *path, *query;
+};
+
+static void url_parts_free(struct url_parts *p)
 {
-    if (c->h1_url && strcmp(c->h1_url, url) == 0)
-        return c->h1_url_host != NULL;
-    ts_free(c->h1_url);
-    ts_free(c->h1_url_path);
-    c->h1_url = NULL;
-    c->h1_url_path = NULL;
-    c->h1_url_host = NULL;
+    curl_free(p->scheme);
+    curl_free(p->user);
+    curl_free(p->host);
+    curl_free(p->port);
+    curl_free(p->path);
+    curl_free(p->query);
+    curl_free(p->zone);
+}
+
+/* Parses url into p (url_parts_free it either way): 0, -ENOMEM, or -EINVAL
+ * for a URL the engine leaves to curl (not http://, with a user or a zone
+ * id, or one curl's parser refuses). */
+static int url_parts_get(const char *url, struct url_parts *p)
+{
     CURLU *u = curl_url();
+    int rc = -EINVAL;
     if (!u)
-        return false;
-    char *scheme = NULL, *user = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL;
-    char *zone = NULL;
-    bool ok = false;
+        return -ENOMEM;
     if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK || strcmp(scheme, "http") ||
-        curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_NO_USER ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_ZONEID, &zone, 0) == CURLUE_OK || /* left to curl */
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK)
+        curl_url_get(u, CURLUPART_SCHEME, &p->scheme, 0) != CURLUE_OK ||
+        strcmp(p->scheme, "http") ||
+        curl_url_get(u, CURLUPART_USER, &p->user, 0) != CURLUE_NO_USER ||
+        curl_url_get(u, CURLUPART_HOST, &p->host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_ZONEID, &p->zone, 0) == CURLUE_OK || /* left to curl */
+        curl_url_get(u, CURLUPART_PORT, &p->port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PATH, &p->path, 0) != CURLUE_OK)
         goto out;
-    CURLUcode qrc = curl_url_get(u, CURLUPART_QUERY, &query, 0);
+    CURLUcode qrc = curl_url_get(u, CURLUPART_QUERY, &p->query, 0);
     if (qrc != CURLUE_OK && qrc != CURLUE_NO_QUERY)
         goto out;
+    rc = 0;
+out:
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* The port number of p: 0 with *port, or -EINVAL. */
+static int url_port(const struct url_parts *p, unsigned *port)
+{
     char *end = NULL;
-    unsigned long pn = strtoul(port, &end, 10);
+    unsigned long pn = strtoul(p->port, &end, 10);
     if (!end || *end || pn == 0 || pn > 65535)
-        goto out;
-    struct h1_host *h = host_get(c, host, (unsigned)pn);
-    if (!h)
-        goto out;
-    size_t pl = strlen(path), ql = query ? strlen(query) : 0;
+        return -EINVAL;
+    *port = (unsigned)pn;
+    return 0;
+}
+
+/* The request target: path, and '?' and query if there is one. 0 with
+ * *out (heap), -ENOMEM, or -EINVAL when it holds a control byte or a blank
+ * (curl would send it; we don't). */
+static int url_target(const struct url_parts *p, char **out)
+{
+    size_t pl = strlen(p->path), ql = p->query ? strlen(p->query) : 0;
     char *target = ts_malloc(pl + ql + 2);
-    char *copy = ts_strdup(url);
-    if (!target || !copy) {
-        ts_free(target);
-        ts_free(copy);
-        goto out;
-    }
-    memcpy(target, path, pl);
-    if (query) {
+    if (!target)
+        return -ENOMEM;
+    memcpy(target, p->path, pl);
+    if (p->query) {
         target[pl] = '?';
-        memcpy(target + pl + 1, query, ql + 1);
+        memcpy(target + pl + 1, p->query, ql + 1);
     } else {
         target[pl] = '\0';
     }
-    for (char *p = target; *p; p++) {
-        if ((unsigned char)*p <= ' ' || *p == 0x7f) { /* curl would send it; we don't */
+    for (char *c = target; *c; c++) {
+        if ((unsigned char)*c <= ' ' || *c == 0x7f) {
             ts_free(target);
-            ts_free(copy);
-            goto out;
+            return -EINVAL;
         }
     }
-    c->h1_url = copy;
-    c->h1_url_host = h;
-    c->h1_url_path = target;
-    ok = true;
-out:
-    curl_free(scheme);
-    curl_free(user);
-    curl_free(host);
-    curl_free(port);
-    curl_free(path);
-    curl_free(query);
-    curl_free(zone);
-    curl_url_cleanup(u);
-    return ok;
+    *out = target;
+    return 0;
+}
+
+/* Forgets the last URL split. */
+static void url_forget(struct h1_client *hc)
+{
+    ts_free(hc->url);
+    ts_free(hc->url_path);
+    hc->url = NULL;
+    hc->url_path = NULL;
+    hc->url_host = NULL;
+}
+
+/*
+ * Splits url with curl's URL parser into the target (found or made, which
+ * may evict an unused one) and the request target, kept in the engine's
+ * url, url_host and url_path for h1_call_start (the same URL again is not
+ * parsed again). 0, -ENOMEM, or -EINVAL when the engine should leave the URL
+ * to curl.
+ */
+static int url_split(struct http_client *c, const char *url)
+{
+    struct h1_client *hc = h1_of(c);
+    struct url_parts p = {0};
+    struct h1_host *host = NULL;
+    char *target = NULL, *copy = NULL;
+    unsigned port = 0;
+    int rc;
+
+    if (hc->url && strcmp(hc->url, url) == 0)
+        return hc->url_host ? 0 : -EINVAL;
+    url_forget(hc);
+    rc = url_parts_get(url, &p);
+    if (!rc)
+        rc = url_port(&p, &port);
+    if (!rc)
+        rc = host_get(c, p.host, port, &host);
+    if (!rc)
+        rc = url_target(&p, &target);
+    if (rc)
+        goto out_parts;
+    copy = ts_strdup(url);
+    if (!copy) {
+        rc = -ENOMEM;
+        goto out_target;
+    }
+    hc->url = copy;
+    hc->url_host = host;
+    hc->url_path = target;
+    url_parts_free(&p);
+    return 0;
+
+out_target:
+    ts_free(target);
+out_parts:
+    url_parts_free(&p);
+    return rc;
 }
 
 /* ---- the request head ---------------------------------------------------- */
@@ -1015,67 +1193,74 @@ static const struct {
 };
 
 /* Length of a header's name (before ':' or ';'). */
-static size_t hdr_name_len(const char *h)
+static size_t hline_name_len(const char *h)
 {
     return strcspn(h, ":;");
 }
 
 /* The value after the name and its mark, blanks skipped. */
-static const char *hdr_value(const char *h)
+static const char *hline_value(const char *h)
 {
-    const char *v = h + hdr_name_len(h) + 1;
+    const char *v = h + hline_name_len(h) + 1;
     while (*v == ' ' || *v == '\t')
         v++;
     return v;
 }
 
-static bool hdr_is(const char *h, const char *name)
+static bool hline_is(const char *h, const char *name)
 {
-    size_t n = hdr_name_len(h);
+    size_t n = hline_name_len(h);
     return strlen(name) == n && strncasecmp(h, name, n) == 0;
 }
 
-bool h1_eligible(struct http_client *c, const struct http_call_spec *spec)
+/*
+ * Whether spec may run on this engine, by what the client and the call say
+ * (it reads only; the URL is split by url_split): the own engine is on, no
+ * HTTP/2 prior knowledge, no proxy variable, no connection limits, a plain
+ * http:// URL, and headers that leave the framing to the engine.
+ */
+static bool h1_eligible(const struct http_client *c, const struct http_call_spec *spec)
 {
+    const struct h1_client *hc = c->engine_state[HC_ENGINE_H1];
     if (c->cfg.engine != HTTP_CLIENT_ENGINE_AUTO || c->cfg.version == HTTP_CLIENT_HTTP2_PRIOR ||
-        c->h1_proxy_env || c->cfg.max_host_connections || c->cfg.max_total_connections)
+        hc->proxy_env || c->cfg.max_host_connections || c->cfg.max_total_connections)
         return false;
     if (strncasecmp(spec->url, "http://", 7) != 0)
         return false;
     for (size_t i = 0; i < spec->n_headers; i++) {
         const char *h = spec->headers[i];
         /* Framing and interim responses stay curl's business. */
-        if (hdr_is(h, "Content-Length") || hdr_is(h, "Transfer-Encoding"))
+        if (hline_is(h, "Content-Length") || hline_is(h, "Transfer-Encoding"))
             return false;
-        if (hdr_is(h, "Expect") && *hdr_value(h))
+        if (hline_is(h, "Expect") && *hline_value(h))
             return false;
     }
-    return url_split(c, spec->url);
+    return true;
 }
 
-static int build_head(struct http_call *call, const struct http_call_spec *spec, const char *m,
+static int build_head(struct h1_call *call, const struct http_call_spec *spec, const char *m,
                       bool has_body)
 {
-    struct http_client *c = call->client;
+    struct http_client *c = call->base.client;
     struct buf b;
     unsigned given = 0;
     int rc = 0;
     buf_init(&b, SIZE_MAX / 2);
     for (size_t i = 0; i < spec->n_headers; i++)
         for (size_t k = 0; k < sizeof(builtin) / sizeof(builtin[0]); k++)
-            if (hdr_is(spec->headers[i], builtin[k].name))
+            if (hline_is(spec->headers[i], builtin[k].name))
                 given |= builtin[k].bit;
-    rc = buf_appendf(&b, "%s %s HTTP/1.1\r\n", m, c->h1_url_path);
+    rc = buf_appendf(&b, "%s %s HTTP/1.1\r\n", m, h1_of(c)->url_path);
     if (!rc && !(given & HB_HOST))
-        rc = buf_appendf(&b, "Host: %s\r\n", call->h1_host->host_hdr);
+        rc = buf_appendf(&b, "Host: %s\r\n", call->host->host_hdr);
     if (!rc && !(given & HB_UA))
         rc = buf_append_str(&b, "User-Agent: " H1_USER_AGENT "\r\n");
     if (!rc && !(given & HB_ACCEPT))
         rc = buf_append_str(&b, "Accept: */*\r\n");
     for (size_t i = 0; i < spec->n_headers && !rc; i++) {
         const char *h = spec->headers[i];
-        size_t n = hdr_name_len(h);
-        const char *v = hdr_value(h);
+        size_t n = hline_name_len(h);
+        const char *v = hline_value(h);
         if (h[n] == ';') { /* "Name;": sent with an empty value, if nothing follows */
             if (!*v)
                 rc = buf_appendf(&b, "%.*s:\r\n", (int)n, h);
@@ -1096,78 +1281,128 @@ static int build_head(struct http_call *call, const struct http_call_spec *spec,
         buf_release(&b);
         return -ENOMEM;
     }
-    call->h1_req = buf_take(&b, &call->h1_req_len);
+    call->req = buf_take(&b, &call->req_len);
     return 0;
 }
 
-int h1_start(struct http_call *call, const struct http_call_spec *spec, const void *body)
+/* ---- the engine's functions ---------------------------------------------- */
+
+/* The engine takes spec when it is eligible and its URL splits: 0, or
+ * -ENOTSUP, -EINVAL, -ENOMEM (then curl runs it). */
+static int h1_route(struct http_client *c, const struct http_call_spec *spec)
 {
-    struct http_client *c = call->client;
+    if (!h1_eligible(c, spec))
+        return -ENOTSUP;
+    return url_split(c, spec->url);
+}
+
+static size_t h1_call_size(const struct hc_request *req)
+{
+    (void)req; /* the request head is built on the heap */
+    return sizeof(struct h1_call);
+}
+
+/* Builds the request (the URL was split by h1_route). 0 or -ENOMEM. */
+static int h1_call_start(struct http_call *base, const struct hc_request *req, const void *body)
+{
+    struct h1_call *call = h1_call_of(base);
+    const struct http_call_spec *spec = req->spec;
     const char *m = spec->method ? spec->method : (spec->body ? "POST" : "GET");
     bool is_post = strcmp(m, "POST") == 0;
     bool has_body = spec->body != NULL || is_post;
-    call->h1 = true;
-    call->h1_host = c->h1_url_host;
-    call->h1_host->users++; /* h1_call_release gives it back, also on failure */
-    call->h1_head = strcmp(m, "HEAD") == 0;
-    call->h1_body = has_body ? (body ? body : "") : NULL;
-    if (spec->send_shaper && spec->send_shaper->allow) {
-        call->h1_shaper = *spec->send_shaper;
-        call->h1_shaped = true;
-    }
-    call->h1_body_len = has_body ? spec->body_len : 0;
-    hc_list_init(&call->h1_wait_link);
-    buf_init(&call->h1_rh, H1_MAX_RH_BYTES);
+
+    hc_list_init(&call->wait_link);
+    buf_init(&call->rh, H1_MAX_RH_BYTES);
+    call->host = h1_of(base->client)->url_host;
+    call->host->users++; /* h1_call_detach gives it back, also on failure */
+    call->head = strcmp(m, "HEAD") == 0;
+    call->body = has_body ? (body ? body : "") : NULL;
+    call->body_len = has_body ? spec->body_len : 0;
+    if (spec->send_shaper && spec->send_shaper->allow)
+        call->shaper = *spec->send_shaper; /* owned once the call is launched */
     return build_head(call, spec, m, has_body);
 }
 
-void h1_launch(struct http_call *call)
+/* Sends it: on a kept-alive connection, a new one, or after the name is
+ * resolved. No callback runs inside; a failure is reported from the loop. */
+static int h1_call_launch(struct http_call *base)
 {
-    struct http_client *c = call->client;
-    struct h1_host *host = call->h1_host;
-    c->h1_sync++;
+    struct h1_call *call = h1_call_of(base);
+    struct h1_client *hc = h1_of(base->client);
+    struct h1_host *host = call->host;
+
+    call->shaped = call->shaper.allow != NULL; /* accepted: the call owns sh->ctx */
+    hc->sync++;
     if (!hc_list_empty(&host->idle)) {
         struct h1_conn *conn = CONTAINER_OF(host->idle.next, struct h1_conn, link);
         hc_list_remove(&conn->link);
-        c->h1_idle--;
-        call->h1_dns_ns = call->h1_connect_ns = ts_now_ns();
+        hc->idle--;
+        call->dns_ns = call->connect_ns = ts_now_ns();
         conn_begin_call(conn, call);
     } else {
         call_start_on_host(call);
     }
-    c->h1_sync--;
+    hc->sync--;
+    return 0;
 }
 
-void h1_call_release(struct http_call *call)
+/* A failure found inside http_client_request is reported now. */
+static void h1_call_deferred(struct http_call *base)
 {
-    hc_list_remove(&call->h1_wait_link);
-    if (call->h1_wake) {
-        call->h1_wake->data = call->client;
-        uv_close((uv_handle_t *)call->h1_wake, wake_on_closed);
-        call->h1_wake = NULL;
+    struct h1_call *call = h1_call_of(base);
+    if (call->failed)
+        hc_call_finish(base, call->code);
+}
+
+/* The own engine has no connect timeout of its own: the client's timer
+ * ends a call still without a connection. */
+static bool h1_call_connecting(const struct http_call *base)
+{
+    return !CONTAINER_OF(base, const struct h1_call, base)->connect_ns;
+}
+
+/* The call ends: its connection goes back to the pool or is closed. */
+static void h1_call_detach(struct http_call *base)
+{
+    struct h1_call *call = h1_call_of(base);
+    hc_list_remove(&call->wait_link);
+    if (call->wake) {
+        call->wake->data = base->client;
+        uv_close((uv_handle_t *)call->wake, wake_on_closed);
+        call->wake = NULL;
     }
-    if (call->h1_shaped) {
-        call->h1_shaped = false;
-        if (call->h1_shaper.release)
-            call->h1_shaper.release(call->h1_shaper.ctx);
+    if (call->shaped) {
+        call->shaped = false;
+        if (call->shaper.release)
+            call->shaper.release(call->shaper.ctx);
     }
-    if (call->h1_conn) {
-        struct h1_conn *conn = call->h1_conn;
+    if (call->conn) {
+        struct h1_conn *conn = call->conn;
         conn_close(conn); /* mid-call: the connection cannot be reused */
     }
-    if (call->h1_host) {
-        call->h1_host->users--;
-        call->h1_host = NULL;
+    if (call->host) {
+        call->host->users--;
+        call->host = NULL;
     }
 }
 
-int h1_headers_each(struct http_call *call,
-                    int (*fn)(void *ctx, const char *name, const char *value), void *ctx)
+static void h1_call_free(struct http_call *base)
 {
-    if (!call->headers_done || !call->h1_rh.data)
+    struct h1_call *call = h1_call_of(base);
+    ts_free(call->req);
+    call->req = NULL;
+    buf_release(&call->rh);
+}
+
+static int h1_call_headers_each(struct http_call *base,
+                                int (*fn)(void *ctx, const char *name, const char *value),
+                                void *ctx)
+{
+    struct h1_call *call = h1_call_of(base);
+    if (!base->headers_done || !call->rh.data)
         return 0; /* no headers at all */
-    const char *p = call->h1_rh.data, *end = p + call->h1_rh.len;
-    for (unsigned i = 0; i < call->h1_rh_n && p < end; i++) {
+    const char *p = call->rh.data, *end = p + call->rh.len;
+    for (unsigned i = 0; i < call->rh_n && p < end; i++) {
         const char *v = p + strlen(p) + 1; /* name\0value\0 */
         int rc = fn(ctx, p, v);
         if (rc)
@@ -1190,10 +1425,10 @@ static int header_match(void *ctx, const char *name, const char *value)
     return 1;
 }
 
-const char *h1_header(struct http_call *call, const char *name)
+static const char *h1_call_header(struct http_call *base, const char *name)
 {
     struct header_find f = {name, NULL};
-    (void)h1_headers_each(call, header_match, &f);
+    (void)h1_call_headers_each(base, header_match, &f);
     return f.value;
 }
 
@@ -1204,33 +1439,41 @@ static uint64_t since(uint64_t start, uint64_t t)
     return t > start ? t - start : 1000; /* curl: at least 1 us for a phase reached */
 }
 
-void h1_fill_result(struct http_call *call, struct http_call_result *res)
+static void h1_call_result(struct http_call *base, struct http_call_result *res)
 {
-    res->status = call->headers_done ? call->h1_status : 0; /* a final response's */
-    res->reused = call->h1_reused;
-    res->dns_ns = since(call->start_ns, call->h1_dns_ns);
-    res->connect_ns = since(call->start_ns, call->h1_connect_ns);
+    struct h1_call *call = h1_call_of(base);
+    res->status = base->headers_done ? call->status : 0; /* a final response's */
+    res->reused = call->reused;
+    res->dns_ns = since(base->start_ns, call->dns_ns);
+    res->connect_ns = since(base->start_ns, call->connect_ns);
     res->tls_ns = 0;
-    res->pretransfer_ns = since(call->start_ns, call->h1_pretransfer_ns);
-    res->starttransfer_ns = since(call->start_ns, call->first_rx_ns);
-    res->total_ns = since(call->start_ns, res->end_ns);
+    res->pretransfer_ns = since(base->start_ns, call->pretransfer_ns);
+    res->starttransfer_ns = since(base->start_ns, base->first_rx_ns);
+    res->total_ns = since(base->start_ns, res->end_ns);
 }
 
-void h1_client_init(struct http_client *c)
+static int h1_client_init(struct http_client *c)
 {
-    hc_list_init(&c->h1_hosts);
+    struct h1_client *hc = ts_calloc(1, sizeof(*hc));
+    if (!hc)
+        return -ENOMEM;
+    hc_list_init(&hc->hosts);
     const char *vars[] = {"http_proxy", "all_proxy", "ALL_PROXY"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         const char *v = getenv(vars[i]);
         if (v && *v)
-            c->h1_proxy_env = true;
+            hc->proxy_env = true;
     }
+    c->engine_state[HC_ENGINE_H1] = hc;
+    return 0;
 }
 
-void h1_client_close(struct http_client *c)
+/* The client closes: every connection and name lookup goes. */
+static void h1_client_close(struct http_client *c)
 {
-    while (!hc_list_empty(&c->h1_hosts)) {
-        struct h1_host *h = CONTAINER_OF(c->h1_hosts.next, struct h1_host, link);
+    struct h1_client *hc = h1_of(c);
+    while (!hc_list_empty(&hc->hosts)) {
+        struct h1_host *h = CONTAINER_OF(hc->hosts.next, struct h1_host, link);
         while (!hc_list_empty(&h->idle))
             conn_close(CONTAINER_OF(h->idle.next, struct h1_conn, link));
         if (h->gai)
@@ -1247,8 +1490,31 @@ void h1_client_close(struct http_client *c)
             h->orphan = true; /* freed by the last connection's close */
         }
     }
-    ts_free(c->h1_url);
-    ts_free(c->h1_url_path);
-    c->h1_url = c->h1_url_path = NULL;
-    c->h1_url_host = NULL;
+    url_forget(hc);
 }
+
+static void h1_client_free(struct http_client *c)
+{
+    ts_free(h1_of(c));
+    c->engine_state[HC_ENGINE_H1] = NULL;
+}
+
+const struct http_engine_ops http_engine_h1 = {
+    .name = "http1",
+    .call_struct_size = sizeof(struct h1_call),
+    .shapes_sends = true,
+    .client_init = h1_client_init,
+    .client_close = h1_client_close,
+    .client_free = h1_client_free,
+    .route = h1_route,
+    .call_size = h1_call_size,
+    .call_start = h1_call_start,
+    .call_launch = h1_call_launch,
+    .call_deferred = h1_call_deferred,
+    .call_connecting = h1_call_connecting,
+    .call_detach = h1_call_detach,
+    .call_result = h1_call_result,
+    .call_free = h1_call_free,
+    .call_header = h1_call_header,
+    .call_headers_each = h1_call_headers_each,
+};

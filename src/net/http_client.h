@@ -1,12 +1,12 @@
 /*
  * http_client.h - asynchronous HTTP client on libuv, with two engines behind
  * one API: its own HTTP/1.1 engine (http1.c) for plain http:// calls, and
- * libcurl's multi interface for everything else (TLS, HTTP/2, proxies,
- * connection limits) or for every call with HTTP_CLIENT_ENGINE_CURL. The own
- * engine exists because curl's per-socket work grows with the number of
- * transfers (see http1.c); both behave alike: the same request headers, error
- * classes, timeouts and result fields (curl_code holds the CURLcode curl
- * would have given).
+ * libcurl's multi interface (http_curl.c) for everything else (TLS, HTTP/2,
+ * proxies, connection limits) or for every call with HTTP_CLIENT_ENGINE_CURL.
+ * The own engine exists because curl's per-socket work grows with the
+ * number of transfers (see http1.c); both behave alike: the same request
+ * headers, error classes, timeouts and result fields (curl_code holds the
+ * CURLcode curl would have given).
  *
  * One struct http_client per uv loop (per worker thread); it is not
  * thread-safe, every function must be called on the loop's thread. The curl
@@ -237,37 +237,22 @@ struct http_client_list {
     struct http_client_list *prev, *next;
 };
 
+/* How many engines a client has (http_client_int.h). */
+#define HTTP_CLIENT_ENGINES 2
+
 struct http_client {
     uv_loop_t *loop;
-    CURLM *multi;
-    uv_timer_t timer;     /* curl's timer (CURLMOPT_TIMERFUNCTION) */
-    uv_idle_t idle;       /* runs deferred work: cancels, adds from inside curl */
-    uv_prepare_t prepare; /* rx_timestamps: marks the start of each poll pass */
+    uv_idle_t idle; /* runs deferred work: cancels, adds from inside curl, failures */
     struct http_client_config cfg;
     struct http_client_list calls;    /* calls not yet finished */
     struct http_client_list deferred; /* calls with deferred work */
-    struct http_client_list socks;    /* uv_poll contexts */
     unsigned open_handles;            /* uv handles not yet closed */
     unsigned n_calls;
-    int depth; /* > 0 while inside curl_multi_socket_action */
-    uint64_t timer_fired_at;
-    unsigned timer_streak;
-    uint64_t rx_stamp_ns; /* kernel arrival of the socket being read, monotonic; 0 = none */
-    const struct http_call *rx_stamp_owner; /* the call its bytes went to */
-    uint64_t prepare_ns, pass_ns; /* when the loop last went to poll; its first socket event */
-    bool pass_waited;             /* that poll blocked: the pass began when data came */
-    uint64_t between_ns;          /* last between_reads call */
-    char peek[16384];             /* rx_timestamps: MSG_PEEK target, curl's read size; the
-                                   * HTTP/1.1 engine's receive buffer */
-    /* The HTTP/1.1 engine (http1.c). */
-    struct http_client_list h1_hosts; /* struct h1_host: targets, their names and pools */
-    unsigned h1_idle;                 /* kept-alive connections in all pools */
-    bool h1_proxy_env;                /* a proxy variable is set: curl for http:// */
-    char *h1_url;                     /* the last URL parsed, and what it gave */
-    struct h1_host *h1_url_host;
-    char *h1_url_path;
-    unsigned h1_sync;    /* > 0 inside http_client_request */
-    uint64_t h1_retries; /* calls moved off a kept-alive connection found closed */
+    uint64_t between_ns;                     /* last between_reads call */
+    void *engine_state[HTTP_CLIENT_ENGINES]; /* each engine's own (heap) */
+    /* The engines' receive buffer: the own engine reads into it, curl's
+     * rx_timestamps peek into it (curl's read size). */
+    char rxbuf[16384];
     bool closing, handles_closing;
     void (*on_closed)(struct http_client *c, void *arg);
     void *closed_arg;

@@ -1,6 +1,17 @@
 /*
- * http_client_int.h - what http_client.c (the API, the calls and the libcurl
- * engine) and http1.c (the plain HTTP/1.1 engine) share. Not for other users.
+ * http_client_int.h - what the client's API (http_client.c) and its two
+ * engines share: the call every engine runs, and the table of functions an
+ * engine is (the pattern of curl's connection filters and wrk2's sock
+ * struct). Not for other users.
+ *
+ * The engines:
+ *   http_engine_h1   - http1.c: the own HTTP/1.1 engine for plain http://
+ *   http_engine_curl - http_curl.c: libcurl multi on libuv, for the rest
+ * Each keeps its per-client state in its own struct, reached through
+ * c->engine_state[slot], and its per-call state in a struct that begins with
+ * the struct http_call below (one block per call, sized by the engine).
+ * http_client.c owns the call's life (timers, deferred work, on_done) and
+ * reaches an engine only through call->engine.
  */
 #ifndef TS_NET_HTTP_CLIENT_INT_H
 #define TS_NET_HTTP_CLIENT_INT_H
@@ -8,62 +19,114 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "base/buf.h"
 #include "net/http_client.h"
 
 #define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-struct h1_conn;
-struct h1_host;
+/* Where each engine's per-client state sits in c->engine_state. */
+enum hc_engine_slot {
+    HC_ENGINE_H1 = 0,
+    HC_ENGINE_CURL = 1,
+};
 
+_Static_assert(HC_ENGINE_CURL < HTTP_CLIENT_ENGINES, "a slot for every engine");
+
+struct http_engine_ops;
+
+/* The part of a call every engine shares; an engine's own call struct
+ * begins with it. */
 struct http_call {
     struct http_client *client;
-    CURL *easy; /* the curl engine's handle; NULL on the HTTP/1.1 engine */
+    const struct http_engine_ops *engine; /* the engine that runs it */
     struct http_call_ops ops;
     void *user;
-    struct curl_slist *headers;         /* nodes live in this block */
     uv_timer_t timer;                   /* connect / ttfb / idle / total deadlines */
     struct http_client_list link;       /* in client->calls */
     struct http_client_list defer_link; /* in client->deferred, or alone */
     uint64_t start_ns, first_rx_ns, last_rx_ns, headers_ns;
     uint64_t first_byte_ns, last_byte_ns, bytes;
     uint32_t ttfb_ms, idle_ms, total_ms, connect_ms;
-    enum http_call_error forced; /* set when we end the call, not curl */
+    enum http_call_error forced; /* set when we end the call, not the engine */
     const char *forced_text;     /* detail for forced == HTTP_CALL_ERR_OTHER */
-    bool added;                  /* in the multi handle */
-    bool deferred_add;           /* to be added by the idle handle */
     bool finished;               /* on_done is running or has run */
     bool headers_done;
-    /* ---- the HTTP/1.1 engine (http1.c) ---- */
-    bool h1;         /* runs on it */
-    bool h1_failed;  /* ended inside http_client_request: finished from idle */
-    bool h1_retried; /* already moved once off a stale kept-alive connection */
-    bool h1_head;    /* a HEAD request: the response has no body */
-    struct h1_host *h1_host;
-    struct h1_conn *h1_conn;              /* its connection, NULL while it waits */
-    struct http_client_list h1_wait_link; /* in h1_host->waiting during resolution */
-    char *h1_req;                         /* the request head (heap) */
-    size_t h1_req_len;
-    const void *h1_body;
-    size_t h1_body_len;
-    size_t h1_sent; /* bytes of head + body written */
-    long h1_status;
-    CURLcode h1_code; /* how it ended, in curl's terms (classified alike) */
-    struct buf h1_rh; /* response headers: name\0value\0... */
-    unsigned h1_rh_n;
-    bool h1_rh_value;                                     /* the last header bytes were a value */
-    uint64_t h1_dns_ns, h1_connect_ns, h1_pretransfer_ns; /* absolute, 0 = not reached */
-    bool h1_reused;
-    bool h1_shaped; /* h1_shaper paces the request bytes */
-    struct http_shaper h1_shaper;
-    uv_timer_t *h1_wake; /* the shaper's wake-ups (heap, a counted handle) */
     char errbuf[CURL_ERROR_SIZE];
-    /* followed by the curl_slist nodes, the header strings, the body copy */
 };
+
+/* What http_client_request checked in a call's spec, for the engine. */
+struct hc_request {
+    const struct http_call_spec *spec;
+    size_t hdr_bytes; /* the header strings with their NULs */
+    bool has_expect;  /* one of them is an Expect header */
+};
+
+/*
+ * An engine. Every function runs on the client's loop thread; none calls
+ * on_done directly unless it says so (failures inside http_client_request
+ * are reported through hc_client_defer and the engine's deferred()).
+ */
+struct http_engine_ops {
+    const char *name;
+    /* sizeof the engine's call struct (it begins with struct http_call). */
+    size_t call_struct_size;
+    /* The engine can pace and cut what it sends (spec->send_shaper). */
+    bool shapes_sends;
+
+    /* ---- per client ---- */
+    /* Makes the engine's state and stores it in c->engine_state: 0,
+     * -ENOMEM or -EINVAL; on error nothing is left to undo. May count uv
+     * handles it opens in c->open_handles. */
+    int (*client_init)(struct http_client *c);
+    /* The client closes (no call is left): connections, lookups and uv
+     * handles go; each handle's close calls hc_client_handle_closed. */
+    void (*client_close)(struct http_client *c);
+    /* Frees the state: after every counted handle closed, or right after
+     * a successful client_init when a later step of the client's init
+     * failed. */
+    void (*client_free)(struct http_client *c);
+
+    /* ---- per call ---- */
+    /* 0 when the engine takes spec, negative when not (it may prepare
+     * what start() needs: a parsed URL, a target). NULL: it takes every
+     * call. */
+    int (*route)(struct http_client *c, const struct http_call_spec *spec);
+    /* Bytes of the engine's call block for req: its call struct and what
+     * it lays out after it. The client puts a body copy after them. */
+    size_t (*call_size)(const struct hc_request *req);
+    /* Fills the engine's part of a zeroed call (body: the body to send,
+     * the caller's or the copy). 0 or a negative error; either way
+     * call_detach and call_free undo it. */
+    int (*call_start)(struct http_call *call, const struct hc_request *req, const void *body);
+    /* The call is registered (in client->calls, its timer armed): send it.
+     * 0, or a negative error after which the call is dropped without
+     * on_done (call_detach and call_free follow). */
+    int (*call_launch)(struct http_call *call);
+    /* Deferred work of a call not forced to end (hc_client_defer). */
+    void (*call_deferred)(struct http_call *call);
+    /* Optional: the call still waits for its connection and the client's
+     * timer enforces the connect timeout (the engine has none of its own). */
+    bool (*call_connecting)(const struct http_call *call);
+    /* The call ends (before on_done, or when dropped): it leaves its
+     * connection and the engine's queues. */
+    void (*call_detach)(struct http_call *call);
+    /* The result fields only the engine knows: status, reused, phase times
+     * (res->end_ns is set). */
+    void (*call_result)(struct http_call *call, struct http_call_result *res);
+    /* After on_done (or when dropped): what on_done could still read goes. */
+    void (*call_free)(struct http_call *call);
+    /* The final response's headers (http_call_header, http_call_headers_each). */
+    const char *(*call_header)(struct http_call *call, const char *name);
+    int (*call_headers_each)(struct http_call *call,
+                             int (*fn)(void *ctx, const char *name, const char *value), void *ctx);
+};
+
+extern const struct http_engine_ops http_engine_h1;
+extern const struct http_engine_ops http_engine_curl;
 
 static inline void hc_list_init(struct http_client_list *l)
 {
@@ -97,7 +160,7 @@ static inline void hc_list_remove(struct http_client_list *n)
     hc_list_init(n);
 }
 
-/* ---- http_client.c, for http1.c ---- */
+/* ---- http_client.c, for the engines ---- */
 
 /* Ends a call (on_done, then its memory goes). Only outside the engines'
  * parsers and curl. */
@@ -110,36 +173,14 @@ void hc_call_rx(struct http_call *call, uint64_t now);
 void hc_call_headers(struct http_call *call, long status, uint64_t now);
 /* A piece of the body: on_body. Returns nonzero when the call must stop. */
 int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t now);
+/* Queues deferred work for call (a cancel, an add, a failure to report):
+ * the idle handle ends a forced call or runs the engine's call_deferred. */
+void hc_client_defer(struct http_client *c, struct http_call *call);
 /* A uv handle (or request) counted in open_handles is gone. */
 void hc_client_handle_closed(struct http_client *c);
 /* The monotonic time of a SCM_TIMESTAMPNS control message in msg, or 0. */
 uint64_t hc_msg_stamp(const struct msghdr *msg);
 /* Between two sockets' reads: the owner's between_reads, at most every 100 us. */
 void hc_between_reads(struct http_client *c);
-
-/* ---- http1.c ---- */
-
-/* Queues deferred work for call (cancel, add, a failure to report). */
-void hc_client_defer(struct http_client *c, struct http_call *call);
-
-/* Whether spec can run on the HTTP/1.1 engine: plain http://, HTTP/1.1, no
- * proxy, no connection limits, headers it writes itself. Parses the URL. */
-bool h1_eligible(struct http_client *c, const struct http_call_spec *spec);
-/* Builds the request (after h1_eligible said yes). 0 or -ENOMEM. */
-int h1_start(struct http_call *call, const struct http_call_spec *spec, const void *body);
-/* Sends it: on a kept-alive connection, a new one, or after the name is
- * resolved. No callback runs inside; a failure is reported from the loop. */
-void h1_launch(struct http_call *call);
-/* The call ends: its connection goes back to the pool or is closed. */
-void h1_call_release(struct http_call *call);
-/* Response headers of an HTTP/1.1 call. */
-const char *h1_header(struct http_call *call, const char *name);
-int h1_headers_each(struct http_call *call,
-                    int (*fn)(void *ctx, const char *name, const char *value), void *ctx);
-/* Result fields the engine knows. */
-void h1_fill_result(struct http_call *call, struct http_call_result *res);
-/* The client closes: every connection and name lookup goes. */
-void h1_client_close(struct http_client *c);
-void h1_client_init(struct http_client *c);
 
 #endif

@@ -1,19 +1,19 @@
 /*
  * fuzz_http_server - arbitrary bytes as one connection's input.
  *
- * The connection is a socket-less "fake" one (http_server.c is included to
- * reach it): the bytes go through conn_on_data() in pieces, the server's idle
- * pass runs between pieces, and output is dropped. The first byte picks the
- * piece size, how many bytes the fake socket takes per flush (to exercise
- * backpressure) and whether the client half-closes at the end. The handler
- * holds, streams or answers depending on the path, so every way of finishing
- * a request is driven. Checked: no crash, no leak, and shutdown completes
- * with every connection freed.
+ * The connection is a socket-less "fake" one (http_server_conn.c is
+ * included to reach it): the bytes go through hs_conn_on_data() in pieces,
+ * the server's idle pass runs between pieces, and output is dropped. The
+ * first byte picks the piece size, how many bytes the fake socket takes per
+ * flush (to exercise backpressure) and whether the client half-closes at
+ * the end. The handler holds, streams or answers depending on the path, so
+ * every way of finishing a request is driven. Checked: no crash, no leak,
+ * and shutdown completes with every connection freed.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "net/http_server.c"
+#include "net/http_server_conn.c"
 
 enum fz_kind {
     FZ_HOLD = 1,  /* kept until abort */
@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     if (http_server_init(&s, &fz_loop, &cfg, fz_handler, NULL) != 0)
         abort();
-    struct http_conn *c = conn_new(&s);
+    struct http_conn *c = hs_conn_new(&s);
     if (!c)
         abort();
     c->fake = true;
@@ -124,11 +124,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     for (size_t off = 0; off < size && s.conn_count > 0; off += piece) {
         size_t n = size - off < piece ? size - off : piece;
-        conn_on_data(c, (const char *)data + off, n);
+        hs_conn_on_data(c, (const char *)data + off, n);
         uv_run(&fz_loop, UV_RUN_NOWAIT);
     }
     if ((mode & 0x80) && s.conn_count > 0)
-        conn_on_eof(c, UV_EOF);
+        hs_conn_on_eof(c, UV_EOF);
     for (int i = 0; i < 4; i++)
         uv_run(&fz_loop, UV_RUN_NOWAIT);
 

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/http_server.c"
+#include "net/http_server_conn.c"
 
 #include "base/clock.h"
 
@@ -695,7 +695,7 @@ static void bp_produce(struct http_request *req)
     struct harness *h = req->user;
     static char block[BP_CHUNK];
     memset(block, 'z', sizeof block);
-    struct http_conn *c = conn_of_req(req);
+    struct http_conn *c = hs_conn_of_req(req);
     for (int i = 0; i < 100000; i++) {
         size_t before = c->queued;
         int rc = http_stream_write(req, block, sizeof block);
@@ -1255,7 +1255,7 @@ static void fake_start_cfg(struct fake *f, const struct http_server_config *cfg,
     assert_int_equal(uv_loop_init(&f->loop), 0);
     assert_int_equal(http_server_init(&f->srv, &f->loop, cfg, handler, f), 0);
     buf_init(&f->out, 1 << 20);
-    f->c = conn_new(&f->srv);
+    f->c = hs_conn_new(&f->srv);
     assert_non_null(f->c);
     f->c->fake = true;
     f->c->fake_out = &f->out;
@@ -1268,7 +1268,7 @@ static void fake_start(struct fake *f)
 
 static void fake_feed(struct fake *f, const char *s)
 {
-    conn_on_data(f->c, s, strlen(s));
+    hs_conn_on_data(f->c, s, strlen(s));
     for (int i = 0; i < 100 && uv_is_active((uv_handle_t *)&f->srv.idle); i++)
         uv_run(&f->loop, UV_RUN_NOWAIT);
 }
@@ -1378,7 +1378,7 @@ static void test_fake_backpressure(void **state)
     fake_start_cfg(&f, &cfg, fake_stream_handler);
     f.c->fake_chunk = 100; /* the fake socket takes 100 bytes per loop iteration */
     fake_drains = 0;
-    conn_on_data(f.c, "GET / HTTP/1.1\r\n\r\n", 18);
+    hs_conn_on_data(f.c, "GET / HTTP/1.1\r\n\r\n", 18);
     assert_non_null(f.held);
     char block[400];
     memset(block, 'q', sizeof block);
@@ -1421,13 +1421,13 @@ static void test_fake_alloc_failures(void **state)
             continue;
         }
         struct fake f = {0};
-        f.c = conn_new(&s);
+        f.c = hs_conn_new(&s);
         if (f.c) {
             f.c->fake = true;
             const char *in = "GET /a HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n"
                              "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                              "3\r\nabc\r\n0\r\n\r\nGET /c HTTP/1.1\r\n\r\n";
-            conn_on_data(f.c, in, strlen(in));
+            hs_conn_on_data(f.c, in, strlen(in));
             for (int i = 0; i < 50; i++)
                 uv_run(&loop, UV_RUN_NOWAIT);
         }
