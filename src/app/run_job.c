@@ -293,7 +293,7 @@ struct job {
     char model[256];
     char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
     char auth[1024];
-    const char *headers[RUN_MAX_HEADERS];
+    const char *headers[RUN_MAX_HEADERS + 2]; /* the API key, Content-Type and o.headers */
     size_t nheaders;
     struct trace_context trace_parent;
     bool has_trace_parent;
