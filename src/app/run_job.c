@@ -978,6 +978,7 @@ static int run_load(struct job *j)
 
 /* ---- main ---- */
 
+/* The steps in order; the labels below undo what they set up, in reverse. */
 int run_job(const struct run_opts *opts, int *argc, char ***argv)
 {
     struct job j;
@@ -1012,7 +1013,7 @@ out_sim:
 out_scenario:
     scenario_run_release(&j.sr);
     scenario_release(&j.scn);
-    http_client_global_cleanup();
+    http_client_global_cleanup(); /* initialised right before the scenario was loaded */
 out_options:
     run_quality_release(&j.o.quality);
     json_decref(j.overrides);

@@ -784,6 +784,7 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
     return rc;
 }
 
+/* The steps in order; the labels below undo what they set up, in reverse. */
 int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err, size_t errlen)
 {
     struct coord *c;
