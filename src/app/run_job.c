@@ -39,7 +39,7 @@ int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t er
         char *end;
         double v = colon ? strtod(colon + 1, &end) : 0;
         if (!colon || end == colon + 1 || *end || !(v > 0)) {
-            snprintf(err, errlen, "goodput: expected 'ttft:MS tpot:MS e2el:MS', got '%s'", tok);
+            ts_errf(err, errlen, "goodput: expected 'ttft:MS tpot:MS e2el:MS', got '%s'", tok);
             return -EINVAL;
         }
         *colon = '\0';
@@ -50,7 +50,7 @@ int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t er
         else if (!strcmp(tok, "e2el"))
             g->e2el_ms = v;
         else {
-            snprintf(err, errlen, "goodput: unknown metric '%s' (ttft, tpot, e2el)", tok);
+            ts_errf(err, errlen, "goodput: unknown metric '%s' (ttft, tpot, e2el)", tok);
             return -EINVAL;
         }
     }
@@ -142,7 +142,7 @@ static int make_dirs(const char *path, char *err, size_t errlen)
     return 0;
 fail:;
     int e = errno;
-    snprintf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
+    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
     return -e;
 }
 
@@ -228,14 +228,14 @@ static int run_dry(const struct run_opts *o, struct scenario *scn)
     }
     snprintf(path, sizeof(path), "%s/requests.jsonl", o->dry_run);
     if (!(out = fopen(path, "w"))) {
-        snprintf(err, sizeof(err), "cannot write %.900s: %s", path, strerror(errno));
+        ts_errf(err, sizeof(err), "cannot write %.900s: %s", path, strerror(errno));
         goto out;
     }
     if (scenario_run_dry(&sr, o->dry_run_n ? o->dry_run_n : 100, out, &summary, err, sizeof(err)))
         goto out;
     if (fclose(out)) {
         out = NULL;
-        snprintf(err, sizeof(err), "%.900s: write error", path);
+        ts_errf(err, sizeof(err), "%.900s: write error", path);
         goto out;
     }
     out = NULL;

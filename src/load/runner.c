@@ -27,67 +27,67 @@ void runner_stop(void)
 int runner_config_check(const struct runner_config *cfg, char *err, size_t errlen)
 {
     if (cfg->integrity_key && (!*cfg->integrity_key || strlen(cfg->integrity_key) > SIGN_KEY_MAX)) {
-        snprintf(err, errlen, "the integrity key must be 1..%d bytes", SIGN_KEY_MAX);
+        ts_errf(err, errlen, "the integrity key must be 1..%d bytes", SIGN_KEY_MAX);
         return -EINVAL;
     }
     if (cfg->n_headers > RUNNER_MAX_HEADERS) {
-        snprintf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
+        ts_errf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
         return -EINVAL;
     }
     if (cfg->shard.count > SHARD_MAX ||
         (cfg->shard.count && cfg->shard.index >= cfg->shard.count)) {
-        snprintf(err, errlen, "shard %u/%u: need 0 <= i < N <= %u", cfg->shard.index,
-                 cfg->shard.count, SHARD_MAX);
+        ts_errf(err, errlen, "shard %u/%u: need 0 <= i < N <= %u", cfg->shard.index,
+                cfg->shard.count, SHARD_MAX);
         return -EINVAL;
     }
     for (size_t k = 0; k < cfg->nclasses; k++) {
         const struct runner_class *rc = &cfg->classes[k];
         if (!rc->traffic) {
-            snprintf(err, errlen, "class %zu: no traffic", k);
+            ts_errf(err, errlen, "class %zu: no traffic", k);
             return -EINVAL;
         }
         if (rc->mode == RUNNER_CLOSED && (rc->users < 1 || rc->users > RUNNER_MAX_USERS)) {
-            snprintf(err, errlen, "class '%s': users must be 1..%u", rc->name, RUNNER_MAX_USERS);
+            ts_errf(err, errlen, "class '%s': users must be 1..%u", rc->name, RUNNER_MAX_USERS);
             return -EINVAL;
         }
         if (rc->mode == RUNNER_OPEN && !rc->times && !rc->arrival.stages &&
             !(rc->arrival.rate > 0)) {
-            snprintf(err, errlen, "class '%s': the open loop needs a rate > 0 or stages", rc->name);
+            ts_errf(err, errlen, "class '%s': the open loop needs a rate > 0 or stages", rc->name);
             return -EINVAL;
         }
         if (!cfg->duration_ns && !rc->max_iterations && !rc->times && !rc->arrival.stages) {
-            snprintf(err, errlen, "class '%s' needs an end: a duration or a number of requests",
-                     rc->name);
+            ts_errf(err, errlen, "class '%s' needs an end: a duration or a number of requests",
+                    rc->name);
             return -EINVAL;
         }
     }
     if (cfg->nclasses) {
         if (cfg->workers < 1 || cfg->workers > RUNNER_MAX_WORKERS) {
-            snprintf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
+            ts_errf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
             return -EINVAL;
         }
         return 0;
     }
     if (!cfg->url || !cfg->workload) {
-        snprintf(err, errlen, "no target or no workload");
+        ts_errf(err, errlen, "no target or no workload");
         return -EINVAL;
     }
     if (cfg->workers < 1 || cfg->workers > RUNNER_MAX_WORKERS) {
-        snprintf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
+        ts_errf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
         return -EINVAL;
     }
     if (cfg->mode == RUNNER_CLOSED && (cfg->users < 1 || cfg->users > RUNNER_MAX_USERS)) {
-        snprintf(err, errlen, "users (--concurrency) must be 1..%u", RUNNER_MAX_USERS);
+        ts_errf(err, errlen, "users (--concurrency) must be 1..%u", RUNNER_MAX_USERS);
         return -EINVAL;
     }
     if (cfg->mode == RUNNER_OPEN && !cfg->arrival.stages && !(cfg->arrival.rate > 0) &&
         !(cfg->arrival.ramp_to > 0)) {
-        snprintf(err, errlen, "the open loop needs a rate > 0 (--rate) or stages");
+        ts_errf(err, errlen, "the open loop needs a rate > 0 (--rate) or stages");
         return -EINVAL;
     }
     if (!cfg->duration_ns && !cfg->max_requests &&
         !(cfg->mode == RUNNER_OPEN && (cfg->arrival.stages || cfg->arrival.ramp_ns))) {
-        snprintf(err, errlen, "the run needs an end: a duration or a number of requests");
+        ts_errf(err, errlen, "the run needs an end: a duration or a number of requests");
         return -EINVAL;
     }
     return 0;
@@ -426,7 +426,7 @@ static int metrics_start(struct coord *c, char *err, size_t errlen)
     const struct runner_metrics *m = &c->run.cfg->metrics;
     int rc = live_metrics_init(&c->live, &m->info);
     if (rc) {
-        snprintf(err, errlen, "metrics: unknown endpoint");
+        ts_errf(err, errlen, "metrics: unknown endpoint");
         return rc;
     }
     c->live.stats = c->total;
@@ -492,7 +492,7 @@ static int merge_classes(struct runner *run, struct runner_result *out)
 /* Reports a libuv failure the runner's way: the message in err, the code back. */
 static int loop_fail(char *err, size_t errlen, const char *what, int rc)
 {
-    snprintf(err, errlen, "%s: %s", what, uv_strerror(rc));
+    ts_errf(err, errlen, "%s: %s", what, uv_strerror(rc));
     return rc;
 }
 
@@ -506,7 +506,7 @@ static int coord_alloc(struct coord *c, const struct runner_config *cfg, char *e
     atomic_store(&stop_requested, false);
     run->workers = ts_calloc(cfg->workers, sizeof(*run->workers));
     if (!run->workers || run_stats_new(&c->total) || run_stats_new(&c->interval)) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     int rc = reqtrace_run_init(
@@ -518,7 +518,7 @@ static int coord_alloc(struct coord *c, const struct runner_config *cfg, char *e
         run->cls_iter = ts_calloc(cfg->nclasses, sizeof(*run->cls_iter));
         run->cls_session = ts_calloc(cfg->nclasses, sizeof(*run->cls_session));
         if (!run->cls_iter || !run->cls_session) {
-            snprintf(err, errlen, "out of memory");
+            ts_errf(err, errlen, "out of memory");
             return -ENOMEM;
         }
     }
@@ -555,11 +555,11 @@ static int workers_init(struct coord *c, char *err, size_t errlen)
             return rc;
     }
     if (cfg->quality.dual_sla && (rc = dual_sla_init(&c->dual_sla, &cfg->quality.dual))) {
-        snprintf(err, errlen, "dual SLA: a window of 1 or more requests and targets in 0..1");
+        ts_errf(err, errlen, "dual SLA: a window of 1 or more requests and targets in 0..1");
         return rc;
     }
     if (cfg->quality.consistency && (rc = consistency_new(&cfg->quality.cons, &c->consistency))) {
-        snprintf(err, errlen, "consistency check: bad settings");
+        ts_errf(err, errlen, "consistency check: bad settings");
         return rc;
     }
     return 0;
@@ -677,7 +677,7 @@ static int workers_start(struct coord *c, char *err, size_t errlen)
         struct worker *w = &c->run.workers[c->started];
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc) {
-            snprintf(err, errlen, "cannot start worker thread: %s", strerror(rc));
+            ts_errf(err, errlen, "cannot start worker thread: %s", strerror(rc));
             workers_abort(c);
             return -rc;
         }
@@ -778,7 +778,7 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
     out->otlp = c->otlp_stats;
     int rc = run->cfg->nclasses ? merge_classes(&c->run, out) : 0;
     if (rc) {
-        snprintf(err, errlen, "out of memory merging the classes' measurements");
+        ts_errf(err, errlen, "out of memory merging the classes' measurements");
         runner_result_release(out);
     }
     return rc;
@@ -794,7 +794,7 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         return rc;
     memset(out, 0, sizeof(*out));
     if (!(c = ts_calloc(1, sizeof(*c)))) {
-        snprintf(err, errlen, "out of memory");
+        ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     if ((rc = coord_alloc(c, cfg, err, errlen)))
