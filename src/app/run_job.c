@@ -39,7 +39,7 @@ int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t er
         char *end;
         double v = colon ? strtod(colon + 1, &end) : 0;
         if (!colon || end == colon + 1 || *end || !(v > 0)) {
-            snprintf(err, errlen, "goodput: expected 'ttft:MS tpot:MS e2el:MS', got '%s'", tok);
+            ts_errf(err, errlen, "goodput: expected 'ttft:MS tpot:MS e2el:MS', got '%s'", tok);
             return -EINVAL;
         }
         *colon = '\0';
@@ -50,7 +50,7 @@ int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t er
         else if (!strcmp(tok, "e2el"))
             g->e2el_ms = v;
         else {
-            snprintf(err, errlen, "goodput: unknown metric '%s' (ttft, tpot, e2el)", tok);
+            ts_errf(err, errlen, "goodput: unknown metric '%s' (ttft, tpot, e2el)", tok);
             return -EINVAL;
         }
     }
@@ -142,7 +142,7 @@ static int make_dirs(const char *path, char *err, size_t errlen)
     return 0;
 fail:;
     int e = errno;
-    snprintf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
+    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
     return -e;
 }
 
@@ -228,14 +228,14 @@ static int run_dry(const struct run_opts *o, struct scenario *scn)
     }
     snprintf(path, sizeof(path), "%s/requests.jsonl", o->dry_run);
     if (!(out = fopen(path, "w"))) {
-        snprintf(err, sizeof(err), "cannot write %.900s: %s", path, strerror(errno));
+        ts_errf(err, sizeof(err), "cannot write %.900s: %s", path, strerror(errno));
         goto out;
     }
     if (scenario_run_dry(&sr, o->dry_run_n ? o->dry_run_n : 100, out, &summary, err, sizeof(err)))
         goto out;
     if (fclose(out)) {
         out = NULL;
-        snprintf(err, sizeof(err), "%.900s: write error", path);
+        ts_errf(err, sizeof(err), "%.900s: write error", path);
         goto out;
     }
     out = NULL;
@@ -261,222 +261,307 @@ out:
     return code;
 }
 
-/* ---- main ---- */
+/* ---- the job ---- */
 
-int run_job(struct run_opts *opts, int *argc, char ***argv)
-{
-    struct run_opts o = *opts;
-    int rc;
+/*
+ * Everything one run holds. It is zeroed (and the inits that cannot fail are
+ * done) before the first step, so that the cleanup at the end of run_job()
+ * can release every field whatever step failed.
+ */
+struct job {
+    struct run_opts o; /* the caller's options, copied: the steps fill in and change it */
     char err[1024];
-    int exit_code = TS_EXIT_OK;
-    struct scenario scn;
-    memset(&scn, 0, sizeof(scn));
-    struct scenario_run sr;
-    memset(&sr, 0, sizeof(sr));
-
+    bool done; /* --check or --dry-run ended the job before any load */
+    /* the options, parsed */
     struct slo slos[RUN_MAX_SLOS];
-    for (size_t i = 0; i < o.nslos; i++) {
-        if (slo_parse(o.slos[i], &slos[i], err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: --slo: %s\n", err);
+    struct goodput_cfg goodput;
+    enum workload_endpoint ep;
+    struct dist think;
+    json_t *overrides; /* --body */
+    struct otlp_config otlp;
+    /* the scenario file; sr is built by --check or, for the run, by configure_classes */
+    struct scenario scn;
+    struct scenario_run sr;
+    /* MPI: the group of ranks (NULL when alone) and this process's rank */
+    struct dist_group *group;
+    uint32_t rank;
+    /* the target: given, or the built-in simulator */
+    struct sim_thread *sim;
+    const char *sim_profile;
+    char target_buf[128];
+    const char *target;
+    char model[256];
+    char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
+    char auth[1024];
+    const char *headers[RUN_MAX_HEADERS + 2]; /* the API key, Content-Type and o.headers */
+    size_t nheaders;
+    struct trace_context trace_parent;
+    bool has_trace_parent;
+    struct workload_cfg wcfg;
+    struct workload wl;
+    /* the result directory and the files the runner writes as it goes */
+    char dir[1024];
+    char rank_dir[1024]; /* MPI: each rank's requests.jsonl and latency.hlog */
+    struct asyncw *requests_out;
+    FILE *hlog;
+    /* the runner's configuration and what it points to */
+    struct runner_config rcfg;
+    struct progress pg;
+    struct start_gate gate;
+    char metrics_url[TARGET_URL_MAX];
+};
+
+/* Copies the caller's options; the caller's compiled quality regex, if any,
+ * stays the caller's (the job compiles its own in configure_extras). */
+static void job_init(struct job *j, const struct run_opts *opts)
+{
+    memset(j, 0, sizeof(*j));
+    j->o = *opts;
+    j->o.quality.compiled = NULL;
+    j->ep = WORKLOAD_CHAT;
+    otlp_config_init(&j->otlp);
+}
+
+/* --slo, --goodput, --endpoint: checked before anything is set up. */
+static int parse_checks(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    for (size_t i = 0; i < o->nslos; i++) {
+        if (slo_parse(o->slos[i], &j->slos[i], j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: --slo: %s\n", j->err);
             return TS_EXIT_USAGE;
         }
     }
-    struct goodput_cfg goodput = {0};
-    if (o.goodput && run_parse_goodput(o.goodput, &goodput, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: --%s\n", err);
+    if (o->goodput && run_parse_goodput(o->goodput, &j->goodput, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --%s\n", j->err);
         return TS_EXIT_USAGE;
     }
-    enum workload_endpoint ep = WORKLOAD_CHAT;
-    if (o.endpoint && workload_endpoint_parse(o.endpoint, &ep)) {
+    if (o->endpoint && workload_endpoint_parse(o->endpoint, &j->ep)) {
         fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
         return TS_EXIT_USAGE;
     }
-    struct dist think;
-    memset(&think, 0, sizeof(think));
-    if (o.think && dist_parse(&think, o.think, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: --think: %s\n", err);
+    return 0;
+}
+
+/* --think, --body and the OpenTelemetry settings (--otlp-endpoint and the
+ * OTEL_* variables): the options that hold memory until the job ends. */
+static int parse_resources(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    if (o->think && dist_parse(&j->think, o->think, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --think: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
-    json_t *overrides = NULL;
-    if (o.body) {
+    if (o->body) {
         json_error_t jerr;
-        overrides = json_loads(o.body, 0, &jerr);
-        if (!json_is_object(overrides)) {
+        j->overrides = json_loads(o->body, 0, &jerr);
+        if (!json_is_object(j->overrides)) {
             fprintf(stderr, "tokenstorm run: --body: expected a JSON object%s%s\n",
-                    overrides ? "" : ": ", overrides ? "" : jerr.text);
-            json_decref(overrides);
-            dist_release(&think);
+                    j->overrides ? "" : ": ", j->overrides ? "" : jerr.text);
             return TS_EXIT_USAGE;
         }
     }
-    /* OpenTelemetry traces: --otlp-endpoint and the OTEL_* variables */
-    struct otlp_config otlp;
-    otlp_config_init(&otlp);
-    if ((rc = otlp_config_from_env(&otlp, o.otlp_endpoint, err, sizeof(err)))) {
-        fprintf(stderr, "tokenstorm run: %s\n", rc == -ENOMEM ? "out of memory" : err);
-        otlp_config_release(&otlp);
-        json_decref(overrides);
-        dist_release(&think);
+    int rc = otlp_config_from_env(&j->otlp, o->otlp_endpoint, j->err, sizeof(j->err));
+    if (rc) {
+        fprintf(stderr, "tokenstorm run: %s\n", rc == -ENOMEM ? "out of memory" : j->err);
         return rc == -ENOMEM ? TS_EXIT_FAIL : TS_EXIT_USAGE;
     }
-    if (http_client_global_init()) {
-        fprintf(stderr, "tokenstorm run: cannot initialise libcurl\n");
-        otlp_config_release(&otlp);
+    return 0;
+}
+
+/* The scenario's tokenizer (--tokenizer first) and its classes, into j->sr. */
+static int build_classes(struct job *j, const char *base, const char *model)
+{
+    const char *tokenizer = j->o.tokenizer ? j->o.tokenizer : j->scn.target.tokenizer;
+    int rc = scenario_run_tokenizer(&j->sr, tokenizer, j->err, sizeof(j->err));
+    if (rc)
+        return rc;
+    return scenario_run_init(&j->sr, &j->scn, base, model, j->o.requests, j->err, sizeof(j->err));
+}
+
+/* --check: describes the file, then builds the classes too (templates,
+ * prompt and dataset files, tokenizer) so that every error shows; the
+ * description is taken first because building moves the prompt schemas out. */
+static int check_scenario(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    char *desc = NULL;
+    size_t desc_len = 0;
+    FILE *mem = open_memstream(&desc, &desc_len);
+    if (mem) {
+        scenario_print_check(mem, &j->scn);
+        fclose(mem);
+    }
+    int code = TS_EXIT_OK;
+    if (build_classes(j, o->target ? o->target : "http://127.0.0.1:8000/v1",
+                      o->model ? o->model : "default")) {
+        fprintf(stderr, "tokenstorm run: %s: %s\n", o->scenario, j->err);
+        code = TS_EXIT_USAGE;
+    } else if (desc) {
+        fputs(desc, stdout);
+    }
+    free(desc);
+    return code;
+}
+
+/* A scenario file: loaded, and its settings fill in the options the command
+ * line left out; --check and --dry-run end the job here (j->done). */
+static int load_scenario(struct job *j)
+{
+    if (!j->o.scenario)
+        return 0;
+    int rc = scenario_load(&j->scn, j->o.scenario, j->err, sizeof(j->err));
+    if (rc) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return rc == -ENOMEM ? TS_EXIT_FAIL : TS_EXIT_USAGE;
+    }
+    scenario_apply_opts(&j->scn, &j->o);
+    if (j->o.check) {
+        j->done = true;
+        return check_scenario(j);
+    }
+    if (j->o.dry_run) {
+        j->done = true;
+        return run_dry(&j->o, &j->scn);
+    }
+    return 0;
+}
+
+/* MPI (mpirun/srun): each rank runs shard rank/N, not with an explicit
+ * --shard; rank 0 speaks for the job. */
+static int join_group(struct job *j, int *argc, char ***argv)
+{
+    if (!j->o.shard.count && dist_group_join(&j->group, argc, argv, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    j->rank = dist_group_rank(j->group);
+    if (j->rank)
+        j->o.quiet = true;
+    if (j->group && !j->o.target && !j->rank)
+        ts_warn("no --target: every rank starts its own simulator");
+    return 0;
+}
+
+/* No --target: the built-in simulator on a loopback port, and its model. */
+static int start_simulator(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    struct sim_server_config scfg = {0};
+    j->target = o->target;
+    if (j->target)
+        return 0;
+    j->sim_profile = o->sim_profile ? o->sim_profile : "llama3-8b-a100";
+    if (sim_profile_preset(j->sim_profile, &scfg.profile)) {
+        fprintf(stderr, "tokenstorm run: unknown --sim-profile '%s'\n", j->sim_profile);
+        return TS_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < o->nsim_sets; i++) {
+        if (sim_profile_set_kv(&scfg.profile, o->sim_sets[i], j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: --sim-set %s: %s\n", o->sim_sets[i], j->err);
+            return TS_EXIT_USAGE;
+        }
+    }
+    if (sim_profile_validate(&scfg.profile, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: simulator profile: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    scfg.host = "127.0.0.1";
+    scfg.quiet = true;
+    scfg.any_model = true;
+    if (sim_thread_start(&scfg, &j->sim, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", j->err);
         return TS_EXIT_FAIL;
     }
-    struct sim_thread *sim = NULL;
-    struct dist_group *group = NULL;
-    if (o.scenario) {
-        int lrc = scenario_load(&scn, o.scenario, err, sizeof(err));
-        if (lrc) {
-            fprintf(stderr, "tokenstorm run: %s\n", err);
-            exit_code = lrc == -ENOMEM ? TS_EXIT_FAIL : TS_EXIT_USAGE;
-            goto out;
-        }
-        scenario_apply_opts(&scn, &o);
-        if (o.check) {
-            /* build the classes too: templates, prompt and dataset files, tokenizer
-             * (the description first: building moves the prompt schemas out) */
-            char *desc = NULL;
-            size_t desc_len = 0;
-            FILE *mem = open_memstream(&desc, &desc_len);
-            if (mem) {
-                scenario_print_check(mem, &scn);
-                fclose(mem);
-            }
-            if (scenario_run_tokenizer(&sr, o.tokenizer ? o.tokenizer : scn.target.tokenizer, err,
-                                       sizeof(err)) ||
-                scenario_run_init(&sr, &scn, o.target ? o.target : "http://127.0.0.1:8000/v1",
-                                  o.model ? o.model : "default", o.requests, err, sizeof(err))) {
-                fprintf(stderr, "tokenstorm run: %s: %s\n", o.scenario, err);
-                free(desc);
-                exit_code = TS_EXIT_USAGE;
-                goto out;
-            }
-            if (desc)
-                fputs(desc, stdout);
-            free(desc);
-            goto out;
-        }
-        if (o.dry_run) {
-            exit_code = run_dry(&o, &scn);
-            goto out;
-        }
-    }
-    /* the target: given, or the built-in simulator */
-    char target_buf[128];
-    const char *target = o.target;
-    char model[256] = "";
-    const char *sim_profile = NULL;
-    /* MPI (mpirun/srun): each rank runs shard rank/N; not with an explicit --shard */
-    if (!o.shard.count && dist_group_join(&group, argc, argv, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_USAGE;
-        goto out;
-    }
-    uint32_t rank = dist_group_rank(group);
-    if (rank)
-        o.quiet = true; /* rank 0 speaks for the job */
-    if (group && !target && !rank)
-        ts_warn("no --target: every rank starts its own simulator");
-    if (!target) {
-        struct sim_server_config scfg = {0};
-        sim_profile = o.sim_profile ? o.sim_profile : "llama3-8b-a100";
-        if (sim_profile_preset(sim_profile, &scfg.profile)) {
-            fprintf(stderr, "tokenstorm run: unknown --sim-profile '%s'\n", sim_profile);
-            exit_code = TS_EXIT_USAGE;
-            goto out;
-        }
-        for (size_t i = 0; i < o.nsim_sets; i++) {
-            if (sim_profile_set_kv(&scfg.profile, o.sim_sets[i], err, sizeof(err))) {
-                fprintf(stderr, "tokenstorm run: --sim-set %s: %s\n", o.sim_sets[i], err);
-                exit_code = TS_EXIT_USAGE;
-                goto out;
-            }
-        }
-        if (sim_profile_validate(&scfg.profile, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: simulator profile: %s\n", err);
-            exit_code = TS_EXIT_USAGE;
-            goto out;
-        }
-        scfg.host = "127.0.0.1";
-        scfg.quiet = true;
-        scfg.any_model = true;
-        if (sim_thread_start(&scfg, &sim, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", err);
-            exit_code = TS_EXIT_FAIL;
-            goto out;
-        }
-        snprintf(target_buf, sizeof(target_buf), "http://127.0.0.1:%d/v1", sim_thread_port(sim));
-        target = target_buf;
-        snprintf(model, sizeof(model), "%s", scfg.profile.model);
-        if (!o.quiet && !o.json)
-            fprintf(stderr, "tokenstorm run: no --target: simulator '%s' on %s\n", sim_profile,
-                    target);
-    }
-    char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
-    if (target_resolve(target, ep, url, models_url, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_USAGE;
-        goto out;
-    }
-    /* headers: the API key never leaves this process except to the target */
-    char auth[1024] = "";
-    const char *headers[RUN_MAX_HEADERS];
-    size_t nheaders = 0;
-    const char *key = o.api_key ? o.api_key : getenv("OPENAI_API_KEY");
+    snprintf(j->target_buf, sizeof(j->target_buf), "http://127.0.0.1:%d/v1",
+             sim_thread_port(j->sim));
+    j->target = j->target_buf;
+    snprintf(j->model, sizeof(j->model), "%s", scfg.profile.model);
+    if (!o->quiet && !o->json)
+        fprintf(stderr, "tokenstorm run: no --target: simulator '%s' on %s\n", j->sim_profile,
+                j->target);
+    return 0;
+}
+
+/* The request headers: the API key (which never leaves this process except
+ * to the target) and --header, where a traceparent becomes every request's
+ * parent instead of a header. */
+static int build_headers(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    const char *key = o->api_key ? o->api_key : getenv("OPENAI_API_KEY");
     if (key && *key) {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
-        headers[nheaders++] = auth;
+        snprintf(j->auth, sizeof(j->auth), "Authorization: Bearer %s", key);
+        j->headers[j->nheaders++] = j->auth;
     }
-    headers[nheaders++] = "Content-Type: application/json";
-    struct trace_context trace_parent = {0};
-    bool has_trace_parent = false;
-    for (size_t i = 0; i < o.nheaders; i++) {
-        /* --header traceparent: every request joins that trace as a child */
-        int tp = reqtrace_header_parent(o.headers[i], &trace_parent);
+    j->headers[j->nheaders++] = "Content-Type: application/json";
+    for (size_t i = 0; i < o->nheaders; i++) {
+        int tp = reqtrace_header_parent(o->headers[i], &j->trace_parent);
         if (tp < 0) {
             fprintf(stderr, "tokenstorm run: --header traceparent: not a valid W3C value\n");
-            exit_code = TS_EXIT_USAGE;
-            goto out;
+            return TS_EXIT_USAGE;
         }
-        has_trace_parent |= tp == 1;
+        j->has_trace_parent |= tp == 1;
         if (!tp)
-            headers[nheaders++] = o.headers[i];
+            j->headers[j->nheaders++] = o->headers[i];
     }
-    if (o.model)
-        snprintf(model, sizeof(model), "%s", o.model);
-    else if (!model[0] && target_discover_model(models_url, headers, nheaders, o.insecure, model,
-                                                sizeof(model), err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_FAIL;
-        goto out;
-    }
+    return 0;
+}
 
-    struct workload_cfg wcfg;
-    workload_cfg_init(&wcfg);
-    wcfg.endpoint = ep;
-    wcfg.model = model;
-    wcfg.input_tokens = o.input_len ? o.input_len : "lognormal:512,0.5";
-    wcfg.output_tokens = o.output_len ? o.output_len : "uniform:64-256";
-    wcfg.ignore_eos = !o.no_ignore_eos;
-    wcfg.stream = !o.no_stream && ep != WORKLOAD_EMBEDDINGS;
-    wcfg.system_prompt = o.system_prompt;
-    wcfg.prompts_path = o.prompts;
-    wcfg.body_overrides = overrides;
-    wcfg.seed = o.seed;
-    struct workload wl;
-    memset(&wl, 0, sizeof(wl));
-    if (!o.scenario && workload_init(&wl, &wcfg, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_USAGE;
-        goto out;
+/* The endpoint's URL, the headers and the model (--model, the simulator's,
+ * or the first the target lists). */
+static int resolve_target(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    if (target_resolve(j->target, j->ep, j->url, j->models_url, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
     }
+    int code = build_headers(j);
+    if (code)
+        return code;
+    if (o->model) {
+        snprintf(j->model, sizeof(j->model), "%s", o->model);
+    } else if (!j->model[0] &&
+               target_discover_model(j->models_url, j->headers, j->nheaders, o->insecure, j->model,
+                                     sizeof(j->model), j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_FAIL;
+    }
+    return 0;
+}
 
-    /* the result directory */
-    char dir[1024];
-    if (o.out_dir) {
-        snprintf(dir, sizeof(dir), "%s", o.out_dir);
+/* The requests of a run without a scenario: synthetic, or from --prompts. */
+static int build_workload(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    struct workload_cfg *w = &j->wcfg;
+    workload_cfg_init(w);
+    w->endpoint = j->ep;
+    w->model = j->model;
+    w->input_tokens = o->input_len ? o->input_len : "lognormal:512,0.5";
+    w->output_tokens = o->output_len ? o->output_len : "uniform:64-256";
+    w->ignore_eos = !o->no_ignore_eos;
+    w->stream = !o->no_stream && j->ep != WORKLOAD_EMBEDDINGS;
+    w->system_prompt = o->system_prompt;
+    w->prompts_path = o->prompts;
+    w->body_overrides = j->overrides;
+    w->seed = o->seed;
+    if (!o->scenario && workload_init(&j->wl, w, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The result directory (--out, or one named after the time; MPI: rank 0's
+ * name and a folder per rank), requests.jsonl and latency.hlog. */
+static int open_files(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    char path[1200];
+    if (o->out_dir) {
+        snprintf(j->dir, sizeof(j->dir), "%s", o->out_dir);
     } else {
         char stamp[32];
         ts_wall_format(ts_wall_ns(), stamp, sizeof(stamp));
@@ -484,335 +569,457 @@ int run_job(struct run_opts *opts, int *argc, char ***argv)
         for (char *p = stamp; *p; p++)
             if (*p == ':')
                 *p = '-';
-        snprintf(dir, sizeof(dir), "tokenstorm-results/%sZ-run", stamp);
+        snprintf(j->dir, sizeof(j->dir), "tokenstorm-results/%sZ-run", stamp);
     }
-    dist_group_bcast(group, dir, sizeof(dir)); /* MPI: rank 0's name (the time differs) */
-    char rank_dir[sizeof(dir)]; /* MPI: each rank's requests.jsonl and latency.hlog */
-    snprintf(rank_dir, sizeof(rank_dir), "%s", dir);
-    if (group)
-        snprintf(rank_dir, sizeof(rank_dir), "%.990s/rank-%u", dir, rank);
-    if (make_dirs(rank_dir, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_FAIL;
-        goto out_workload;
+    dist_group_bcast(j->group, j->dir, sizeof(j->dir)); /* MPI: rank 0's (the time differs) */
+    snprintf(j->rank_dir, sizeof(j->rank_dir), "%s", j->dir);
+    if (j->group)
+        snprintf(j->rank_dir, sizeof(j->rank_dir), "%.990s/rank-%u", j->dir, j->rank);
+    if (make_dirs(j->rank_dir, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_FAIL;
     }
-    char path[1200];
-    struct asyncw *requests_out = NULL;
-    if (o.save_requests) {
-        snprintf(path, sizeof(path), "%s/requests.jsonl", rank_dir);
-        if (asyncw_open(path, 0, &requests_out, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: %s\n", err);
-            exit_code = TS_EXIT_FAIL;
-            goto out_workload;
+    if (o->save_requests) {
+        snprintf(path, sizeof(path), "%s/requests.jsonl", j->rank_dir);
+        if (asyncw_open(path, 0, &j->requests_out, j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_FAIL;
         }
     }
-    snprintf(path, sizeof(path), "%s/latency.hlog", rank_dir);
-    FILE *hlog = fopen(path, "w");
-    if (!hlog)
+    snprintf(path, sizeof(path), "%s/latency.hlog", j->rank_dir);
+    j->hlog = fopen(path, "w");
+    if (!j->hlog)
         ts_warn("cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
 
-    struct runner_config rcfg = {
-        .url = url,
-        .headers = headers,
-        .n_headers = nheaders,
-        .workload = &wl,
-        .mode = (o.rate > 0 || o.stages) ? RUNNER_OPEN : RUNNER_CLOSED,
-        .users = o.concurrency,
-        .think = o.think ? &think : NULL,
-        .ramp_users_ns = o.ramp_users_ns,
-        .max_concurrency = (o.rate > 0 || o.stages) ? o.concurrency : 0,
-        .duration_ns = o.duration_ns,
-        .max_requests = o.requests,
-        .warmup_ns = o.warmup_ns,
-        .drain_ns = o.drain_ns,
-        .workers = o.workers,
-        .seed = o.seed,
-        .goodput = goodput,
-        .requests_out = requests_out,
-        .hlog = hlog,
-        .handle_signals = true,
-        .on_tick = on_tick,
-    };
-    if (!rcfg.workers) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        rcfg.workers = n < 1 ? 1 : n > RUNNER_MAX_WORKERS ? RUNNER_MAX_WORKERS : (uint32_t)n;
-    }
-    if (o.arrival && arrival_process_parse(&rcfg.arrival.process, o.arrival, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: --arrival: %s\n", err);
-        exit_code = TS_EXIT_USAGE;
-        goto out_files;
-    } else if (!o.arrival) {
-        rcfg.arrival.process.kind = ARRIVAL_POISSON;
-    }
-    rcfg.arrival.rate = o.rate;
-    rcfg.arrival.stages = o.stages;
-    if (o.ramp_to > 0) {
-        rcfg.arrival.ramp_to = o.ramp_to;
-        rcfg.arrival.ramp_ns = o.duration_ns;
-    }
-    http_client_config_default(&rcfg.client);
-    rcfg.client.connect_timeout_ms = (uint32_t)(o.t_connect / TS_NS_PER_MS);
-    rcfg.client.ttfb_timeout_ms = (uint32_t)(o.t_ttfb / TS_NS_PER_MS);
-    rcfg.client.idle_timeout_ms = (uint32_t)(o.t_idle / TS_NS_PER_MS);
-    rcfg.client.total_timeout_ms = (uint32_t)(o.t_total / TS_NS_PER_MS);
-    rcfg.client.insecure = o.insecure;
-    rcfg.client.version = o.http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
-    /* time stream bytes by their kernel arrival, not by when curl reads them */
-    rcfg.client.rx_timestamps = !o.http2 && !o.no_kernel_timestamps;
-    rcfg.client.engine = o.http_engine_curl ? HTTP_CLIENT_ENGINE_CURL : HTTP_CLIENT_ENGINE_AUTO;
-    struct progress pg = {.tty = isatty(STDERR_FILENO), .quiet = o.quiet || o.json, .group = group};
-    rcfg.tick_arg = &pg;
-    char metrics_url[TARGET_URL_MAX];
-    if (o.server_metrics && !rank) { /* MPI: one server timeline, from rank 0 */
-        snprintf(metrics_url, sizeof(metrics_url), "%s", o.server_metrics);
-        if (!strcmp(o.server_metrics, "auto") &&
-            scrape_url_from_target(url, metrics_url, sizeof(metrics_url))) {
-            fprintf(stderr, "tokenstorm run: --server-metrics auto: no URL from '%s'\n", url);
-            exit_code = TS_EXIT_USAGE;
-            goto out_files;
-        }
-        rcfg.server_metrics.url = metrics_url;
-        rcfg.server_metrics.interval_ns = o.server_metrics_interval_ns;
-        rcfg.server_metrics.insecure = o.insecure;
-    }
-    rcfg.shard = group ? dist_group_shard(group) : o.shard;
-    if (group) {
-        rcfg.run_id = splitmix64_next(&(uint64_t){ts_wall_ns() ^ (uint64_t)getpid()});
-        dist_group_bcast(group, &rcfg.run_id, sizeof(rcfg.run_id)); /* one run id for all */
-    }
-    struct start_gate gate = {.group = group, .start_at_ns = o.start_at_ns};
-    rcfg.before_start = before_start; /* start together */
-    rcfg.before_start_arg = &gate;
-    if (run_quality_apply(&o.quality, &rcfg, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_USAGE;
-        goto out_files;
-    }
-    if (o.integrity) {
-        rcfg.integrity_key = o.integrity_key ? o.integrity_key : getenv("TOKENSTORM_INTEGRITY_KEY");
-        if (!rcfg.integrity_key) {
-            fprintf(stderr, "tokenstorm run: --integrity hmac needs --integrity-key or "
-                            "$TOKENSTORM_INTEGRITY_KEY\n");
-            exit_code = TS_EXIT_USAGE;
-            goto out_files;
-        }
-    }
-    if (o.metrics_listen) {
-        static const char *const ep_names[] = {"chat", "completions", "embeddings"};
-        rcfg.metrics = (struct runner_metrics){
-            .host = o.metrics_host,
-            .port = o.metrics_port,
-            .linger_ns = o.metrics_linger_ns,
-            .info = {.model = model,
-                     .endpoint = ep_names[ep],
-                     .url = url,
-                     .stream = wcfg.stream,
-                     .goodput = goodput_cfg_enabled(&goodput)},
-            .on_listen = on_metrics_listen,
-        };
-    }
-    rcfg.trace = (struct reqtrace_config){
-        .otlp = otlp.endpoint ? &otlp : NULL,
-        .model = model,
-        .scenario = "run",
-        .has_parent = has_trace_parent,
-        .parent = trace_parent,
-    };
-    json_t *temperature = json_object_get(overrides, "temperature");
-    if (json_is_number(temperature)) {
-        rcfg.trace.temperature = json_number_value(temperature);
-        rcfg.trace.has_temperature = true;
-    }
-    if (o.scenario) {
-        /* the target's base URL, for the classes' endpoints and {{target}} in flows */
-        char base[TARGET_URL_MAX];
-        snprintf(base, sizeof(base), "%s", models_url);
-        size_t bl = strlen(base);
-        if (bl > 7 && !strcmp(base + bl - 7, "/models"))
-            base[bl - 7] = '\0';
-        if (scenario_run_tokenizer(&sr, o.tokenizer ? o.tokenizer : scn.target.tokenizer, err,
-                                   sizeof(err)) ||
-            scenario_run_init(&sr, &scn, base, model, o.requests, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: %s\n", err);
-            exit_code = TS_EXIT_USAGE;
-            goto out_files;
-        }
-        rcfg.classes = sr.classes;
-        rcfg.nclasses = sr.n;
-        rcfg.make_tokcount = scenario_run_make_tokcount;
-        rcfg.tokcount_arg = &sr;
-        rcfg.trace.scenario = scn.name ? scn.name : "scenario";
-    } else if (o.tokenizer) {
-        /* exact synthetic input lengths, output tokens counted here when no usage */
-        if (scenario_run_tokenizer(&sr, o.tokenizer, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: %s\n", err);
-            exit_code = TS_EXIT_USAGE;
-            goto out_files;
-        }
-        rcfg.make_tokcount = scenario_run_make_tokcount;
-        rcfg.tokcount_arg = &sr;
-    }
-    if (runner_config_check(&rcfg, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", err);
-        exit_code = TS_EXIT_USAGE;
-        goto out_files;
-    }
-
-    struct runner_result res;
-    if (runner_run(&rcfg, &res, err, sizeof(err))) {
-        fprintf(stderr, "tokenstorm run: the run failed: %s\n", err);
-        exit_code = TS_EXIT_FAIL;
-        goto out_files;
-    }
-    if (group) { /* MPI: rank 0 merges every rank's measurements into res and reports */
-        if (dist_group_merge(group, &res, (double)o.warmup_ns / 1e9, &goodput, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: merging the ranks' results: %s\n", err);
-            exit_code = TS_EXIT_FAIL;
-        }
-        if (exit_code || rank) {
-            if (!exit_code && res.interrupted)
-                exit_code = TS_EXIT_INTERRUPTED;
-            runner_result_release(&res);
-            goto out_files;
-        }
-    }
-    if (pg.tty && !pg.quiet)
-        fprintf(stderr, "\n");
-
-    struct run_summary sum;
-    run_summary_compute(&sum, res.total, res.duration_s, res.peak_output_tps, &goodput);
-    if (rcfg.quality.dual_sla)
-        sum.quality.dual_sla = dual_sla_attainment(&res.dual_sla);
-    if (res.consistency) {
-        struct consistency_summary cs;
-        consistency_get(res.consistency, &cs);
-        sum.quality.consistency = cs.mean_similarity;
-    }
-    const struct quality_stats *qs = &res.total->quality;
-    json_t *quality = (qs->requests || rcfg.quality.dual_sla || res.consistency)
-                          ? quality_stats_to_json(qs, rcfg.quality.dual_sla ? &res.dual_sla : NULL,
-                                                  res.consistency)
-                          : NULL;
-    json_t *tl = timeline_json(&res);
-    json_t *conf = config_json(&o, url, model, sim_profile);
-    if (conf) {
-        char id[32];
-        snprintf(id, sizeof(id), "%016llx", (unsigned long long)res.run_id);
-        json_object_set_new(conf, "run_id", json_string(id));
-        json_object_set_new(conf, "start_mono_ns", json_integer((json_int_t)res.start_mono_ns));
-        json_object_set_new(conf, "workers", json_integer(rcfg.workers));
-        if (rcfg.shard.count > 1) {
-            char sh[32];
-            snprintf(sh, sizeof(sh), "%u/%u", rcfg.shard.index, rcfg.shard.count);
-            json_object_set_new(conf, group ? "mpi_ranks" : "shard",
-                                group ? json_integer(rcfg.shard.count) : json_string(sh));
-        }
-    }
-    json_t *server_tl = NULL, *server_info = NULL;
-    if (rcfg.server_metrics.url) {
-        server_tl = scrape_timeline_json(&res.server);
-        server_info = scrape_info_json(&res.server, &rcfg.server_metrics);
-        if (res.server.failures && !o.quiet)
-            fprintf(stderr, "tokenstorm run: server metrics: %llu of %llu scrapes failed (%s)\n",
-                    (unsigned long long)res.server.failures, (unsigned long long)res.server.scrapes,
-                    res.server.last_error);
-    }
-    struct result_info info = {
-        .config = conf,
-        .started_wall_ns = res.started_wall_ns,
-        .warmup_s = (double)o.warmup_ns / 1e9,
-        .end_cut = res.end_cut,
-        .slos = slos,
-        .nslos = o.nslos,
-        .timeline = tl,
-        .server_timeline = server_tl,
-        .server_metrics = server_info,
-        .quality = quality,
-    };
-    json_t *doc = NULL;
-    size_t class_failed = 0;
-    if (result_build(res.total, &sum, &info, &doc)) {
-        fprintf(stderr, "tokenstorm run: cannot build result.json\n");
-        exit_code = TS_EXIT_FAIL;
-    } else {
-        if (res.otlp_enabled)
-            json_object_set_new(doc, "otlp", otlp_stats_json(&res.otlp));
-        if (o.scenario) {
-            json_object_set_new(doc, "classes", scenario_run_results(&sr, &res, &class_failed));
-            /* the workload's make-up: the first iterations of each class, as generated */
-            json_t *wsum = NULL;
-            char werr[256] = "";
-            if (!scenario_run_dry(&sr, 1000, NULL, &wsum, werr, sizeof(werr)))
-                json_object_set_new(doc, "workload", wsum);
-            else
-                ts_warn("workload summary: %s", werr);
-        }
-        snprintf(path, sizeof(path), "%s/result.json", dir);
-        if (result_write_file(doc, path, err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm run: %s\n", err);
-            exit_code = TS_EXIT_FAIL;
-        }
-    }
-    size_t failed = 0;
-    if (o.json) {
-        if (doc) {
-            char *text = json_dumps(doc, JSON_INDENT(2));
-            if (text)
-                printf("%s\n", text);
-            free(text);
-        }
-        for (size_t i = 0; i < o.nslos; i++) {
-            double actual;
-            failed += !slo_eval(&slos[i], &sum, &actual);
-        }
-    } else {
-        if (report_text_summary(stdout, res.total, &sum) ||
-            (o.nslos && report_text_slo(stdout, slos, o.nslos, &sum, &failed)))
-            ts_warn("cannot print the summary");
-        if (o.scenario)
-            scenario_run_print(stdout, &sr, &res);
-        if (res.otlp_enabled) {
-            char line[192];
-            otlp_stats_format(&res.otlp, line, sizeof(line));
-            printf("\n%s\n", line);
-        }
-        printf("\nresults: %s/\n", dir);
-    }
-    failed += class_failed;
-    if (exit_code == TS_EXIT_OK && failed)
-        exit_code = TS_EXIT_SLO;
-    if (res.interrupted)
-        exit_code = TS_EXIT_INTERRUPTED;
-    json_decref(doc);
-    json_decref(tl);
-    json_decref(server_tl);
-    json_decref(server_info);
-    json_decref(conf);
-    json_decref(quality);
-    runner_result_release(&res);
-out_files:
-    if (hlog)
-        fclose(hlog);
-    if (requests_out) {
-        uint64_t dropped = asyncw_dropped(requests_out);
-        if (asyncw_close(requests_out))
+/* Closes what open_files opened, saying what did not reach the disk. */
+static void close_files(struct job *j)
+{
+    if (j->hlog)
+        fclose(j->hlog);
+    if (j->requests_out) {
+        uint64_t dropped = asyncw_dropped(j->requests_out);
+        if (asyncw_close(j->requests_out))
             ts_warn("requests.jsonl: write error");
         if (dropped)
             ts_warn("requests.jsonl: %llu bytes dropped (the disk did not keep up)",
                     (unsigned long long)dropped);
     }
+}
+
+/* The load itself: target, workload, open or closed loop, workers, HTTP
+ * client settings. */
+static int configure_load(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    struct runner_config *r = &j->rcfg;
+    bool open = o->rate > 0 || o->stages;
+    *r = (struct runner_config){
+        .url = j->url,
+        .headers = j->headers,
+        .n_headers = j->nheaders,
+        .workload = &j->wl,
+        .mode = open ? RUNNER_OPEN : RUNNER_CLOSED,
+        .users = o->concurrency,
+        .think = o->think ? &j->think : NULL,
+        .ramp_users_ns = o->ramp_users_ns,
+        .max_concurrency = open ? o->concurrency : 0,
+        .duration_ns = o->duration_ns,
+        .max_requests = o->requests,
+        .warmup_ns = o->warmup_ns,
+        .drain_ns = o->drain_ns,
+        .workers = o->workers,
+        .seed = o->seed,
+        .goodput = j->goodput,
+        .requests_out = j->requests_out,
+        .hlog = j->hlog,
+        .handle_signals = true,
+        .on_tick = on_tick,
+    };
+    if (!r->workers) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        r->workers = n < 1 ? 1 : n > RUNNER_MAX_WORKERS ? RUNNER_MAX_WORKERS : (uint32_t)n;
+    }
+    if (o->arrival &&
+        arrival_process_parse(&r->arrival.process, o->arrival, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --arrival: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    } else if (!o->arrival) {
+        r->arrival.process.kind = ARRIVAL_POISSON;
+    }
+    r->arrival.rate = o->rate;
+    r->arrival.stages = o->stages;
+    if (o->ramp_to > 0) {
+        r->arrival.ramp_to = o->ramp_to;
+        r->arrival.ramp_ns = o->duration_ns;
+    }
+    http_client_config_default(&r->client);
+    r->client.connect_timeout_ms = (uint32_t)(o->t_connect / TS_NS_PER_MS);
+    r->client.ttfb_timeout_ms = (uint32_t)(o->t_ttfb / TS_NS_PER_MS);
+    r->client.idle_timeout_ms = (uint32_t)(o->t_idle / TS_NS_PER_MS);
+    r->client.total_timeout_ms = (uint32_t)(o->t_total / TS_NS_PER_MS);
+    r->client.insecure = o->insecure;
+    r->client.version = o->http2 ? HTTP_CLIENT_HTTP2_TLS : HTTP_CLIENT_HTTP1;
+    /* time stream bytes by their kernel arrival, not by when curl reads them */
+    r->client.rx_timestamps = !o->http2 && !o->no_kernel_timestamps;
+    r->client.engine = o->http_engine_curl ? HTTP_CLIENT_ENGINE_CURL : HTTP_CLIENT_ENGINE_AUTO;
+    return 0;
+}
+
+/* What goes around the load: progress, --server-metrics, the shard and the
+ * start (MPI: one run id, a barrier), answer quality, --integrity. */
+static int configure_extras(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    struct runner_config *r = &j->rcfg;
+    j->pg = (struct progress){
+        .tty = isatty(STDERR_FILENO), .quiet = o->quiet || o->json, .group = j->group};
+    r->tick_arg = &j->pg;
+    if (o->server_metrics && !j->rank) { /* MPI: one server timeline, from rank 0 */
+        snprintf(j->metrics_url, sizeof(j->metrics_url), "%s", o->server_metrics);
+        if (!strcmp(o->server_metrics, "auto") &&
+            scrape_url_from_target(j->url, j->metrics_url, sizeof(j->metrics_url))) {
+            fprintf(stderr, "tokenstorm run: --server-metrics auto: no URL from '%s'\n", j->url);
+            return TS_EXIT_USAGE;
+        }
+        r->server_metrics.url = j->metrics_url;
+        r->server_metrics.interval_ns = o->server_metrics_interval_ns;
+        r->server_metrics.insecure = o->insecure;
+    }
+    r->shard = j->group ? dist_group_shard(j->group) : o->shard;
+    if (j->group) {
+        r->run_id = splitmix64_next(&(uint64_t){ts_wall_ns() ^ (uint64_t)getpid()});
+        dist_group_bcast(j->group, &r->run_id, sizeof(r->run_id)); /* one run id for all */
+    }
+    j->gate = (struct start_gate){.group = j->group, .start_at_ns = o->start_at_ns};
+    r->before_start = before_start; /* start together */
+    r->before_start_arg = &j->gate;
+    if (run_quality_apply(&j->o.quality, r, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    if (o->integrity) {
+        r->integrity_key = o->integrity_key ? o->integrity_key : getenv("TOKENSTORM_INTEGRITY_KEY");
+        if (!r->integrity_key) {
+            fprintf(stderr, "tokenstorm run: --integrity hmac needs --integrity-key or "
+                            "$TOKENSTORM_INTEGRITY_KEY\n");
+            return TS_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* What the run exports while it goes: --metrics-listen and the requests'
+ * trace context (OTLP spans, --header traceparent, the temperature). */
+static void configure_exports(struct job *j)
+{
+    static const char *const ep_names[] = {"chat", "completions", "embeddings"};
+    const struct run_opts *o = &j->o;
+    struct runner_config *r = &j->rcfg;
+    if (o->metrics_listen) {
+        r->metrics = (struct runner_metrics){
+            .host = o->metrics_host,
+            .port = o->metrics_port,
+            .linger_ns = o->metrics_linger_ns,
+            .info = {.model = j->model,
+                     .endpoint = ep_names[j->ep],
+                     .url = j->url,
+                     .stream = j->wcfg.stream,
+                     .goodput = goodput_cfg_enabled(&j->goodput)},
+            .on_listen = on_metrics_listen,
+        };
+    }
+    r->trace = (struct reqtrace_config){
+        .otlp = j->otlp.endpoint ? &j->otlp : NULL,
+        .model = j->model,
+        .scenario = "run",
+        .has_parent = j->has_trace_parent,
+        .parent = j->trace_parent,
+    };
+    json_t *temperature = json_object_get(j->overrides, "temperature");
+    if (json_is_number(temperature)) {
+        r->trace.temperature = json_number_value(temperature);
+        r->trace.has_temperature = true;
+    }
+}
+
+/* A scenario's classes against the target's base URL (for the classes'
+ * endpoints and {{target}} in flows); without one, --tokenizer alone gives
+ * exact synthetic input lengths and counts output tokens when there is no
+ * usage. */
+static int configure_classes(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    struct runner_config *r = &j->rcfg;
+    if (o->scenario) {
+        char base[TARGET_URL_MAX];
+        snprintf(base, sizeof(base), "%s", j->models_url);
+        size_t bl = strlen(base);
+        if (bl > 7 && !strcmp(base + bl - 7, "/models"))
+            base[bl - 7] = '\0';
+        if (build_classes(j, base, j->model)) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_USAGE;
+        }
+        r->classes = j->sr.classes;
+        r->nclasses = j->sr.n;
+        r->make_tokcount = scenario_run_make_tokcount;
+        r->tokcount_arg = &j->sr;
+        r->trace.scenario = j->scn.name ? j->scn.name : "scenario";
+    } else if (o->tokenizer) {
+        if (scenario_run_tokenizer(&j->sr, o->tokenizer, j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_USAGE;
+        }
+        r->make_tokcount = scenario_run_make_tokcount;
+        r->tokcount_arg = &j->sr;
+    }
+    return 0;
+}
+
+/* The runner's whole configuration, checked. */
+static int configure_runner(struct job *j)
+{
+    int code;
+    if ((code = configure_load(j)) || (code = configure_extras(j)))
+        return code;
+    configure_exports(j);
+    if ((code = configure_classes(j)))
+        return code;
+    if (runner_config_check(&j->rcfg, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- the report ---- */
+
+/* What result.json and the summary are made of (the json_t are owned). */
+struct report {
+    struct run_summary sum;
+    json_t *quality, *timeline, *config, *server_timeline, *server_info, *doc;
+    size_t class_failed; /* scenario classes that failed their checks */
+};
+
+/* The "config" object of result.json: the options, and what the run chose. */
+static json_t *report_config(const struct job *j, const struct runner_result *res)
+{
+    const struct runner_config *r = &j->rcfg;
+    json_t *conf = config_json(&j->o, j->url, j->model, j->sim_profile);
+    if (!conf)
+        return NULL;
+    char id[32];
+    snprintf(id, sizeof(id), "%016llx", (unsigned long long)res->run_id);
+    json_object_set_new(conf, "run_id", json_string(id));
+    json_object_set_new(conf, "start_mono_ns", json_integer((json_int_t)res->start_mono_ns));
+    json_object_set_new(conf, "workers", json_integer(r->workers));
+    if (r->shard.count > 1) {
+        char sh[32];
+        snprintf(sh, sizeof(sh), "%u/%u", r->shard.index, r->shard.count);
+        json_object_set_new(conf, j->group ? "mpi_ranks" : "shard",
+                            j->group ? json_integer(r->shard.count) : json_string(sh));
+    }
+    return conf;
+}
+
+/* The headline numbers and the parts of result.json, from the run's result. */
+static void report_compute(const struct job *j, const struct runner_result *res, struct report *rp)
+{
+    const struct runner_config *r = &j->rcfg;
+    run_summary_compute(&rp->sum, res->total, res->duration_s, res->peak_output_tps, &j->goodput);
+    if (r->quality.dual_sla)
+        rp->sum.quality.dual_sla = dual_sla_attainment(&res->dual_sla);
+    if (res->consistency) {
+        struct consistency_summary cs;
+        consistency_get(res->consistency, &cs);
+        rp->sum.quality.consistency = cs.mean_similarity;
+    }
+    const struct quality_stats *qs = &res->total->quality;
+    if (qs->requests || r->quality.dual_sla || res->consistency)
+        rp->quality = quality_stats_to_json(qs, r->quality.dual_sla ? &res->dual_sla : NULL,
+                                            res->consistency);
+    rp->timeline = timeline_json(res);
+    rp->config = report_config(j, res);
+    if (r->server_metrics.url) {
+        rp->server_timeline = scrape_timeline_json(&res->server);
+        rp->server_info = scrape_info_json(&res->server, &r->server_metrics);
+        if (res->server.failures && !j->o.quiet)
+            fprintf(stderr, "tokenstorm run: server metrics: %llu of %llu scrapes failed (%s)\n",
+                    (unsigned long long)res->server.failures,
+                    (unsigned long long)res->server.scrapes, res->server.last_error);
+    }
+}
+
+/* result.json: built (with the OTLP export's fate and a scenario's classes
+ * and workload) and written; TS_EXIT_FAIL if it could not be. */
+static int report_write(struct job *j, const struct runner_result *res, struct report *rp)
+{
+    struct result_info info = {
+        .config = rp->config,
+        .started_wall_ns = res->started_wall_ns,
+        .warmup_s = (double)j->o.warmup_ns / 1e9,
+        .end_cut = res->end_cut,
+        .slos = j->slos,
+        .nslos = j->o.nslos,
+        .timeline = rp->timeline,
+        .server_timeline = rp->server_timeline,
+        .server_metrics = rp->server_info,
+        .quality = rp->quality,
+    };
+    if (result_build(res->total, &rp->sum, &info, &rp->doc)) {
+        fprintf(stderr, "tokenstorm run: cannot build result.json\n");
+        return TS_EXIT_FAIL;
+    }
+    if (res->otlp_enabled)
+        json_object_set_new(rp->doc, "otlp", otlp_stats_json(&res->otlp));
+    if (j->o.scenario) {
+        json_object_set_new(rp->doc, "classes",
+                            scenario_run_results(&j->sr, res, &rp->class_failed));
+        /* the workload's make-up: the first iterations of each class, as generated */
+        json_t *wsum = NULL;
+        char werr[256] = "";
+        if (!scenario_run_dry(&j->sr, 1000, NULL, &wsum, werr, sizeof(werr)))
+            json_object_set_new(rp->doc, "workload", wsum);
+        else
+            ts_warn("workload summary: %s", werr);
+    }
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/result.json", j->dir);
+    if (result_write_file(rp->doc, path, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_FAIL;
+    }
+    return TS_EXIT_OK;
+}
+
+/* The result on stdout (--json: result.json; else the summary, the SLOs, a
+ * scenario's classes); returns the number of SLOs that failed. */
+static size_t report_print(const struct job *j, const struct runner_result *res,
+                           const struct report *rp)
+{
+    const struct run_opts *o = &j->o;
+    size_t failed = 0;
+    if (o->json) {
+        if (rp->doc) {
+            char *text = json_dumps(rp->doc, JSON_INDENT(2));
+            if (text)
+                printf("%s\n", text);
+            free(text);
+        }
+        for (size_t i = 0; i < o->nslos; i++) {
+            double actual;
+            failed += !slo_eval(&j->slos[i], &rp->sum, &actual);
+        }
+        return failed;
+    }
+    if (report_text_summary(stdout, res->total, &rp->sum) ||
+        (o->nslos && report_text_slo(stdout, j->slos, o->nslos, &rp->sum, &failed)))
+        ts_warn("cannot print the summary");
+    if (o->scenario)
+        scenario_run_print(stdout, &j->sr, res);
+    if (res->otlp_enabled) {
+        char line[192];
+        otlp_stats_format(&res->otlp, line, sizeof(line));
+        printf("\n%s\n", line);
+    }
+    printf("\nresults: %s/\n", j->dir);
+    return failed;
+}
+
+/* Writes and prints the result; the exit code says how the run went. */
+static int report(struct job *j, const struct runner_result *res)
+{
+    struct report rp;
+    memset(&rp, 0, sizeof(rp));
+    report_compute(j, res, &rp);
+    int code = report_write(j, res, &rp);
+    size_t failed = report_print(j, res, &rp) + rp.class_failed;
+    if (code == TS_EXIT_OK && failed)
+        code = TS_EXIT_SLO;
+    if (res->interrupted)
+        code = TS_EXIT_INTERRUPTED;
+    json_decref(rp.doc);
+    json_decref(rp.timeline);
+    json_decref(rp.server_timeline);
+    json_decref(rp.server_info);
+    json_decref(rp.config);
+    json_decref(rp.quality);
+    return code;
+}
+
+/* Runs the load and reports it; MPI: rank 0 merges every rank's
+ * measurements into its result first, and alone reports. */
+static int run_load(struct job *j)
+{
+    struct runner_result res;
+    int code = TS_EXIT_OK;
+    if (runner_run(&j->rcfg, &res, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: the run failed: %s\n", j->err);
+        return TS_EXIT_FAIL;
+    }
+    if (j->group && dist_group_merge(j->group, &res, (double)j->o.warmup_ns / 1e9, &j->goodput,
+                                     j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: merging the ranks' results: %s\n", j->err);
+        code = TS_EXIT_FAIL;
+    }
+    if (j->group && (code || j->rank)) {
+        if (!code && res.interrupted)
+            code = TS_EXIT_INTERRUPTED;
+    } else {
+        if (j->pg.tty && !j->pg.quiet)
+            fprintf(stderr, "\n");
+        code = report(j, &res);
+    }
+    runner_result_release(&res);
+    return code;
+}
+
+/* ---- main ---- */
+
+/* The steps in order; the labels below undo what they set up, in reverse. */
+int run_job(const struct run_opts *opts, int *argc, char ***argv)
+{
+    struct job j;
+    int code;
+
+    job_init(&j, opts);
+    if ((code = parse_checks(&j)))
+        return code;
+    if ((code = parse_resources(&j)))
+        goto out_options;
+    if (http_client_global_init()) {
+        fprintf(stderr, "tokenstorm run: cannot initialise libcurl\n");
+        code = TS_EXIT_FAIL;
+        goto out_options;
+    }
+    if ((code = load_scenario(&j)) || j.done)
+        goto out_scenario;
+    if ((code = join_group(&j, argc, argv)) || (code = start_simulator(&j)))
+        goto out_scenario;
+    if ((code = resolve_target(&j)) || (code = build_workload(&j)))
+        goto out_sim;
+    if ((code = open_files(&j)))
+        goto out_workload;
+    if (!(code = configure_runner(&j)))
+        code = run_load(&j);
+    close_files(&j);
 out_workload:
-    workload_release(&wl);
-out:
-    scenario_run_release(&sr);
-    scenario_release(&scn);
-    if (sim)
-        sim_thread_stop(sim, 0);
-    run_quality_release(&o.quality);
-    json_decref(overrides);
-    dist_release(&think);
-    otlp_config_release(&otlp);
-    http_client_global_cleanup();
-    dist_group_leave(group, exit_code); /* MPI: after a failure, aborts the job */
-    return exit_code;
+    workload_release(&j.wl);
+out_sim:
+    if (j.sim)
+        sim_thread_stop(j.sim, 0);
+out_scenario:
+    scenario_run_release(&j.sr);
+    scenario_release(&j.scn);
+    http_client_global_cleanup(); /* initialised right before the scenario was loaded */
+out_options:
+    run_quality_release(&j.o.quality);
+    json_decref(j.overrides);
+    dist_release(&j.think);
+    otlp_config_release(&j.otlp);
+    /* last: after a failure it aborts the MPI job, so everything else goes first */
+    dist_group_leave(j.group, code);
+    return code;
 }

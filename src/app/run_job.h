@@ -63,7 +63,14 @@ TS_MUST_CHECK int run_parse_goodput(const char *s, struct goodput_cfg *g, char *
 /*
  * Carries out the run described by o; returns the exit code. argc/argv are
  * the process's, for MPI_Init under mpirun (see app/dist.h).
+ *
+ * Ownership: o stays the caller's. run_job works on a copy of it, frees
+ * nothing o holds and leaves nothing for the caller to free: it compiles
+ * o->quality's regex into its copy and frees that before it returns (a regex
+ * the caller compiled into o->quality itself is left alone: the caller frees
+ * it with run_quality_release). The strings o points to must stay valid for
+ * the call.
  */
-int run_job(struct run_opts *o, int *argc, char ***argv);
+int run_job(const struct run_opts *o, int *argc, char ***argv);
 
 #endif

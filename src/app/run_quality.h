@@ -38,10 +38,15 @@ void run_quality_init(struct run_quality_opts *q);
 int run_quality_option(struct run_quality_opts *q, const char *name, const char *arg, char *err,
                        size_t errlen);
 
-/* Compiles what needs compiling and fills cfg->quality. 0 or -EINVAL with a message. */
+/*
+ * Compiles what needs compiling and fills cfg->quality. 0 or -EINVAL with a
+ * message. The compiled regex is q's (q->compiled, which cfg points to): q
+ * must outlive the run, and its owner frees it with run_quality_release().
+ */
 int run_quality_apply(struct run_quality_opts *q, struct runner_config *cfg, char *err,
                       size_t errlen);
 
+/* Frees what run_quality_apply compiled (q->compiled); q can be applied again. */
 void run_quality_release(struct run_quality_opts *q);
 
 #endif

@@ -22,77 +22,88 @@ void runner_stop(void)
     atomic_store(&stop_requested, true);
     uv_async_t *a = stop_async;
     if (a)
-        uv_async_send(a); /* async-signal-safe */
+        (void)uv_async_send(a); /* async-signal-safe; a signal handler has no one to tell */
 }
 
 int runner_config_check(const struct runner_config *cfg, char *err, size_t errlen)
 {
     if (cfg->integrity_key && (!*cfg->integrity_key || strlen(cfg->integrity_key) > SIGN_KEY_MAX)) {
-        snprintf(err, errlen, "the integrity key must be 1..%d bytes", SIGN_KEY_MAX);
+        ts_errf(err, errlen, "the integrity key must be 1..%d bytes", SIGN_KEY_MAX);
         return -EINVAL;
     }
     if (cfg->n_headers > RUNNER_MAX_HEADERS) {
-        snprintf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
+        ts_errf(err, errlen, "at most %d headers", RUNNER_MAX_HEADERS);
         return -EINVAL;
     }
     if (cfg->shard.count > SHARD_MAX ||
         (cfg->shard.count && cfg->shard.index >= cfg->shard.count)) {
-        snprintf(err, errlen, "shard %u/%u: need 0 <= i < N <= %u", cfg->shard.index,
-                 cfg->shard.count, SHARD_MAX);
+        ts_errf(err, errlen, "shard %u/%u: need 0 <= i < N <= %u", cfg->shard.index,
+                cfg->shard.count, SHARD_MAX);
         return -EINVAL;
     }
     for (size_t k = 0; k < cfg->nclasses; k++) {
         const struct runner_class *rc = &cfg->classes[k];
         if (!rc->traffic) {
-            snprintf(err, errlen, "class %zu: no traffic", k);
+            ts_errf(err, errlen, "class %zu: no traffic", k);
             return -EINVAL;
         }
         if (rc->mode == RUNNER_CLOSED && (rc->users < 1 || rc->users > RUNNER_MAX_USERS)) {
-            snprintf(err, errlen, "class '%s': users must be 1..%u", rc->name, RUNNER_MAX_USERS);
+            ts_errf(err, errlen, "class '%s': users must be 1..%u", rc->name, RUNNER_MAX_USERS);
             return -EINVAL;
         }
         if (rc->mode == RUNNER_OPEN && !rc->times && !rc->arrival.stages &&
             !(rc->arrival.rate > 0)) {
-            snprintf(err, errlen, "class '%s': the open loop needs a rate > 0 or stages", rc->name);
+            ts_errf(err, errlen, "class '%s': the open loop needs a rate > 0 or stages", rc->name);
             return -EINVAL;
         }
         if (!cfg->duration_ns && !rc->max_iterations && !rc->times && !rc->arrival.stages) {
-            snprintf(err, errlen, "class '%s' needs an end: a duration or a number of requests",
-                     rc->name);
+            ts_errf(err, errlen, "class '%s' needs an end: a duration or a number of requests",
+                    rc->name);
             return -EINVAL;
         }
     }
     if (cfg->nclasses) {
         if (cfg->workers < 1 || cfg->workers > RUNNER_MAX_WORKERS) {
-            snprintf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
+            ts_errf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
             return -EINVAL;
         }
         return 0;
     }
     if (!cfg->url || !cfg->workload) {
-        snprintf(err, errlen, "no target or no workload");
+        ts_errf(err, errlen, "no target or no workload");
         return -EINVAL;
     }
     if (cfg->workers < 1 || cfg->workers > RUNNER_MAX_WORKERS) {
-        snprintf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
+        ts_errf(err, errlen, "workers must be 1..%d", RUNNER_MAX_WORKERS);
         return -EINVAL;
     }
     if (cfg->mode == RUNNER_CLOSED && (cfg->users < 1 || cfg->users > RUNNER_MAX_USERS)) {
-        snprintf(err, errlen, "users (--concurrency) must be 1..%u", RUNNER_MAX_USERS);
+        ts_errf(err, errlen, "users (--concurrency) must be 1..%u", RUNNER_MAX_USERS);
         return -EINVAL;
     }
     if (cfg->mode == RUNNER_OPEN && !cfg->arrival.stages && !(cfg->arrival.rate > 0) &&
         !(cfg->arrival.ramp_to > 0)) {
-        snprintf(err, errlen, "the open loop needs a rate > 0 (--rate) or stages");
+        ts_errf(err, errlen, "the open loop needs a rate > 0 (--rate) or stages");
         return -EINVAL;
     }
     if (!cfg->duration_ns && !cfg->max_requests &&
         !(cfg->mode == RUNNER_OPEN && (cfg->arrival.stages || cfg->arrival.ramp_ns))) {
-        snprintf(err, errlen, "the run needs an end: a duration or a number of requests");
+        ts_errf(err, errlen, "the run needs an end: a duration or a number of requests");
         return -EINVAL;
     }
     return 0;
 }
+
+/* The coordinator's handles, as bits of coord.open, in the order of
+ * coord_close()'s table: set once initialised, cleared once closed. */
+enum coord_handles {
+    COORD_TICK = 1 << 0,
+    COORD_DRAIN = 1 << 1,
+    COORD_STOP = 1 << 2,
+    COORD_EVENT = 1 << 3, /* run.worker_event */
+    COORD_SIGINT = 1 << 4,
+    COORD_SIGTERM = 1 << 5,
+};
 
 struct coord {
     struct runner run;
@@ -101,6 +112,9 @@ struct coord {
     uv_timer_t drain;
     uv_async_t stop;
     uv_signal_t sigint, sigterm;
+    unsigned open;    /* enum coord_handles */
+    uint32_t inited;  /* workers set up: each needs worker_release() */
+    uint32_t started; /* worker threads started: each needs pthread_join() */
     struct run_stats *total;
     struct run_stats *interval;
     struct hlog_writer hlog;
@@ -119,7 +133,11 @@ struct coord {
     bool interrupted;
     uint64_t last_end_ns; /* when the last request ended */
     char err[256];
-    struct scraper *scraper;  /* --server-metrics, or NULL */
+    struct scraper *scraper; /* --server-metrics, or NULL */
+    bool scraper_closed;
+    uint64_t end_ns;              /* when the last request ended (collect_last) */
+    struct otlp_stats otlp_stats; /* the spans' fate, after the final flush */
+    bool otlp_on;
     struct qnotes notes;      /* taken from the workers, fed in completion order */
     struct dual_sla dual_sla; /* when cfg->quality.dual_sla */
     struct consistency *consistency;
@@ -127,10 +145,14 @@ struct coord {
     struct live_metrics_server metrics;
 };
 
+/* Posts a command to every worker thread that was started (one that never
+ * ran must not get one: its loop runs once more, in worker_release). */
 static void broadcast(struct coord *c, unsigned bits)
 {
-    for (uint32_t i = 0; i < c->run.nworkers; i++)
-        worker_post(&c->run.workers[i], bits);
+    for (uint32_t i = 0; i < c->run.nworkers; i++) {
+        if (c->run.workers[i].thread_started)
+            worker_post(&c->run.workers[i], bits);
+    }
 }
 
 static uint64_t total_sent(struct coord *c)
@@ -300,6 +322,27 @@ static void collect(struct coord *c)
     }
 }
 
+/* Closes the scraper and every coordinator handle still open (at the end of
+ * the run, or after a failure to set them up); the loop must then run for
+ * the closes to complete. Calling it again does nothing. */
+static void coord_close(struct coord *c)
+{
+    uv_handle_t *const handles[] = {
+        (uv_handle_t *)&c->tick,   (uv_handle_t *)&c->drain,
+        (uv_handle_t *)&c->stop,   (uv_handle_t *)&c->run.worker_event,
+        (uv_handle_t *)&c->sigint, (uv_handle_t *)&c->sigterm,
+    };
+    if (c->scraper && !c->scraper_closed) {
+        c->scraper_closed = true;
+        scraper_close(c->scraper);
+    }
+    for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++) {
+        if (c->open & (1u << i))
+            uv_close(handles[i], NULL);
+    }
+    c->open = 0;
+}
+
 static void on_worker_event(uv_async_t *h)
 {
     struct coord *c = h->data;
@@ -315,18 +358,9 @@ static void on_worker_event(uv_async_t *h)
         uv_timer_stop(&c->tick);
         uv_timer_stop(&c->drain);
         broadcast(c, WCMD_QUIT);
-        if (c->scraper)
-            scraper_close(c->scraper);
         if (c->run.cfg->metrics.host) /* it keeps the loop: merge the last stats first */
             uv_stop(&c->loop);
-        uv_close((uv_handle_t *)&c->tick, NULL);
-        uv_close((uv_handle_t *)&c->drain, NULL);
-        uv_close((uv_handle_t *)&c->stop, NULL);
-        uv_close((uv_handle_t *)&c->run.worker_event, NULL);
-        if (c->run.cfg->handle_signals) {
-            uv_close((uv_handle_t *)&c->sigint, NULL);
-            uv_close((uv_handle_t *)&c->sigterm, NULL);
-        }
+        coord_close(c);
     }
 }
 
@@ -349,7 +383,11 @@ static void begin_end(struct coord *c)
     uint64_t drain_ms = c->run.cfg->drain_ns / TS_NS_PER_MS;
     if (c->interrupted)
         drain_ms = 0;
-    uv_timer_start(&c->drain, on_drain_timeout, drain_ms, 0);
+    int rc = uv_timer_start(&c->drain, on_drain_timeout, drain_ms, 0);
+    if (rc) {
+        ts_warn("runner: drain timer: %s; cutting the requests in flight now", uv_strerror(rc));
+        on_drain_timeout(&c->drain);
+    }
 }
 
 static void on_tick(uv_timer_t *h)
@@ -389,7 +427,7 @@ static int metrics_start(struct coord *c, char *err, size_t errlen)
     const struct runner_metrics *m = &c->run.cfg->metrics;
     int rc = live_metrics_init(&c->live, &m->info);
     if (rc) {
-        snprintf(err, errlen, "metrics: unknown endpoint");
+        ts_errf(err, errlen, "metrics: unknown endpoint");
         return rc;
     }
     c->live.stats = c->total;
@@ -452,90 +490,152 @@ static int merge_classes(struct runner *run, struct runner_result *out)
     return 0;
 }
 
-int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err, size_t errlen)
+/* Reports a libuv failure the runner's way: the message in err, the code back. */
+static int loop_fail(char *err, size_t errlen, const char *what, int rc)
 {
-    int rc = runner_config_check(cfg, err, errlen);
-    if (rc)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    struct coord *c = ts_calloc(1, sizeof(*c));
-    if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    ts_errf(err, errlen, "%s: %s", what, uv_strerror(rc));
+    return rc;
+}
+
+/* The coordinator's memory: the workers, the merged stats, the trace
+ * context, the classes' counters. c is zeroed; coord_free() undoes it. */
+static int coord_alloc(struct coord *c, const struct runner_config *cfg, char *err, size_t errlen)
+{
     struct runner *run = &c->run;
     run->cfg = cfg;
     run->nworkers = cfg->workers;
     atomic_store(&stop_requested, false);
     run->workers = ts_calloc(cfg->workers, sizeof(*run->workers));
     if (!run->workers || run_stats_new(&c->total) || run_stats_new(&c->interval)) {
-        snprintf(err, errlen, "out of memory");
-        rc = -ENOMEM;
-        goto out_free;
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
     }
-    if ((rc = reqtrace_run_init(&run->trace, &cfg->trace, cfg->url,
-                                cfg->nclasses ? cfg->classes[0].traffic->endpoint
-                                              : cfg->workload->endpoint,
-                                err, errlen)))
-        goto out_free;
+    int rc = reqtrace_run_init(
+        &run->trace, &cfg->trace, cfg->url,
+        cfg->nclasses ? cfg->classes[0].traffic->endpoint : cfg->workload->endpoint, err, errlen);
+    if (rc)
+        return rc;
     if (cfg->nclasses) {
         run->cls_iter = ts_calloc(cfg->nclasses, sizeof(*run->cls_iter));
         run->cls_session = ts_calloc(cfg->nclasses, sizeof(*run->cls_session));
         if (!run->cls_iter || !run->cls_session) {
-            snprintf(err, errlen, "out of memory");
-            rc = -ENOMEM;
-            goto out_free;
+            ts_errf(err, errlen, "out of memory");
+            return -ENOMEM;
         }
     }
-    uint32_t inited = 0;
-    for (; inited < cfg->workers; inited++) {
-        if ((rc = worker_init(&run->workers[inited], run, inited, err, errlen))) {
-            inited++;
-            goto out_workers;
-        }
+    return 0;
+}
+
+/* Frees the coordinator and what it still holds (a run hands its results out first). */
+static void coord_free(struct coord *c)
+{
+    qnotes_release(&c->notes);
+    consistency_free(c->consistency);
+    reqtrace_run_finish(&c->run.trace, NULL, NULL);
+    run_stats_free(c->total);
+    run_stats_free(c->interval);
+    ts_free(c->timeline);
+    ts_free(c->run.workers);
+    ts_free((void *)c->run.cls_iter);
+    ts_free((void *)c->run.cls_session);
+    ts_free(c);
+}
+
+/* Sets up every worker (its loop, client, timer, stats), and the dual SLA
+ * and the consistency check the coordinator feeds. c->inited counts the
+ * workers to release, the one that failed included. */
+static int workers_init(struct coord *c, char *err, size_t errlen)
+{
+    const struct runner_config *cfg = c->run.cfg;
+    int rc;
+    while (c->inited < cfg->workers) {
+        struct worker *w = &c->run.workers[c->inited];
+        rc = worker_init(w, &c->run, c->inited, err, errlen);
+        c->inited++;
+        if (rc)
+            return rc;
     }
     if (cfg->quality.dual_sla && (rc = dual_sla_init(&c->dual_sla, &cfg->quality.dual))) {
-        snprintf(err, errlen, "dual SLA: a window of 1 or more requests and targets in 0..1");
-        goto out_workers;
+        ts_errf(err, errlen, "dual SLA: a window of 1 or more requests and targets in 0..1");
+        return rc;
     }
     if (cfg->quality.consistency && (rc = consistency_new(&cfg->quality.cons, &c->consistency))) {
-        snprintf(err, errlen, "consistency check: bad settings");
-        goto out_workers;
+        ts_errf(err, errlen, "consistency check: bad settings");
+        return rc;
     }
-    if ((rc = uv_loop_init(&c->loop))) {
-        snprintf(err, errlen, "event loop: %s", uv_strerror(rc));
-        goto out_workers;
-    }
-    if (cfg->metrics.host && (rc = metrics_start(c, err, errlen))) {
-        uv_run(&c->loop, UV_RUN_DEFAULT);
-        if (uv_loop_close(&c->loop))
-            ts_warn("runner: coordinator loop closed with open handles");
-        goto out_workers;
-    }
-    uv_timer_init(&c->loop, &c->tick);
-    uv_timer_init(&c->loop, &c->drain);
-    uv_async_init(&c->loop, &c->stop, on_stop);
-    uv_async_init(&c->loop, &run->worker_event, on_worker_event);
-    c->tick.data = c->drain.data = c->stop.data = run->worker_event.data = c;
-    if (cfg->handle_signals) {
-        uv_signal_init(&c->loop, &c->sigint);
-        uv_signal_init(&c->loop, &c->sigterm);
-        c->sigint.data = c->sigterm.data = c;
-        uv_signal_start(&c->sigint, on_signal, SIGINT);
-        uv_signal_start(&c->sigterm, on_signal, SIGTERM);
-    }
-    stop_async = &c->stop;
-    if (cfg->server_metrics.url) {
-        char why[256];
-        if (scraper_new(&c->loop, &cfg->server_metrics, &c->scraper, why, sizeof(why)))
-            ts_warn("%s; going on without server metrics", why);
-    }
+    return 0;
+}
+
+/* The coordinator's handles on its loop: the 1-second tick, the drain
+ * timer, runner_stop()'s async, the workers' event and (handle_signals)
+ * SIGINT and SIGTERM. Each one set up is marked in c->open for coord_close(). */
+static int coord_open(struct coord *c, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = uv_timer_init(&c->loop, &c->tick)))
+        return loop_fail(err, errlen, "timer", rc);
+    c->open |= COORD_TICK;
+    if ((rc = uv_timer_init(&c->loop, &c->drain)))
+        return loop_fail(err, errlen, "timer", rc);
+    c->open |= COORD_DRAIN;
+    if ((rc = uv_async_init(&c->loop, &c->stop, on_stop)))
+        return loop_fail(err, errlen, "async", rc);
+    c->open |= COORD_STOP;
+    if ((rc = uv_async_init(&c->loop, &c->run.worker_event, on_worker_event)))
+        return loop_fail(err, errlen, "async", rc);
+    c->open |= COORD_EVENT;
+    c->tick.data = c->drain.data = c->stop.data = c->run.worker_event.data = c;
+    if (!c->run.cfg->handle_signals)
+        return 0;
+    if ((rc = uv_signal_init(&c->loop, &c->sigint)))
+        return loop_fail(err, errlen, "signal", rc);
+    c->open |= COORD_SIGINT;
+    if ((rc = uv_signal_init(&c->loop, &c->sigterm)))
+        return loop_fail(err, errlen, "signal", rc);
+    c->open |= COORD_SIGTERM;
+    c->sigint.data = c->sigterm.data = c;
+    if ((rc = uv_signal_start(&c->sigint, on_signal, SIGINT)) ||
+        (rc = uv_signal_start(&c->sigterm, on_signal, SIGTERM)))
+        return loop_fail(err, errlen, "signal", rc);
+    return 0;
+}
+
+/* Closes what is left on the coordinator's loop (everything, after a
+ * failure to set it up; after a run, nothing but the loop), runs it until
+ * the closes complete, and closes it. */
+static void coord_close_loop(struct coord *c)
+{
+    stop_async = NULL;
+    coord_close(c);
+    live_metrics_server_linger(&c->metrics, 0, false); /* a no-op if stopped or never started */
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    scraper_free(c->scraper);
+    c->scraper = NULL;
+    if (uv_loop_close(&c->loop))
+        ts_warn("runner: coordinator loop closed with open handles");
+}
+
+/* --server-metrics: a scraper on the coordinator's loop; the run goes on without one. */
+static void scraper_open(struct coord *c)
+{
+    const struct runner_config *cfg = c->run.cfg;
+    char why[256];
+    if (cfg->server_metrics.url &&
+        scraper_new(&c->loop, &cfg->server_metrics, &c->scraper, why, sizeof(why)))
+        ts_warn("%s; going on without server metrics", why);
+}
+
+/* After before_start (the MPI barrier), time 0: a little ahead, so every
+ * worker is running when it comes; the run id, the end of sending, the
+ * scraper's start and the .hlog header follow from it. */
+static void set_time_zero(struct coord *c, struct runner_result *out)
+{
+    const struct runner_config *cfg = c->run.cfg;
+    struct runner *run = &c->run;
     if (cfg->before_start) {
         cfg->before_start(cfg->before_start_arg);
         uv_update_time(&c->loop); /* it may have waited: timers count from now */
     }
-
-    /* time 0: a little ahead, so every worker is running when it comes */
     out->started_wall_ns = ts_wall_ns();
     run->start_ns = ts_now_ns() + 20 * TS_NS_PER_MS;
     run->warmup_end_ns = run->start_ns + cfg->warmup_ns;
@@ -556,33 +656,65 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
                               (double)out->started_wall_ns / 1e9, base))
             ts_warn("latency.hlog: write failed");
     }
-    uint32_t started = 0;
-    for (; started < cfg->workers; started++) {
-        struct worker *w = &run->workers[started];
-        if ((rc = pthread_create(&w->thread, NULL, worker_main, w))) {
-            snprintf(err, errlen, "cannot start worker thread: %s", strerror(rc));
-            rc = -rc;
-            break;
+}
+
+/* Ends a run that failed once workers may be running: sending stops, the
+ * started workers cut what is in flight, and the ones never started count
+ * as done, so the loop ends as soon as the started ones are. */
+static void workers_abort(struct coord *c)
+{
+    struct runner *run = &c->run;
+    atomic_store(&run->stop, true);
+    broadcast(c, WCMD_CUT);
+    atomic_fetch_add(&run->workers_done, run->nworkers - c->started);
+    (void)uv_async_send(&run->worker_event); /* 0 started: nobody else will */
+}
+
+/* Starts the worker threads; if one cannot start, the run is aborted (the
+ * loop still runs, to end the ones that did). */
+static int workers_start(struct coord *c, char *err, size_t errlen)
+{
+    for (; c->started < c->run.nworkers; c->started++) {
+        struct worker *w = &c->run.workers[c->started];
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc) {
+            ts_errf(err, errlen, "cannot start worker thread: %s", strerror(rc));
+            workers_abort(c);
+            return -rc;
         }
         w->thread_started = true;
     }
-    if (rc) {
-        atomic_store(&run->stop, true);
-        for (uint32_t i = 0; i < started; i++)
-            worker_post(&run->workers[i], WCMD_CUT);
+    return 0;
+}
+
+/* Runs the coordinator's loop (the tick, the workers' events, the end)
+ * until every worker is done, and joins the threads. rc: the run's error
+ * so far, returned, or the tick's if it cannot start. */
+static int coord_run(struct coord *c, int rc, char *err, size_t errlen)
+{
+    int trc = uv_timer_start(&c->tick, on_tick, 1000, 1000);
+    if (trc && !rc) {
+        rc = loop_fail(err, errlen, "timer", trc);
+        workers_abort(c);
     }
-    uv_timer_start(&c->tick, on_tick, 1000, 1000);
     uv_run(&c->loop, UV_RUN_DEFAULT);
     stop_async = NULL;
-    for (uint32_t i = 0; i < started; i++)
-        pthread_join(run->workers[i].thread, NULL);
-    /* every span is pushed now: flush them (a bounded wait) */
-    struct otlp_stats otlp_stats;
-    bool otlp_on;
-    reqtrace_run_finish(&run->trace, &otlp_stats, &otlp_on);
-    /* the last measurements: what the workers hold now */
-    for (uint32_t i = 0; i < cfg->workers; i++) {
-        struct worker *w = &run->workers[i];
+    for (uint32_t i = 0; i < c->started; i++) {
+        int jrc = pthread_join(c->run.workers[i].thread, NULL);
+        if (jrc)
+            ts_warn("runner: worker %u: join: %s", i, strerror(jrc));
+    }
+    return rc;
+}
+
+/* With the threads ended: the spans flushed (a bounded wait), the
+ * measurements and notes the workers still held, the last interval, and
+ * when the run ended (c->end_ns). */
+static void collect_last(struct coord *c)
+{
+    reqtrace_run_finish(&c->run.trace, &c->otlp_stats, &c->otlp_on);
+    for (uint32_t i = 0; i < c->run.nworkers; i++) {
+        struct worker *w = &c->run.workers[i];
         struct run_stats *held[] = {w->mailbox, w->active};
         for (size_t k = 0; k < 2; k++) {
             if (!held[k])
@@ -600,8 +732,17 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         close_interval(c, c->pending_close);
     if (end > c->last_tick_ns + 50 * TS_NS_PER_MS || c->interval->requests)
         close_interval(c, end > c->last_tick_ns ? end : c->last_tick_ns + 1);
+    c->end_ns = end;
     c->live.sent = total_sent(c);
     c->live.in_flight = 0;
+}
+
+/* --metrics-listen keeps serving its linger (not after a failure or a
+ * stop); the loop runs until that is over and the last handles closed.
+ * Then the server's timeline, kept only when the run succeeded. */
+static void wind_down(struct coord *c, int rc, struct runner_result *out)
+{
+    const struct runner_config *cfg = c->run.cfg;
     live_metrics_server_linger(&c->metrics,
                                rc || c->interrupted ? 0 : cfg->metrics.linger_ns / TS_NS_PER_MS,
                                cfg->handle_signals);
@@ -610,51 +751,83 @@ int runner_run(const struct runner_config *cfg, struct runner_result *out, char 
         scraper_take(c->scraper, &out->server);
         if (rc)
             scrape_summary_release(&out->server); /* nothing in *out after a failure */
-        scraper_free(c->scraper);
-        c->scraper = NULL;
     }
-    if (uv_loop_close(&c->loop))
-        ts_warn("runner: coordinator loop closed with open handles");
-    if (!rc) {
-        out->total = c->total;
-        c->total = NULL;
-        out->timeline = c->timeline;
-        c->timeline = NULL;
-        out->ntimeline = c->ntimeline;
-        out->sent = total_sent(c);
-        out->users_lost = atomic_load(&run->users_lost);
-        if (out->users_lost)
-            ts_warn("%" PRIu64 " closed-loop users stopped early: out of memory", out->users_lost);
-        out->start_mono_ns = run->start_ns;
-        out->run_id = run->run_id;
-        out->duration_s = end > run->warmup_end_ns ? (double)(end - run->warmup_end_ns) / 1e9 : 0;
-        out->peak_output_tps = c->peak_tps;
-        out->interrupted = c->interrupted;
-        out->end_cut = c->end_cut || c->interrupted;
-        out->dual_sla = c->dual_sla;
-        out->consistency = c->consistency;
-        c->consistency = NULL;
-        out->otlp_enabled = otlp_on;
-        out->otlp = otlp_stats;
-        if (cfg->nclasses && (rc = merge_classes(run, out))) {
-            snprintf(err, errlen, "out of memory merging the classes' measurements");
-            runner_result_release(out);
-        }
+}
+
+/* Moves the run's results from c into *out; 0, or -ENOMEM with a message
+ * (and nothing in *out). */
+static int hand_out(struct coord *c, struct runner_result *out, char *err, size_t errlen)
+{
+    const struct runner *run = &c->run;
+    out->total = c->total;
+    c->total = NULL;
+    out->timeline = c->timeline;
+    c->timeline = NULL;
+    out->ntimeline = c->ntimeline;
+    out->sent = total_sent(c);
+    out->users_lost = atomic_load(&run->users_lost);
+    if (out->users_lost)
+        ts_warn("%" PRIu64 " closed-loop users stopped early: out of memory", out->users_lost);
+    out->start_mono_ns = run->start_ns;
+    out->run_id = run->run_id;
+    out->duration_s =
+        c->end_ns > run->warmup_end_ns ? (double)(c->end_ns - run->warmup_end_ns) / 1e9 : 0;
+    out->peak_output_tps = c->peak_tps;
+    out->interrupted = c->interrupted;
+    out->end_cut = c->end_cut || c->interrupted;
+    out->dual_sla = c->dual_sla;
+    out->consistency = c->consistency;
+    c->consistency = NULL;
+    out->otlp_enabled = c->otlp_on;
+    out->otlp = c->otlp_stats;
+    int rc = run->cfg->nclasses ? merge_classes(&c->run, out) : 0;
+    if (rc) {
+        ts_errf(err, errlen, "out of memory merging the classes' measurements");
+        runner_result_release(out);
     }
+    return rc;
+}
+
+/* The steps in order; the labels below undo what they set up, in reverse. */
+int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err, size_t errlen)
+{
+    struct coord *c;
+    int rc;
+
+    if ((rc = runner_config_check(cfg, err, errlen)))
+        return rc;
+    memset(out, 0, sizeof(*out));
+    if (!(c = ts_calloc(1, sizeof(*c)))) {
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    if ((rc = coord_alloc(c, cfg, err, errlen)))
+        goto out_free;
+    if ((rc = workers_init(c, err, errlen)))
+        goto out_workers;
+    if ((rc = uv_loop_init(&c->loop))) {
+        loop_fail(err, errlen, "event loop", rc);
+        goto out_workers;
+    }
+    if ((cfg->metrics.host && (rc = metrics_start(c, err, errlen))) ||
+        (rc = coord_open(c, err, errlen)))
+        goto out_loop;
+    stop_async = &c->stop;
+    scraper_open(c);
+    set_time_zero(c, out);
+    rc = workers_start(c, err, errlen);
+    rc = coord_run(c, rc, err, errlen);
+    collect_last(c);
+    wind_down(c, rc, out);
+    if (!rc)
+        rc = hand_out(c, out, err, errlen);
+out_loop:
+    coord_close_loop(c);
 out_workers:
-    for (uint32_t i = 0; i < inited; i++)
-        worker_release(&run->workers[i]);
+    for (uint32_t i = 0; i < c->inited; i++)
+        worker_release(&c->run.workers[i]);
 out_free:
-    qnotes_release(&c->notes);
-    consistency_free(c->consistency);
-    reqtrace_run_finish(&run->trace, NULL, NULL);
-    run_stats_free(c->total);
-    run_stats_free(c->interval);
-    ts_free(c->timeline);
-    ts_free(run->workers);
-    ts_free((void *)run->cls_iter);
-    ts_free((void *)run->cls_session);
-    ts_free(c);
+    coord_free(c);
     return rc;
 }
 

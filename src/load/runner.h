@@ -248,7 +248,10 @@ TS_MUST_CHECK int runner_config_check(const struct runner_config *cfg, char *err
  * Runs the load to its end. Returns 0 and fills *out (release it with
  * runner_result_release) -- also when stopped by a signal, which sets
  * out->interrupted; or a negative code with a message in err when the run
- * could not be carried out (nothing in *out then).
+ * could not be carried out (nothing in *out then). Whatever fails, it
+ * returns with every thread it started joined and every handle it opened
+ * closed: after a failure once workers run (a thread that cannot start, a
+ * timer that cannot), the started workers' requests are cut first.
  */
 TS_MUST_CHECK int runner_run(const struct runner_config *cfg, struct runner_result *out, char *err,
                              size_t errlen);
