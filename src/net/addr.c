@@ -53,6 +53,6 @@ int addr_parse(const char *s, const char *default_host, char host[ADDR_HOST_MAX]
     host[hlen] = '\0';
     return 0;
 bad:
-    snprintf(err, errlen, "bad address '%s': expected HOST:PORT, [IPV6]:PORT or PORT", s);
+    ts_errf(err, errlen, "bad address '%s': expected HOST:PORT, [IPV6]:PORT or PORT", s);
     return -EINVAL;
 }

@@ -14,6 +14,7 @@
 
 #include <http_parser.h>
 
+#include "base/chars.h"
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "net/http_server.h"
@@ -471,11 +472,6 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     return rc ? fail_cb(c, rc, 431) : 0;
 }
 
-static bool is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
 /* Copies the path and query of the target after the head; sets the request's strings. */
 static int split_target(struct http_conn *c, bool is_connect)
 {
@@ -540,9 +536,9 @@ static int on_headers_complete(http_parser *p)
         const struct field_span *sp = &c->spans[i];
         char *v = base + sp->value_off;
         size_t vl = sp->value_len;
-        while (vl > 0 && is_blank(v[vl - 1]))
+        while (vl > 0 && chars_is_blank(v[vl - 1]))
             v[--vl] = '\0';
-        while (vl > 0 && is_blank(*v)) {
+        while (vl > 0 && chars_is_blank(*v)) {
             v++;
             vl--;
         }
