@@ -114,7 +114,7 @@ struct req_record {
     char error[96];  /* short error text or server error code, "" if none */
     uint16_t tenant; /* traffic class index */
 
-    /* Scenario classes (workload/traffic.h): labels of the request, for
+    /* Scenario classes (scenario/traffic.h): labels of the request, for
      * requests.jsonl and per-label splits. The names are owned by the run's
      * traffic classes (NULL outside a scenario). */
     const char *class_name;

@@ -23,7 +23,7 @@
 #include "chaos/fault.h"
 #include "net/ctlauth.h"
 #include "app/run_quality.h"
-#include "workload/yamlwalk.h"
+#include "scenario/yamlwalk.h"
 #include "sim/admin.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -18,8 +18,8 @@
 #include "llm/tokcount.h"
 #include "app/run_job.h"
 #include "load/runner.h"
-#include "workload/scenario.h"
-#include "workload/traffic.h"
+#include "scenario/scenario.h"
+#include "scenario/traffic.h"
 
 /* The classes of a scenario ready for the runner. */
 struct scenario_run {

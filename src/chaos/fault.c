@@ -17,7 +17,7 @@
 #include "base/file.h"
 #include "base/strdist.h"
 #include "base/units.h"
-#include "workload/yamlwalk.h"
+#include "scenario/yamlwalk.h"
 
 struct type_info {
     const char *name;

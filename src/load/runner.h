@@ -85,7 +85,7 @@ struct runner_arrival {
 struct traffic;
 
 /*
- * A traffic class of a scenario (workload/traffic.h): its own arrivals or users,
+ * A traffic class of a scenario (scenario/traffic.h): its own arrivals or users,
  * its requests built by its struct traffic, its own statistics. When a
  * config has classes, the top-level workload, mode, arrival, users, think,
  * ramp_users_ns, max_concurrency and max_requests are not used: every

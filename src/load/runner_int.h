@@ -12,7 +12,7 @@
 #include "llm/openai_chunk.h"
 #include "llm/sign.h"
 #include "analysis/record.h"
-#include "workload/traffic.h"
+#include "scenario/traffic.h"
 #include "load/runner.h"
 #include "net/ptimer.h"
 #include "net/sse.h"

@@ -18,7 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "workload/flow.h"
+#include "scenario/flow.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
- * Fuzzes scenario files (workload/scenario.h) and the YAML walk under them
- * (workload/yamlwalk.h): scenario_load_mem on the input.
+ * Fuzzes scenario files (scenario/scenario.h) and the YAML walk under them
+ * (scenario/yamlwalk.h): scenario_load_mem on the input.
  *
  * Checks: the error message is NUL-terminated within its buffer and names
  * the file; a failed load leaves *out owning nothing; a loaded scenario has
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "workload/scenario.h"
+#include "scenario/scenario.h"
 
 #define INPUT_MAX (256 * 1024)
 

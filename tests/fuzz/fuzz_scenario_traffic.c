@@ -1,5 +1,5 @@
 /*
- * Fuzzes the scenario traffic builder (workload/traffic.h): the input is a
+ * Fuzzes the scenario traffic builder (scenario/traffic.h): the input is a
  * scenario file (scenario_load_mem); every class that loads gets a struct
  * traffic and runs up to ITERATIONS iterations the way the dry run does
  * (app/run_scenario.c dry_class_run), except that every request is answered
@@ -35,8 +35,8 @@
 #include "base/alloc.h"
 #include "base/utf8.h"
 #include "workload/prompts.h"
-#include "workload/scenario.h"
-#include "workload/traffic.h"
+#include "scenario/scenario.h"
+#include "scenario/traffic.h"
 
 #define INPUT_MAX  (64 * 1024)
 #define ITERATIONS 10

@@ -29,8 +29,8 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "load/runner.h"
-#include "workload/scenario.h"
-#include "workload/traffic.h"
+#include "scenario/scenario.h"
+#include "scenario/traffic.h"
 #include "workload/workload.h"
 
 /* ---- a canned OpenAI-style SSE server, one connection at a time ---- */

@@ -15,7 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "workload/flow.h"
+#include "scenario/flow.h"
 
 /* ---- building definitions ---- */
 

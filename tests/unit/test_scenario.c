@@ -1,6 +1,6 @@
 /*
- * test_scenario.c - scenario files (workload/scenario.h) and the YAML walk
- * helpers under them (workload/yamlwalk.h): the full example, a table of broken
+ * test_scenario.c - scenario files (scenario/scenario.h) and the YAML walk
+ * helpers under them (scenario/yamlwalk.h): the full example, a table of broken
  * files with their exact messages, the semantics decided by the parser, and
  * allocation failures.
  */
@@ -17,8 +17,8 @@
 
 #include "base/alloc.h"
 #include "base/rng.h"
-#include "workload/scenario.h"
-#include "workload/yamlwalk.h"
+#include "scenario/scenario.h"
+#include "scenario/yamlwalk.h"
 
 #define S_PER_NS 1000000000ull
 

@@ -2,7 +2,7 @@
  * traffic.h - one traffic class of a scenario at run time: what its users
  * send, turn by turn and step by step.
  *
- * A struct traffic is built once from a scenario class (workload/scenario.h)
+ * A struct traffic is built once from a scenario class (scenario/scenario.h)
  * and is read-only while the run goes on; any number of worker threads use
  * it at once. The mutable part lives in a struct traffic_actor: one user of
  * the closed loop, or one arrival of the open loop, owned by one worker
@@ -39,8 +39,8 @@
  * text is generated and before it is assembled; the mask is recorded.
  * Invalid UTF-8 output is sent as raw bytes (JSON-escaped otherwise).
  */
-#ifndef TS_WORKLOAD_TRAFFIC_H
-#define TS_WORKLOAD_TRAFFIC_H
+#ifndef TS_SCENARIO_TRAFFIC_H
+#define TS_SCENARIO_TRAFFIC_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -53,11 +53,11 @@
 #include "base/rng.h"
 #include "llm/tokcount.h"
 #include "workload/dataset.h"
-#include "workload/flow.h"
+#include "scenario/flow.h"
 #include "workload/perturb.h"
 #include "workload/promptgen.h"
 #include "workload/prompts.h"
-#include "workload/scenario.h"
+#include "scenario/scenario.h"
 #include "workload/workload.h"
 
 #define TRAFFIC_MAX_HISTORY 256 /* messages kept of a session's history */

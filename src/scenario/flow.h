@@ -35,8 +35,8 @@
  * double, with ".0" when it would look like an integer (jansson keeps the
  * two kinds apart; a JSON reader does not).
  */
-#ifndef TS_WORKLOAD_FLOW_H
-#define TS_WORKLOAD_FLOW_H
+#ifndef TS_SCENARIO_FLOW_H
+#define TS_SCENARIO_FLOW_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -46,8 +46,8 @@
  * a negative error. Strings handed out are ts_malloc'd, NUL-terminated,
  * valid UTF-8 without NUL bytes; the caller frees them.
  */
-#ifndef TS_WORKLOAD_YAMLWALK_H
-#define TS_WORKLOAD_YAMLWALK_H
+#ifndef TS_SCENARIO_YAMLWALK_H
+#define TS_SCENARIO_YAMLWALK_H
 
 #include <jansson.h>
 #include <libfyaml.h>

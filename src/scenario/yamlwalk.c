@@ -1,7 +1,7 @@
 /*
  * yamlwalk.c - strict walks over YAML configuration files (yamlwalk.h).
  */
-#include "workload/yamlwalk.h"
+#include "scenario/yamlwalk.h"
 
 #include <math.h>
 #include <stdarg.h>

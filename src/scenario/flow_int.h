@@ -7,15 +7,15 @@
  *   flow_check.c     checking a definition (flow_def_check)
  *   flow.c           one iteration's state machine (struct flow_run)
  */
-#ifndef TS_WORKLOAD_FLOW_INT_H
-#define TS_WORKLOAD_FLOW_INT_H
+#ifndef TS_SCENARIO_FLOW_INT_H
+#define TS_SCENARIO_FLOW_INT_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "workload/flow.h"
+#include "scenario/flow.h"
 
 #define FLOW_MSG_MAX       384 /* bytes of a message before its location */
 #define FLOW_PATH_MAX      256 /* bytes of a JSON pointer shown in messages */

@@ -53,7 +53,7 @@
  * the synthetic input_tokens/output_tokens. With a flow, the prompt source
  * gives the flow's {{prompt}} variable.
  *
- * Rules the parser applies (scenario.c; YAML helpers in workload/yamlwalk.h):
+ * Rules the parser applies (scenario.c; YAML helpers in scenario/yamlwalk.h):
  *  - One YAML document; aliases are followed (bounded: an alias bomb is an
  *    error), merge keys (<<) are refused; invalid UTF-8 is refused with its
  *    position. Names (class, step, intent, slot) are 1-64 of [A-Za-z0-9_.-].
@@ -89,8 +89,8 @@
  *    simulator.set values may not hold CR or LF.
  *  - name defaults to the file name without its directory and .yaml/.yml.
  */
-#ifndef TS_WORKLOAD_SCENARIO_H
-#define TS_WORKLOAD_SCENARIO_H
+#ifndef TS_SCENARIO_SCENARIO_H
+#define TS_SCENARIO_SCENARIO_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -101,7 +101,7 @@
 #include "base/err.h"
 #include "workload/arrival.h"
 #include "workload/dataset.h"
-#include "workload/flow.h"
+#include "scenario/flow.h"
 #include "workload/promptgen.h"
 #include "workload/workload.h"
 

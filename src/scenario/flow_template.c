@@ -8,7 +8,7 @@
  * JSON of that value straight into a capped buffer without building it
  * (flow_step_render's bodies), appending the variables' cached JSON.
  */
-#include "workload/flow.h"
+#include "scenario/flow.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include "base/strdist.h"
 #include "llm/jsonptr.h"
 #include "llm/openai_encode.h"
-#include "workload/flow_int.h"
+#include "scenario/flow_int.h"
 
 #define LIT(s)     s, sizeof(s) - 1
 #define DUMP_DEPTH (FLOW_VAR_DEPTH_MAX + FLOW_TMPL_DEPTH_MAX)

@@ -2,7 +2,7 @@
  * scenario.c - scenario files (scenario.h), parsed strictly with the helpers
  * of yamlwalk.h.
  */
-#include "workload/scenario.h"
+#include "scenario/scenario.h"
 
 #include <libfyaml.h>
 #include <math.h>
@@ -15,7 +15,7 @@
 #include "base/rng.h"
 #include "base/units.h"
 #include "workload/perturb.h"
-#include "workload/yamlwalk.h"
+#include "scenario/yamlwalk.h"
 
 #define NAME_MAX_LEN   64   /* class, step, intent and slot names */
 #define URL_MAX        2048 /* target.url */

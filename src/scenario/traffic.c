@@ -2,7 +2,7 @@
  * traffic.c - a scenario class at run time: prompts, sessions, perturbations
  * and flows turned into requests.
  */
-#include "workload/traffic.h"
+#include "scenario/traffic.h"
 
 #include <stdio.h>
 #include <string.h>

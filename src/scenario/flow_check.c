@@ -3,7 +3,7 @@
  * its steps, fallbacks and dependency cycles, its captures, and the
  * placeholders of every step's templates against what the step can see.
  */
-#include "workload/flow.h"
+#include "scenario/flow.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include "base/alloc.h"
 #include "base/strdist.h"
 #include "llm/jsonptr.h"
-#include "workload/flow_int.h"
+#include "scenario/flow_int.h"
 
 /* ---- definitions ---- */
 

@@ -3,14 +3,14 @@
  * machine a runner drives. Templates and captures are in flow_template.c,
  * definition checks in flow_check.c.
  */
-#include "workload/flow.h"
+#include "scenario/flow.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "workload/flow_int.h"
+#include "scenario/flow_int.h"
 
 /* ---- one iteration ---- */
 
