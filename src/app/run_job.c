@@ -19,7 +19,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/units.h"
-#include "app/dist.h"
+#include "app/ranks.h"
 #include "app/run_scenario.h"
 #include "load/runner.h"
 #include "load/target.h"
@@ -61,7 +61,7 @@ struct progress {
     bool tty;
     bool quiet;
     uint64_t last_line_ns;
-    struct dist_group *group; /* MPI: rank 0 shows the sum of the ranks */
+    struct ranks_group *group; /* MPI: rank 0 shows the sum of the ranks */
 };
 
 static void on_tick(const struct runner_progress *p, void *arg)
@@ -70,7 +70,7 @@ static void on_tick(const struct runner_progress *p, void *arg)
     struct runner_progress all;
     struct runner_point all_last;
     if (pg->group) {
-        if (!dist_group_progress(pg->group, p, &all, &all_last))
+        if (!ranks_group_progress(pg->group, p, &all, &all_last))
             return; /* a rank > 0: its progress went to rank 0 */
         p = &all;
     }
@@ -109,14 +109,14 @@ static void on_metrics_listen(const char *host, int port, void *arg)
 
 /* Right before time 0: the MPI barrier, then --start-at. */
 struct start_gate {
-    struct dist_group *group;
+    struct ranks_group *group;
     uint64_t start_at_ns;
 };
 
 static void before_start(void *arg)
 {
     struct start_gate *g = arg;
-    dist_group_barrier(g->group);
+    ranks_group_barrier(g->group);
     uint64_t late = start_at_wait(g->start_at_ns);
     if (late > 100 * TS_NS_PER_MS)
         ts_warn("--start-at: started %.3f s late (the process came up after the instant)",
@@ -283,7 +283,7 @@ struct job {
     struct scenario scn;
     struct scenario_run sr;
     /* MPI: the group of ranks (NULL when alone) and this process's rank */
-    struct dist_group *group;
+    struct ranks_group *group;
     uint32_t rank;
     /* the target: given, or the built-in simulator */
     struct sim_thread *sim;
@@ -431,11 +431,11 @@ static int load_scenario(struct job *j)
  * --shard; rank 0 speaks for the job. */
 static int join_group(struct job *j, int *argc, char ***argv)
 {
-    if (!j->o.shard.count && dist_group_join(&j->group, argc, argv, j->err, sizeof(j->err))) {
+    if (!j->o.shard.count && ranks_group_join(&j->group, argc, argv, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
-    j->rank = dist_group_rank(j->group);
+    j->rank = ranks_group_rank(j->group);
     if (j->rank)
         j->o.quiet = true;
     if (j->group && !j->o.target && !j->rank)
@@ -571,7 +571,7 @@ static int open_files(struct job *j)
                 *p = '-';
         snprintf(j->dir, sizeof(j->dir), "tokenstorm-results/%sZ-run", stamp);
     }
-    dist_group_bcast(j->group, j->dir, sizeof(j->dir)); /* MPI: rank 0's (the time differs) */
+    ranks_group_bcast(j->group, j->dir, sizeof(j->dir)); /* MPI: rank 0's (the time differs) */
     snprintf(j->rank_dir, sizeof(j->rank_dir), "%s", j->dir);
     if (j->group)
         snprintf(j->rank_dir, sizeof(j->rank_dir), "%.990s/rank-%u", j->dir, j->rank);
@@ -687,10 +687,10 @@ static int configure_extras(struct job *j)
         r->server_metrics.interval_ns = o->server_metrics_interval_ns;
         r->server_metrics.insecure = o->insecure;
     }
-    r->shard = j->group ? dist_group_shard(j->group) : o->shard;
+    r->shard = j->group ? ranks_group_shard(j->group) : o->shard;
     if (j->group) {
         r->run_id = splitmix64_next(&(uint64_t){ts_wall_ns() ^ (uint64_t)getpid()});
-        dist_group_bcast(j->group, &r->run_id, sizeof(r->run_id)); /* one run id for all */
+        ranks_group_bcast(j->group, &r->run_id, sizeof(r->run_id)); /* one run id for all */
     }
     j->gate = (struct start_gate){.group = j->group, .start_at_ns = o->start_at_ns};
     r->before_start = before_start; /* start together */
@@ -959,8 +959,8 @@ static int run_load(struct job *j)
         fprintf(stderr, "tokenstorm run: the run failed: %s\n", j->err);
         return TS_EXIT_FAIL;
     }
-    if (j->group && dist_group_merge(j->group, &res, (double)j->o.warmup_ns / 1e9, &j->goodput,
-                                     j->err, sizeof(j->err))) {
+    if (j->group && ranks_group_merge(j->group, &res, (double)j->o.warmup_ns / 1e9, &j->goodput,
+                                      j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: merging the ranks' results: %s\n", j->err);
         code = TS_EXIT_FAIL;
     }
@@ -1020,6 +1020,6 @@ out_options:
     dist_release(&j.think);
     otlp_config_release(&j.otlp);
     /* last: after a failure it aborts the MPI job, so everything else goes first */
-    dist_group_leave(j.group, code);
+    ranks_group_leave(j.group, code);
     return code;
 }

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "app/dist.h"
+#include "app/ranks.h"
 #include "app/run_quality.h"
 #include "net/addr.h"
 
@@ -62,7 +62,7 @@ TS_MUST_CHECK int run_parse_goodput(const char *s, struct goodput_cfg *g, char *
 
 /*
  * Carries out the run described by o; returns the exit code. argc/argv are
- * the process's, for MPI_Init under mpirun (see app/dist.h).
+ * the process's, for MPI_Init under mpirun (see app/ranks.h).
  *
  * Ownership: o stays the caller's. run_job works on a copy of it, frees
  * nothing o holds and leaves nothing for the caller to free: it compiles

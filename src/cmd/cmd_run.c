@@ -19,7 +19,7 @@
 #include "cmd/cmd.h"
 #include "app/run_job.h"
 #include "app/run_quality.h"
-#include "app/dist.h"
+#include "app/ranks.h"
 #include "load/runner.h"
 #include "load/target.h"
 #include "net/addr.h"

@@ -1,7 +1,7 @@
 /*
  * shard.h - deterministic shards of a run's load (--shard i/N, or the rank
  * of an MPI job), and starting several processes at one instant
- * (--start-at). app/dist.h composes these into distributed runs;
+ * (--start-at). app/ranks.h composes these into distributed runs;
  * docs/DISTRIBUTED.md is the user's guide.
  *
  * Shards. The run's work is numbered globally: arrival i of the one seeded
@@ -60,7 +60,7 @@ TS_MUST_CHECK int start_at_parse(const char *s, uint64_t *wall_ns, char *err, si
  */
 uint64_t start_at_wait(uint64_t wall_ns);
 
-struct dist_group;
+struct ranks_group;
 struct runner_progress;
 struct runner_point;
 struct runner_result;

@@ -9,7 +9,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/hdr.h"
-#include "app/dist.h"
+#include "app/ranks.h"
 #include "load/runner.h"
 
 static void test_parse(void **state)
@@ -176,13 +176,13 @@ static void make_result(struct runner_result *r, size_t npoints)
 /* What rank 0 does with another rank's result: encode b, add it to a. */
 static void merge_rank(struct runner_result *a, const struct runner_result *b)
 {
-    char *text = dist_result_encode(b, NULL);
+    char *text = ranks_result_encode(b, NULL);
     assert_non_null(text);
-    struct dist_merger m;
+    struct ranks_merger m;
     char err[128] = "";
-    assert_int_equal(dist_merger_init(&m, a), 0);
-    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), 0);
-    dist_merger_finish(&m, 0);
+    assert_int_equal(ranks_merger_init(&m, a), 0);
+    assert_int_equal(ranks_merger_add(&m, text, strlen(text), err, sizeof(err)), 0);
+    ranks_merger_finish(&m, 0);
     free(text);
 }
 
@@ -324,9 +324,9 @@ static void test_merger_adds_classes(void **state)
     assert_int_equal(c1->trimmed, 2);
 
     /* a rank with other classes is refused */
-    char *text = dist_result_encode(&b, NULL);
+    char *text = ranks_result_encode(&b, NULL);
     assert_non_null(text);
-    struct dist_merger m;
+    struct ranks_merger m;
     char err[128] = "";
     struct runner_result one;
     make_result(&one, 1);
@@ -334,10 +334,10 @@ static void test_merger_adds_classes(void **state)
     assert_non_null(one.classes);
     one.nclasses = 1;
     make_class(&one.classes[0], 2);
-    assert_int_equal(dist_merger_init(&m, &one), 0);
-    assert_int_equal(dist_merger_add(&m, text, strlen(text), err, sizeof(err)), TS_PARSE);
+    assert_int_equal(ranks_merger_init(&m, &one), 0);
+    assert_int_equal(ranks_merger_add(&m, text, strlen(text), err, sizeof(err)), TS_PARSE);
     assert_string_equal(err, "bad result: 2 classes, this rank has 1");
-    dist_merger_release(&m);
+    ranks_merger_release(&m);
     free(text);
     runner_result_release(&a);
     runner_result_release(&b);
@@ -348,16 +348,16 @@ static void test_merger_rejects_bad_input(void **state)
 {
     struct runner_result a;
     make_result(&a, 1);
-    struct dist_merger m;
+    struct ranks_merger m;
     char err[128] = "";
-    assert_int_equal(dist_merger_init(&m, &a), 0);
-    assert_int_equal(dist_merger_add(&m, "{", 1, err, sizeof(err)), TS_PARSE);
+    assert_int_equal(ranks_merger_init(&m, &a), 0);
+    assert_int_equal(ranks_merger_add(&m, "{", 1, err, sizeof(err)), TS_PARSE);
     assert_true(strncmp(err, "bad result:", 11) == 0);
     const char *no_dist = "{\"schema\":\"tokenstorm.result/1\"}";
-    assert_int_equal(dist_merger_add(&m, no_dist, strlen(no_dist), err, sizeof(err)), TS_PARSE);
+    assert_int_equal(ranks_merger_add(&m, no_dist, strlen(no_dist), err, sizeof(err)), TS_PARSE);
     assert_string_equal(err, "bad result: no dist section");
-    dist_merger_release(&m);
-    dist_merger_release(&m); /* twice is fine */
+    ranks_merger_release(&m);
+    ranks_merger_release(&m); /* twice is fine */
     assert_int_equal(a.total->requests, 0);
     runner_result_release(&a);
 }
@@ -369,41 +369,41 @@ static void test_launch_detection(void **state)
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
     uint32_t size = 99;
-    assert_false(dist_launched(&size));
+    assert_false(ranks_launched(&size));
     assert_int_equal(size, 0);
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
-    assert_true(dist_launched(&size));
+    assert_true(ranks_launched(&size));
     assert_int_equal(size, 4);
     setenv("TOKENSTORM_MPI", "0", 1);
-    assert_false(dist_launched(&size));
+    assert_false(ranks_launched(&size));
     unsetenv("TOKENSTORM_MPI");
     unsetenv("OMPI_COMM_WORLD_SIZE");
     setenv("SLURM_STEP_NUM_TASKS", "16", 1);
-    assert_true(dist_launched(&size));
+    assert_true(ranks_launched(&size));
     assert_int_equal(size, 16);
     unsetenv("SLURM_STEP_NUM_TASKS");
     setenv("PMIX_RANK", "0", 1);
-    assert_true(dist_launched(&size));
+    assert_true(ranks_launched(&size));
     assert_int_equal(size, 0);
     unsetenv("PMIX_RANK");
 
     /* a single process: no group, whatever the build */
-    struct dist_group *g = (struct dist_group *)&size;
+    struct ranks_group *g = (struct ranks_group *)&size;
     char err[256] = "";
     int argc = 1;
     char *args[] = {"x", NULL}, **argv = args;
-    assert_int_equal(dist_group_join(&g, &argc, &argv, err, sizeof(err)), 0);
+    assert_int_equal(ranks_group_join(&g, &argc, &argv, err, sizeof(err)), 0);
     assert_null(g);
-    assert_int_equal(dist_group_rank(NULL), 0);
-    assert_int_equal(dist_group_size(NULL), 1);
-    assert_int_equal(dist_group_shard(NULL).count, 0);
+    assert_int_equal(ranks_group_rank(NULL), 0);
+    assert_int_equal(ranks_group_size(NULL), 1);
+    assert_int_equal(ranks_group_shard(NULL).count, 0);
     setenv("OMPI_COMM_WORLD_SIZE", "1", 1); /* mpirun -n 1 is a single process too */
-    assert_int_equal(dist_group_join(&g, &argc, &argv, err, sizeof(err)), 0);
+    assert_int_equal(ranks_group_join(&g, &argc, &argv, err, sizeof(err)), 0);
     assert_null(g);
-    if (!dist_mpi_built()) {
+    if (!ranks_mpi_built()) {
         /* started by mpirun -n 2 without MPI: refuse rather than run the load twice */
         setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-        assert_int_equal(dist_group_join(&g, &argc, &argv, err, sizeof(err)), -ENOTSUP);
+        assert_int_equal(ranks_group_join(&g, &argc, &argv, err, sizeof(err)), -ENOTSUP);
         assert_null(g);
         assert_non_null(strstr(err, "-Dmpi=enabled"));
         assert_non_null(strstr(err, "--shard"));

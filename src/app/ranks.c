@@ -1,5 +1,5 @@
 /*
- * dist.c - a run spread over processes: the MPI glue (compiled in with
+ * ranks.c - a run spread over processes: the MPI glue (compiled in with
  * -Dmpi=enabled, which defines TS_HAVE_MPI for this file) and merging ranks' results.
  */
 #include <limits.h>
@@ -15,7 +15,7 @@
 #include "base/clock.h"
 #include "base/hdr.h"
 #include "base/log.h"
-#include "app/dist.h"
+#include "app/ranks.h"
 #include "load/runner.h"
 #include "report/result.h"
 
@@ -25,7 +25,7 @@
 
 /* ---- launch detection ---- */
 
-bool dist_mpi_built(void)
+bool ranks_mpi_built(void)
 {
 #ifdef TS_HAVE_MPI
     return true;
@@ -34,7 +34,7 @@ bool dist_mpi_built(void)
 #endif
 }
 
-bool dist_launched(uint32_t *size)
+bool ranks_launched(uint32_t *size)
 {
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                             "SLURM_STEP_NUM_TASKS"};
@@ -101,7 +101,7 @@ static json_t *u64_array(const uint64_t *v, size_t n)
     return a;
 }
 
-/* A scenario's classes, as dist_merger_add reads them back. */
+/* A scenario's classes, as ranks_merger_add reads them back. */
 static json_t *classes_encode(const struct runner_result *res, const struct goodput_cfg *goodput)
 {
     json_t *a = json_array();
@@ -191,7 +191,7 @@ static int class_add(struct runner_class_result *dst, const json_t *o, char *err
     return rc;
 }
 
-char *dist_result_encode(const struct runner_result *res, const struct goodput_cfg *goodput)
+char *ranks_result_encode(const struct runner_result *res, const struct goodput_cfg *goodput)
 {
     struct run_summary sum;
     run_summary_compute(&sum, res->total, res->duration_s, res->peak_output_tps, goodput);
@@ -228,7 +228,7 @@ static int grow_doubles(double **a, size_t n, size_t m)
 }
 
 /* Grows the result's timeline (and the weights) to n points. */
-static int merger_grow(struct dist_merger *m, size_t n)
+static int merger_grow(struct ranks_merger *m, size_t n)
 {
     struct runner_result *res = m->into;
     if (n > res->ntimeline) {
@@ -247,12 +247,12 @@ static int merger_grow(struct dist_merger *m, size_t n)
     return 0;
 }
 
-int dist_merger_init(struct dist_merger *m, struct runner_result *into)
+int ranks_merger_init(struct ranks_merger *m, struct runner_result *into)
 {
     memset(m, 0, sizeof(*m));
     m->into = into;
     if (merger_grow(m, into->ntimeline)) {
-        dist_merger_release(m);
+        ranks_merger_release(m);
         return -ENOMEM;
     }
     for (size_t i = 0; i < into->ntimeline; i++) {
@@ -263,7 +263,7 @@ int dist_merger_init(struct dist_merger *m, struct runner_result *into)
     return 0;
 }
 
-int dist_merger_add(struct dist_merger *m, const char *text, size_t len, char *err, size_t errlen)
+int ranks_merger_add(struct ranks_merger *m, const char *text, size_t len, char *err, size_t errlen)
 {
     struct runner_result *res = m->into;
     json_error_t jerr;
@@ -333,7 +333,7 @@ int dist_merger_add(struct dist_merger *m, const char *text, size_t len, char *e
     return 0;
 }
 
-void dist_merger_finish(struct dist_merger *m, double warmup_s)
+void ranks_merger_finish(struct ranks_merger *m, double warmup_s)
 {
     struct runner_result *res = m->into;
     double peak = 0;
@@ -350,10 +350,10 @@ void dist_merger_finish(struct dist_merger *m, double warmup_s)
     }
     if (peak > res->peak_output_tps)
         res->peak_output_tps = peak;
-    dist_merger_release(m);
+    ranks_merger_release(m);
 }
 
-void dist_merger_release(struct dist_merger *m)
+void ranks_merger_release(struct ranks_merger *m)
 {
     ts_free(m->w_ttft);
     ts_free(m->w_e2el);
@@ -374,7 +374,7 @@ struct progress_msg {
     uint32_t pad;
 };
 
-struct dist_group {
+struct ranks_group {
     uint32_t rank, size;
     bool merged;
 #ifdef TS_HAVE_MPI
@@ -390,17 +390,17 @@ struct dist_group {
 #endif
 };
 
-uint32_t dist_group_rank(const struct dist_group *g)
+uint32_t ranks_group_rank(const struct ranks_group *g)
 {
     return g ? g->rank : 0;
 }
 
-uint32_t dist_group_size(const struct dist_group *g)
+uint32_t ranks_group_size(const struct ranks_group *g)
 {
     return g ? g->size : 1;
 }
 
-struct shard dist_group_shard(const struct dist_group *g)
+struct shard ranks_group_shard(const struct ranks_group *g)
 {
     struct shard s = {0, 0};
     if (g && g->size > 1) {
@@ -412,11 +412,11 @@ struct shard dist_group_shard(const struct dist_group *g)
 
 #ifdef TS_HAVE_MPI
 
-int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err, size_t errlen)
+int ranks_group_join(struct ranks_group **out, int *argc, char ***argv, char *err, size_t errlen)
 {
     uint32_t size;
     *out = NULL;
-    if (!dist_launched(&size) || size == 1)
+    if (!ranks_launched(&size) || size == 1)
         return 0;
     int provided, rank, n;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -438,7 +438,7 @@ int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err,
         MPI_Finalize();
         return -EINVAL;
     }
-    struct dist_group *g = ts_calloc(1, sizeof(*g));
+    struct ranks_group *g = ts_calloc(1, sizeof(*g));
     if (g) {
         g->latest = ts_calloc((size_t)n, sizeof(*g->latest));
         g->received = ts_calloc((size_t)n, sizeof(*g->received));
@@ -462,21 +462,21 @@ int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err,
     return 0;
 }
 
-void dist_group_bcast(struct dist_group *g, void *data, size_t len)
+void ranks_group_bcast(struct ranks_group *g, void *data, size_t len)
 {
     if (!g || g->size < 2)
         return;
     MPI_Bcast(data, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
-void dist_group_barrier(void *arg)
+void ranks_group_barrier(void *arg)
 {
-    struct dist_group *g = arg;
+    struct ranks_group *g = arg;
     if (g && g->size > 1)
         MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void progress_post(struct dist_group *g, const struct runner_progress *p)
+static void progress_post(struct ranks_group *g, const struct runner_progress *p)
 {
     unsigned slot = g->ring_next;
     int done = 1;
@@ -501,7 +501,7 @@ static void progress_post(struct dist_group *g, const struct runner_progress *p)
     g->ring_next = (slot + 1) % PROGRESS_RING;
 }
 
-static void progress_receive(struct dist_group *g, bool wait_for_all, const uint64_t *expected)
+static void progress_receive(struct ranks_group *g, bool wait_for_all, const uint64_t *expected)
 {
     for (;;) {
         int flag = 0;
@@ -529,8 +529,8 @@ static void progress_receive(struct dist_group *g, bool wait_for_all, const uint
     }
 }
 
-bool dist_group_progress(struct dist_group *g, const struct runner_progress *p,
-                         struct runner_progress *agg, struct runner_point *agg_last)
+bool ranks_group_progress(struct ranks_group *g, const struct runner_progress *p,
+                          struct runner_progress *agg, struct runner_point *agg_last)
 {
     if (!g || g->size < 2) {
         *agg = *p;
@@ -578,8 +578,8 @@ struct merge_head {
     int32_t pad;
 };
 
-int dist_group_merge(struct dist_group *g, struct runner_result *res, double warmup_s,
-                     const struct goodput_cfg *goodput, char *err, size_t errlen)
+int ranks_group_merge(struct ranks_group *g, struct runner_result *res, double warmup_s,
+                      const struct goodput_cfg *goodput, char *err, size_t errlen)
 {
     if (!g || g->size < 2) {
         if (g)
@@ -590,7 +590,7 @@ int dist_group_merge(struct dist_group *g, struct runner_result *res, double war
     char *payload = NULL;
     struct merge_head head = {.posted = g->posted, .failed = !res};
     if (g->rank && res) {
-        payload = dist_result_encode(res, goodput);
+        payload = ranks_result_encode(res, goodput);
         if (!payload || strlen(payload) > INT_MAX / 2)
             head.failed = 1;
         else
@@ -648,11 +648,11 @@ int dist_group_merge(struct dist_group *g, struct runner_result *res, double war
         expected[r] = heads[r].posted;
     progress_receive(g, true, expected); /* so every rank's sends complete */
     ts_free(expected);
-    struct dist_merger m = {0};
+    struct ranks_merger m = {0};
     if (!res || heads[0].failed) {
         ts_errf(err, errlen, "rank 0's run failed");
         rc = -ECANCELED;
-    } else if ((rc = dist_merger_init(&m, res))) {
+    } else if ((rc = ranks_merger_init(&m, res))) {
         ts_errf(err, errlen, "out of memory");
     }
     for (uint32_t r = 1; !rc && r < g->size; r++) {
@@ -662,13 +662,13 @@ int dist_group_merge(struct dist_group *g, struct runner_result *res, double war
             break;
         }
         char what[200];
-        if ((rc = dist_merger_add(&m, all + displs[r], (size_t)counts[r], what, sizeof(what))))
+        if ((rc = ranks_merger_add(&m, all + displs[r], (size_t)counts[r], what, sizeof(what))))
             ts_errf(err, errlen, "rank %u: %s", r, what);
     }
     if (!rc)
-        dist_merger_finish(&m, warmup_s);
+        ranks_merger_finish(&m, warmup_s);
     else
-        dist_merger_release(&m);
+        ranks_merger_release(&m);
     ts_free(all);
     ts_free(heads);
     ts_free(counts);
@@ -676,7 +676,7 @@ int dist_group_merge(struct dist_group *g, struct runner_result *res, double war
     return rc;
 }
 
-void dist_group_leave(struct dist_group *g, int exit_code)
+void ranks_group_leave(struct ranks_group *g, int exit_code)
 {
     if (!g)
         return;
@@ -693,11 +693,11 @@ void dist_group_leave(struct dist_group *g, int exit_code)
 
 #else /* no MPI in this build */
 
-int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err, size_t errlen)
+int ranks_group_join(struct ranks_group **out, int *argc, char ***argv, char *err, size_t errlen)
 {
     uint32_t size;
     *out = NULL;
-    if (!dist_launched(&size) || size == 1)
+    if (!ranks_launched(&size) || size == 1)
         return 0;
     ts_errf(err, errlen,
             "started by an MPI launcher, but this tokenstorm was built without MPI: build with "
@@ -706,28 +706,28 @@ int dist_group_join(struct dist_group **out, int *argc, char ***argv, char *err,
     return -ENOTSUP;
 }
 
-void dist_group_bcast(struct dist_group *g, void *data, size_t len)
+void ranks_group_bcast(struct ranks_group *g, void *data, size_t len)
 {
 }
 
-void dist_group_barrier(void *arg)
+void ranks_group_barrier(void *arg)
 {
 }
 
-bool dist_group_progress(struct dist_group *g, const struct runner_progress *p,
-                         struct runner_progress *agg, struct runner_point *agg_last)
+bool ranks_group_progress(struct ranks_group *g, const struct runner_progress *p,
+                          struct runner_progress *agg, struct runner_point *agg_last)
 {
     *agg = *p;
     return true;
 }
 
-int dist_group_merge(struct dist_group *g, struct runner_result *res, double warmup_s,
-                     const struct goodput_cfg *goodput, char *err, size_t errlen)
+int ranks_group_merge(struct ranks_group *g, struct runner_result *res, double warmup_s,
+                      const struct goodput_cfg *goodput, char *err, size_t errlen)
 {
     return 0;
 }
 
-void dist_group_leave(struct dist_group *g, int exit_code)
+void ranks_group_leave(struct ranks_group *g, int exit_code)
 {
 }
 
