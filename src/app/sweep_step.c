@@ -18,19 +18,19 @@
 
 /* Saturation thresholds (docs/SWEEP.md, "Saturation"). */
 /* a trend counts when its slope is significant (knee.h linfit_rising) and ... */
-#define SAT_TTFT_RISE_REL  1.0  /* ... TTFT rose by its lowest level over the window (doubled) */
-#define SAT_TTFT_RISE_MS   10.0 /* ... and by at least 10 ms */
-#define SAT_QUEUE_RISE_REL 0.5  /* in flight rose by half its mean ... */
-#define SAT_QUEUE_RISE_MIN 2.0  /* ... and by at least 2 requests */
-#define SAT_FOLLOW_MIN     0.9  /* completions below 90% of sends ... */
-#define SAT_FOLLOW_SIGMAS  2.0  /* ... short by 2 square roots of the edges' sends ... */
-#define SAT_FOLLOW_E2ELS   3.0  /* ... over a window of at least 3 request times */
+#define SAT_TTFT_RISE_REL  1.0   /* ... TTFT rose by its lowest level over the window (doubled) */
+#define SAT_TTFT_RISE_MS   10.0  /* ... and by at least 10 ms */
+#define SAT_QUEUE_RISE_REL 0.5   /* in flight rose by half its mean ... */
+#define SAT_QUEUE_RISE_MIN 2.0   /* ... and by at least 2 requests */
+#define SAT_FOLLOW_MIN     0.9   /* completions below 90% of sends ... */
+#define SAT_FOLLOW_SIGMAS  2.0   /* ... short by 2 square roots of the edges' sends ... */
+#define SAT_FOLLOW_E2ELS   3.0   /* ... over a window of at least 3 request times */
 #define SAT_LAG_RISE_MS    100.0 /* send lag p99 rose by 100 ms ... */
 #define SAT_LAG_RISE_E2EL  0.25  /* ... and by a quarter of a request time */
-#define SAT_ERR_RISE       0.01 /* error rate 1 point above the lowest earlier one ... */
-#define SAT_ERR_SIGMAS     3.0  /* ... and 3 binomial standard errors */
-#define SAT_PLATEAU_GAIN   0.1  /* closed loop: throughput gain < 10% of the users' gain */
-#define QUALITY_DROP       0.05 /* ROUGE-L below its best at a lower load by this much */
+#define SAT_ERR_RISE       0.01  /* error rate 1 point above the lowest earlier one ... */
+#define SAT_ERR_SIGMAS     3.0   /* ... and 3 binomial standard errors */
+#define SAT_PLATEAU_GAIN   0.1   /* closed loop: throughput gain < 10% of the users' gain */
+#define QUALITY_DROP       0.05  /* ROUGE-L below its best at a lower load by this much */
 
 static const char *const sat_names[] = {"ttft_growth", "queue_growth", "throughput", "errors",
                                         "send_lag"};
@@ -103,11 +103,12 @@ struct tl_point {
     double t, sent, completed, in_flight, ttft_p50, output_tokens, lag_p99;
 };
 
-#define TL_MAX 86400 /* a day of one-second points */
+#define TL_MAX       86400 /* a day of one-second points */
+#define TL_FULL_TICK 0.75  /* an interval at least this long (s) is a whole tick */
 
 /* Reads the timeline's points after the warm-up (the drain included), in order. */
-static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start, struct tl_point *pts,
-                            size_t max)
+static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start,
+                            struct tl_point *pts, size_t max)
 {
     size_t i, n = 0;
     const json_t *p;
@@ -117,9 +118,8 @@ static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start, 
         return 0;
     json_array_foreach(tl, i, p)
     {
-        struct tl_point q = {num(p, "t_s"),           num(p, "sent"),
-                             num(p, "completed"),     num(p, "in_flight"),
-                             num(p, "ttft_p50_ms"),   num(p, "output_tokens"),
+        struct tl_point q = {num(p, "t_s"),       num(p, "sent"),        num(p, "completed"),
+                             num(p, "in_flight"), num(p, "ttft_p50_ms"), num(p, "output_tokens"),
                              num(p, "lag_p99_ms")};
         if (!isfinite(q.t) || (n && q.t <= pts[n - 1].t))
             continue;
@@ -144,14 +144,20 @@ static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start, 
  */
 static size_t window_points(const struct tl_point *pts, size_t n, double t_start, double window_s)
 {
-    size_t w = 0;
+    size_t w = 0, full = 0;
+    double prev = t_start;
 
+    /* whole ticks only: the run's last point is a stub interval of the drain */
+    while (full < n && pts[full].t - prev >= TL_FULL_TICK) {
+        prev = pts[full].t;
+        full++;
+    }
     if (isfinite(window_s) && window_s > 0) {
-        while (w < n && pts[w].t <= t_start + window_s + 0.5)
+        while (w < full && pts[w].t <= t_start + window_s + 0.5)
             w++;
         return w;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < full; i++)
         if (pts[i].sent > 0)
             w = i + 1;
     return w;
@@ -254,9 +260,10 @@ static size_t steady_start(const struct tl_point *pts, size_t n, double t_start,
  * k = one request time (e2el p50) in intervals. In a steady state they are
  * largely the same requests, so the ratio is near 1 whatever is in flight;
  * a server that cannot keep up completes fewer. Judged only on a window of
- * at least SAT_FOLLOW_E2ELS request times, and only on a shortfall beyond
- * SAT_FOLLOW_SIGMAS square roots of the sends within k intervals of the two
- * edges (those requests, whose latencies differ from k, shift either way).
+ * at least SAT_FOLLOW_E2ELS request times (and 2 intervals), and only on a
+ * shortfall beyond SAT_FOLLOW_SIGMAS square roots of the sends within a
+ * request time (e2el p99, at most k) of the two edges: those requests, whose
+ * latencies differ from k, shift either way.
  */
 static void follow_signal(struct sweep_step *st, const struct tl_point *pts, size_t w)
 {
@@ -267,7 +274,7 @@ static void follow_signal(struct sweep_step *st, const struct tl_point *pts, siz
         return;
     k = (size_t)ceil(e2el_s - 1e-9);
     k = k ? k : 1;
-    if (w <= k || (double)(w - k) < SAT_FOLLOW_E2ELS * e2el_s || w - k < 3)
+    if (w <= k || (double)(w - k) < SAT_FOLLOW_E2ELS * e2el_s || w - k < 2)
         return;
     for (size_t i = 0; i + k < w; i++) {
         sent += pts[i].sent;
@@ -276,7 +283,11 @@ static void follow_signal(struct sweep_step *st, const struct tl_point *pts, siz
     if (!(sent > 0))
         return;
     st->completion_ratio = done / sent;
-    double edges = 2 * sent * (double)k / (double)(w - k); /* sends within k of the two edges */
+    /* the sends that may land across either edge: those within a request time (p99) of it */
+    double zone = isfinite(st->e2el_p99_ms) && st->e2el_p99_ms / 1000 < (double)k
+                      ? st->e2el_p99_ms / 1000
+                      : (double)k;
+    double edges = 2 * zone * sent / (double)(w - k);
     if (st->completion_ratio < SAT_FOLLOW_MIN && sent - done > SAT_FOLLOW_SIGMAS * sqrt(edges))
         st->saturation |= SWEEP_SAT_THROUGHPUT;
 }
@@ -352,8 +363,8 @@ static void read_summary(struct sweep_step *st, const json_t *run, const json_t 
 }
 
 /* The window's rates and the in-step saturation signals from the timeline. */
-static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mode mode,
-                         char *err, size_t errlen)
+static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mode mode, char *err,
+                         size_t errlen)
 {
     const json_t *tl = json_object_get(doc, "timeline");
     double warmup_s = num(json_object_get(doc, "run"), "warmup_s"), t_start, *x, *y;

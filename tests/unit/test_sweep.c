@@ -147,8 +147,8 @@ static json_t *real_doc(json_t *tl, double rate, double e2el_p50)
     json_t *doc = json_pack("{s:s, s:{s:f, s:f, s:i}, s:{s:f, s:f, s:i, s:i, s:f, s:f, s:f}, s:o}",
                             "schema", "tokenstorm.result/1", "run", "rate", rate, "warmup_s", 0.0,
                             "seed", 77, "summary", "request_throughput", 1.0, "duration", 21.5,
-                            "requests", 29, "completed", 29, "error_rate", 0.0, "p50_ttft_ms",
-                            30.0, "p50_e2el_ms", e2el_p50, "timeline", tl);
+                            "requests", 29, "completed", 29, "error_rate", 0.0, "p50_ttft_ms", 30.0,
+                            "p50_e2el_ms", e2el_p50, "timeline", tl);
     assert_non_null(doc);
     return doc;
 }
@@ -164,21 +164,21 @@ static json_t *real_doc(json_t *tl, double rate, double e2el_p50)
 static void test_read_short_requests_window(void **state)
 {
     static const double p[][6] = {
-        {0.981, 4, 0, 4, 0, 0},    {1.981, 1, 2, 3, 25.3, 0.15}, {2.986, 1, 3, 1, 33.1, 0.13},
-        {3.986, 3, 0, 4, 0, 0},    {4.987, 1, 3, 2, 30.9, 0.17}, {5.988, 3, 1, 4, 92.7, 0.14},
-        {6.988, 2, 3, 3, 59.9, 0.16}, {7.99, 0, 1, 2, 69.1, 0.08}, {8.991, 2, 2, 2, 15.8, 0.12},
-        {9.992, 0, 0, 2, 0, 0},    {10.992, 0, 2, 0, 22.0, 0.1}, {11.994, 1, 1, 0, 27.4, 0.13},
-        {12.994, 1, 0, 1, 0, 0},   {13.996, 1, 0, 2, 0, 0},      {14.996, 2, 1, 3, 32.5, 0.15},
+        {0.981, 4, 0, 4, 0, 0},        {1.981, 1, 2, 3, 25.3, 0.15},  {2.986, 1, 3, 1, 33.1, 0.13},
+        {3.986, 3, 0, 4, 0, 0},        {4.987, 1, 3, 2, 30.9, 0.17},  {5.988, 3, 1, 4, 92.7, 0.14},
+        {6.988, 2, 3, 3, 59.9, 0.16},  {7.99, 0, 1, 2, 69.1, 0.08},   {8.991, 2, 2, 2, 15.8, 0.12},
+        {9.992, 0, 0, 2, 0, 0},        {10.992, 0, 2, 0, 22.0, 0.1},  {11.994, 1, 1, 0, 27.4, 0.13},
+        {12.994, 1, 0, 1, 0, 0},       {13.996, 1, 0, 2, 0, 0},       {14.996, 2, 1, 3, 32.5, 0.15},
         {15.998, 1, 2, 2, 55.3, 50.8}, {16.998, 1, 1, 2, 24.3, 0.11}, {18.0, 2, 0, 4, 0, 0},
-        {19.001, 0, 4, 0, 26.5, 0.11}, {20.002, 3, 0, 3, 0, 0},  {21.003, 0, 1, 2, 56.3, 0.08},
+        {19.001, 0, 4, 0, 26.5, 0.11}, {20.002, 3, 0, 3, 0, 0},       {21.003, 0, 1, 2, 56.3, 0.08},
         {21.463, 0, 2, 0, 16.2, 0.18}};
     json_t *tl = json_array();
     struct sweep_step st;
     char err[256];
     (void)state;
     for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
-        json_array_append_new(tl, tl_point(p[i][0], (int)p[i][1], (int)p[i][2], (int)p[i][3],
-                                           p[i][4], p[i][5]));
+        json_array_append_new(
+            tl, tl_point(p[i][0], (int)p[i][1], (int)p[i][2], (int)p[i][3], p[i][4], p[i][5]));
     json_t *doc = real_doc(tl, 1.95, 1557.5);
     memset(&st, 0, sizeof(st));
     st.send_s = 20;
