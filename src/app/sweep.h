@@ -99,9 +99,9 @@ struct sweep_step {
 /*
  * Fills *st (except load, seq, dir and send_s, which the caller sets) from a
  * tokenstorm.result/1 document: the summary's numbers, the rates over the
- * sending window of its timeline (the points up to warm-up + send_s, or up
- * to the last one that sent anything when send_s is 0: the drain after it is
- * left out), and the in-step saturation signals (TTFT trend, send-lag trend;
+ * sending window of its timeline (its whole one-second points up to
+ * warm-up + send_s, or up to the last one that sent anything when send_s is
+ * 0: the drain after it is left out), and the in-step saturation signals (TTFT trend, send-lag trend;
  * in the rate mode also the in-flight trend and completions following
  * sends; see docs/SWEEP.md for the thresholds). mode tells how to read
  * "offered". Returns 0, or TS_PARSE with a message in err when doc is not a
