@@ -5,11 +5,13 @@
  */
 #include "app/sweep.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/file.h"
+#include "base/rng.h"
 #include "base/units.h"
 #include "report/result.h"
 
@@ -396,13 +399,44 @@ static void fmt_load(char *out, size_t n, double v)
     snprintf(out, n, "%.6g", v);
 }
 
+/*
+ * The seed of step seq: every step gets its own, derived from the --seed
+ * passed through (run's default 1), so the steps' Poisson schedules are not
+ * one shape scaled by the rate. Below 2^53, so JSON carries it exactly.
+ */
+uint64_t sweep_step_seed(const char *const *argv, size_t n, int seq)
+{
+    const char *s = sweep_args_find(argv, n, "--seed");
+    uint64_t base = 1;
+    char *end;
+
+    if (s && *s) {
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (!errno && !*end)
+            base = v;
+    }
+    return rng_mix64(base + (uint64_t)seq * 0x9E3779B97F4A7C15ull) & ((1ull << 53) - 1);
+}
+
+/* The sending time after warm-up of a run with these arguments, s; 0 when unknown. */
+static double send_seconds(const char *const *argv, size_t n)
+{
+    const char *d = sweep_args_find(argv, n, "--duration");
+    uint64_t ns = RUN_DURATION;
+
+    if (d ? units_parse_duration_ns(d, &ns) != 0 : sweep_args_find(argv, n, "--requests") != NULL)
+        return 0;
+    return (double)ns / 1e9;
+}
+
 /* One run of the load plan (or a probe) at `load`, as --rate or --concurrency. */
 static int run_step(const struct sweep_config *cfg, struct sweep_outcome *o, int seq,
                     enum sweep_mode mode, double load, bool probe, const char *label,
                     struct sweep_step *st, char *err, size_t errlen)
 {
     struct job *j = ts_malloc(sizeof(*j));
-    char dir[SWEEP_DIR_MAX], l[32];
+    char dir[SWEEP_DIR_MAX], l[32], seed[24];
     int rc;
 
     if (!j) {
@@ -419,9 +453,14 @@ static int run_step(const struct sweep_config *cfg, struct sweep_outcome *o, int
     memcpy(j->num, l, sizeof(l));
     job_add(j, mode == SWEEP_RATE ? "--rate" : "--concurrency");
     job_add(j, j->num);
+    snprintf(seed, sizeof(seed), "%llu",
+             (unsigned long long)sweep_step_seed(cfg->run_args, cfg->nrun_args, seq));
+    job_add(j, "--seed");
+    job_add(j, seed);
     if (cfg->on_start)
         cfg->on_start(label, load, cfg->arg);
     memset(st, 0, sizeof(*st));
+    st->send_s = send_seconds(cfg->run_args, cfg->nrun_args);
     rc = jobs_run(cfg, j, 1, st, err, errlen);
     st->load = load;
     st->seq = seq;

@@ -55,7 +55,9 @@ enum sweep_sat {
     SWEEP_SAT_QUEUE = 1u << 1,      /* requests in flight grow over the window */
     SWEEP_SAT_THROUGHPUT = 1u << 2, /* throughput no longer follows the offered load */
     SWEEP_SAT_ERRORS = 1u << 3,     /* the error rate rose above the lower loads' */
+    SWEEP_SAT_SEND_LAG = 1u << 4,   /* the client's send lag grows over the window */
 };
+#define SWEEP_SAT_NFLAGS 5
 
 /* Returns the name of one flag ("ttft_growth", ...), or "?" for anything else. */
 const char *sweep_sat_name(enum sweep_sat flag);
@@ -68,9 +70,13 @@ struct sweep_step {
     double load;             /* the rate or concurrency it was run at */
     int seq;                 /* order in which it ran, from 1 (0: never ran) */
     char dir[SWEEP_DIR_MAX]; /* its directory, relative to the sweep's */
-    double offered;          /* rate mode: the rate asked; concurrency: requests sent / s */
-    double achieved_rps;     /* summary.request_throughput */
-    double output_tps;       /* summary.output_throughput */
+    double send_s;           /* in: the configured sending time after warm-up, s (0: unknown) */
+    uint64_t seed;           /* the run's --seed (run.seed of its result) */
+    double offered;          /* rate mode: the rate asked; concurrency: sent_rps */
+    double sent_rps;         /* requests sent per second of the sending window */
+    double window_s;         /* the sending window's length in the timeline (NAN: no timeline) */
+    double achieved_rps;     /* completed inside the window / window_s (else the summary's) */
+    double output_tps;       /* output tokens of requests ended inside it / window_s (idem) */
     double goodput_rps;      /* summary.request_goodput, NAN without --goodput */
     double ttft_p50_ms, ttft_p99_ms, tpot_p50_ms, tpot_p99_ms, e2el_p50_ms, e2el_p99_ms;
     double error_rate; /* summary.error_rate, a fraction */
@@ -83,17 +89,21 @@ struct sweep_step {
     double ttft_slope_ms_s;  /* least-squares slope of the per-second TTFT p50 */
     double ttft_t;           /* its t statistic */
     double inflight_slope_s; /* slope of requests in flight, per second */
-    double completion_ratio; /* completed / sent over the steady part of the window */
+    double completion_ratio; /* completed / sent, one request time apart (docs/SWEEP.md) */
+    double lag_slope_ms_s;   /* slope of the per-second send lag p99 */
     /* answer quality, when the result has a "quality" section */
     bool has_quality;
     double rouge_l_mean, bleu4_mean, exact_match_rate;
 };
 
 /*
- * Fills *st (except load, seq and dir, which the caller sets) from a
- * tokenstorm.result/1 document, and the in-step saturation signals from its
- * timeline (TTFT trend, in-flight trend, completions following sends in the
- * rate mode; see docs/SWEEP.md for the thresholds). mode tells how to read
+ * Fills *st (except load, seq, dir and send_s, which the caller sets) from a
+ * tokenstorm.result/1 document: the summary's numbers, the rates over the
+ * sending window of its timeline (its whole one-second points up to
+ * warm-up + send_s, or up to the last one that sent anything when send_s is
+ * 0: the drain after it is left out), and the in-step saturation signals (TTFT trend, send-lag trend;
+ * in the rate mode also the in-flight trend and completions following
+ * sends; see docs/SWEEP.md for the thresholds). mode tells how to read
  * "offered". Returns 0, or TS_PARSE with a message in err when doc is not a
  * result document or its summary lacks a number the sweep needs.
  */
@@ -125,9 +135,11 @@ struct sweep_plan {
 /*
  * The next load to run given the steps so far (any order; interrupted ones
  * count as run), or false when the plan is done:
- *  1. the lowest grid load not run yet, unless it lies above the lowest
- *     saturated load and past_saturation grid steps above it already ran
- *     (the sweep stops climbing);
+ *  1. the lowest grid load not run yet, unless it lies above the saturation
+ *     onset (the lowest saturated load with no unsaturated step above it: a
+ *     flag contradicted by a higher load is not the onset) and
+ *     past_saturation grid steps above it already ran (the sweep stops
+ *     climbing);
  *  2. then, up to `refine` times (counting every load not on the grid):
  *     when extend > 1 and no step is saturated or failed its SLOs, the
  *     highest load run times extend (the grid stopped short of the
@@ -312,6 +324,13 @@ void sweep_stop(void);
  * "--opt=VALUE"; the last one wins. NULL when absent. Points into argv.
  */
 const char *sweep_args_find(const char *const *argv, size_t n, const char *opt);
+
+/*
+ * The --seed of step seq (from 1, in the order run, probes included): a mix
+ * of seq and the --seed in argv[0..n) (1 when absent), below 2^53. Distinct
+ * steps get distinct seeds; the same sweep gets the same ones again.
+ */
+uint64_t sweep_step_seed(const char *const *argv, size_t n, int seq);
 
 /*
  * How long a `tokenstorm run` with these arguments may take: 1.5 times its

@@ -60,15 +60,15 @@ static void on_step(const struct sweep_step *st, bool probe, void *arg)
     if (!p->table)
         return;
     if (!p->rows++)
-        printf("%3s  %-18s %8s %9s %10s %10s %10s %10s %10s %7s %5s  %s\n", "#", "load", "offered",
-               "achieved", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p99", "E2EL p99", "errors",
-               "SLO", "saturated");
+        printf("%3s  %-18s %8s %8s %9s %10s %10s %10s %10s %10s %7s %5s  %s\n", "#", "load",
+               "offered", "sent", "achieved", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p99",
+               "E2EL p99", "errors", "SLO", "saturated");
     if (probe)
         snprintf(load, sizeof(load), "%s c=%g",
                  strstr(st->dir, "baseline") ? "baseline" : "saturation", st->load);
     else
         snprintf(load, sizeof(load), "%s %g", p->mode == SWEEP_RATE ? "rate" : "users", st->load);
-    for (unsigned bit = 0; bit < 4; bit++) {
+    for (unsigned bit = 0; bit < SWEEP_SAT_NFLAGS; bit++) {
         if (st->saturation & (1u << bit)) {
             if (sat[0])
                 strncat(sat, ",", sizeof(sat) - strlen(sat) - 1);
@@ -76,10 +76,11 @@ static void on_step(const struct sweep_step *st, bool probe, void *arg)
                     sizeof(sat) - strlen(sat) - 1);
         }
     }
-    printf("%3d  %-18s %8.2f %9.2f %10.1f %10s %10s %10s %10s %6.2f%% %5s  %s%s\n", st->seq, load,
-           st->offered, st->achieved_rps, st->output_tps, ms(a, sizeof(a), st->ttft_p50_ms),
-           ms(b, sizeof(b), st->ttft_p99_ms), ms(c, sizeof(c), st->tpot_p99_ms),
-           ms(d, sizeof(d), st->e2el_p99_ms), 100 * (isfinite(st->error_rate) ? st->error_rate : 0),
+    printf("%3d  %-18s %8.2f %8.2f %9.2f %10.1f %10s %10s %10s %10s %6.2f%% %5s  %s%s\n", st->seq,
+           load, st->offered, st->sent_rps, st->achieved_rps, st->output_tps,
+           ms(a, sizeof(a), st->ttft_p50_ms), ms(b, sizeof(b), st->ttft_p99_ms),
+           ms(c, sizeof(c), st->tpot_p99_ms), ms(d, sizeof(d), st->e2el_p99_ms),
+           100 * (isfinite(st->error_rate) ? st->error_rate : 0),
            st->nslo ? (st->slo_pass ? "pass" : "fail") : "-", sat[0] ? sat : "no",
            st->interrupted ? " (interrupted)" : "");
     fflush(stdout);

@@ -18,17 +18,22 @@
 
 /* Saturation thresholds (docs/SWEEP.md, "Saturation"). */
 /* a trend counts when its slope is significant (knee.h linfit_rising) and ... */
-#define SAT_TTFT_RISE_REL  1.0  /* ... TTFT rose by its lowest level over the window (doubled) */
-#define SAT_TTFT_RISE_MS   10.0 /* ... and by at least 10 ms */
-#define SAT_QUEUE_RISE_REL 0.5  /* in flight rose by half its mean ... */
-#define SAT_QUEUE_RISE_MIN 2.0  /* ... and by at least 2 requests */
-#define SAT_FOLLOW_MIN     0.9  /* completions below 90% of sends */
-#define SAT_ERR_RISE       0.01 /* error rate 1 point above the lowest earlier one ... */
-#define SAT_ERR_SIGMAS     3.0  /* ... and 3 binomial standard errors */
-#define SAT_PLATEAU_GAIN   0.1  /* closed loop: throughput gain < 10% of the users' gain */
-#define QUALITY_DROP       0.05 /* ROUGE-L below its best at a lower load by this much */
+#define SAT_TTFT_RISE_REL  1.0   /* ... TTFT rose by its lowest level over the window (doubled) */
+#define SAT_TTFT_RISE_MS   10.0  /* ... and by at least 10 ms */
+#define SAT_QUEUE_RISE_REL 0.5   /* in flight rose by half its mean ... */
+#define SAT_QUEUE_RISE_MIN 2.0   /* ... and by at least 2 requests */
+#define SAT_FOLLOW_MIN     0.9   /* completions below 90% of sends ... */
+#define SAT_FOLLOW_SIGMAS  2.0   /* ... short by 2 square roots of the edges' sends ... */
+#define SAT_FOLLOW_E2ELS   3.0   /* ... over a window of at least 3 request times */
+#define SAT_LAG_RISE_MS    100.0 /* send lag p99 rose by 100 ms ... */
+#define SAT_LAG_RISE_E2EL  0.25  /* ... and by a quarter of a request time */
+#define SAT_ERR_RISE       0.01  /* error rate 1 point above the lowest earlier one ... */
+#define SAT_ERR_SIGMAS     3.0   /* ... and 3 binomial standard errors */
+#define SAT_PLATEAU_GAIN   0.1   /* closed loop: throughput gain < 10% of the users' gain */
+#define QUALITY_DROP       0.05  /* ROUGE-L below its best at a lower load by this much */
 
-static const char *const sat_names[] = {"ttft_growth", "queue_growth", "throughput", "errors"};
+static const char *const sat_names[] = {"ttft_growth", "queue_growth", "throughput", "errors",
+                                        "send_lag"};
 
 const char *sweep_sat_name(enum sweep_sat flag)
 {
@@ -95,30 +100,94 @@ static uint64_t count(const json_t *obj, const char *key)
 }
 
 struct tl_point {
-    double t, sent, completed, in_flight, ttft_p50;
+    double t, sent, completed, in_flight, ttft_p50, output_tokens, lag_p99;
 };
 
-#define TL_MAX 86400 /* a day of one-second points */
+#define TL_MAX       86400 /* a day of one-second points */
+#define TL_FULL_TICK 0.75  /* an interval at least this long (s) is a whole tick */
 
-/* Reads the timeline's points inside the sending window (after warm-up, while sending). */
-static size_t timeline_window(const json_t *tl, double warmup_s, struct tl_point *pts, size_t max)
+/* Reads the timeline's points after the warm-up (the drain included), in order. */
+static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start,
+                            struct tl_point *pts, size_t max)
 {
     size_t i, n = 0;
     const json_t *p;
 
+    *t_start = 0;
     if (!json_is_array(tl))
         return 0;
     json_array_foreach(tl, i, p)
     {
-        struct tl_point q = {num(p, "t_s"), num(p, "sent"), num(p, "completed"),
-                             num(p, "in_flight"), num(p, "ttft_p50_ms")};
-        if (!isfinite(q.t) || !isfinite(q.sent) || !(q.sent > 0) || q.t <= warmup_s)
+        struct tl_point q = {num(p, "t_s"),       num(p, "sent"),        num(p, "completed"),
+                             num(p, "in_flight"), num(p, "ttft_p50_ms"), num(p, "output_tokens"),
+                             num(p, "lag_p99_ms")};
+        if (!isfinite(q.t) || (n && q.t <= pts[n - 1].t))
             continue;
+        if (q.t <= warmup_s) {
+            *t_start = q.t; /* the next interval starts here */
+            continue;
+        }
         if (n == max)
             break;
+        q.sent = isfinite(q.sent) && q.sent > 0 ? q.sent : 0;
+        q.completed = isfinite(q.completed) && q.completed > 0 ? q.completed : 0;
         pts[n++] = q;
     }
     return n;
+}
+
+/*
+ * How many points make the sending window: those up to warm-up + the
+ * configured sending time (half an interval of slack: the ticks need not
+ * fall on the window's end), or, when that is unknown, up to the last point
+ * that sent anything. The points after it are the drain.
+ */
+static size_t window_points(const struct tl_point *pts, size_t n, double t_start, double window_s)
+{
+    size_t w = 0, full = 0;
+    double prev = t_start;
+
+    /* whole ticks only: the run's last point is a stub interval of the drain */
+    while (full < n && pts[full].t - prev >= TL_FULL_TICK) {
+        prev = pts[full].t;
+        full++;
+    }
+    if (isfinite(window_s) && window_s > 0) {
+        while (w < full && pts[w].t <= t_start + window_s + 0.5)
+            w++;
+        return w;
+    }
+    for (size_t i = 0; i < full; i++)
+        if (pts[i].sent > 0)
+            w = i + 1;
+    return w;
+}
+
+/*
+ * Rates over the sending window: requests sent, requests completed and the
+ * output tokens of the requests that ended inside it, each over the window's
+ * length. The drain after it is left out, so a run's rates do not read low
+ * by the tail of its last requests.
+ */
+static void window_rates(struct sweep_step *st, const struct tl_point *pts, size_t w,
+                         double t_start)
+{
+    double sent = 0, done = 0, tokens = 0, len;
+    bool have_tokens = true;
+
+    if (w == 0 || !((len = pts[w - 1].t - t_start) > 0))
+        return;
+    for (size_t i = 0; i < w; i++) {
+        sent += pts[i].sent;
+        done += pts[i].completed;
+        have_tokens &= isfinite(pts[i].output_tokens);
+        tokens += isfinite(pts[i].output_tokens) ? pts[i].output_tokens : 0;
+    }
+    st->window_s = len;
+    st->sent_rps = sent / len;
+    st->achieved_rps = done / len;
+    if (have_tokens)
+        st->output_tps = tokens / len;
 }
 
 /* The TTFT p50 trend over the window (seconds with completions only). */
@@ -146,15 +215,37 @@ static void ttft_signal(struct sweep_step *st, const struct tl_point *pts, size_
         st->saturation |= SWEEP_SAT_TTFT;
 }
 
+/* The send lag's p99 trend over the window: requests the client could not send on time. */
+static void lag_signal(struct sweep_step *st, const struct tl_point *pts, size_t n, double *x,
+                       double *y)
+{
+    size_t m = 0;
+    struct linfit f;
+    double e2el_ms = isfinite(st->e2el_p50_ms) ? st->e2el_p50_ms : 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(pts[i].lag_p99) && pts[i].lag_p99 >= 0) {
+            x[m] = pts[i].t;
+            y[m++] = pts[i].lag_p99;
+        }
+    }
+    if (m < 3 || linfit_compute(x, y, m, &f))
+        return;
+    st->lag_slope_ms_s = f.slope;
+    double rise = f.slope * (x[m - 1] - x[0]);
+    if (linfit_rising(&f) && rise >= SAT_LAG_RISE_MS && rise >= SAT_LAG_RISE_E2EL * e2el_ms)
+        st->saturation |= SWEEP_SAT_SEND_LAG;
+}
+
 /*
  * The steady part of the window: from one request time (e2el p50) after the
  * window opened, when the in-flight count has had time to settle; at least
  * the window without its first second.
  */
-static size_t steady_start(const struct tl_point *pts, size_t n, double warmup_s, double e2el_s)
+static size_t steady_start(const struct tl_point *pts, size_t n, double t_start, double e2el_s)
 {
     size_t k = 0;
-    double from = warmup_s + (isfinite(e2el_s) && e2el_s > 0 ? e2el_s : 0) + 1.0;
+    double from = t_start + (isfinite(e2el_s) && e2el_s > 0 ? e2el_s : 0) + 1.0;
 
     while (k < n && pts[k].t < from)
         k++;
@@ -163,27 +254,59 @@ static size_t steady_start(const struct tl_point *pts, size_t n, double warmup_s
     return k;
 }
 
-static void queue_signals(struct sweep_step *st, const struct tl_point *pts, size_t n,
-                          double warmup_s, double *x, double *y)
+/*
+ * Completions following sends: the requests completed over the window less
+ * its first k intervals, against those sent over the window less its last k,
+ * k = one request time (e2el p50) in intervals. In a steady state they are
+ * largely the same requests, so the ratio is near 1 whatever is in flight;
+ * a server that cannot keep up completes fewer. Judged only on a window of
+ * at least SAT_FOLLOW_E2ELS request times (and 2 intervals), and only on a
+ * shortfall beyond SAT_FOLLOW_SIGMAS square roots of the sends within a
+ * request time (e2el p99, at most k) of the two edges: those requests, whose
+ * latencies differ from k, shift either way.
+ */
+static void follow_signal(struct sweep_step *st, const struct tl_point *pts, size_t w)
 {
-    size_t k = steady_start(pts, n, warmup_s, st->e2el_p50_ms / 1000), m = 0;
-    double sent = 0, done = 0, mean = 0;
+    double e2el_s = st->e2el_p50_ms / 1000, sent = 0, done = 0;
+    size_t k;
+
+    if (!(e2el_s > 0) || !isfinite(e2el_s) || e2el_s > (double)w)
+        return;
+    k = (size_t)ceil(e2el_s - 1e-9);
+    k = k ? k : 1;
+    if (w <= k || (double)(w - k) < SAT_FOLLOW_E2ELS * e2el_s || w - k < 2)
+        return;
+    for (size_t i = 0; i + k < w; i++) {
+        sent += pts[i].sent;
+        done += pts[i + k].completed;
+    }
+    if (!(sent > 0))
+        return;
+    st->completion_ratio = done / sent;
+    /* the sends that may land across either edge: those within a request time (p99) of it */
+    double zone = isfinite(st->e2el_p99_ms) && st->e2el_p99_ms / 1000 < (double)k
+                      ? st->e2el_p99_ms / 1000
+                      : (double)k;
+    double edges = 2 * zone * sent / (double)(w - k);
+    if (st->completion_ratio < SAT_FOLLOW_MIN && sent - done > SAT_FOLLOW_SIGMAS * sqrt(edges))
+        st->saturation |= SWEEP_SAT_THROUGHPUT;
+}
+
+static void queue_signals(struct sweep_step *st, const struct tl_point *pts, size_t n,
+                          double t_start, double *x, double *y)
+{
+    size_t k = steady_start(pts, n, t_start, st->e2el_p50_ms / 1000), m = 0;
+    double mean = 0;
     struct linfit f;
 
+    follow_signal(st, pts, n);
     for (size_t i = k; i < n; i++) {
-        sent += pts[i].sent;
-        done += isfinite(pts[i].completed) ? pts[i].completed : 0;
         if (isfinite(pts[i].in_flight)) {
             x[m] = pts[i].t;
             y[m] = pts[i].in_flight;
             mean += y[m];
             m++;
         }
-    }
-    if (sent > 0) {
-        st->completion_ratio = done / sent;
-        if (st->completion_ratio < SAT_FOLLOW_MIN)
-            st->saturation |= SWEEP_SAT_THROUGHPUT;
     }
     if (m < 3 || linfit_compute(x, y, m, &f))
         return;
@@ -207,25 +330,10 @@ static void read_quality(struct sweep_step *st, const json_t *doc)
     st->exact_match_rate = num(q, "exact_match_rate");
 }
 
-int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *st, char *err,
-                    size_t errlen)
+/* The summary's numbers (the fallbacks of the window's rates). */
+static void read_summary(struct sweep_step *st, const json_t *run, const json_t *sum,
+                         enum sweep_mode mode)
 {
-    const json_t *schema = json_object_get(doc, "schema"), *run, *sum, *slo, *v;
-    struct tl_point *pts = NULL;
-    double *x = NULL, *y = NULL, warmup_s;
-    size_t i, n;
-
-    if (!json_is_string(schema) || strcmp(json_string_value(schema), "tokenstorm.result/1")) {
-        ts_errf(err, errlen, "not a tokenstorm.result/1 document");
-        return TS_PARSE;
-    }
-    run = json_object_get(doc, "run");
-    sum = json_object_get(doc, "summary");
-    if (!json_is_object(sum) || !isfinite(num(sum, "request_throughput")) ||
-        !isfinite(num(sum, "duration"))) {
-        ts_errf(err, errlen, "result has no summary with request_throughput and duration");
-        return TS_PARSE;
-    }
     st->achieved_rps = num(sum, "request_throughput");
     st->output_tps = num(sum, "output_throughput");
     st->goodput_rps = num(sum, "request_goodput");
@@ -233,6 +341,7 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
     st->completed = count(sum, "completed");
     st->failed = count(sum, "failed");
     st->error_rate = num(sum, "error_rate");
+    st->seed = count(run, "seed");
     if (st->completed) {
         st->ttft_p50_ms = num(sum, "p50_ttft_ms");
         st->ttft_p99_ms = num(sum, "p99_ttft_ms");
@@ -245,28 +354,24 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
         st->tpot_p99_ms = st->e2el_p50_ms = st->e2el_p99_ms = NAN;
     }
     double duration = num(sum, "duration");
+    st->window_s = NAN;
+    st->sent_rps = duration > 0 ? (double)st->requests / duration : NAN;
     if (mode == SWEEP_RATE && isfinite(num(run, "rate")))
         st->offered = num(run, "rate");
     else
-        st->offered = duration > 0 ? (double)st->requests / duration : NAN;
+        st->offered = st->sent_rps;
+}
 
-    st->nslo = 0;
-    st->slo_pass = true;
-    slo = json_object_get(doc, "slo");
-    json_array_foreach(slo, i, v)
-    {
-        st->nslo++;
-        if (!json_is_true(json_object_get(v, "pass")))
-            st->slo_pass = false;
-    }
-    read_quality(st, doc);
-
-    st->saturation = 0;
-    st->ttft_slope_ms_s = st->ttft_t = st->inflight_slope_s = st->completion_ratio = NAN;
-    warmup_s = num(run, "warmup_s");
-    warmup_s = isfinite(warmup_s) ? warmup_s : 0;
+/* The window's rates and the in-step saturation signals from the timeline. */
+static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mode mode, char *err,
+                         size_t errlen)
+{
     const json_t *tl = json_object_get(doc, "timeline");
-    n = json_is_array(tl) ? json_array_size(tl) : 0;
+    double warmup_s = num(json_object_get(doc, "run"), "warmup_s"), t_start, *x, *y;
+    size_t n = json_is_array(tl) ? json_array_size(tl) : 0, w;
+    struct tl_point *pts;
+
+    warmup_s = isfinite(warmup_s) ? warmup_s : 0;
     n = n > TL_MAX ? TL_MAX : n;
     if (n == 0)
         return 0;
@@ -280,14 +385,53 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    n = timeline_window(tl, warmup_s, pts, n);
-    ttft_signal(st, pts, n, x, y);
+    n = timeline_read(tl, warmup_s, &t_start, pts, n);
+    w = window_points(pts, n, t_start, st->send_s);
+    window_rates(st, pts, w, t_start);
+    if (mode == SWEEP_CONCURRENCY)
+        st->offered = st->sent_rps;
+    ttft_signal(st, pts, w, x, y);
+    lag_signal(st, pts, w, x, y);
     if (mode == SWEEP_RATE)
-        queue_signals(st, pts, n, warmup_s, x, y);
+        queue_signals(st, pts, w, t_start, x, y);
     ts_free(pts);
     ts_free(x);
     ts_free(y);
     return 0;
+}
+
+int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *st, char *err,
+                    size_t errlen)
+{
+    const json_t *schema = json_object_get(doc, "schema"), *run, *sum, *slo, *v;
+    size_t i;
+
+    if (!json_is_string(schema) || strcmp(json_string_value(schema), "tokenstorm.result/1")) {
+        ts_errf(err, errlen, "not a tokenstorm.result/1 document");
+        return TS_PARSE;
+    }
+    run = json_object_get(doc, "run");
+    sum = json_object_get(doc, "summary");
+    if (!json_is_object(sum) || !isfinite(num(sum, "request_throughput")) ||
+        !isfinite(num(sum, "duration"))) {
+        ts_errf(err, errlen, "result has no summary with request_throughput and duration");
+        return TS_PARSE;
+    }
+    read_summary(st, run, sum, mode);
+    st->nslo = 0;
+    st->slo_pass = true;
+    slo = json_object_get(doc, "slo");
+    json_array_foreach(slo, i, v)
+    {
+        st->nslo++;
+        if (!json_is_true(json_object_get(v, "pass")))
+            st->slo_pass = false;
+    }
+    read_quality(st, doc);
+    st->saturation = 0;
+    st->ttft_slope_ms_s = st->ttft_t = st->inflight_slope_s = st->completion_ratio = NAN;
+    st->lag_slope_ms_s = NAN;
+    return read_timeline(st, doc, mode, err, errlen);
 }
 
 void sweep_step_judge(struct sweep_step *st, const struct sweep_step *earlier, size_t n,
@@ -392,6 +536,15 @@ static bool bracket_mid(const struct sweep_plan *plan, struct bracket b,
     return true;
 }
 
+/* A step above steps[k] ran and was not saturated: steps[k]'s flag was not the onset. */
+static bool unsaturated_above(const struct sweep_step *steps, size_t n, size_t k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (steps[i].load > steps[k].load && !steps[i].saturation && !steps[i].interrupted)
+            return true;
+    return false;
+}
+
 bool sweep_plan_next(const struct sweep_plan *plan, const struct sweep_step *steps, size_t n,
                      double *load)
 {
@@ -399,7 +552,7 @@ bool sweep_plan_next(const struct sweep_plan *plan, const struct sweep_step *ste
     size_t above = 0, refined = 0;
 
     for (size_t i = 0; i < n; i++)
-        if (steps[i].saturation && steps[i].load < first_sat)
+        if (steps[i].saturation && steps[i].load < first_sat && !unsaturated_above(steps, n, i))
             first_sat = steps[i].load;
     for (size_t i = 0; i < n; i++) {
         if (steps[i].load > first_sat && in_grid(plan, steps[i].load))
@@ -642,7 +795,12 @@ static json_t *step_json(const struct sweep_step *st)
 
     rc |= tsjson_put(o, "load", tsjson_num(st->load));
     rc |= tsjson_put(o, "dir", json_string(st->dir));
+    rc |= tsjson_put(o, "seed", tsjson_count(st->seed));
     rc |= tsjson_put(o, "offered", tsjson_num(st->offered));
+    rc |= tsjson_put(o, "sent_rps", tsjson_num(st->sent_rps));
+    bool window = isfinite(st->window_s) && st->window_s > 0;
+    rc |= tsjson_put(o, "window_s", tsjson_num(window ? st->window_s : NAN));
+    rc |= tsjson_put(o, "rates_from", json_string(window ? "window" : "summary"));
     rc |= tsjson_put(o, "achieved_rps", tsjson_num(st->achieved_rps));
     rc |= tsjson_put(o, "output_tps", tsjson_num(st->output_tps));
     rc |= tsjson_put(o, "goodput_rps", tsjson_num(st->goodput_rps));
@@ -670,7 +828,7 @@ static json_t *step_json(const struct sweep_step *st)
     rc |= tsjson_put(o, "failed", tsjson_count(st->failed));
     rc |= tsjson_put(o, "interrupted", json_boolean(st->interrupted));
     rc |= tsjson_put(o, "saturation", sat);
-    for (unsigned b = 0; !rc && b < 4; b++)
+    for (unsigned b = 0; !rc && b < SWEEP_SAT_NFLAGS; b++)
         if (st->saturation & (1u << b))
             rc |=
                 json_array_append_new(sat, json_string(sweep_sat_name((enum sweep_sat)(1u << b))));
@@ -679,6 +837,7 @@ static json_t *step_json(const struct sweep_step *st)
     rc |= tsjson_put(sig, "ttft_slope_t", tsjson_num(st->ttft_t));
     rc |= tsjson_put(sig, "in_flight_slope_per_s", tsjson_num(st->inflight_slope_s));
     rc |= tsjson_put(sig, "completion_ratio", tsjson_num(st->completion_ratio));
+    rc |= tsjson_put(sig, "send_lag_slope_ms_per_s", tsjson_num(st->lag_slope_ms_s));
     if (rc) {
         json_decref(o);
         return NULL;

@@ -27,7 +27,10 @@ static void usage(FILE *out)
         "directory), stops climbing when the target saturates, and reports the knee of the\n"
         "latency curve, the highest load that meets the SLOs and the critical load where\n"
         "errors take off. Everything after `--` is passed to every run unchanged (target,\n"
-        "workload, duration...); without --target each run starts the built-in simulator.\n\n"
+        "workload, duration...); without --target each run starts the built-in simulator.\n"
+        "Each step gets its own --seed, derived from the one passed through (default 1)\n"
+        "and its order; rates (sent, achieved, output) count what happened inside the\n"
+        "sending window, without the drain (docs/SWEEP.md).\n\n"
         "plan (one of):\n"
         "  --rates LIST           explicit rates in requests/s, e.g. 2,4,8,16\n"
         "  --concurrencies LIST   explicit closed-loop user counts, e.g. 1,4,16,64\n"
@@ -41,8 +44,10 @@ static void usage(FILE *out)
         "  --refine N             bisection steps after the grid (default 4 adaptive, else 0)\n"
         "  --tolerance R          stop bisecting when the bracket is below R * its top\n"
         "                         (default 0.1)\n"
-        "  --past-saturation N    grid steps still run above the first saturated one\n"
-        "                         (default 0: stop climbing at once)\n"
+        "  --past-saturation N    grid steps still run above the saturation onset (the\n"
+        "                         lowest saturated load with no unsaturated one above\n"
+        "                         it); default 1: one point past the knee, so the\n"
+        "                         curve has both sides (0: stop climbing at once)\n"
         "  --adaptive-points K    loads placed between the probes (default 5)\n"
         "  --sat-concurrency N    users of the adaptive saturation probe (default 256)\n"
         "  --step-timeout DUR     deadline of one run (default 1.5 x its warm-up + duration +\n"
@@ -228,6 +233,7 @@ static void sweep_opts_defaults(struct sweep_opts *o)
     memset(o, 0, sizeof(*o));
     o->max_steps = -1;
     o->refine = -1;
+    o->past_sat = 1;
     o->points = 5;
     o->sat_conc = 256;
     o->fit_min = CRITICAL_MIN_POINTS;

@@ -60,8 +60,12 @@ static void test_read_summary(void **state)
     memset(&st, 0, sizeof(st));
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
     assert_near(st.offered, 10, 0);
-    assert_near(st.achieved_rps, 9.5, 0);
-    assert_near(st.output_tps, 190, 0);
+    /* rates over the sending window (5 s up to the last send), not the
+     * summary's 9.5 over 5.5 s with the drain */
+    assert_near(st.window_s, 5, 1e-12);
+    assert_near(st.sent_rps, 10, 1e-12);
+    assert_near(st.achieved_rps, 10, 1e-12);
+    assert_near(st.output_tps, 190, 0); /* no tokens in the timeline: the summary's */
     assert_true(isnan(st.goodput_rps));
     assert_near(st.ttft_p99_ms, 30, 0);
     assert_near(st.e2el_p50_ms, 500, 0);
@@ -76,21 +80,28 @@ static void test_read_summary(void **state)
     assert_int_equal(st.saturation, 0);
     assert_near(st.ttft_slope_ms_s, 0, 1e-12);
     assert_near(st.completion_ratio, 1, 1e-12);
-    /* closed loop: offered is requests / duration */
+    /* closed loop: offered is what was sent over the window */
     assert_int_equal(sweep_step_read(doc, SWEEP_CONCURRENCY, &st, err, sizeof(err)), 0);
-    assert_near(st.offered, 50 / 5.5, 1e-12);
+    assert_near(st.offered, 10, 1e-12);
+    /* a configured sending time of 4 s: the window is the first 4 points */
+    st.send_s = 3.4;
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_near(st.window_s, 3, 1e-12);
+    assert_near(st.achieved_rps, 10, 1e-12);
     json_decref(doc);
 }
 
 /*
  * A saturated step: TTFT p50 100, 200, ... 500 ms (slope 100 ms/s, rise 400
- * >= 50); 8 completions per 10 sends (0.8 < 0.9) after the first 1.5 s
- * (e2el p50 0.5 s + 1 s); in flight 2, 4, .. 10 (points from t = 2 s:
- * slope 2/s, rise 6 >= max(2, 0.5 * 7)).
+ * >= 50); 7 completions per 10 sends (0.7 < 0.9; sends of points 0-3
+ * against completions of points 1-4, one e2el p50 of 0.5 s apart rounded up
+ * to an interval: 40 sent, 28 done, short by 12 > 2 * sqrt(2 * 40 / 4));
+ * in flight 2, 4, .. 10 (points from t = 2 s: slope 2/s, rise 6 >= max(2,
+ * 0.5 * 7)).
  */
 static void test_read_saturated(void **state)
 {
-    json_t *doc = result_doc(100, 100, 8, 2, 2);
+    json_t *doc = result_doc(100, 100, 7, 2, 2);
     struct sweep_step st;
     char err[256];
     (void)state;
@@ -100,7 +111,7 @@ static void test_read_saturated(void **state)
     assert_near(st.ttft_slope_ms_s, 100, 1e-9);
     assert_true(isinf(st.ttft_t));
     assert_near(st.inflight_slope_s, 2, 1e-9);
-    assert_near(st.completion_ratio, 0.8, 1e-12);
+    assert_near(st.completion_ratio, 0.7, 1e-12);
     /* the closed loop has no queue or follow signal, only TTFT */
     assert_int_equal(sweep_step_read(doc, SWEEP_CONCURRENCY, &st, err, sizeof(err)), 0);
     assert_int_equal(st.saturation, SWEEP_SAT_TTFT);
@@ -121,6 +132,124 @@ static void test_read_saturated(void **state)
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
     assert_int_equal(st.saturation, SWEEP_SAT_TTFT);
     json_decref(doc);
+}
+
+/* One timeline point: t, sent, completed, in flight, TTFT p50, send lag p99. */
+static json_t *tl_point(double t, int sent, int done, int inflight, double ttft, double lag)
+{
+    return json_pack("{s:f, s:i, s:i, s:i, s:i, s:f, s:f}", "t_s", t, "sent", sent, "completed",
+                     done, "errors", 0, "in_flight", inflight, "ttft_p50_ms", ttft, "lag_p99_ms",
+                     lag);
+}
+
+static json_t *real_doc(json_t *tl, double rate, double e2el_p50)
+{
+    json_t *doc = json_pack("{s:s, s:{s:f, s:f, s:i}, s:{s:f, s:f, s:i, s:i, s:f, s:f, s:f}, s:o}",
+                            "schema", "tokenstorm.result/1", "run", "rate", rate, "warmup_s", 0.0,
+                            "seed", 77, "summary", "request_throughput", 1.0, "duration", 21.5,
+                            "requests", 29, "completed", 29, "error_rate", 0.0, "p50_ttft_ms", 30.0,
+                            "p50_e2el_ms", e2el_p50, "timeline", tl);
+    assert_non_null(doc);
+    return doc;
+}
+
+/*
+ * The timeline of a real 20 s step at 1.95 req/s against the simulator's
+ * llama3-8b-a100 profile, far below its capacity (E2EL p50 1.56 s): 29
+ * sends, seconds with no send (whose completions were dropped), the drain.
+ * The old rule read completions/sends 0.71 over the seconds with a send and
+ * flagged it "throughput"; one request time apart over the whole window
+ * they are 24/26, well inside the noise of the edges: not saturated.
+ */
+static void test_read_short_requests_window(void **state)
+{
+    static const double p[][6] = {
+        {0.981, 4, 0, 4, 0, 0},        {1.981, 1, 2, 3, 25.3, 0.15},  {2.986, 1, 3, 1, 33.1, 0.13},
+        {3.986, 3, 0, 4, 0, 0},        {4.987, 1, 3, 2, 30.9, 0.17},  {5.988, 3, 1, 4, 92.7, 0.14},
+        {6.988, 2, 3, 3, 59.9, 0.16},  {7.99, 0, 1, 2, 69.1, 0.08},   {8.991, 2, 2, 2, 15.8, 0.12},
+        {9.992, 0, 0, 2, 0, 0},        {10.992, 0, 2, 0, 22.0, 0.1},  {11.994, 1, 1, 0, 27.4, 0.13},
+        {12.994, 1, 0, 1, 0, 0},       {13.996, 1, 0, 2, 0, 0},       {14.996, 2, 1, 3, 32.5, 0.15},
+        {15.998, 1, 2, 2, 55.3, 50.8}, {16.998, 1, 1, 2, 24.3, 0.11}, {18.0, 2, 0, 4, 0, 0},
+        {19.001, 0, 4, 0, 26.5, 0.11}, {20.002, 3, 0, 3, 0, 0},       {21.003, 0, 1, 2, 56.3, 0.08},
+        {21.463, 0, 2, 0, 16.2, 0.18}};
+    json_t *tl = json_array();
+    struct sweep_step st;
+    char err[256];
+    (void)state;
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+        json_array_append_new(
+            tl, tl_point(p[i][0], (int)p[i][1], (int)p[i][2], (int)p[i][3], p[i][4], p[i][5]));
+    json_t *doc = real_doc(tl, 1.95, 1557.5);
+    memset(&st, 0, sizeof(st));
+    st.send_s = 20;
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_int_equal(st.saturation, 0);
+    assert_near(st.completion_ratio, 24.0 / 26, 1e-12); /* sends 0..17 against done 2..19 */
+    assert_near(st.window_s, 20.002, 1e-9);
+    assert_near(st.sent_rps, 29 / 20.002, 1e-9); /* 1.45 sent of 1.95 asked */
+    assert_near(st.achieved_rps, 26 / 20.002, 1e-9);
+    assert_int_equal(st.seed, 77);
+    /* without the configured time: up to the last send, the same here */
+    st.send_s = 0;
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_near(st.window_s, 20.002, 1e-9);
+    json_decref(doc);
+}
+
+/*
+ * A server that cannot keep up: 20 sends a second over 20 s, 16 completions
+ * a second (from t = 2), E2EL p50 1.5 s: flagged "throughput", and the
+ * achieved rate is what completed inside the window. A window shorter than 3
+ * request times is not judged on it. A send lag that climbs (a --concurrency
+ * cap full) is "send_lag".
+ */
+static void test_read_behind_and_lag(void **state)
+{
+    json_t *tl = json_array();
+    struct sweep_step st;
+    char err[256];
+    (void)state;
+    for (int i = 0; i < 20; i++)
+        json_array_append_new(tl, tl_point(1.0 + i, 20, i >= 2 ? 16 : 0, 10, 50, 100.0 * i));
+    json_array_append_new(tl, tl_point(21, 0, 30, 0, 50, 0));
+    json_t *doc = real_doc(tl, 20, 1500);
+    memset(&st, 0, sizeof(st));
+    st.send_s = 20;
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_true(st.saturation & SWEEP_SAT_THROUGHPUT);
+    assert_true(st.saturation & SWEEP_SAT_SEND_LAG);
+    assert_near(st.completion_ratio, 16.0 * 18 / (20 * 18), 1e-12);
+    assert_near(st.achieved_rps, 16.0 * 18 / 20, 1e-12);
+    assert_near(st.sent_rps, 20, 1e-12);
+    assert_near(st.lag_slope_ms_s, 100, 1e-9);
+    json_decref(doc);
+    /* E2EL 8 s in a 20 s window: too short to tell what is still in flight */
+    tl = json_array();
+    for (int i = 0; i < 20; i++)
+        json_array_append_new(tl, tl_point(1.0 + i, 20, i >= 8 ? 10 : 0, 10, 50, 0));
+    doc = real_doc(tl, 20, 8000);
+    memset(&st, 0, sizeof(st));
+    st.send_s = 20;
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_true(isnan(st.completion_ratio));
+    assert_false(st.saturation & SWEEP_SAT_THROUGHPUT);
+    json_decref(doc);
+}
+
+static void test_step_seed(void **state)
+{
+    const char *none[] = {"--duration", "2s"}, *given[] = {"--seed", "42"}, *eq[] = {"--seed=42"};
+    uint64_t seen[64];
+    (void)state;
+    for (int i = 1; i <= 64; i++) {
+        seen[i - 1] = sweep_step_seed(none, 2, i);
+        assert_true(seen[i - 1] < (1ull << 53));
+        for (int k = 0; k < i - 1; k++)
+            assert_true(seen[k] != seen[i - 1]);
+    }
+    assert_true(sweep_step_seed(none, 2, 3) == seen[2]); /* the same sweep, the same seeds */
+    assert_true(sweep_step_seed(given, 2, 3) != seen[2]);
+    assert_true(sweep_step_seed(given, 2, 3) == sweep_step_seed(eq, 1, 3));
 }
 
 static void test_read_bad_and_quality(void **state)
@@ -217,7 +346,16 @@ static void test_plan_grid_and_stop(void **state)
     assert_true(sweep_plan_next(&p, s, 2, &load));
     assert_near(load, 15, 0);
     s[2] = mkstep(15, 9, 0, 100);
+    s[2].saturation = SWEEP_SAT_QUEUE;
     assert_false(sweep_plan_next(&p, s, 3, &load));
+    /* 15 unsaturated above a saturated 10: 10's flag was not the onset, so
+     * the climb goes on (a false alarm low down cannot end the sweep) */
+    s[2].saturation = 0;
+    assert_true(sweep_plan_next(&p, s, 3, &load));
+    assert_near(load, 20, 0);
+    p.past_saturation = 0;
+    assert_true(sweep_plan_next(&p, s, 3, &load));
+    assert_near(load, 20, 0);
     /* refinement: bisect the saturation bracket [5, 10] */
     p.past_saturation = 0;
     p.refine = 2;
@@ -427,6 +565,12 @@ static void test_json(void **state)
     assert_int_equal(json_array_size(sat), 2);
     assert_string_equal(json_string_value(json_array_get(sat, 0)), "ttft_growth");
     assert_string_equal(json_string_value(json_array_get(sat, 1)), "errors");
+    /* how its rates were measured, and what was really sent with which seed */
+    assert_int_equal(json_integer_value(json_object_get(last, "seed")), 0);
+    assert_true(json_is_number(json_object_get(last, "sent_rps")));
+    assert_true(json_is_null(json_object_get(last, "window_s")));
+    assert_string_equal(json_string_value(json_object_get(last, "rates_from")), "summary");
+    assert_true(json_object_get(json_object_get(last, "signals"), "send_lag_slope_ms_per_s"));
     assert_near(
         json_number_value(json_object_get(json_object_get(last, "quality"), "rouge_l_mean")), 0.6,
         0);
@@ -513,6 +657,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_summary),
         cmocka_unit_test(test_read_saturated),
+        cmocka_unit_test(test_read_short_requests_window),
+        cmocka_unit_test(test_read_behind_and_lag),
+        cmocka_unit_test(test_step_seed),
         cmocka_unit_test(test_read_bad_and_quality),
         cmocka_unit_test(test_judge),
         cmocka_unit_test(test_plan_grid_and_stop),
