@@ -251,6 +251,15 @@ static int write_report(const struct compare_opts *o, const struct compare_input
     return 0;
 }
 
+/* The runs' configurations differ: say how on stderr (the reports say it too). */
+static void warn_config_diff(const struct compare_input *base, const struct compare_input *new_)
+{
+    json_t *diff = NULL;
+    if (compare_config_diff(base, new_, &diff) || compare_write_config_warning(stderr, diff))
+        fprintf(stderr, "tokenstorm compare: cannot compare the runs' configurations\n");
+    json_decref(diff);
+}
+
 int cmd_compare(int argc, char **argv)
 {
     struct compare_opts *o = ts_calloc(1, sizeof(*o));
@@ -276,6 +285,7 @@ int cmd_compare(int argc, char **argv)
         code = TS_EXIT_USAGE;
         goto out_base;
     }
+    warn_config_diff(&base, &new_);
     int rc = compare_runs(&base.run, &new_.run, &o->cfg, o->rules, o->nrules, &res);
     if (rc) {
         fprintf(stderr, "tokenstorm compare: %s\n", ts_strerror(rc));
