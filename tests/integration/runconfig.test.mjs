@@ -1,7 +1,8 @@
 // What result.json records of a run (the effective options, the redacted
 // command line, the client host) and `tokenstorm compare`'s warning when two
 // runs were configured differently: two short runs against the built-in
-// simulator that differ only in --rate, and one more like the first.
+// simulator that differ only in --rate, one more like the first, and runs
+// stopped by SIGINT and SIGTERM.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -88,3 +89,27 @@ test('compare says nothing about two runs configured alike', async () => {
   const j = await ts(['compare', dirs.a, dirs.c, '--format', 'json']);
   assert.deepEqual(JSON.parse(j.stdout).config_diff, []);
 });
+
+// A run stopped by a signal says which, whatever its exit code.
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  test(`result.json says the run was interrupted by ${sig}`, async () => {
+    const out = path.join(tmp, `sig-${sig}`);
+    const p = spawn(BIN, ['run', '--rate', '20', '--duration', '30s', '--drain', '1s',
+      '--input-len', 'fixed:16', '--output-len', 'fixed:4', '--workers', '1', '--sim-profile',
+      'tiny', '-q', '--out', out], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    p.stderr.on('data', (d) => { stderr += d; });
+    const exited = new Promise((resolve) => p.on('exit', (code, signal) => resolve({ code, signal })));
+    // the load runs once the result directory exists; give it a moment more
+    for (let i = 0; i < 100 && !fs.existsSync(out); i++) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 1000));
+    p.kill(sig);
+    const guard = setTimeout(() => p.kill('SIGKILL'), 20000);
+    const { signal } = await exited;
+    clearTimeout(guard);
+    assert.equal(signal, null, stderr);
+    const run = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8')).run;
+    assert.equal(run.interrupted, true);
+    assert.equal(run.interrupted_by, sig);
+  });
+}
