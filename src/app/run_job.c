@@ -7,6 +7,7 @@
 #include "app/run_job.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "analysis/summary.h"
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/hostinfo.h"
 #include "base/log.h"
 #include "base/units.h"
 #include "app/ranks.h"
@@ -309,6 +311,9 @@ struct job {
     struct progress pg;
     struct start_gate gate;
     char metrics_url[TARGET_URL_MAX];
+    /* the process's command line (after MPI took its arguments), for result.json */
+    int argc;
+    char **argv;
 };
 
 /* Copies the caller's options; the caller's compiled quality regex, if any,
@@ -794,6 +799,117 @@ static int configure_runner(struct job *j)
     return 0;
 }
 
+/* ---- what result.json records of the options ---- */
+
+/* A duration option in seconds; 0 (unset, unbounded) is null. */
+static json_t *seconds_or_null(uint64_t ns)
+{
+    return ns ? json_real((double)ns / 1e9) : json_null();
+}
+
+/* --header: the names only (values can be credentials). */
+static json_t *header_names(const struct run_opts *o)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < o->nheaders; i++) {
+        const char *colon = strchr(o->headers[i], ':');
+        size_t n = colon ? (size_t)(colon - o->headers[i]) : strlen(o->headers[i]);
+        while (n && (o->headers[i][n - 1] == ' ' || o->headers[i][n - 1] == '\t'))
+            n--;
+        json_array_append_new(a, json_stringn(o->headers[i], n));
+    }
+    return a;
+}
+
+/* --slo as given, and --goodput's thresholds (null when off). */
+static void config_checks(json_t *c, const struct job *j)
+{
+    json_t *slos = json_array();
+    for (size_t i = 0; slos && i < j->o.nslos; i++)
+        json_array_append_new(slos, json_string(j->o.slos[i]));
+    json_object_set_new(c, "slo", slos);
+    json_t *g = goodput_cfg_enabled(&j->goodput) ? json_object() : json_null();
+    if (json_is_object(g)) {
+        if (j->goodput.ttft_ms > 0)
+            json_object_set_new(g, "ttft_ms", json_real(j->goodput.ttft_ms));
+        if (j->goodput.tpot_ms > 0)
+            json_object_set_new(g, "tpot_ms", json_real(j->goodput.tpot_ms));
+        if (j->goodput.e2el_ms > 0)
+            json_object_set_new(g, "e2el_ms", json_real(j->goodput.e2el_ms));
+    }
+    json_object_set_new(c, "goodput", g);
+}
+
+/* The effective options config_json() leaves out (docs/METRICS.md, "run"). */
+static void config_effective(json_t *c, const struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    const struct run_quality_opts *q = &o->quality;
+    json_object_set_new(c, "requested_duration_s", seconds_or_null(o->duration_ns));
+    json_object_set_new(c, "drain_s", json_real((double)o->drain_ns / 1e9));
+    if (o->ramp_users_ns)
+        json_object_set_new(c, "ramp_users_s", json_real((double)o->ramp_users_ns / 1e9));
+    json_object_set_new(c, "timeouts",
+                        json_pack("{s:o, s:o, s:o, s:o}", "connect_s",
+                                  seconds_or_null(o->t_connect), "ttfb_s",
+                                  seconds_or_null(o->t_ttfb), "idle_s", seconds_or_null(o->t_idle),
+                                  "total_s", seconds_or_null(o->t_total)));
+    json_object_set_new(c, "headers", header_names(o));
+    json_object_set_new(c, "api_key_set", json_boolean(j->auth[0] != '\0'));
+    json_object_set_new(c, "body", j->overrides ? json_deep_copy(j->overrides) : json_null());
+    config_checks(c, j);
+    json_object_set_new(c, "http_version", json_string(o->http2 ? "http2" : "http1.1"));
+    json_object_set_new(c, "insecure", json_boolean(o->insecure));
+    json_object_set_new(c, "scenario", o->scenario ? json_string(o->scenario) : json_null());
+    json_object_set_new(c, "tokenizer", o->tokenizer ? json_string(o->tokenizer) : json_null());
+    json_object_set_new(c, "system_prompt",
+                        o->system_prompt ? json_string(o->system_prompt) : json_null());
+    json_object_set_new(c, "integrity", o->integrity ? json_string(o->integrity) : json_null());
+    json_t *sets = json_array();
+    for (size_t i = 0; sets && i < o->nsim_sets; i++)
+        json_array_append_new(sets, json_string(o->sim_sets[i]));
+    json_object_set_new(c, "sim_set", sets);
+    if (q->regex || q->json || q->target_set || q->dual_sla || q->consistency)
+        json_object_set_new(c, "quality",
+                            json_pack("{s:s?, s:b, s:b, s:b, s:b}", "regex", q->regex, "json",
+                                      q->json, "min_set", q->target_set, "dual_sla", q->dual_sla,
+                                      "consistency", q->consistency));
+}
+
+/* What must not appear in result.json: the API key, the integrity key and
+ * the values of credential-like --header; at most max, into out. */
+static size_t report_secrets(const struct job *j, const char **out, size_t max)
+{
+    const struct run_opts *o = &j->o;
+    size_t n = 0;
+    const char *key = o->api_key ? o->api_key : getenv("OPENAI_API_KEY");
+    if (key && *key && n < max)
+        out[n++] = key;
+    if (j->rcfg.integrity_key && n < max)
+        out[n++] = j->rcfg.integrity_key;
+    for (size_t i = 0; i < o->nheaders && n < max; i++) {
+        const char *colon = strchr(o->headers[i], ':');
+        size_t nl = colon ? (size_t)(colon - o->headers[i]) : 0;
+        while (nl && (o->headers[i][nl - 1] == ' ' || o->headers[i][nl - 1] == '\t'))
+            nl--;
+        if (!colon || !result_secret_header(o->headers[i], nl))
+            continue;
+        const char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        out[n++] = v; /* "Bearer x": the whole value (the scrub also sees "x" alone if long) */
+    }
+    return n;
+}
+
+/* Why the run stopped early, for run.interrupted_by (NULL: it did not). */
+static const char *interrupted_by(const struct runner_result *res)
+{
+    if (!res->interrupted)
+        return NULL;
+    return res->stop_signal == SIGINT ? "SIGINT" : res->stop_signal == SIGTERM ? "SIGTERM" : "stop";
+}
+
 /* ---- the report ---- */
 
 /* What result.json and the summary are made of (the json_t are owned). */
@@ -815,6 +931,7 @@ static json_t *report_config(const struct job *j, const struct runner_result *re
     json_object_set_new(conf, "run_id", json_string(id));
     json_object_set_new(conf, "start_mono_ns", json_integer((json_int_t)res->start_mono_ns));
     json_object_set_new(conf, "workers", json_integer(r->workers));
+    config_effective(conf, j);
     if (r->shard.count > 1) {
         char sh[32];
         snprintf(sh, sizeof(sh), "%u/%u", r->shard.index, r->shard.count);
@@ -856,6 +973,9 @@ static void report_compute(const struct job *j, const struct runner_result *res,
  * and workload) and written; TS_EXIT_FAIL if it could not be. */
 static int report_write(struct job *j, const struct runner_result *res, struct report *rp)
 {
+    const char *secrets[RUN_MAX_HEADERS + 2];
+    struct host_info host;
+    host_info_get(&host, NULL);
     struct result_info info = {
         .config = rp->config,
         .started_wall_ns = res->started_wall_ns,
@@ -867,6 +987,13 @@ static int report_write(struct job *j, const struct runner_result *res, struct r
         .server_timeline = rp->server_timeline,
         .server_metrics = rp->server_info,
         .quality = rp->quality,
+        .argc = j->argc,
+        .argv = j->argv,
+        .options = j->o.options,
+        .secrets = secrets,
+        .nsecrets = report_secrets(j, secrets, sizeof(secrets) / sizeof(secrets[0])),
+        .interrupted_by = interrupted_by(res),
+        .host = &host,
     };
     if (result_build(res->total, &rp->sum, &info, &rp->doc)) {
         fprintf(stderr, "tokenstorm run: cannot build result.json\n");
@@ -998,6 +1125,8 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
         goto out_scenario;
     if ((code = join_group(&j, argc, argv)) || (code = start_simulator(&j)))
         goto out_scenario;
+    j.argc = *argc;
+    j.argv = *argv;
     if ((code = resolve_target(&j)) || (code = build_workload(&j)))
         goto out_sim;
     if ((code = open_files(&j)))

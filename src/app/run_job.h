@@ -17,6 +17,8 @@
 #include "app/run_quality.h"
 #include "net/addr.h"
 
+struct option;
+
 #define RUN_MAX_HEADERS 64
 #define RUN_MAX_SLOS    64
 
@@ -54,6 +56,9 @@ struct run_opts {
     bool no_kernel_timestamps; /* time stream bytes when read, not by the kernel's arrival */
     bool http_engine_curl;     /* libcurl for plain http:// too (--http-engine curl) */
     struct run_quality_opts quality;
+    /* the command's getopt_long table: result.json's command line is
+     * redacted by it (abbreviated options resolve as getopt resolved them) */
+    const struct option *options;
 };
 
 struct goodput_cfg;

@@ -25,7 +25,10 @@ static void usage(FILE *out)
             "TTFT, TPOT, ITL and E2EL (p50, p90, p99, mean), throughput, output tokens/s, goodput\n"
             "and error rate. For each: both values, the change, a bootstrap confidence interval\n"
             "of the change (over the requests when both runs have requests.jsonl, else over\n"
-            "the histograms), and a Mann-Whitney U test for latency distributions.\n\n"
+            "the histograms), and a Mann-Whitney U test for latency distributions.\n"
+            "When the runs were configured differently (rate, seed, timeouts, host, version,\n"
+            "...) it warns on stderr, KEY: BASE -> NEW per key, and lists them in the JSON\n"
+            "(config_diff) and HTML reports.\n\n"
             "options:\n"
             "  --fail-on RULE      a regression threshold (repeatable): METRIC[.STAT] OP CHANGE,\n"
             "                      e.g. 'ttft.p95>+10%%', 'e2el.p99>+50ms', 'throughput<-5%%',\n"
@@ -251,6 +254,15 @@ static int write_report(const struct compare_opts *o, const struct compare_input
     return 0;
 }
 
+/* The runs' configurations differ: say how on stderr (the reports say it too). */
+static void warn_config_diff(const struct compare_input *base, const struct compare_input *new_)
+{
+    json_t *diff = NULL;
+    if (compare_config_diff(base, new_, &diff) || compare_write_config_warning(stderr, diff))
+        fprintf(stderr, "tokenstorm compare: cannot compare the runs' configurations\n");
+    json_decref(diff);
+}
+
 int cmd_compare(int argc, char **argv)
 {
     struct compare_opts *o = ts_calloc(1, sizeof(*o));
@@ -276,6 +288,7 @@ int cmd_compare(int argc, char **argv)
         code = TS_EXIT_USAGE;
         goto out_base;
     }
+    warn_config_diff(&base, &new_);
     int rc = compare_runs(&base.run, &new_.run, &o->cfg, o->rules, o->nrules, &res);
     if (rc) {
         fprintf(stderr, "tokenstorm compare: %s\n", ts_strerror(rc));

@@ -705,6 +705,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     int c, opt_index = 0;
 
     run_opts_defaults(o);
+    o->options = run_options;
     optind = 1;
     while ((c = getopt_long(argc, argv, "qvh", run_options, &opt_index)) != -1) {
         int rc = parse_option(c, run_options[opt_index].name, o);

@@ -199,6 +199,143 @@ void compare_input_release(struct compare_input *in)
     memset(in, 0, sizeof(*in));
 }
 
+/* ---- configuration differences ------------------------------------------------------ */
+
+#define CONFIG_KEY_MAX 256
+
+static bool config_key_skipped(const char *key)
+{
+    static const char *const skip[] = {"started_at",  "duration_s",    "end_mode",
+                                       "run_id",      "start_mono_ns", "command_line",
+                                       "interrupted", "merged_from"};
+    for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+        if (!strcmp(key, skip[i]))
+            return true;
+    return false;
+}
+
+/* v's leaves into flat as "prefix.key" -> value (borrowed references kept by flat). */
+static int flatten(json_t *flat, const char *prefix, const json_t *v, int depth)
+{
+    const char *key;
+    json_t *child;
+    int rc = 0;
+
+    json_object_foreach((json_t *)v, key, child)
+    {
+        char path[CONFIG_KEY_MAX];
+        if (!prefix[0] && config_key_skipped(key))
+            continue;
+        snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", key);
+        if (json_is_object(child) && json_object_size(child) && depth < 8)
+            rc = flatten(flat, path, child, depth + 1);
+        else
+            rc = json_object_set(flat, path, child) ? -ENOMEM : 0;
+        if (rc)
+            break;
+    }
+    return rc;
+}
+
+/* A run's configuration as flat keys; NULL when out of memory. */
+static json_t *flat_config(const struct compare_input *in, bool skip_target)
+{
+    json_t *flat = json_object();
+    const json_t *run = json_object_get(in->doc, "run");
+    const json_t *ver = json_object_get(json_object_get(in->doc, "tool"), "version");
+
+    if (!flat)
+        return NULL;
+    if ((json_is_object(run) && flatten(flat, "", run, 0)) ||
+        (ver && json_object_set(flat, "tool.version", (json_t *)ver))) {
+        json_decref(flat);
+        return NULL;
+    }
+    if (skip_target)
+        json_object_del(flat, "target");
+    return flat;
+}
+
+/* Appends {key, base, new} to diff when a and b differ. */
+static int diff_key(json_t *diff, const char *key, const json_t *a, const json_t *b)
+{
+    if ((a && b && json_equal(a, b)) || ((!a || json_is_null(a)) && (!b || json_is_null(b))))
+        return 0; /* the same, or absent on one side and null on the other */
+    json_t *e = json_pack("{s:s, s:O, s:O}", "key", key, "base", a ? a : json_null(), "new",
+                          b ? b : json_null());
+    return !e || json_array_append_new(diff, e) ? -ENOMEM : 0;
+}
+
+int compare_config_diff(const struct compare_input *base, const struct compare_input *new_,
+                        json_t **out)
+{
+    const json_t *rb = json_object_get(base->doc, "run"), *rn = json_object_get(new_->doc, "run");
+    bool sim = json_is_string(json_object_get(rb, "simulator_profile")) &&
+               json_is_string(json_object_get(rn, "simulator_profile"));
+    json_t *a = flat_config(base, sim), *b = flat_config(new_, sim), *diff = json_array();
+    const char *key;
+    json_t *v;
+    int rc = a && b && diff ? 0 : -ENOMEM;
+
+    if (!rc) {
+        json_object_foreach(a, key, v)
+        {
+            if ((rc = diff_key(diff, key, v, json_object_get(b, key))))
+                break;
+        }
+    }
+    if (!rc) {
+        json_object_foreach(b, key, v)
+        {
+            if (!json_object_get(a, key) && (rc = diff_key(diff, key, NULL, v)))
+                break;
+        }
+    }
+    json_decref(a);
+    json_decref(b);
+    if (rc) {
+        json_decref(diff);
+        return rc;
+    }
+    *out = diff;
+    return 0;
+}
+
+/* v as compact JSON, cut to fit n (with "..." when cut). */
+static char *config_value_text(const json_t *v, char *buf, size_t n)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    const char *t = text ? text : "null";
+    if (strlen(t) >= n && n > 4)
+        snprintf(buf, n, "%.*s...", (int)(n - 4), t);
+    else
+        snprintf(buf, n, "%s", t);
+    free(text);
+    return buf;
+}
+
+int compare_write_config_warning(FILE *f, const json_t *diff)
+{
+    size_t i;
+    const json_t *e;
+
+    if (!json_array_size(diff))
+        return 0;
+    fprintf(f,
+            "tokenstorm compare: warning: the runs' configurations differ in %zu key%s "
+            "(base -> new):\n",
+            json_array_size(diff), json_array_size(diff) == 1 ? "" : "s");
+    json_array_foreach(diff, i, e)
+    {
+        char a[84], b[84];
+        fprintf(f, "  %s: %s -> %s\n", json_string_value(json_object_get(e, "key")),
+                config_value_text(json_object_get(e, "base"), a, sizeof(a)),
+                config_value_text(json_object_get(e, "new"), b, sizeof(b)));
+    }
+    fflush(f);
+    return ferror(f) ? -EIO : 0;
+}
+
 /* ---- formatting ---------------------------------------------------------------------- */
 
 static bool is_rate_row(const struct compare_row *row)
@@ -495,6 +632,8 @@ int compare_build_json(const struct compare_input *base, const struct compare_in
         rc = json_array_append_new(rl, r) ? -ENOMEM : 0;
     }
     rc |= tsjson_put(doc, "regression", json_boolean(res->regression));
+    json_t *diff = NULL;
+    rc |= compare_config_diff(base, new_, &diff) ? -ENOMEM : tsjson_put(doc, "config_diff", diff);
     if (rc) {
         json_decref(doc);
         return -ENOMEM;
@@ -549,6 +688,7 @@ static const char html_head[] =
     ".small{color:#666;font-size:12px}\nh2{font-size:16px;margin:20px 0 4px}\n"
     ".charts{display:flex;flex-wrap:wrap;gap:12px}\n"
     ".ts-chart{width:100%;max-width:560px;height:auto}\n"
+    ".warn{background:#fdeccd;border:1px solid #e0b050;padding:6px 10px;margin:8px 0}\n"
     "</style></head><body>\n<h1>tokenstorm compare</h1>\n";
 
 static int html_input(struct buf *b, const char *label, const struct compare_input *in)
@@ -564,6 +704,39 @@ static int html_input(struct buf *b, const char *label, const struct compare_inp
         rc = rc ? rc : buf_append_str(b, "</span>");
     }
     return rc ? rc : buf_append_str(b, "</div>\n");
+}
+
+/* The warning table of configuration differences; nothing when there are none. */
+static int html_config_diff(struct buf *b, const struct compare_input *base,
+                            const struct compare_input *new_)
+{
+    json_t *diff = NULL;
+    size_t i;
+    const json_t *e;
+    int rc = compare_config_diff(base, new_, &diff);
+
+    if (rc || !json_array_size(diff)) {
+        json_decref(diff);
+        return rc;
+    }
+    rc = buf_appendf(b,
+                     "<div class=\"warn\" id=\"config-diff\"><b>warning: the runs' "
+                     "configurations differ in %zu key%s</b>\n<table><tr><th class=\"m\">key"
+                     "</th><th class=\"m\">base</th><th class=\"m\">new</th></tr>\n",
+                     json_array_size(diff), json_array_size(diff) == 1 ? "" : "s");
+    json_array_foreach(diff, i, e)
+    {
+        char t[84];
+        rc = rc ? rc : buf_append_str(b, "<tr><td class=\"m\">");
+        rc = rc ? rc : html_escape(b, json_string_value(json_object_get(e, "key")));
+        rc = rc ? rc : buf_append_str(b, "</td><td class=\"m\">");
+        rc = rc ? rc : html_escape(b, config_value_text(json_object_get(e, "base"), t, sizeof(t)));
+        rc = rc ? rc : buf_append_str(b, "</td><td class=\"m\">");
+        rc = rc ? rc : html_escape(b, config_value_text(json_object_get(e, "new"), t, sizeof(t)));
+        rc = rc ? rc : buf_append_str(b, "</td></tr>\n");
+    }
+    json_decref(diff);
+    return rc ? rc : buf_append_str(b, "</table></div>\n");
 }
 
 static int html_cell_bar(struct buf *b, const struct compare_row *row, double v, double max,
@@ -670,6 +843,7 @@ int compare_build_html(const struct compare_input *base, const struct compare_in
 
     rc = rc ? rc : html_input(out, "base", base);
     rc = rc ? rc : html_input(out, "new", new_);
+    rc = rc ? rc : html_config_diff(out, base, new_);
     rc = rc ? rc
             : buf_appendf(out,
                           "<p class=\"small\">%g%% interval of the change (new - base): Poisson "

@@ -7,10 +7,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <getopt.h>
 #include <strings.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/hostinfo.h"
 #include "base/tsjson.h"
 #include "base/clock.h"
 #include "base/hdr.h"
@@ -19,7 +21,6 @@
 
 /* ---- building blocks ------------------------------------------------------ */
 
-/* A JSON number, or null for NAN and infinities (JSON has neither). */
 static const char *const secret_keys[] = {
     "api_key",  "apikey", "api-key", "x-api-key", "authorization", "proxy-authorization",
     "password", "secret", "token",
@@ -56,6 +57,315 @@ static void drop_secrets(json_t *v)
             drop_secrets(child);
         }
     }
+}
+
+/* ---- redaction of the command line and of "run"'s strings ------------------- */
+
+/* s (len bytes) contains word, any case. */
+static bool has_ci(const char *s, size_t len, const char *word)
+{
+    size_t wl = strlen(word);
+    for (size_t i = 0; i + wl <= len; i++)
+        if (!strncasecmp(s + i, word, wl))
+            return true;
+    return false;
+}
+
+/* The exact secret key names, for a name that is not NUL-terminated. */
+static bool is_secret_name(const char *name, size_t len)
+{
+    char key[64];
+    if (len >= sizeof(key))
+        return false;
+    memcpy(key, name, len);
+    key[len] = '\0';
+    return is_secret_key(key);
+}
+
+bool result_secret_header(const char *name, size_t len)
+{
+    static const char *const parts[] = {"auth",   "token",   "secret",    "passw",
+                                        "cookie", "session", "signature", "credential"};
+    if (is_secret_name(name, len))
+        return true;
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        if (has_ci(name, len, parts[i]))
+            return true;
+    return len >= 3 && !strncasecmp(name + len - 3, "key", 3);
+}
+
+/* An option's name (no dashes) is a credential's: --api-key, --integrity-key, --api-token. */
+static bool secret_option(const char *name, size_t len)
+{
+    static const char *const suffixes[] = {"key", "token", "secret", "password"};
+    if (is_secret_name(name, len))
+        return true;
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        size_t sl = strlen(suffixes[i]);
+        if (len > sl && (name[len - sl - 1] == '-' || name[len - sl - 1] == '_') &&
+            !strncasecmp(name + len - sl, suffixes[i], sl))
+            return true;
+    }
+    return false;
+}
+
+enum arg_kind { ARG_PLAIN, ARG_SECRET, ARG_HEADER, ARG_BODY };
+
+static enum arg_kind option_kind(const char *name, size_t len)
+{
+    if (secret_option(name, len))
+        return ARG_SECRET;
+    if ((len == 6 && !strncmp(name, "header", 6)) ||
+        (len > 7 && !strncmp(name + len - 7, "-header", 7)))
+        return ARG_HEADER;
+    if (len == 4 && !strncmp(name, "body", 4))
+        return ARG_BODY;
+    return ARG_PLAIN;
+}
+
+/*
+ * "--NAME" (len bytes of name) as getopt_long reads it with opts: an exact
+ * name, else the one option it abbreviates. *takes_next: its value is the next
+ * argument. A name that matches no option, or several, is a secret (taking the
+ * next argument) when it or one of the options it abbreviates is.
+ */
+static enum arg_kind option_lookup(const struct option *opts, const char *name, size_t len,
+                                   bool *takes_next)
+{
+    const struct option *hit = NULL;
+    size_t n = 0;
+    bool any_secret = secret_option(name, len);
+
+    for (const struct option *o = opts; o && o->name; o++) {
+        if (strncmp(o->name, name, len))
+            continue;
+        if (strlen(o->name) == len) {
+            hit = o;
+            n = 1;
+            break;
+        }
+        hit = o;
+        n++;
+        any_secret |= secret_option(o->name, strlen(o->name));
+    }
+    if (n == 1) {
+        *takes_next = hit->has_arg == required_argument;
+        return option_kind(hit->name, strlen(hit->name));
+    }
+    *takes_next = any_secret;
+    return any_secret ? ARG_SECRET : ARG_PLAIN;
+}
+
+/* A value of kind k, redacted, appended to b. */
+static int put_value(struct buf *b, enum arg_kind k, const char *v)
+{
+    if (k == ARG_SECRET)
+        return buf_append_str(b, RESULT_REDACTED);
+    if (k == ARG_HEADER) {
+        const char *colon = strchr(v, ':');
+        size_t nl = colon ? (size_t)(colon - v) : strlen(v);
+        while (nl && (v[nl - 1] == ' ' || v[nl - 1] == '\t'))
+            nl--;
+        if (colon && result_secret_header(v, nl))
+            return buf_appendf(b, "%.*s: " RESULT_REDACTED, (int)nl, v);
+    }
+    if (k == ARG_BODY) {
+        json_t *body = json_loads(v, JSON_DECODE_ANY, NULL);
+        char *text = NULL;
+        if (body) {
+            drop_secrets(body);
+            text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+        }
+        json_decref(body);
+        if (text) {
+            int rc = buf_append_str(b, text);
+            free(text);
+            return rc;
+        }
+    }
+    return buf_append_str(b, v);
+}
+
+/* One argument, redacted, appended to arr; *pending: how the next one is read. */
+static int put_arg(json_t *arr, const struct result_info *info, const char *a, bool *after_dashes,
+                   int *pending)
+{
+    struct buf b;
+    int rc = 0;
+
+    buf_init(&b, (size_t)1 << 24);
+    if (*pending >= 0) {
+        rc = put_value(&b, (enum arg_kind) * pending, a);
+        *pending = -1;
+    } else if (*after_dashes || strncmp(a, "--", 2)) {
+        rc = put_value(&b, ARG_PLAIN, a);
+    } else if (!a[2]) {
+        *after_dashes = true;
+        rc = buf_append_str(&b, a);
+    } else {
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        bool takes_next = false;
+        enum arg_kind k = option_lookup(info->options, a + 2, len, &takes_next);
+        rc = buf_append(&b, a, eq ? (size_t)(eq - a) + 1 : strlen(a));
+        if (!rc && eq)
+            rc = put_value(&b, k, eq + 1);
+        else if (takes_next)
+            *pending = (int)k;
+    }
+    if (!rc)
+        rc = json_array_append_new(arr, json_stringn(buf_cstr(&b), b.len)) ? -ENOMEM : 0;
+    buf_release(&b);
+    return rc;
+}
+
+/* run.command_line: ["tokenstorm", argv[0], ...], redacted. */
+static json_t *command_line(const struct result_info *info)
+{
+    json_t *arr = json_array();
+    bool after_dashes = false;
+    int pending = -1;
+    int rc = arr && json_array_append_new(arr, json_string("tokenstorm")) ? -ENOMEM : 0;
+
+    for (int i = 0; !rc && i < info->argc; i++)
+        rc = info->argv[i] ? put_arg(arr, info, info->argv[i], &after_dashes, &pending) : 0;
+    if (rc) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* The query of a URL (q..end) with credential-named values replaced. */
+static int put_query(struct buf *b, const char *q, const char *end)
+{
+    int rc = 0;
+    while (!rc && q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(stop - q));
+        size_t nl = eq ? (size_t)(eq - q) : (size_t)(stop - q);
+        if (eq && (result_secret_header(q, nl) || (nl == 3 && !strncasecmp(q, "sig", 3))))
+            rc = buf_appendf(b, "%.*s=" RESULT_REDACTED, (int)nl, q);
+        else
+            rc = buf_append(b, q, (size_t)(stop - q));
+        if (!rc && amp)
+            rc = buf_append_char(b, '&');
+        q = amp ? amp + 1 : end;
+    }
+    return rc;
+}
+
+/* s with a URL's password (or token user) and credential query values
+ * redacted, into b; s is copied as is when it holds no "://". */
+static int put_url(struct buf *b, const char *s)
+{
+    const char *scheme = strstr(s, "://");
+    if (!scheme)
+        return buf_append_str(b, s);
+    const char *auth = scheme + 3, *path = auth + strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (const char *p = auth; p < path; p++)
+        if (*p == '@')
+            at = p;
+    int rc = buf_append(b, s, (size_t)(auth - s));
+    if (!rc && at) {
+        const char *colon = memchr(auth, ':', (size_t)(at - auth));
+        rc = colon ? buf_append(b, auth, (size_t)(colon - auth) + 1) : 0;
+        rc = rc ? rc : buf_append_str(b, RESULT_REDACTED);
+        auth = at;
+    }
+    const char *q = strchr(path, '?');
+    const char *hash = q ? q + strcspn(q, "#") : NULL;
+    rc = rc ? rc : buf_append(b, auth, (size_t)((q ? q + 1 : path + strlen(path)) - auth));
+    if (!rc && q) {
+        rc = put_query(b, q + 1, hash);
+        rc = rc ? rc : buf_append_str(b, hash);
+    }
+    return rc;
+}
+
+/* One string of "run": URLs redacted, then every secret of info replaced. */
+static int scrub_string(json_t *v, const struct result_info *info)
+{
+    struct buf a, b;
+    int rc;
+
+    buf_init(&a, (size_t)1 << 24);
+    buf_init(&b, (size_t)1 << 24);
+    rc = put_url(&a, json_string_value(v));
+    for (size_t i = 0; !rc && i < info->nsecrets; i++) {
+        const char *sec = info->secrets[i];
+        size_t sl = sec ? strlen(sec) : 0;
+        if (sl < RESULT_SECRET_MIN || !memmem(a.data, a.len, sec, sl))
+            continue;
+        buf_reset(&b);
+        for (size_t k = 0; !rc && k < a.len;) {
+            if (k + sl <= a.len && !memcmp(a.data + k, sec, sl)) {
+                rc = buf_append_str(&b, RESULT_REDACTED);
+                k += sl;
+            } else {
+                rc = buf_append_char(&b, a.data[k++]);
+            }
+        }
+        struct buf t = a;
+        a = b;
+        b = t;
+    }
+    if (!rc && (a.len != json_string_length(v) || memcmp(a.data, json_string_value(v), a.len)))
+        rc = json_string_setn(v, buf_cstr(&a), a.len) ? -ENOMEM : 0;
+    buf_release(&a);
+    buf_release(&b);
+    return rc;
+}
+
+/* Every string in v, at any depth, through scrub_string(). */
+static int scrub_strings(json_t *v, const struct result_info *info)
+{
+    int rc = 0;
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *child;
+        json_object_foreach(v, key, child)
+        {
+            if ((rc = scrub_strings(child, info)))
+                break;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *child;
+        json_array_foreach(v, i, child)
+        {
+            if ((rc = scrub_strings(child, info)))
+                break;
+        }
+    } else if (json_is_string(v)) {
+        rc = scrub_string(v, info);
+    }
+    return rc;
+}
+
+static json_t *host_object(const struct host_info *h)
+{
+    return json_pack("{s:s?, s:o, s:s?, s:s?, s:s?}", "cpu_model",
+                     h->cpu_model[0] ? h->cpu_model : NULL, "cores",
+                     h->cores ? json_integer(h->cores) : json_null(), "kernel",
+                     h->kernel[0] ? h->kernel : NULL, "os", h->os[0] ? h->os : NULL, "arch",
+                     h->arch[0] ? h->arch : NULL);
+}
+
+/* What run_object adds about how the run was started and ended, and where. */
+static int put_provenance(json_t *o, const struct result_info *info)
+{
+    int rc = 0;
+    rc |= tsjson_put(o, "interrupted", json_boolean(info->interrupted_by != NULL));
+    rc |= tsjson_put(o, "interrupted_by",
+                     info->interrupted_by ? json_string(info->interrupted_by) : json_null());
+    if (info->argv)
+        rc |= tsjson_put(o, "command_line", command_line(info));
+    if (info->host)
+        rc |= tsjson_put(o, "host", host_object(info->host));
+    return rc;
 }
 
 /* "p50", "p99.9": vLLM's spelling of a percentile (an integer when it is one). */
@@ -183,7 +493,8 @@ static json_t *run_object(const struct run_summary *sum, const struct result_inf
     rc |= tsjson_put(o, "duration_s", tsjson_num(sum->duration_s));
     rc |= tsjson_put(o, "warmup_s", tsjson_num(info->warmup_s));
     rc |= tsjson_put(o, "end_mode", json_string(info->end_cut ? "cut" : "waited"));
-    if (rc) {
+    rc |= put_provenance(o, info);
+    if (rc || scrub_strings(o, info)) {
         json_decref(o);
         return NULL;
     }

@@ -6,6 +6,7 @@
  *   schema, tool {name, version},
  *   run        the caller's configuration echo, plus started_at (RFC 3339
  *              UTC), duration_s, warmup_s, end_mode ("waited" | "cut"),
+ *              interrupted, interrupted_by, command_line (redacted), host,
  *   summary    vLLM's benchmark_serving keys (completed, failed, duration,
  *              request_throughput, request_goodput, output_throughput,
  *              total_token_throughput, max_output_tokens_per_s,
@@ -27,7 +28,14 @@
  * Secrets: the configuration echo is copied with every key named like a
  * credential (api_key, apikey, api-key, x-api-key, authorization,
  * proxy-authorization, password, secret, token; any case, at any depth)
- * removed; callers should still not pass them in.
+ * removed; callers should still not pass them in. The command line keeps its
+ * shape with the secret parts replaced by RESULT_REDACTED: the value of an
+ * option named like a credential (--api-key, --integrity-key, --api-token,
+ * any --*-key, --*-token, --*-secret, --*-password; abbreviations resolved
+ * with the command's getopt table), the value of a --header whose name is
+ * credential-like (result_secret_header()), keys named like credentials
+ * inside --body, and the password and credential-named query values of any
+ * URL. Last, every string in "run" has each of info->secrets replaced.
  */
 #ifndef TS_REPORT_RESULT_H
 #define TS_REPORT_RESULT_H
@@ -45,7 +53,13 @@
 #include "base/err.h"
 #include "analysis/record.h"
 
-#define RESULT_SCHEMA "tokenstorm.result/1"
+#define RESULT_SCHEMA   "tokenstorm.result/1"
+#define RESULT_REDACTED "<redacted>"
+/* info->secrets shorter than this are not searched for (they would match anything) */
+#define RESULT_SECRET_MIN 4
+
+struct option;
+struct host_info;
 
 struct result_info {
     const char *tool_version; /* NULL: the build's TS_VERSION */
@@ -62,7 +76,28 @@ struct result_info {
     const json_t *server_metrics;
     /* answer quality (quality_stats_to_json), copied; NULL = left out */
     const json_t *quality;
+    /* The command line, written redacted as run.command_line: argv[0] is the
+     * command ("run"), recorded after "tokenstorm". argv NULL: left out.
+     * options: the command's getopt_long table (NULL: names are matched
+     * exactly, and unknown credential-like ones redacted). */
+    int argc;
+    char *const *argv;
+    const struct option *options;
+    /* Values that must not appear anywhere in "run" (the API key, secret
+     * header values); may be NULL with nsecrets 0. */
+    const char *const *secrets;
+    size_t nsecrets;
+    const char *interrupted_by;   /* NULL: not interrupted; else "SIGINT", "SIGTERM", "stop" */
+    const struct host_info *host; /* the client machine, as run.host; NULL = left out */
 };
+
+/*
+ * Whether a request header's name (len bytes) is credential-like, so its value
+ * is never recorded: the names of the secret keys above, and any name that
+ * contains auth, token, secret, passw, cookie, session, signature or
+ * credential, or ends with key (any case).
+ */
+bool result_secret_header(const char *name, size_t len);
 
 /*
  * Builds the result document of a run. stats is what sum was computed from

@@ -778,6 +778,66 @@ static void test_load_and_write(void **state)
     rmdir(root);
 }
 
+/* Two runs' configurations: what differs, old -> new, and what is left out
+ * (times, ids, the command line; the simulator's port). */
+static void test_config_diff(void **state)
+{
+    struct compare_input a, b;
+    json_t *diff = NULL;
+    (void)state;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    a.doc =
+        json_pack("{s:{s:s}, s:{s:s, s:s, s:f, s:i, s:s, s:s, s:{s:f, s:f}, s:[s], s:o}}", "tool",
+                  "version", "0.1.0", "run", "target", "http://127.0.0.1:1/v1", "simulator_profile",
+                  "p", "rate", 5.0, "seed", 1, "started_at", "t1", "run_id", "aa", "timeouts",
+                  "connect_s", 10.0, "ttfb_s", 300.0, "command_line", "x", "goodput", json_null());
+    b.doc =
+        json_pack("{s:{s:s}, s:{s:s, s:s, s:f, s:i, s:s, s:s, s:{s:f, s:f}, s:[s], s:s}}", "tool",
+                  "version", "0.2.0", "run", "target", "http://127.0.0.1:2/v1", "simulator_profile",
+                  "p", "rate", 10.0, "seed", 1, "started_at", "t2", "run_id", "bb", "timeouts",
+                  "connect_s", 10.0, "ttfb_s", 60.0, "command_line", "y", "arrival", "constant");
+    assert_non_null(a.doc);
+    assert_non_null(b.doc);
+    assert_int_equal(compare_config_diff(&a, &b, &diff), 0);
+    char *text = json_dumps(diff, JSON_COMPACT);
+    assert_string_equal(text, "[{\"key\":\"rate\",\"base\":5.0,\"new\":10.0},"
+                              "{\"key\":\"timeouts.ttfb_s\",\"base\":300.0,\"new\":60.0},"
+                              "{\"key\":\"tool.version\",\"base\":\"0.1.0\",\"new\":\"0.2.0\"},"
+                              "{\"key\":\"arrival\",\"base\":null,\"new\":\"constant\"}]");
+    free(text);
+
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    assert_int_equal(compare_write_config_warning(f, diff), 0);
+    fclose(f);
+    assert_non_null(strstr(out, "differ in 4 keys"));
+    assert_non_null(strstr(out, "  rate: 5.0 -> 10.0\n"));
+    assert_non_null(strstr(out, "  arrival: null -> \"constant\"\n"));
+    free(out);
+    json_decref(diff);
+
+    /* the same configuration: nothing to say; a target that is not the
+     * simulator's counts */
+    assert_int_equal(compare_config_diff(&a, &a, &diff), 0);
+    assert_int_equal(json_array_size(diff), 0);
+    f = open_memstream(&out, &len);
+    assert_int_equal(compare_write_config_warning(f, diff), 0);
+    fclose(f);
+    assert_int_equal(len, 0);
+    free(out);
+    json_decref(diff);
+    json_object_del(json_object_get(b.doc, "run"), "simulator_profile");
+    assert_int_equal(compare_config_diff(&a, &b, &diff), 0);
+    text = json_dumps(diff, JSON_COMPACT);
+    assert_non_null(strstr(text, "\"key\":\"target\""));
+    free(text);
+    json_decref(diff);
+    json_decref(a.doc);
+    json_decref(b.doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -795,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_load_and_write),
+        cmocka_unit_test(test_config_diff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

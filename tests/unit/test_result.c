@@ -12,8 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <getopt.h>
 
 #include "base/alloc.h"
+#include "base/hostinfo.h"
 #include "report/result.h"
 #include "ts_config.h"
 
@@ -489,6 +491,186 @@ static void test_request_line_edge_cases(void **state)
     buf_release(&b);
 }
 
+/* ---- what was run: command line, interruption, host ---- */
+
+static const struct option test_options[] = {
+    {"api-key", required_argument, NULL, 1},       {"api-insecure", no_argument, NULL, 2},
+    {"header", required_argument, NULL, 3},        {"body", required_argument, NULL, 4},
+    {"target", required_argument, NULL, 5},        {"integrity", required_argument, NULL, 6},
+    {"integrity-key", required_argument, NULL, 7}, {"rate", required_argument, NULL, 8},
+    {"tokenizer", required_argument, NULL, 9},     {NULL, 0, NULL, 0},
+};
+
+static char *dump(const json_t *doc)
+{
+    char *text = json_dumps(doc, JSON_COMPACT);
+    assert_non_null(text);
+    return text;
+}
+
+/* Every way a secret reaches the command line is redacted, and nothing else is
+ * changed; none of the secrets is anywhere in the document. */
+static void test_command_line_redacted(void **state)
+{
+    struct fixture *fx = *state;
+    char *argv[] = {"run",
+                    "--api-key",
+                    "sk-live-123456",
+                    "--header",
+                    "Authorization: Bearer x",
+                    "--header",
+                    "X-Tenant: t1",
+                    "--api-k=sk-live-123456",
+                    "--header=X-Goog-Api-Key: gk-999999",
+                    "--integrity",
+                    "hmac",
+                    "--integrity-key",
+                    "hmackey99",
+                    "--body",
+                    "{\"temperature\":0,\"password\":\"pw123456\"}",
+                    "--target",
+                    "https://user:pa55word@h.example/v1?api-key=qs-secret-1&x=1#f",
+                    "--tokenizer",
+                    "tok.json",
+                    "--rate",
+                    "5",
+                    "scenario.yaml",
+                    "--",
+                    "--api-key"};
+    const char *secrets[] = {"sk-live-123456", "Bearer x", "x"};
+    const char *want[] = {"tokenstorm",
+                          "run",
+                          "--api-key",
+                          RESULT_REDACTED,
+                          "--header",
+                          "Authorization: " RESULT_REDACTED,
+                          "--header",
+                          "X-Tenant: t1",
+                          "--api-k=" RESULT_REDACTED,
+                          "--header=X-Goog-Api-Key: " RESULT_REDACTED,
+                          "--integrity",
+                          "hmac",
+                          "--integrity-key",
+                          RESULT_REDACTED,
+                          "--body",
+                          "{\"temperature\":0}",
+                          "--target",
+                          "https://user:" RESULT_REDACTED "@h.example/v1?api-key=" RESULT_REDACTED
+                          "&x=1#f",
+                          "--tokenizer",
+                          "tok.json",
+                          "--rate",
+                          "5",
+                          "scenario.yaml",
+                          "--",
+                          "--api-key"};
+    json_t *doc = NULL;
+
+    fx->info.argc = (int)(sizeof(argv) / sizeof(argv[0]));
+    fx->info.argv = argv;
+    fx->info.options = test_options;
+    fx->info.secrets = secrets;
+    fx->info.nsecrets = 3; /* "x" is too short to search for */
+    assert_int_equal(result_build(fx->stats, &fx->sum, &fx->info, &doc), 0);
+    const json_t *cl = json_object_get(json_object_get(doc, "run"), "command_line");
+    assert_int_equal(json_array_size(cl), sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        assert_string_equal(json_string_value(json_array_get(cl, i)), want[i]);
+    char *text = dump(doc);
+    const char *never[] = {"sk-live-123456", "Bearer x", "gk-999999",   "hmackey99",
+                           "pw123456",       "pa55word", "qs-secret-1", "sk-secret"};
+    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+        assert_null(strstr(text, never[i]));
+    free(text);
+    json_decref(doc);
+}
+
+/* Without the getopt table: exact names, and unknown credential-like ones
+ * take their value with them. */
+static void test_command_line_without_table(void **state)
+{
+    struct fixture *fx = *state;
+    char *argv[] = {"run", "--api-token", "tok-abcdef", "--foo-secret=s3cr3t", "--rate", "5"};
+    json_t *doc = NULL;
+
+    fx->info.argc = 6;
+    fx->info.argv = argv;
+    assert_int_equal(result_build(fx->stats, &fx->sum, &fx->info, &doc), 0);
+    char *text = dump(json_object_get(json_object_get(doc, "run"), "command_line"));
+    assert_string_equal(text, "[\"tokenstorm\",\"run\",\"--api-token\",\"<redacted>\","
+                              "\"--foo-secret=<redacted>\",\"--rate\",\"5\"]");
+    free(text);
+    json_decref(doc);
+}
+
+/* A known secret hidden in any string of the configuration echo is replaced;
+ * URLs anywhere in it lose their credentials. */
+static void test_run_strings_scrubbed(void **state)
+{
+    struct fixture *fx = *state;
+    json_t *config = json_pack("{s:s, s:s, s:[s]}", "target", "http://u:pw@127.0.0.1:9/v1", "note",
+                               "key is sk-live-123456!", "list", "sk-live-123456");
+    const char *secrets[] = {"sk-live-123456"};
+    json_t *doc = NULL;
+
+    fx->info.config = config;
+    fx->info.secrets = secrets;
+    fx->info.nsecrets = 1;
+    assert_int_equal(result_build(fx->stats, &fx->sum, &fx->info, &doc), 0);
+    const json_t *run = json_object_get(doc, "run");
+    assert_string_equal(json_string_value(json_object_get(run, "target")),
+                        "http://u:" RESULT_REDACTED "@127.0.0.1:9/v1");
+    assert_string_equal(json_string_value(json_object_get(run, "note")),
+                        "key is " RESULT_REDACTED "!");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(run, "list"), 0)),
+                        RESULT_REDACTED);
+    assert_null(json_object_get(run, "command_line")); /* no argv given */
+    json_decref(doc);
+    json_decref(config);
+}
+
+static void test_interrupted_and_host(void **state)
+{
+    struct fixture *fx = *state;
+    struct host_info h = {.cpu_model = "Test CPU", .cores = 3, .kernel = "6.1.0", .os = "Linux"};
+    const json_t *run = json_object_get(fx->doc, "run");
+    json_t *doc = NULL;
+
+    assert_true(json_is_false(json_object_get(run, "interrupted")));
+    assert_true(json_is_null(json_object_get(run, "interrupted_by")));
+    assert_null(json_object_get(run, "host"));
+    fx->info.interrupted_by = "SIGTERM";
+    fx->info.host = &h;
+    assert_int_equal(result_build(fx->stats, &fx->sum, &fx->info, &doc), 0);
+    run = json_object_get(doc, "run");
+    assert_true(json_is_true(json_object_get(run, "interrupted")));
+    assert_string_equal(json_string_value(json_object_get(run, "interrupted_by")), "SIGTERM");
+    const json_t *host = json_object_get(run, "host");
+    assert_string_equal(json_string_value(json_object_get(host, "cpu_model")), "Test CPU");
+    assert_int_equal(json_integer_value(json_object_get(host, "cores")), 3);
+    assert_string_equal(json_string_value(json_object_get(host, "kernel")), "6.1.0");
+    assert_true(json_is_null(json_object_get(host, "arch")));
+    json_decref(doc);
+}
+
+static void test_secret_header_names(void **state)
+{
+    (void)state;
+    const char *secret[] = {"Authorization",
+                            "proxy-authorization",
+                            "X-Api-Key",
+                            "api-key",
+                            "X-Auth-Token",
+                            "Cookie",
+                            "X-Amz-Security-Token",
+                            "Ocp-Apim-Subscription-Key"};
+    const char *plain[] = {"X-Tenant", "Content-Type", "X-Request-Id", "Accept"};
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++)
+        assert_true(result_secret_header(secret[i], strlen(secret[i])));
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+        assert_false(result_secret_header(plain[i], strlen(plain[i])));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +682,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_file, setup, teardown),
         cmocka_unit_test(test_request_line),
         cmocka_unit_test(test_request_line_edge_cases),
+        cmocka_unit_test_setup_teardown(test_command_line_redacted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_line_without_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_strings_scrubbed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interrupted_and_host, setup, teardown),
+        cmocka_unit_test(test_secret_header_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
