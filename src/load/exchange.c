@@ -278,6 +278,8 @@ static enum req_outcome outcome_of_transport(enum http_call_error e)
         return REQ_RECV;
     case HTTP_CALL_ERR_ABORTED:
         return REQ_CUT;
+    case HTTP_CALL_ERR_DECODE:
+        return REQ_OK; /* the body could not be read: the status and x->malformed decide */
     default:
         return REQ_OTHER;
     }
@@ -345,6 +347,10 @@ static void classify(struct exch *x, const struct http_call_result *res)
     struct req_record *r = &x->rec;
     int st = r->http_status;
     enum req_outcome o = outcome_of_transport(res->error);
+    if (res->error == HTTP_CALL_ERR_DECODE) {
+        x->malformed = true;
+        set_error(x, "", res->error_text);
+    }
     if (x->cut)
         o = REQ_CUT;
     if (o == REQ_RECV && x->saw_done && x->saw_finish)

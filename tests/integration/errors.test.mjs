@@ -166,3 +166,62 @@ test('stream integrity counts only the streams that began', async () => {
   assert.equal(result.errors.top[0].outcome, 'connect');
   assert.ok(result.errors.top[0].message.length > 0);
 });
+
+// Compressed answers: gzip and deflate (zlib-wrapped and raw), streamed in
+// pieces or not, decoded by both engines; a corrupt one is malformed, with why.
+const encodings = ['gzip', 'deflate', 'deflate-raw', 'corrupt'];
+function compressedServer(res, idx, body, stream) {
+  const enc = encodings[idx % encodings.length];
+  const headers = { 'content-type': stream ? 'text/event-stream' : 'application/json',
+    'content-encoding': enc === 'deflate-raw' ? 'deflate' : (enc === 'corrupt' ? 'gzip' : enc) };
+  const z = enc === 'gzip' || enc === 'corrupt' ? zlib.createGzip() : enc === 'deflate' ? zlib.createDeflate() : zlib.createDeflateRaw();
+  res.writeHead(200, headers);
+  if (enc === 'corrupt') {
+    const good = zlib.gzipSync(body);
+    good[12] ^= 0xff; // inside the deflate data
+    good[13] ^= 0x55;
+    res.end(good);
+    return;
+  }
+  z.pipe(res);
+  if (!stream) { z.end(body); return; }
+  // one flushed piece per event, so the client sees a compressed stream arrive
+  const events = body.split(/(?<=\n\n)/);
+  let i = 0;
+  const next = () => {
+    if (i === events.length) { z.end(); return; }
+    z.write(events[i++]);
+    z.flush(() => setTimeout(next, 5));
+  };
+  next();
+}
+
+const chatBody = JSON.stringify({ id: 'chatcmpl-y', object: 'chat.completion', created: 1, model: 'm',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'hello there' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } });
+
+for (const engine of ['auto', 'curl']) {
+  for (const stream of [true, false]) {
+    test(`gzip and deflate answers are decoded (${engine} engine, ${stream ? 'streamed' : 'not streamed'})`, async () => {
+      await withServer((idx, req, res) => compressedServer(res, idx, stream ? okStream : chatBody, stream), async (target) => {
+        const out = path.join(tmp, `gz-${engine}-${stream}`);
+        const r = await tool('run', ['--target', target, '--model', 'm', '--rate', '40', '--requests', '8',
+          '--http-engine', engine, ...(stream ? [] : ['--no-stream']), '--save-requests', '--out', out, '-q']);
+        assert.equal(r.code, 0, r.stderr);
+        const reqs = readJsonl(path.join(out, 'requests.jsonl'));
+        assert.equal(reqs.length, 8);
+        for (const q of reqs) {
+          const enc = encodings[q.id % encodings.length];
+          if (enc === 'corrupt') {
+            assert.equal(q.outcome, 'malformed', JSON.stringify(q));
+            assert.match(q.error, /^gzip: invalid compressed data/, JSON.stringify(q));
+          } else {
+            assert.equal(q.outcome, 'ok', `${enc}: ${JSON.stringify(q)}`);
+            assert.equal(q.finish_reason, 'stop');
+            if (stream) assert.equal(q.content_chunks, 2, `${enc}: ${JSON.stringify(q)}`);
+          }
+        }
+      });
+    });
+  }
+}
