@@ -21,7 +21,7 @@ static struct errtally_entry *find(struct errtally *t, enum req_outcome o, int s
 
 void errtally_add(struct errtally *t, enum req_outcome o, int status, const char *msg, uint64_t n)
 {
-    char key[REQ_ERROR_MAX];
+    char key[REQ_ERROR_MAX] = {0}; /* zeroed: a slot's bytes depend only on its key */
     snprintf(key, sizeof(key), "%s", msg ? msg : "");
     struct errtally_entry *e = find(t, o, status, key);
     if (!e && t->n < ERRTALLY_SLOTS) {
@@ -42,6 +42,19 @@ void errtally_merge(struct errtally *dst, const struct errtally *src)
     for (size_t i = 0; i < src->n; i++)
         errtally_add(dst, src->e[i].outcome, src->e[i].status, src->e[i].msg, src->e[i].count);
     dst->other += src->other;
+}
+
+bool errtally_equal(const struct errtally *a, const struct errtally *b)
+{
+    if (a->n != b->n || a->other != b->other)
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct errtally_entry *e = &a->e[i];
+        const struct errtally_entry *f = find((struct errtally *)b, e->outcome, e->status, e->msg);
+        if (!f || f->count != e->count)
+            return false;
+    }
+    return true;
 }
 
 uint64_t errtally_total(const struct errtally *t)

@@ -15,6 +15,7 @@
 #ifndef TS_ANALYSIS_ERRTALLY_H
 #define TS_ANALYSIS_ERRTALLY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,8 @@ struct errtally {
 void errtally_add(struct errtally *t, enum req_outcome o, int status, const char *msg, uint64_t n);
 /* Adds every count of src to dst. */
 void errtally_merge(struct errtally *dst, const struct errtally *src);
+/* True when a and b hold the same keys with the same counts, in any order. */
+bool errtally_equal(const struct errtally *a, const struct errtally *b);
 /* Every request counted: kept entries and other. */
 uint64_t errtally_total(const struct errtally *t);
 /*
