@@ -19,6 +19,9 @@
 #include "base/err.h"
 #include "analysis/quality.h"
 
+/* Bytes of req_record.error, its NUL included. */
+#define REQ_ERROR_MAX 200
+
 enum req_outcome {
     REQ_OK = 0,          /* complete: finish_reason seen and [DONE] (streams) or a 2xx body */
     REQ_TRUNCATED,       /* the stream ended without finish_reason or without [DONE] */
@@ -111,7 +114,9 @@ struct req_record {
     struct quality_scores quality;
 
     char finish_reason[16];
-    char error[96];  /* short error text or server error code, "" if none */
+    /* why it failed, one printable line, "" if none: the server's message of a
+     * non-2xx body or an error event (llm/errbody.h), else the client's error */
+    char error[REQ_ERROR_MAX];
     uint16_t tenant; /* traffic class index */
 
     /* Scenario classes (scenario/traffic.h): labels of the request, for

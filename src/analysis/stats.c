@@ -126,6 +126,7 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
             return rc;
     }
     quality_stats_merge(&dst->quality, &src->quality);
+    errtally_merge(&dst->errors, &src->errors);
     dst->requests += src->requests;
     for (int i = 0; i < REQ_OUTCOME_COUNT; i++)
         dst->outcomes[i] += src->outcomes[i];
@@ -284,6 +285,8 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
     s->requests++;
     s->outcomes[o]++;
     s->http_class[http_class_of(rec->http_status)]++;
+    if (req_outcome_is_error(o))
+        errtally_add(&s->errors, o, rec->http_status, rec->error, 1);
     /* quality counts every scored answer, cut ones too: a cut answer is a worse one */
     if (rec->quality.have)
         quality_stats_add(&s->quality, &rec->quality);

@@ -24,6 +24,9 @@
  *  - lag and the connection phases: every request that measured them.
  *  - Tokens (input, output, per method): successful requests; output tokens of
  *    every request are also summed in output_tokens_all.
+ *  - errors: failed requests (req_outcome_is_error) by their error text.
+ *  - no_done, no_finish: requests whose flags say so; the exchange sets those
+ *    flags only on streams that began (a 2xx event stream) and were not cut.
  */
 #ifndef TS_ANALYSIS_STATS_H
 #define TS_ANALYSIS_STATS_H
@@ -33,6 +36,7 @@
 
 #include "base/err.h"
 #include "base/hdr.h"
+#include "analysis/errtally.h"
 #include "analysis/record.h"
 
 enum stat_metric {
@@ -160,6 +164,8 @@ struct run_stats {
     uint64_t token_usage[2][GENAI_BUCKETS + 1];
     /* Answer quality of ok requests that were scored (not warm-up). */
     struct quality_stats quality;
+    /* Failed requests (neither ok nor cut) by outcome, status and error text. */
+    struct errtally errors;
 };
 
 /*

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "llm/errbody.h"
 #include "llm/text.h"
 #include "load/runner_int.h"
 #include "analysis/record.h"
@@ -49,8 +50,9 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         return;
     }
     if (c->flags & OPENAI_CHUNK_ERROR) {
+        char msg[REQ_ERROR_MAX];
         x->saw_error = true;
-        set_error(x, "", c->error.code ? c->error.code : c->error.message);
+        set_error(x, "", errbody_format(&c->error, msg, sizeof(msg)) ? msg : "error event");
     }
     if (c->id) {
         if (!x->have_id) {
@@ -276,26 +278,42 @@ static enum req_outcome outcome_of_transport(enum http_call_error e)
         return REQ_RECV;
     case HTTP_CALL_ERR_ABORTED:
         return REQ_CUT;
+    case HTTP_CALL_ERR_DECODE:
+        return REQ_OK; /* the body could not be read: the status and x->malformed decide */
     default:
         return REQ_OTHER;
     }
 }
 
-/* A non-streamed body (or an error body): decode it for the outcome, tokens and error code. */
+/* Keeps what the body of a non-2xx answer says as the request's error. */
+static void describe_error_body(struct exch *x)
+{
+    char msg[REQ_ERROR_MAX];
+    if (errbody_describe(buf_cstr(&x->body), x->body.len, msg, sizeof(msg)))
+        set_error(x, "", msg);
+    else
+        set_error(x, "", "empty body");
+}
+
+/* A non-streamed body (or an error body): decode it for the outcome, tokens and error text. */
 static void finish_body(struct exch *x)
 {
     struct req_record *r = &x->rec;
     struct openai_chunk c;
+    if (r->http_status && (r->http_status < 200 || r->http_status >= 300)) {
+        describe_error_body(x);
+        return;
+    }
+    bool ok_status = r->http_status >= 200 && r->http_status < 300;
     if (openai_decode_body(&x->w->decoder, buf_cstr(&x->body), x->body.len, &c)) {
-        if (r->http_status >= 200 && r->http_status < 300) {
-            x->malformed = true;
-            set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
-        }
+        x->malformed = ok_status;
+        set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
         return;
     }
     if (c.flags & OPENAI_CHUNK_ERROR) {
-        x->saw_error = r->http_status >= 200 && r->http_status < 300;
-        set_error(x, "", c.error.code ? c.error.code : c.error.message);
+        char msg[REQ_ERROR_MAX];
+        x->saw_error = ok_status;
+        set_error(x, "", errbody_format(&c.error, msg, sizeof(msg)) ? msg : "error body");
         return;
     }
     reqtrace_note(&x->trace, c.id, c.model);
@@ -329,6 +347,10 @@ static void classify(struct exch *x, const struct http_call_result *res)
     struct req_record *r = &x->rec;
     int st = r->http_status;
     enum req_outcome o = outcome_of_transport(res->error);
+    if (res->error == HTTP_CALL_ERR_DECODE) {
+        x->malformed = true;
+        set_error(x, "", res->error_text);
+    }
     if (x->cut)
         o = REQ_CUT;
     if (o == REQ_RECV && x->saw_done && x->saw_finish)
@@ -357,8 +379,11 @@ static void classify(struct exch *x, const struct http_call_result *res)
     }
     if (o != REQ_OK && !r->error[0])
         set_error(x, "", res->error != HTTP_CALL_OK ? res->error_text : NULL);
-    if (x->item.stream) {
+    if (x->item.stream)
         r->flags |= REQF_STREAM;
+    /* integrity counts judge streams that began (a 2xx event stream) and were
+     * not cut by the client: a refused connection or a 503 is no stream */
+    if (x->item.stream && x->sse_mode && o != REQ_CUT) {
         if (!x->saw_done)
             r->flags |= REQF_NO_DONE;
         if (!x->saw_finish)
@@ -409,6 +434,8 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
         /* a flow's plain HTTP step: the status decides */
         r->first_chunk_ns = r->first_token_ns = r->last_chunk_ns = r->end_ns;
         x->saw_done = x->saw_finish = true;
+        if (r->http_status && (r->http_status < 200 || r->http_status >= 300))
+            describe_error_body(x);
     } else if (res->error == HTTP_CALL_OK || x->body.len) {
         finish_body(x);
     }

@@ -45,6 +45,7 @@ static const char *const error_names[] = {
     [HTTP_CALL_ERR_RECV] = "recv",
     [HTTP_CALL_ERR_ABORTED] = "aborted",
     [HTTP_CALL_ERR_OTHER] = "other",
+    [HTTP_CALL_ERR_DECODE] = "decode",
 };
 
 const char *http_call_error_name(enum http_call_error e)
@@ -232,6 +233,9 @@ static void call_error_text(struct http_call *call, CURLcode code)
         snprintf(call->errbuf, sizeof(call->errbuf), "Connection timed out after %u milliseconds",
                  call->connect_ms);
         break;
+    case HTTP_CALL_ERR_DECODE:
+        snprintf(call->errbuf, sizeof(call->errbuf), "%s", call->decode_err);
+        break;
     default:
         snprintf(call->errbuf, sizeof(call->errbuf), "%s",
                  call->forced_text ? call->forced_text : "failed");
@@ -274,8 +278,17 @@ void hc_call_finish(struct http_call *call, CURLcode code)
     c->n_calls--;
     uv_timer_stop(&call->timer);
     call->engine->call_detach(call);
+    /* a compressed body that stops before its end was cut, whatever the framing said */
+    if (call->decoder && code == CURLE_OK && call->forced == HTTP_CALL_OK && call->bytes &&
+        !body_decoder_complete(call->decoder)) {
+        call->forced = HTTP_CALL_ERR_DECODE;
+        snprintf(call->decode_err, sizeof(call->decode_err),
+                 "%s: the compressed body ended before its end", body_decoder_name(call->decoder));
+    }
     call_fill_result(call, code, &res);
     call->ops.on_done(call, &res, call->user);
+    body_decoder_free(call->decoder);
+    call->decoder = NULL;
     call->engine->call_free(call);
     uv_close((uv_handle_t *)&call->timer, call_on_closed);
 }
@@ -377,8 +390,30 @@ void hc_call_headers(struct http_call *call, long status, uint64_t now)
 {
     call->headers_done = true;
     call->headers_ns = now;
+    if (!call->decoder) {
+        int rc = body_decoder_new(http_call_header(call, "content-encoding"), &call->decoder,
+                                  call->decode_err, sizeof(call->decode_err));
+        if (rc == -ENOMEM) {
+            call->forced = HTTP_CALL_ERR_OTHER;
+            call->forced_text = "out of memory";
+        } else if (rc) {
+            call->forced = HTTP_CALL_ERR_DECODE;
+        }
+    }
     if (call->ops.on_headers)
         call->ops.on_headers(call, status, call->user);
+}
+
+struct body_emit {
+    struct http_call *call;
+    uint64_t now;
+};
+
+static int body_emit(void *ctx, const char *data, size_t len)
+{
+    struct body_emit *e = ctx;
+    struct http_call *call = e->call;
+    return call->ops.on_body && call->ops.on_body(call, data, len, e->now, call->user) != 0;
 }
 
 int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t now)
@@ -390,9 +425,17 @@ int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t 
         call->first_byte_ns = now;
     call->last_byte_ns = now;
     call->bytes += len;
-    if (call->ops.on_body && call->ops.on_body(call, data, len, now, call->user) != 0) {
-        if (call->forced == HTTP_CALL_OK)
-            call->forced = HTTP_CALL_ERR_ABORTED;
+    struct body_emit e = {call, now};
+    int rc = call->decoder ? body_decoder_feed(call->decoder, data, len, body_emit, &e,
+                                               call->decode_err, sizeof(call->decode_err))
+                           : body_emit(&e, data, len);
+    if (rc == 1 && call->forced == HTTP_CALL_OK) {
+        call->forced = HTTP_CALL_ERR_ABORTED;
+    } else if (rc == -ENOMEM && call->forced == HTTP_CALL_OK) {
+        call->forced = HTTP_CALL_ERR_OTHER;
+        call->forced_text = "out of memory";
+    } else if (rc && call->forced == HTTP_CALL_OK) {
+        call->forced = HTTP_CALL_ERR_DECODE;
     }
     return call->forced != HTTP_CALL_OK;
 }

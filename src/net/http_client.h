@@ -158,11 +158,14 @@ enum http_call_error {
                                     * CURLE_GOT_NOTHING, HTTP/2 stream errors) */
     HTTP_CALL_ERR_ABORTED,         /* http_call_cancel, on_body != 0, or close */
     HTTP_CALL_ERR_OTHER,           /* anything else (bad URL, out of memory...) */
+    HTTP_CALL_ERR_DECODE,          /* the body's Content-Encoding could not be undone:
+                                    * invalid or cut gzip/deflate data, over
+                                    * BODY_DECODE_MAX, or a coding not supported */
 };
 
 /* Returns a static lower-case name: "none", "connect", "dns", "tls",
  * "timeout_connect", "timeout_ttfb", "timeout_idle", "timeout_total", "send",
- * "recv", "aborted", "other"; "unknown" for values outside the enum. */
+ * "recv", "aborted", "other", "decode"; "unknown" for values outside the enum. */
 const char *http_call_error_name(enum http_call_error e);
 
 /* Passed to on_done; valid only during on_done (copy what you keep). */

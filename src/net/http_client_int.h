@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "net/body_decode.h"
 #include "net/http_client.h"
 
 #define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -55,6 +56,8 @@ struct http_call {
     const char *forced_text;     /* detail for forced == HTTP_CALL_ERR_OTHER */
     bool finished;               /* on_done is running or has run */
     bool headers_done;
+    struct body_decoder *decoder; /* the response's Content-Encoding, or NULL */
+    char decode_err[128];         /* why it could not be undone (curl owns errbuf) */
     char errbuf[CURL_ERROR_SIZE];
 };
 

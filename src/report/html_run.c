@@ -225,6 +225,39 @@ static void outcome_tables(struct html_page *p, const struct report_doc *d)
     html_emit(p, "</div>\n");
 }
 
+/* The reasons for failure, most frequent first (result.json's "errors"). */
+static void error_table(struct html_page *p, const struct report_doc *d)
+{
+    const struct errtally *t = &d->stats->errors;
+    size_t idx[ERRTALLY_SLOTS];
+    size_t n = errtally_top(t, idx, ERRTALLY_SLOTS);
+
+    if (!n)
+        return;
+    html_emit(p, "<div class=\"tablewrap\"><table class=\"errors\"><caption>Why requests failed"
+                 "</caption><tr><th>requests</th><th>outcome</th><th>class</th><th>status</th>"
+                 "<th>message</th></tr>\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct errtally_entry *e = &t->e[idx[i]];
+        html_emitf(p, "<tr class=\"err\"><td>%" PRIu64 "</td><td>", e->count);
+        html_esc(p, req_outcome_name(e->outcome));
+        html_emit(p, "</td><td class=\"l\">");
+        html_esc(p, outcome_class(e->outcome));
+        if (e->status)
+            html_emitf(p, "</td><td>%d</td><td class=\"l\">", e->status);
+        else
+            html_emit(p, "</td><td>-</td><td class=\"l\">");
+        html_esc(p, e->msg[0] ? e->msg : "(no message)");
+        html_emit(p, "</td></tr>\n");
+    }
+    if (t->other)
+        html_emitf(p,
+                   "<tr><td>%" PRIu64 "</td><td colspan=\"4\" class=\"l\">other messages (only "
+                   "the first %d distinct ones are kept)</td></tr>\n",
+                   t->other, ERRTALLY_SLOTS);
+    html_emit(p, "</table></div>\n");
+}
+
 static const char *const group_keys[][2] = {
     {"by_tenant", "Per tenant"},
     {"by_intent", "Per intent"},
@@ -245,6 +278,7 @@ void html_run_section(struct html_page *p, const struct report_doc *d)
     html_itl_position_heatmap(p, d, run);
     html_emit(p, "<h3>Outcomes, tokens and streams</h3>\n");
     outcome_tables(p, d);
+    error_table(p, d);
     const json_t *q = report_json_obj(d->doc, "quality");
     if (q) {
         html_emit(p, "<h3>Answer quality</h3>\n");

@@ -659,7 +659,8 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         rc |= tsjson_put(latency, stat_metric_name((enum stat_metric)i),
                          latency_object(&sum->lat[i]));
-    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0)
+    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0 ||
+        (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
     if ((rc = tsjson_put(doc, "timeline", section)) < 0)
@@ -856,7 +857,8 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
         return rc;
     }
     if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0 ||
-        (rc = live_metrics_buckets_read(doc, s, r.err, r.errlen)) < 0) {
+        (rc = live_metrics_buckets_read(doc, s, r.err, r.errlen)) < 0 ||
+        (rc = errtally_add_json(&s->errors, json_object_get(doc, "errors"), r.err, r.errlen)) < 0) {
         run_stats_free(s);
         return rc;
     }

@@ -17,6 +17,7 @@
  *              max}} in ms for every metric of stats.h,
  *   outcomes, http_status, streams, tokens, warmup: the counters,
  *   slo        [{expr, actual, pass}] (actual null when there was nothing to judge),
+ *   errors     failed requests by outcome, status and message (analysis/errtally.h),
  *   timeline   the caller's per-second points,
  *   server_timeline, server_metrics  (only with --server-metrics) the
  *              target's own metrics scraped during the run (telemetry/scrape.h),

@@ -35,6 +35,34 @@ static void print_outcomes(FILE *f, const struct run_stats *s, const struct run_
                 sum->warmup_requests);
 }
 
+#define TEXT_TOP_ERRORS 5
+
+/* The most frequent reasons for failure: count, outcome, status, message. */
+static void print_errors(FILE *f, const struct run_stats *s)
+{
+    const struct errtally *t = &s->errors;
+    size_t idx[TEXT_TOP_ERRORS];
+    size_t n = errtally_top(t, idx, TEXT_TOP_ERRORS);
+    uint64_t shown = 0;
+
+    if (!n)
+        return;
+    fprintf(f, "errors        count  outcome          status  message\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct errtally_entry *e = &t->e[idx[i]];
+        char st[16] = "-";
+        if (e->status)
+            snprintf(st, sizeof(st), "%d", e->status);
+        fprintf(f, "              %5" PRIu64 "  %-16s %-6s  %s\n", e->count,
+                req_outcome_name(e->outcome), st, e->msg[0] ? e->msg : "(no message)");
+        shown += e->count;
+    }
+    uint64_t rest = errtally_total(t) - shown;
+    if (rest)
+        fprintf(f, "              %5" PRIu64 "  with %s messages (result.json has up to %d)\n",
+                rest, t->other ? "other" : "less frequent", ERRTALLY_SLOTS);
+}
+
 static void print_headlines(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
@@ -104,6 +132,7 @@ static void print_latency(FILE *f, const struct run_summary *sum)
 int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     print_outcomes(f, s, sum);
+    print_errors(f, s);
     print_headlines(f, s, sum);
     print_latency(f, sum);
     return ferror(f) ? -EIO : 0;

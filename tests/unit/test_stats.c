@@ -456,7 +456,13 @@ static void assert_stats_equal(const struct run_stats *a, const struct run_stats
         assert_true(hdr_equal(a->hist[m], b->hist[m]));
     /* The counters are a block of uint64_t after the histogram pointers. */
     size_t off = offsetof(struct run_stats, requests);
-    assert_memory_equal((const char *)a + off, (const char *)b + off, sizeof(*a) - off);
+    assert_memory_equal((const char *)a + off, (const char *)b + off,
+                        offsetof(struct run_stats, errors) - off);
+    /* the error tally keeps keys in first-seen order, which merging may change;
+     * past its slots (these random records have more keys) only the total is exact */
+    assert_int_equal(errtally_total(&a->errors), errtally_total(&b->errors));
+    if (!a->errors.other && !b->errors.other)
+        assert_true(errtally_equal(&a->errors, &b->errors));
 }
 
 static void test_merge_equals_recording_into_one(void **state)
