@@ -3,7 +3,9 @@
  */
 #include "analysis/stats.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -165,6 +167,10 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
         dst->token_usage[0][b] += src->token_usage[0][b];
         dst->token_usage[1][b] += src->token_usage[1][b];
     }
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
+        if (!dst->error_sample[i][0])
+            memcpy(dst->error_sample[i], src->error_sample[i], sizeof(dst->error_sample[i]));
+    }
     return 0;
 }
 
@@ -270,6 +276,17 @@ bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec)
            within_ms(e2el, cfg->e2el_ms);
 }
 
+/* Copies an error text for people: a server's control characters become '?'. */
+static void keep_error_sample(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    dst[i] = '\0';
+}
+
 void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
                           const struct goodput_cfg *cfg)
 {
@@ -283,6 +300,8 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
     }
     s->requests++;
     s->outcomes[o]++;
+    if (o != REQ_OK && !s->error_sample[o][0] && rec->error[0])
+        keep_error_sample(s->error_sample[o], sizeof(s->error_sample[o]), rec->error);
     s->http_class[http_class_of(rec->http_status)]++;
     /* quality counts every scored answer, cut ones too: a cut answer is a worse one */
     if (rec->quality.have)
@@ -371,6 +390,48 @@ double run_stats_error_rate(const struct run_stats *s)
     uint64_t failed = run_stats_failed(s);
     uint64_t done = s->outcomes[REQ_OK] + failed;
     return done ? (double)failed / (double)done : 0.0;
+}
+
+bool run_stats_none_ok(const struct run_stats *s, char *why, size_t n)
+{
+    if (s->outcomes[REQ_OK])
+        return false;
+    if (!n)
+        return true;
+    if (!s->requests && !s->warmup_requests) {
+        snprintf(why, n, "no request was sent");
+        return true;
+    }
+    if (!s->requests) {
+        snprintf(why, n,
+                 "no request was measured: all %" PRIu64
+                 " requests were sent during the warm-up (%" PRIu64 " ok)",
+                 s->warmup_requests, s->warmup_ok);
+        return true;
+    }
+    uint64_t failed = run_stats_failed(s);
+    if (!failed) {
+        snprintf(why, n,
+                 "no request succeeded: all %" PRIu64 " requests were cut when the run ended "
+                 "(a longer --duration or --drain lets them finish)",
+                 s->requests);
+        return true;
+    }
+    int top = -1;
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
+        if (req_outcome_is_error((enum req_outcome)i) && s->outcomes[i] &&
+            (top < 0 || s->outcomes[i] > s->outcomes[top]))
+            top = i;
+    }
+    if (top < 0)
+        top = REQ_OTHER; /* cannot happen: failed > 0 counts an error outcome */
+    const char *text = s->error_sample[top];
+    snprintf(why, n,
+             "no request succeeded: %" PRIu64 " of %" PRIu64 " failed, most as %s (%" PRIu64
+             ")%s%.96s",
+             failed, s->requests, req_outcome_name((enum req_outcome)top), s->outcomes[top],
+             text[0] ? ": " : "", text);
+    return true;
 }
 
 const char *run_stats_token_method(const struct run_stats *s)

@@ -160,6 +160,9 @@ struct run_stats {
     uint64_t token_usage[2][GENAI_BUCKETS + 1];
     /* Answer quality of ok requests that were scored (not warm-up). */
     struct quality_stats quality;
+    /* The first error text seen for each outcome (req_record.error; "" none),
+     * so a summary can say what the failures were; merging keeps dst's. */
+    char error_sample[REQ_OUTCOME_COUNT][96];
 };
 
 /*
@@ -203,6 +206,22 @@ void run_stats_add_itl_at(struct run_stats *s, uint64_t k, uint64_t gap_ns);
 uint64_t run_stats_failed(const struct run_stats *s);
 /* failed / (ok + failed); 0 when there were none. */
 double run_stats_error_rate(const struct run_stats *s);
+/*
+ * Whether no measured request ended ok, so the run did not show that the
+ * service works: then writes why into why (NUL-terminated, truncated to n;
+ * may be NULL when n is 0) and returns true. Otherwise returns false and
+ * leaves why alone. The cases, in words a CI log can act on:
+ *   no request was sent
+ *   no request was measured: all 12 requests were sent during the warm-up (0 ok)
+ *   no request succeeded: 120 of 120 failed, most as connect (120): Failed to
+ *     connect to 127.0.0.1 port 9: Connection refused
+ *   no request succeeded: all 8 requests were cut when the run ended (a longer
+ *     --duration or --drain lets them finish)
+ * The dominant outcome is the error outcome with the most requests (the
+ * first in req_outcome order on a tie); its text is error_sample's.
+ */
+bool run_stats_none_ok(const struct run_stats *s, char *why, size_t n);
+
 /*
  * How ok requests' output tokens were counted: "usage", "tokenizer",
  * "chunks", "mixed" (more than one method), or "none" (no ok request).

@@ -800,7 +800,8 @@ static int configure_runner(struct job *j)
 struct report {
     struct run_summary sum;
     json_t *quality, *timeline, *config, *server_timeline, *server_info, *doc;
-    size_t class_failed; /* scenario classes that failed their checks */
+    size_t class_failed;  /* scenario classes that failed their checks */
+    char no_success[320]; /* why no request succeeded ("" when some did) */
 };
 
 /* The "config" object of result.json: the options, and what the run chose. */
@@ -874,6 +875,8 @@ static int report_write(struct job *j, const struct runner_result *res, struct r
     }
     if (res->otlp_enabled)
         json_object_set_new(rp->doc, "otlp", otlp_stats_json(&res->otlp));
+    if (rp->no_success[0])
+        json_object_set_new(rp->doc, "no_success", json_string(rp->no_success));
     if (j->o.scenario) {
         json_object_set_new(rp->doc, "classes",
                             scenario_run_results(&j->sr, res, &rp->class_failed));
@@ -928,18 +931,51 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
     return failed;
 }
 
-/* Writes and prints the result; the exit code says how the run went. */
+/*
+ * Whether the run showed nothing works: no measured request of the run (or
+ * of a scenario class that sent any) ended ok. Writes why into rp->no_success
+ * ("class 'x': " first for a class) and returns true. An interrupted run is
+ * not judged: it ended early on purpose.
+ */
+static bool judge_success(const struct job *j, const struct runner_result *res, struct report *rp)
+{
+    char why[256];
+    if (res->interrupted)
+        return false;
+    if (run_stats_none_ok(res->total, why, sizeof(why))) {
+        snprintf(rp->no_success, sizeof(rp->no_success), "%s", why);
+        return true;
+    }
+    for (size_t k = 0; j->o.scenario && k < res->nclasses && k < j->sr.n; k++) {
+        const struct run_stats *cs = res->classes[k].stats;
+        if (cs && cs->requests && run_stats_none_ok(cs, why, sizeof(why))) {
+            snprintf(rp->no_success, sizeof(rp->no_success), "class '%.40s': %s",
+                     j->sr.traffic[k].name, why);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Writes and prints the result; the exit code says how the run went:
+ * interrupted (130 / 143) before a run that could not be carried out (3),
+ * before failed SLOs (1). */
 static int report(struct job *j, const struct runner_result *res)
 {
     struct report rp;
     memset(&rp, 0, sizeof(rp));
     report_compute(j, res, &rp);
+    bool no_success = judge_success(j, res, &rp);
     int code = report_write(j, res, &rp);
     size_t failed = report_print(j, res, &rp) + rp.class_failed;
     if (code == TS_EXIT_OK && failed)
         code = TS_EXIT_SLO;
+    if (no_success) {
+        fprintf(stderr, "tokenstorm run: %s\n", rp.no_success);
+        code = TS_EXIT_FAIL;
+    }
     if (res->interrupted)
-        code = TS_EXIT_INTERRUPTED;
+        code = ts_exit_stopped(res->stop_signal);
     json_decref(rp.doc);
     json_decref(rp.timeline);
     json_decref(rp.server_timeline);
@@ -966,7 +1002,7 @@ static int run_load(struct job *j)
     }
     if (j->group && (code || j->rank)) {
         if (!code && res.interrupted)
-            code = TS_EXIT_INTERRUPTED;
+            code = ts_exit_stopped(res.stop_signal);
     } else {
         if (j->pg.tty && !j->pg.quiet)
             fprintf(stderr, "\n");

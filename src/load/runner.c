@@ -131,6 +131,7 @@ struct coord {
     bool quitting;
     bool end_cut;
     bool interrupted;
+    int stop_signal;      /* SIGINT or SIGTERM when a signal stopped the run, else 0 */
     uint64_t last_end_ns; /* when the last request ended */
     char err[256];
     struct scraper *scraper; /* --server-metrics, or NULL */
@@ -417,6 +418,9 @@ static void on_stop(uv_async_t *h)
 
 static void on_signal(uv_signal_t *h, int signum)
 {
+    struct coord *c = h->data;
+    if (!c->stop_signal)
+        c->stop_signal = signum; /* the first one names the stop (130 or 143) */
     ts_info("%s: stopping; results so far are kept", signum == SIGINT ? "SIGINT" : "SIGTERM");
     runner_stop();
 }
@@ -774,6 +778,7 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
         c->end_ns > run->warmup_end_ns ? (double)(c->end_ns - run->warmup_end_ns) / 1e9 : 0;
     out->peak_output_tps = c->peak_tps;
     out->interrupted = c->interrupted;
+    out->stop_signal = c->interrupted ? c->stop_signal : 0;
     out->end_cut = c->end_cut || c->interrupted;
     out->dual_sla = c->dual_sla;
     out->consistency = c->consistency;

@@ -457,7 +457,9 @@ classes:
     const r = await run(['--target', sim.base, '--model', 'tiny', '--workers', '1', '--header', big,
       '--save-requests', '--out', out, '-q', ...extra]);
     assert.equal(r.signal, null, `${name}: ${r.stderr}`);
-    assert.ok(r.code === 0 || r.code === 3, `${name}: exit ${r.code}: ${r.stderr.slice(0, 3000)}`);
+    assert.equal(r.code, 3, `${name}: exit ${r.code}: ${r.stderr.slice(0, 3000)}`);
+    assert.match(r.stderr, /no request succeeded: \d+ of \d+ failed, most as other \(\d+\): cannot send/,
+      name);
     assert.doesNotMatch(r.stderr, /AddressSanitizer|runtime error/, name);
     const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
     const reqs = readJsonl(path.join(out, 'requests.jsonl'));
