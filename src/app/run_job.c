@@ -343,6 +343,65 @@ static int parse_checks(struct job *j)
     return 0;
 }
 
+/* What the run was given that SLOs can need (enum slo_needs); references
+ * only once the workload is built (known), or always with a scenario file,
+ * whose classes' prompt files may hold them. */
+static unsigned slo_have(const struct job *j, bool known_refs)
+{
+    const struct run_opts *o = &j->o;
+    unsigned have = 0;
+    if (goodput_cfg_enabled(&j->goodput))
+        have |= SLO_NEEDS_GOODPUT;
+    if (o->quality.regex)
+        have |= SLO_NEEDS_REGEX;
+    if (o->quality.json)
+        have |= SLO_NEEDS_JSON;
+    if (o->quality.dual_sla)
+        have |= SLO_NEEDS_DUAL_SLA;
+    if (o->quality.consistency)
+        have |= SLO_NEEDS_CONSISTENCY;
+    if (!known_refs || o->scenario)
+        have |= SLO_NEEDS_REFERENCE;
+    for (size_t i = 0; known_refs && j->wl.has_prompts && i < j->wl.prompts.n; i++) {
+        if (j->wl.prompts.v[i].has_ref) {
+            have |= SLO_NEEDS_REFERENCE;
+            break;
+        }
+    }
+    return have;
+}
+
+/* An --slo that the run could not give a value (goodput without --goodput,
+ * a quality metric without what it measures) is a usage error before any
+ * load, not "n/a FAIL" at the end. */
+static int check_slo_needs(const struct job *j, bool known_refs)
+{
+    static const struct {
+        unsigned need;
+        const char *what;
+    } missing[] = {
+        {SLO_NEEDS_GOODPUT, "needs --goodput (e.g. --goodput 'ttft:500 e2el:5000')"},
+        {SLO_NEEDS_REFERENCE, "needs reference answers: a --prompts file whose lines have "
+                              "\"reference\" (docs/QUALITY.md)"},
+        {SLO_NEEDS_REGEX, "needs --quality-regex"},
+        {SLO_NEEDS_JSON, "needs --quality-json"},
+        {SLO_NEEDS_DUAL_SLA, "needs --dual-sla"},
+        {SLO_NEEDS_CONSISTENCY, "needs --consistency"},
+    };
+    unsigned have = slo_have(j, known_refs);
+    for (size_t i = 0; i < j->o.nslos; i++) {
+        unsigned lack = slo_needs(&j->slos[i]) & ~have;
+        for (size_t k = 0; lack && k < sizeof(missing) / sizeof(missing[0]); k++) {
+            if (lack & missing[k].need) {
+                fprintf(stderr, "tokenstorm run: --slo '%s': %s %s\n", j->slos[i].expr,
+                        slo_metric_name(&j->slos[i]), missing[k].what);
+                return TS_EXIT_USAGE;
+            }
+        }
+    }
+    return 0;
+}
+
 /* --think, --body and the OpenTelemetry settings (--otlp-endpoint and the
  * OTEL_* variables): the options that hold memory until the job ends. */
 static int parse_resources(struct job *j)
@@ -1030,12 +1089,14 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
         code = TS_EXIT_FAIL;
         goto out_options;
     }
-    if ((code = load_scenario(&j)) || j.done)
+    if ((code = load_scenario(&j)) || j.done || (code = check_slo_needs(&j, false)))
         goto out_scenario;
     if ((code = join_group(&j, argc, argv)) || (code = start_simulator(&j)))
         goto out_scenario;
     if ((code = resolve_target(&j)) || (code = build_workload(&j)))
         goto out_sim;
+    if ((code = check_slo_needs(&j, true)))
+        goto out_workload;
     if ((code = open_files(&j)))
         goto out_workload;
     if (!(code = configure_runner(&j)))

@@ -179,3 +179,35 @@ test('sweep: a step in which no request succeeded is kept, the sweep goes on', a
   const sw = JSON.parse(fs.readFileSync(path.join(out, 'sweep.json'), 'utf8'));
   assert.equal(sw.steps.length, 2, JSON.stringify(sw).slice(0, 2000));
 });
+
+test('an SLO the options cannot evaluate is a usage error before any load', async () => {
+  let seen = 0;
+  const srv = await serve((req, res) => { seen++; req.resume(); res.writeHead(500); res.end(); });
+  try {
+    const target = `http://127.0.0.1:${srv.address().port}/v1`;
+    const cases = [
+      ['goodput>5', /--slo 'goodput>5': goodput needs --goodput/],
+      ['rouge_l>=0.3', /--slo 'rouge_l>=0.3': rouge_l needs reference answers/],
+      ['regex_match>=90%', /regex_match needs --quality-regex/],
+      ['json_valid>=90%', /json_valid needs --quality-json/],
+      ['dual_sla>=90%', /dual_sla needs --dual-sla/],
+      ['consistency>0.5', /consistency needs --consistency/],
+    ];
+    for (const [slo, re] of cases) {
+      const r = await ts(['run', '--target', target, ...load, '--slo', slo,
+        '--out', path.join(tmp, 'slo-usage')]);
+      assert.equal(r.code, 2, `${slo}: ${r.stderr}`);
+      assert.match(r.stderr, re, slo);
+    }
+    assert.equal(seen, 0, 'no request reached the target');
+  } finally {
+    srv.close();
+  }
+  // with what they need, they are judged: a score prints as a score
+  const r = await ts(['run', '--target', sim.base, '--rate', '20', '--requests', '10',
+    '--goodput', 'ttft:60000', '--slo', 'goodput>0', '--slo', 'throughput>0',
+    '--out', path.join(tmp, 'slo-ok')]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /goodput>0\s+\S+\/s\s+pass/);
+  assert.match(r.stdout, /throughput>0\s+\S+\/s\s+pass/);
+});
