@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/rng.h"
+#include "base/strdist.h"
 
 #define DEFAULT_RESAMPLES 2000
 #define DEFAULT_ALPHA     0.05
@@ -169,6 +170,49 @@ static int rule_error(char *err, size_t errlen, const char *expr, const char *wh
     return -EINVAL;
 }
 
+/*
+ * "unknown metric 'X' (did you mean 'Y'?)" for a misspelt name: the nearest
+ * scalar, or latency metric (its statistic kept), within a typo or two.
+ */
+static void unknown_metric(const char *s, size_t len, char *out, size_t n)
+{
+    const char *dot = memchr(s, '.', len);
+    size_t nl = dot ? (size_t)(dot - s) : len;
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    char lower[64];
+    if (nl < sizeof(lower)) {
+        for (size_t i = 0; i < nl; i++)
+            lower[i] = (char)tolower((unsigned char)s[i]);
+        lower[nl] = '\0';
+        for (size_t i = 0; !dot && i < sizeof(scalar_names) / sizeof(scalar_names[0]); i++) {
+            size_t d =
+                str_edit_distance(lower, nl, scalar_names[i].name, strlen(scalar_names[i].name));
+            if (d < best_d) {
+                best_d = d;
+                best = scalar_names[i].name;
+            }
+        }
+        for (int i = 0; dot && i < STAT_METRIC_COUNT; i++) {
+            const char *name = stat_metric_name((enum stat_metric)i);
+            size_t d = str_edit_distance(lower, nl, name, strlen(name));
+            if (d < best_d) {
+                best_d = d;
+                best = name;
+            }
+        }
+    }
+    int shown = (int)(len > 40 ? 40 : len);
+    if (best && best_d > 0 && best_d <= (nl <= 4 ? 1u : 2u))
+        snprintf(out, n, "unknown metric '%.*s' (did you mean '%s%.*s'?)", shown, s, best,
+                 dot ? (int)(len - nl > 20 ? 20 : len - nl) : 0, dot ? dot : "");
+    else
+        snprintf(out, n,
+                 "unknown metric '%.*s' (latency metrics take a statistic, e.g. ttft.p95; "
+                 "scalars: request_throughput, output_throughput, request_goodput, error_rate)",
+                 shown, s);
+}
+
 int compare_rule_parse(const char *expr, struct compare_rule *out, char *err, size_t errlen)
 {
     struct compare_rule r;
@@ -185,8 +229,11 @@ int compare_rule_parse(const char *expr, struct compare_rule *out, char *err, si
         i++;
     if (i == m0)
         return rule_error(err, errlen, expr, "expected a metric", m0);
-    if (compare_metric_parse(expr + m0, i - m0, &r.metric))
-        return rule_error(err, errlen, expr, "unknown metric (e.g. ttft.p95, throughput)", m0);
+    if (compare_metric_parse(expr + m0, i - m0, &r.metric)) {
+        char what[160];
+        unknown_metric(expr + m0, i - m0, what, sizeof(what));
+        return rule_error(err, errlen, expr, what, m0);
+    }
     while (i < len && isspace((unsigned char)expr[i]))
         i++;
     if (expr[i] == '>' || expr[i] == '<') {

@@ -37,14 +37,16 @@ static const struct scalar_def scalars[] = {
     {"good", SLO_GOOD, SLO_KIND_COUNT},
     {"total_input_tokens", SLO_TOTAL_INPUT_TOKENS, SLO_KIND_COUNT},
     {"total_output_tokens", SLO_TOTAL_OUTPUT_TOKENS, SLO_KIND_COUNT},
-    {"rouge_l", SLO_ROUGE_L, SLO_KIND_RATE},
-    {"bleu4", SLO_BLEU4, SLO_KIND_RATE},
+    {"rouge_l", SLO_ROUGE_L, SLO_KIND_SCORE},
+    {"bleu4", SLO_BLEU4, SLO_KIND_SCORE},
     {"exact_match", SLO_EXACT_MATCH, SLO_KIND_RATE},
     {"json_valid", SLO_JSON_VALID, SLO_KIND_RATE},
     {"regex_match", SLO_REGEX_MATCH, SLO_KIND_RATE},
     {"dual_sla", SLO_DUAL_SLA, SLO_KIND_RATE},
-    {"consistency", SLO_CONSISTENCY, SLO_KIND_RATE},
+    {"consistency", SLO_CONSISTENCY, SLO_KIND_SCORE},
     {"request_goodput", SLO_GOODPUT, SLO_KIND_PER_S},
+    {"throughput", SLO_REQUEST_THROUGHPUT, SLO_KIND_PER_S},
+    {"output_tps", SLO_OUTPUT_THROUGHPUT, SLO_KIND_PER_S},
 };
 #define NSCALARS (sizeof(scalars) / sizeof(scalars[0]))
 
@@ -297,6 +299,7 @@ static int parse_value(struct slo_scan *sc, struct slo *s)
         advice = "use us, ms or s; no unit means ms";
         break;
     case SLO_KIND_RATE:
+    case SLO_KIND_SCORE:
         units = rate_units;
         nunits = sizeof(rate_units) / sizeof(rate_units[0]);
         advice = "use % or no unit for a fraction";
@@ -497,6 +500,9 @@ char *slo_format_value(const struct slo *slo, double v, char *buf, size_t n)
     case SLO_KIND_RATE:
         snprintf(buf, n, "%.3f%%", v * 100.0);
         break;
+    case SLO_KIND_SCORE:
+        snprintf(buf, n, "%.3f", v);
+        break;
     case SLO_KIND_PER_S:
         snprintf(buf, n, "%.2f/s", v);
         break;
@@ -505,6 +511,42 @@ char *slo_format_value(const struct slo *slo, double v, char *buf, size_t n)
         break;
     }
     return buf;
+}
+
+unsigned slo_needs(const struct slo *slo)
+{
+    if (slo->latency)
+        return 0;
+    switch ((enum slo_scalar)slo->metric) {
+    case SLO_GOODPUT:
+    case SLO_GOOD:
+        return SLO_NEEDS_GOODPUT;
+    case SLO_ROUGE_L:
+    case SLO_BLEU4:
+    case SLO_EXACT_MATCH:
+        return SLO_NEEDS_REFERENCE;
+    case SLO_REGEX_MATCH:
+        return SLO_NEEDS_REGEX;
+    case SLO_JSON_VALID:
+        return SLO_NEEDS_JSON;
+    case SLO_DUAL_SLA:
+        return SLO_NEEDS_DUAL_SLA;
+    case SLO_CONSISTENCY:
+        return SLO_NEEDS_CONSISTENCY;
+    default:
+        return 0;
+    }
+}
+
+const char *slo_metric_name(const struct slo *slo)
+{
+    if (slo->latency)
+        return stat_metric_name((enum stat_metric)slo->metric);
+    for (size_t i = 0; i < NSCALARS; i++) {
+        if ((int)scalars[i].id == slo->metric)
+            return scalars[i].name;
+    }
+    return "?";
 }
 
 const char *slo_op_name(enum slo_op op)

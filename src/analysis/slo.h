@@ -8,12 +8,16 @@
  *            ttfc, itl, tpot, tpot_incl_ttft, e2el, e2el_uncorrected, lag,
  *            dns, connect, tls, sent, ttfb), which needs a STAT,
  *          | a scalar: error_rate, goodput (= request_goodput),
- *            request_throughput, output_throughput, total_token_throughput,
+ *            request_throughput (= throughput), output_throughput
+ *            (= output_tps), total_token_throughput,
  *            max_output_tokens_per_s, requests, completed, failed, cut, good,
  *            total_input_tokens, total_output_tokens,
- *            answer quality: rouge_l, bleu4 (means, 0..1), exact_match,
+ *            answer quality: rouge_l, bleu4 (mean scores, 0..1), exact_match,
  *            json_valid, regex_match, dual_sla (attainment), consistency
- *            (rates and similarities are fractions; % allowed)
+ *            (a mean similarity, 0..1) (rates and scores are fractions; %
+ *            allowed; scores print as scores: "0.412", rates as "41.200%")
+ *            The aliases are the names `compare --fail-on` shows, so one
+ *            vocabulary serves --slo, --fail-on, sweep and chaos hypotheses.
  *   STAT   = mean | avg | min | max | std | stddev | median | "p" PCT
  *            (PCT a decimal number in 0..100: p50, p99, p99.9, p99.99)
  *   OP     = "<" | "<=" | ">" | ">=" | "==" | "!="
@@ -82,6 +86,17 @@ enum slo_kind {
     SLO_KIND_RATE,    /* a fraction 0..1 */
     SLO_KIND_PER_S,   /* per second */
     SLO_KIND_COUNT,   /* a count */
+    SLO_KIND_SCORE,   /* a score in 0..1 (ROUGE-L, BLEU-4, consistency); % allowed */
+};
+
+/* What a run must be given for an SLO to have a value (slo_needs()). */
+enum slo_needs {
+    SLO_NEEDS_GOODPUT = 1 << 0,     /* goodput thresholds (goodput, good) */
+    SLO_NEEDS_REFERENCE = 1 << 1,   /* reference answers (rouge_l, bleu4, exact_match) */
+    SLO_NEEDS_REGEX = 1 << 2,       /* a quality regex (regex_match) */
+    SLO_NEEDS_JSON = 1 << 3,        /* the JSON check (json_valid) */
+    SLO_NEEDS_DUAL_SLA = 1 << 4,    /* the windowed dual SLA (dual_sla) */
+    SLO_NEEDS_CONSISTENCY = 1 << 5, /* the consistency check (consistency) */
 };
 
 struct slo {
@@ -119,6 +134,12 @@ bool slo_eval(const struct slo *slo, const struct run_summary *sum, double *actu
  * "100"; "n/a" for NAN) into buf; always NUL-terminates when n > 0; returns buf.
  */
 char *slo_format_value(const struct slo *slo, double v, char *buf, size_t n);
+
+/* The enum slo_needs flags slo's metric needs; 0 for what every run measures. */
+unsigned slo_needs(const struct slo *slo);
+
+/* The canonical name of slo's metric ("ttft", "request_throughput", ...); static. */
+const char *slo_metric_name(const struct slo *slo);
 
 /* "<", "<=", ...; static. */
 const char *slo_op_name(enum slo_op op);

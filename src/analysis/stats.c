@@ -3,7 +3,9 @@
  */
 #include "analysis/stats.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -271,6 +273,17 @@ bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec)
            within_ms(e2el, cfg->e2el_ms);
 }
 
+/* Copies an error text for people: a server's control characters become '?'. */
+static void printable_copy(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    dst[i] = '\0';
+}
+
 void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
                           const struct goodput_cfg *cfg)
 {
@@ -374,6 +387,57 @@ double run_stats_error_rate(const struct run_stats *s)
     uint64_t failed = run_stats_failed(s);
     uint64_t done = s->outcomes[REQ_OK] + failed;
     return done ? (double)failed / (double)done : 0.0;
+}
+
+bool run_stats_none_ok(const struct run_stats *s, char *why, size_t n)
+{
+    if (s->outcomes[REQ_OK])
+        return false;
+    if (!n)
+        return true;
+    if (!s->requests && !s->warmup_requests) {
+        snprintf(why, n, "no request was sent");
+        return true;
+    }
+    if (!s->requests) {
+        snprintf(why, n,
+                 "no request was measured: all %" PRIu64
+                 " requests were sent during the warm-up (%" PRIu64 " ok)",
+                 s->warmup_requests, s->warmup_ok);
+        return true;
+    }
+    uint64_t failed = run_stats_failed(s);
+    if (!failed) {
+        snprintf(why, n,
+                 "no request succeeded: all %" PRIu64 " requests were cut when the run ended "
+                 "(a longer --duration or --drain lets them finish)",
+                 s->requests);
+        return true;
+    }
+    int top = -1;
+    for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
+        if (req_outcome_is_error((enum req_outcome)i) && s->outcomes[i] &&
+            (top < 0 || s->outcomes[i] > s->outcomes[top]))
+            top = i;
+    }
+    if (top < 0)
+        top = REQ_OTHER; /* cannot happen: failed > 0 counts an error outcome */
+    /* the outcome's most frequent message (the error tally keeps them) */
+    const struct errtally_entry *best = NULL;
+    for (size_t i = 0; i < s->errors.n; i++) {
+        const struct errtally_entry *e = &s->errors.e[i];
+        if ((int)e->outcome == top && e->msg[0] && (!best || e->count > best->count))
+            best = e;
+    }
+    char text[96] = "";
+    if (best)
+        printable_copy(text, sizeof(text), best->msg);
+    snprintf(why, n,
+             "no request succeeded: %" PRIu64 " of %" PRIu64 " failed, most as %s (%" PRIu64
+             ")%s%.96s",
+             failed, s->requests, req_outcome_name((enum req_outcome)top), s->outcomes[top],
+             text[0] ? ": " : "", text);
+    return true;
 }
 
 const char *run_stats_token_method(const struct run_stats *s)

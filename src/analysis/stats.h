@@ -210,6 +210,23 @@ uint64_t run_stats_failed(const struct run_stats *s);
 /* failed / (ok + failed); 0 when there were none. */
 double run_stats_error_rate(const struct run_stats *s);
 /*
+ * Whether no measured request ended ok, so the run did not show that the
+ * service works: then writes why into why (NUL-terminated, truncated to n;
+ * may be NULL when n is 0) and returns true. Otherwise returns false and
+ * leaves why alone. The cases, in words a CI log can act on:
+ *   no request was sent
+ *   no request was measured: all 12 requests were sent during the warm-up (0 ok)
+ *   no request succeeded: 120 of 120 failed, most as connect (120): Failed to
+ *     connect to 127.0.0.1 port 9: Connection refused
+ *   no request succeeded: all 8 requests were cut when the run ended (a longer
+ *     --duration or --drain lets them finish)
+ * The dominant outcome is the error outcome with the most requests (the
+ * first in req_outcome order on a tie); its text is the most frequent message
+ * the error tally (errors) holds for it, control characters shown as '?'.
+ */
+bool run_stats_none_ok(const struct run_stats *s, char *why, size_t n);
+
+/*
  * How ok requests' output tokens were counted: "usage", "tokenizer",
  * "chunks", "mixed" (more than one method), or "none" (no ok request).
  */

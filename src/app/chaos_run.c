@@ -30,12 +30,12 @@
 #define POLL_NS    (10 * TS_NS_PER_MS)
 #define KILL_GRACE (15 * TS_NS_PER_S)
 
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag; /* the first of SIGINT / SIGTERM that came, or 0 */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    if (!stop_flag)
+        stop_flag = sig;
 }
 
 struct phase_state {
@@ -452,7 +452,7 @@ static int judge(struct chaos *c, json_t *rb, bool interrupted, const char *fail
     json_object_set_new(doc, "proxies", proxies_json(c));
 out:
     if (interrupted)
-        code = TS_EXIT_INTERRUPTED;
+        code = ts_exit_stopped(stop_flag);
     if (failure) {
         json_object_set_new(doc, "error", json_string(failure));
         fprintf(stderr, "tokenstorm chaos: %s\n", failure);

@@ -348,6 +348,65 @@ static int parse_checks(struct job *j)
     return 0;
 }
 
+/* What the run was given that SLOs can need (enum slo_needs); references
+ * only once the workload is built (known), or always with a scenario file,
+ * whose classes' prompt files may hold them. */
+static unsigned slo_have(const struct job *j, bool known_refs)
+{
+    const struct run_opts *o = &j->o;
+    unsigned have = 0;
+    if (goodput_cfg_enabled(&j->goodput))
+        have |= SLO_NEEDS_GOODPUT;
+    if (o->quality.regex)
+        have |= SLO_NEEDS_REGEX;
+    if (o->quality.json)
+        have |= SLO_NEEDS_JSON;
+    if (o->quality.dual_sla)
+        have |= SLO_NEEDS_DUAL_SLA;
+    if (o->quality.consistency)
+        have |= SLO_NEEDS_CONSISTENCY;
+    if (!known_refs || o->scenario)
+        have |= SLO_NEEDS_REFERENCE;
+    for (size_t i = 0; known_refs && j->wl.has_prompts && i < j->wl.prompts.n; i++) {
+        if (j->wl.prompts.v[i].has_ref) {
+            have |= SLO_NEEDS_REFERENCE;
+            break;
+        }
+    }
+    return have;
+}
+
+/* An --slo that the run could not give a value (goodput without --goodput,
+ * a quality metric without what it measures) is a usage error before any
+ * load, not "n/a FAIL" at the end. */
+static int check_slo_needs(const struct job *j, bool known_refs)
+{
+    static const struct {
+        unsigned need;
+        const char *what;
+    } missing[] = {
+        {SLO_NEEDS_GOODPUT, "needs --goodput (e.g. --goodput 'ttft:500 e2el:5000')"},
+        {SLO_NEEDS_REFERENCE, "needs reference answers: a --prompts file whose lines have "
+                              "\"reference\" (docs/QUALITY.md)"},
+        {SLO_NEEDS_REGEX, "needs --quality-regex"},
+        {SLO_NEEDS_JSON, "needs --quality-json"},
+        {SLO_NEEDS_DUAL_SLA, "needs --dual-sla"},
+        {SLO_NEEDS_CONSISTENCY, "needs --consistency"},
+    };
+    unsigned have = slo_have(j, known_refs);
+    for (size_t i = 0; i < j->o.nslos; i++) {
+        unsigned lack = slo_needs(&j->slos[i]) & ~have;
+        for (size_t k = 0; lack && k < sizeof(missing) / sizeof(missing[0]); k++) {
+            if (lack & missing[k].need) {
+                fprintf(stderr, "tokenstorm run: --slo '%s': %s %s\n", j->slos[i].expr,
+                        slo_metric_name(&j->slos[i]), missing[k].what);
+                return TS_EXIT_USAGE;
+            }
+        }
+    }
+    return 0;
+}
+
 /* --think, --body and the OpenTelemetry settings (--otlp-endpoint and the
  * OTEL_* variables): the options that hold memory until the job ends. */
 static int parse_resources(struct job *j)
@@ -916,7 +975,8 @@ static const char *interrupted_by(const struct runner_result *res)
 struct report {
     struct run_summary sum;
     json_t *quality, *timeline, *config, *server_timeline, *server_info, *doc;
-    size_t class_failed; /* scenario classes that failed their checks */
+    size_t class_failed;  /* scenario classes that failed their checks */
+    char no_success[320]; /* why no request succeeded ("" when some did) */
 };
 
 /* The "config" object of result.json: the options, and what the run chose. */
@@ -1001,6 +1061,8 @@ static int report_write(struct job *j, const struct runner_result *res, struct r
     }
     if (res->otlp_enabled)
         json_object_set_new(rp->doc, "otlp", otlp_stats_json(&res->otlp));
+    if (rp->no_success[0])
+        json_object_set_new(rp->doc, "no_success", json_string(rp->no_success));
     if (j->o.scenario) {
         json_object_set_new(rp->doc, "classes",
                             scenario_run_results(&j->sr, res, &rp->class_failed));
@@ -1055,18 +1117,51 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
     return failed;
 }
 
-/* Writes and prints the result; the exit code says how the run went. */
+/*
+ * Whether the run showed nothing works: no measured request of the run (or
+ * of a scenario class that sent any) ended ok. Writes why into rp->no_success
+ * ("class 'x': " first for a class) and returns true. An interrupted run is
+ * not judged: it ended early on purpose.
+ */
+static bool judge_success(const struct job *j, const struct runner_result *res, struct report *rp)
+{
+    char why[256];
+    if (res->interrupted)
+        return false;
+    if (run_stats_none_ok(res->total, why, sizeof(why))) {
+        snprintf(rp->no_success, sizeof(rp->no_success), "%s", why);
+        return true;
+    }
+    for (size_t k = 0; j->o.scenario && k < res->nclasses && k < j->sr.n; k++) {
+        const struct run_stats *cs = res->classes[k].stats;
+        if (cs && cs->requests && run_stats_none_ok(cs, why, sizeof(why))) {
+            snprintf(rp->no_success, sizeof(rp->no_success), "class '%.40s': %s",
+                     j->sr.traffic[k].name, why);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Writes and prints the result; the exit code says how the run went:
+ * interrupted (130 / 143) before a run that could not be carried out (3),
+ * before failed SLOs (1). */
 static int report(struct job *j, const struct runner_result *res)
 {
     struct report rp;
     memset(&rp, 0, sizeof(rp));
     report_compute(j, res, &rp);
+    bool no_success = judge_success(j, res, &rp);
     int code = report_write(j, res, &rp);
     size_t failed = report_print(j, res, &rp) + rp.class_failed;
     if (code == TS_EXIT_OK && failed)
         code = TS_EXIT_SLO;
+    if (no_success) {
+        fprintf(stderr, "tokenstorm run: %s\n", rp.no_success);
+        code = TS_EXIT_FAIL;
+    }
     if (res->interrupted)
-        code = TS_EXIT_INTERRUPTED;
+        code = ts_exit_stopped(res->stop_signal);
     json_decref(rp.doc);
     json_decref(rp.timeline);
     json_decref(rp.server_timeline);
@@ -1093,7 +1188,7 @@ static int run_load(struct job *j)
     }
     if (j->group && (code || j->rank)) {
         if (!code && res.interrupted)
-            code = TS_EXIT_INTERRUPTED;
+            code = ts_exit_stopped(res.stop_signal);
     } else {
         if (j->pg.tty && !j->pg.quiet)
             fprintf(stderr, "\n");
@@ -1121,7 +1216,7 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
         code = TS_EXIT_FAIL;
         goto out_options;
     }
-    if ((code = load_scenario(&j)) || j.done)
+    if ((code = load_scenario(&j)) || j.done || (code = check_slo_needs(&j, false)))
         goto out_scenario;
     if ((code = join_group(&j, argc, argv)) || (code = start_simulator(&j)))
         goto out_scenario;
@@ -1129,6 +1224,8 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
     j.argv = *argv;
     if ((code = resolve_target(&j)) || (code = build_workload(&j)))
         goto out_sim;
+    if ((code = check_slo_needs(&j, true)))
+        goto out_workload;
     if ((code = open_files(&j)))
         goto out_workload;
     if (!(code = configure_runner(&j)))

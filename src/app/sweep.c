@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/clock.h"
 #include "base/file.h"
 #include "base/rng.h"
@@ -366,8 +367,8 @@ static int jobs_run(const struct sweep_config *cfg, struct job *jobs, size_t n,
             ts_errf(err, errlen, "%s: the run did not finish in time (see --step-timeout)", j->dir);
             return SWEEP_FAIL_RUN;
         }
-        if (j->status == -1 || code == 3 || code == 127 || (code < 0 && !stop_requested) ||
-            (code > 3 && code != 130)) {
+        if (j->status == -1 || code == 127 || (code < 0 && !stop_requested) ||
+            (code > 3 && code != 130 && code != 143)) {
             if (code == 127)
                 ts_errf(err, errlen, "%s: could not execute %s", j->dir, j->argv[0]);
             else if (j->status == -1 || !WIFSIGNALED(st))
@@ -380,8 +381,16 @@ static int jobs_run(const struct sweep_config *cfg, struct job *jobs, size_t n,
             ts_errf(err, errlen, "%s: the run rejected its options (see above)", j->dir);
             return SWEEP_FAIL_USAGE;
         }
-        steps[i].interrupted = code == 130 || code < 0;
+        steps[i].interrupted = code == 130 || code == 143 || code < 0;
         rc = job_read(j, cfg->mode, &steps[i], err, errlen);
+        if (code == 3) { /* no request succeeded: a step that says so, when it has a result */
+            if (rc) {
+                ts_errf(err, errlen, "%s: the run failed (exit code 3)", j->dir);
+                return SWEEP_FAIL_RUN;
+            }
+            ts_warn("%s: no request succeeded at this load", j->dir);
+            continue;
+        }
         if (rc && steps[i].interrupted) {
             steps[i].dir[0] = '\0'; /* stopped before it had a result: nothing to keep */
             return 0;

@@ -245,9 +245,12 @@ static int start_shared_sim(struct sweep_job *j)
     return TS_EXIT_OK;
 }
 
+static volatile sig_atomic_t stop_signal; /* the first of SIGINT / SIGTERM that came */
+
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (!stop_signal)
+        stop_signal = sig;
     sweep_stop();
 }
 
@@ -271,7 +274,7 @@ static int exit_code_of(int rc, const struct sweep_outcome *out, const struct sw
     if (rc)
         return TS_EXIT_FAIL;
     if (out->interrupted)
-        return TS_EXIT_INTERRUPTED;
+        return ts_exit_stopped(stop_signal);
     if (cfg->nslos && out->nsteps && !out->findings.has_goodput)
         return TS_EXIT_SLO;
     return TS_EXIT_OK;

@@ -10,6 +10,7 @@
 #define TS_BASE_ERR_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 
 #define TS_MUST_CHECK __attribute__((warn_unused_result))
@@ -34,8 +35,16 @@ enum ts_exit {
     TS_EXIT_SLO = 1,
     TS_EXIT_USAGE = 2,
     TS_EXIT_FAIL = 3,
-    TS_EXIT_INTERRUPTED = 130,
+    TS_EXIT_INTERRUPTED = 130, /* SIGINT (128 + 2), results so far written */
+    TS_EXIT_TERMINATED = 143,  /* SIGTERM (128 + 15), results so far written */
 };
+
+/* The exit code of a job a signal stopped: TS_EXIT_TERMINATED for SIGTERM,
+ * else TS_EXIT_INTERRUPTED (SIGINT, or a stop with no signal). */
+static inline int ts_exit_stopped(int signum)
+{
+    return signum == SIGTERM ? TS_EXIT_TERMINATED : TS_EXIT_INTERRUPTED;
+}
 
 /* Returns a static, human-readable string for any code this project returns. */
 const char *ts_strerror(int code);

@@ -29,7 +29,8 @@ static void usage(FILE *f)
            "  -h, --help\n"
            "\n"
            "exit codes: 0 steady, deviated or recovered; 1 not recovered or not steady before\n"
-           "the faults; 2 bad file or options; 3 the experiment could not run; 130 interrupted\n");
+           "the faults; 2 bad file or options; 3 the experiment could not run; 130 SIGINT,\n"
+           "143 SIGTERM\n");
 }
 
 /* argv into o. Returns -1 to go on, or the exit code (help, a bad option). */

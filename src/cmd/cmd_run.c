@@ -85,7 +85,9 @@ static void usage(FILE *out)
         "                         default) or on libcurl like TLS, HTTP/2 and proxies\n"
         "checks:\n"
         "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
-        "                         (repeatable; exit code 1 when one fails)\n"
+        "                         (repeatable; exit code 1 when one fails; 2 at start when\n"
+        "                         the options cannot evaluate it, e.g. goodput without\n"
+        "                         --goodput); names as in compare --fail-on work too\n"
         "  --goodput 'ttft:MS tpot:MS e2el:MS'  what a good request is (vLLM's --goodput)\n"
         "answer quality (references come from a --prompts file's \"reference\" fields):\n"
         "  --quality-regex RE     every answer must match RE (PCRE2)\n"
@@ -133,7 +135,9 @@ static void usage(FILE *out)
         "  tokenstorm run --target http://gpu:8000/v1 --rate 20 \\\n"
         "      --server-metrics http://gpu:8000/metrics\n"
         "  mpirun -n 4 tokenstorm run --target http://gpu:8000/v1 --rate 400 --duration 5m\n"
-        "\nexit codes: 0 ok, 1 an SLO failed, 2 usage error, 3 the run failed, 130 interrupted\n");
+        "\nexit codes: 0 ok, 1 an SLO failed, 2 usage error, 3 the run failed or no request\n"
+        "succeeded (the dominant error is named), 130 SIGINT, 143 SIGTERM (results so far\n"
+        "are written)\n");
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t *out)

@@ -77,7 +77,7 @@ static void usage(FILE *out)
         "  tokenstorm sweep --interference 'chat=--rate 5 --input-len fixed:128' \\\n"
         "      --interference 'batch=--rate 2 --input-len fixed:4000' -- --target http://gpu:8000\n"
         "\nexit codes: 0 ok, 1 no step met the SLOs, 2 usage error, 3 a run failed,\n"
-        "130 interrupted (sweep.json holds the steps so far)\n");
+        "130 SIGINT, 143 SIGTERM (sweep.json holds the steps so far)\n");
 }
 
 enum {

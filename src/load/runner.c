@@ -15,7 +15,6 @@
 #include "load/runner_int.h"
 
 static atomic_bool stop_requested;
-static atomic_int stop_signal; /* the signal that asked for the stop; 0: runner_stop() */
 static uv_async_t *stop_async; /* set while a run is in progress */
 
 void runner_stop(void)
@@ -132,6 +131,7 @@ struct coord {
     bool quitting;
     bool end_cut;
     bool interrupted;
+    int stop_signal;      /* SIGINT or SIGTERM when a signal stopped the run, else 0 */
     uint64_t last_end_ns; /* when the last request ended */
     char err[256];
     struct scraper *scraper; /* --server-metrics, or NULL */
@@ -418,9 +418,10 @@ static void on_stop(uv_async_t *h)
 
 static void on_signal(uv_signal_t *h, int signum)
 {
+    struct coord *c = h->data;
+    if (!c->stop_signal)
+        c->stop_signal = signum; /* the first one names the stop (130 or 143) */
     ts_info("%s: stopping; results so far are kept", signum == SIGINT ? "SIGINT" : "SIGTERM");
-    int none = 0;
-    atomic_compare_exchange_strong(&stop_signal, &none, signum); /* the first one says why */
     runner_stop();
 }
 
@@ -508,7 +509,6 @@ static int coord_alloc(struct coord *c, const struct runner_config *cfg, char *e
     run->cfg = cfg;
     run->nworkers = cfg->workers;
     atomic_store(&stop_requested, false);
-    atomic_store(&stop_signal, 0);
     run->workers = ts_calloc(cfg->workers, sizeof(*run->workers));
     if (!run->workers || run_stats_new(&c->total) || run_stats_new(&c->interval)) {
         ts_errf(err, errlen, "out of memory");
@@ -778,7 +778,7 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
         c->end_ns > run->warmup_end_ns ? (double)(c->end_ns - run->warmup_end_ns) / 1e9 : 0;
     out->peak_output_tps = c->peak_tps;
     out->interrupted = c->interrupted;
-    out->stop_signal = c->interrupted ? atomic_load(&stop_signal) : 0;
+    out->stop_signal = c->interrupted ? c->stop_signal : 0;
     out->end_cut = c->end_cut || c->interrupted;
     out->dual_sla = c->dual_sla;
     out->consistency = c->consistency;

@@ -231,7 +231,7 @@ struct runner_result {
     double duration_s;               /* from the end of warm-up to the end of the last request */
     double peak_output_tps;          /* highest 1-second rate of content chunks received */
     bool interrupted;                /* stopped by runner_stop() / a signal */
-    int stop_signal;                 /* interrupted by SIGINT or SIGTERM; 0: runner_stop() */
+    int stop_signal;                 /* SIGINT or SIGTERM when handle_signals caught it, else 0 */
     bool end_cut;                    /* requests were still in flight and were cut */
     struct dual_sla dual_sla;        /* valid when the config asked for it */
     struct consistency *consistency; /* owned; NULL unless asked for */

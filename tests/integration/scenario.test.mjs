@@ -394,7 +394,9 @@ test('flows: a failing step fails its dependants; a fallback degrades instead', 
   try {
     let out = path.join(tmp, 'flow-fail');
     let r = await run(['--target', srv.base, '--model', 'm', '--out', out, '-q', write('ff.yaml', flowYaml(false))]);
-    assert.equal(r.code, 0, r.stderr);
+    // every request of the run failed (the search step is down): exit 3, named
+    assert.equal(r.code, 3, r.stderr);
+    assert.match(r.stderr, /no request succeeded: 4 of 4 failed, most as http_5xx \(4\)/);
     assert.equal(srv.seen.filter((s) => s.url.endsWith('/chat/completions')).length, 0, 'generate never ran');
     let c = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8')).classes[0];
     assert.equal(c.iterations.failed, 4);
@@ -457,7 +459,9 @@ classes:
     const r = await run(['--target', sim.base, '--model', 'tiny', '--workers', '1', '--header', big,
       '--save-requests', '--out', out, '-q', ...extra]);
     assert.equal(r.signal, null, `${name}: ${r.stderr}`);
-    assert.ok(r.code === 0 || r.code === 3, `${name}: exit ${r.code}: ${r.stderr.slice(0, 3000)}`);
+    assert.equal(r.code, 3, `${name}: exit ${r.code}: ${r.stderr.slice(0, 3000)}`);
+    assert.match(r.stderr, /no request succeeded: \d+ of \d+ failed, most as other \(\d+\): cannot send/,
+      name);
     assert.doesNotMatch(r.stderr, /AddressSanitizer|runtime error/, name);
     const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
     const reqs = readJsonl(path.join(out, 'requests.jsonl'));

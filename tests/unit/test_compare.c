@@ -838,6 +838,21 @@ static void test_config_diff(void **state)
     json_decref(b.doc);
 }
 
+/* A misspelt --fail-on metric gets the nearest name, its statistic kept. */
+static void test_rule_did_you_mean(void **state)
+{
+    struct compare_rule r;
+    char err[256];
+    (void)state;
+    assert_int_equal(compare_rule_parse("throughputt<-5%", &r, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "unknown metric 'throughputt' (did you mean 'throughput'?)"));
+    assert_int_equal(compare_rule_parse("ttfr.p95>+10%", &r, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "(did you mean 'ttft.p95'?)"));
+    assert_int_equal(compare_rule_parse("zzzzzzzz>1", &r, err, sizeof(err)), -EINVAL);
+    assert_null(strstr(err, "did you mean"));
+    assert_int_equal(compare_rule_parse("request_throughput<-5%", &r, err, sizeof(err)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -854,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_false_positive_rate),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_rule_did_you_mean),
         cmocka_unit_test(test_load_and_write),
         cmocka_unit_test(test_config_diff),
     };

@@ -282,6 +282,68 @@ static void test_format(void **state)
     assert_string_equal(slo_op_name(SLO_NE), "!=");
 }
 
+/* One vocabulary: compare's names are accepted as aliases of the SLO names. */
+static void test_aliases_of_compare(void **state)
+{
+    struct slo a, b;
+    (void)state;
+    assert_int_equal(slo_parse("throughput>5/s", &a, NULL, 0), 0);
+    assert_int_equal(slo_parse("request_throughput>5/s", &b, NULL, 0), 0);
+    assert_int_equal(a.metric, b.metric);
+    assert_string_equal(slo_metric_name(&a), "request_throughput");
+    assert_int_equal(slo_parse("output_tps>=100", &a, NULL, 0), 0);
+    assert_int_equal(a.metric, SLO_OUTPUT_THROUGHPUT);
+    char err[256];
+    assert_int_equal(slo_parse("throughputt>5", &a, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "did you mean 'throughput'?"));
+}
+
+/* What an SLO needs the run to be given, so it can be refused at start. */
+static void test_needs(void **state)
+{
+    static const struct {
+        const char *expr;
+        unsigned needs;
+    } cases[] = {
+        {"ttft.p95<2s", 0},
+        {"error_rate<1%", 0},
+        {"goodput>5", SLO_NEEDS_GOODPUT},
+        {"good>=10", SLO_NEEDS_GOODPUT},
+        {"request_goodput>1", SLO_NEEDS_GOODPUT},
+        {"rouge_l>=0.3", SLO_NEEDS_REFERENCE},
+        {"bleu4>=0.2", SLO_NEEDS_REFERENCE},
+        {"exact_match>=50%", SLO_NEEDS_REFERENCE},
+        {"regex_match>=90%", SLO_NEEDS_REGEX},
+        {"json_valid>=99%", SLO_NEEDS_JSON},
+        {"dual_sla>=95%", SLO_NEEDS_DUAL_SLA},
+        {"consistency>0.8", SLO_NEEDS_CONSISTENCY},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct slo s;
+        assert_int_equal(slo_parse(cases[i].expr, &s, NULL, 0), 0);
+        if (slo_needs(&s) != cases[i].needs)
+            fail_msg("%s: needs %u, expected %u", cases[i].expr, slo_needs(&s), cases[i].needs);
+    }
+}
+
+/* Scores in 0..1 print as scores; rates as percents. */
+static void test_format_scores(void **state)
+{
+    struct slo s;
+    char buf[32];
+    (void)state;
+    assert_int_equal(slo_parse("rouge_l>=0.3", &s, NULL, 0), 0);
+    assert_string_equal(slo_format_value(&s, 0.4123, buf, sizeof(buf)), "0.412");
+    assert_int_equal(slo_parse("bleu4>=30%", &s, NULL, 0), 0); /* % still read */
+    assert_true(s.value > 0.2999 && s.value < 0.3001);
+    assert_string_equal(slo_format_value(&s, 0.25, buf, sizeof(buf)), "0.250");
+    assert_int_equal(slo_parse("consistency>0.8", &s, NULL, 0), 0);
+    assert_string_equal(slo_format_value(&s, 0.9, buf, sizeof(buf)), "0.900");
+    assert_int_equal(slo_parse("exact_match>=50%", &s, NULL, 0), 0);
+    assert_string_equal(slo_format_value(&s, 0.5, buf, sizeof(buf)), "50.000%");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +353,9 @@ int main(void)
         cmocka_unit_test(test_eval),
         cmocka_unit_test(test_eval_any_percentile_from_stats),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_aliases_of_compare),
+        cmocka_unit_test(test_needs),
+        cmocka_unit_test(test_format_scores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -587,6 +588,80 @@ static void test_itl_by_position(void **state)
     run_stats_free(t);
 }
 
+/* A request that ended with outcome o and error text err. */
+static struct req_record failed_rec(enum req_outcome o, const char *err)
+{
+    struct req_record r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = o;
+    r.intended_ns = r.start_ns = BASE;
+    r.end_ns = BASE + MS;
+    snprintf(r.error, sizeof(r.error), "%s", err);
+    return r;
+}
+
+/* No request ok: the dominant error outcome is named with its most frequent error
+ * text (control characters shown as '?'); one ok request clears it. */
+static void test_none_ok_names_the_dominant_error(void **state)
+{
+    struct run_stats *s = new_stats();
+    char why[320];
+    (void)state;
+
+    assert_true(run_stats_none_ok(s, why, sizeof(why)));
+    assert_string_equal(why, "no request was sent");
+    struct req_record conn = failed_rec(REQ_CONNECT, "Connection\x1b[31m refused");
+    struct req_record h5 = failed_rec(REQ_HTTP_5XX, "not_implemented");
+    struct req_record cut = failed_rec(REQ_CUT, "");
+    for (int i = 0; i < 3; i++)
+        run_stats_add_record(s, &conn, NULL);
+    run_stats_add_record(s, &h5, NULL);
+    run_stats_add_record(s, &cut, NULL);
+    assert_true(run_stats_none_ok(s, why, sizeof(why)));
+    assert_string_equal(why, "no request succeeded: 4 of 5 failed, most as connect (3): "
+                             "Connection?[31m refused");
+
+    /* the sample survives a merge into empty stats (the runner's total) */
+    struct run_stats *total = new_stats();
+    assert_int_equal(run_stats_merge(total, s), 0);
+    assert_true(run_stats_none_ok(total, why, sizeof(why)));
+    assert_non_null(strstr(why, "most as connect (3): Connection?[31m refused"));
+
+    struct req_record ok = stream_ok();
+    run_stats_add_record(s, &ok, NULL);
+    strcpy(why, "untouched");
+    assert_false(run_stats_none_ok(s, why, sizeof(why)));
+    assert_string_equal(why, "untouched");
+    run_stats_free(total);
+    run_stats_free(s);
+}
+
+/* Nothing measured: only warm-up requests, or only requests cut at the end. */
+static void test_none_ok_warmup_and_cut(void **state)
+{
+    struct run_stats *s = new_stats();
+    char why[320];
+    (void)state;
+
+    struct req_record w = stream_ok();
+    w.flags |= REQF_WARMUP;
+    run_stats_add_record(s, &w, NULL);
+    run_stats_add_record(s, &w, NULL);
+    assert_true(run_stats_none_ok(s, why, sizeof(why)));
+    assert_string_equal(
+        why, "no request was measured: all 2 requests were sent during the warm-up (2 ok)");
+    struct req_record cut = failed_rec(REQ_CUT, "");
+    run_stats_add_record(s, &cut, NULL);
+    assert_true(run_stats_none_ok(s, why, sizeof(why)));
+    assert_non_null(
+        strstr(why, "no request succeeded: all 1 requests were cut when the run ended"));
+    /* a short buffer is truncated, still terminated */
+    char small[8];
+    assert_true(run_stats_none_ok(s, small, sizeof(small)));
+    assert_string_equal(small, "no requ");
+    run_stats_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,6 +679,8 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_itl_by_position),
         cmocka_unit_test(test_new_fails_cleanly),
+        cmocka_unit_test(test_none_ok_names_the_dominant_error),
+        cmocka_unit_test(test_none_ok_warmup_and_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
