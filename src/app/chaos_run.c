@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "app/experiment.h"
 #include "app/sweep.h"
+#include "report/outdir.h"
 #include "report/runfiles.h"
 
 #define POLL_NS    (10 * TS_NS_PER_MS)
@@ -53,7 +54,8 @@ struct proxy_watch {
 
 struct chaos {
     const struct experiment *e;
-    const char *file, *out_dir; /* from struct chaos_opts */
+    const char *file, *out_dir; /* from struct chaos_opts; out_dir is od.path */
+    struct outdir od;           /* the results' directory, claimed for the experiment's life */
     struct phase_state ph[EXP_MAX_PHASES];
     struct proxy_watch px[EXP_MAX_PHASES];
     size_t npx;
@@ -579,6 +581,28 @@ static int execute(struct chaos *c)
     return judge(c, rb, interrupted, failure[0] ? failure : NULL);
 }
 
+/*
+ * The results' directory (--out, or one named after the time), claimed
+ * before any fault or load is sent: TS_EXIT_USAGE when it is not a writable
+ * directory, holds results (without --force) or another process writes it.
+ */
+static int claim_dir(struct chaos *c, const struct chaos_opts *o)
+{
+    char dir[PATH_MAX], err[1200];
+    if (o->out_dir)
+        snprintf(dir, sizeof(dir), "%s", o->out_dir);
+    else
+        outdir_default_name(dir, sizeof(dir), "chaos");
+    if (outdir_claim(&c->od, dir, o->force ? OUTDIR_FORCE : 0, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm chaos: --out: %s\n", err);
+        return TS_EXIT_USAGE;
+    }
+    if (c->od.removed)
+        fprintf(stderr, "tokenstorm chaos: --force: removed from %s: %s\n", dir, c->od.note);
+    c->out_dir = c->od.path;
+    return TS_EXIT_OK;
+}
+
 /* --check: the file is valid; what it holds, in one line. */
 static void print_check(const char *file, const struct experiment *e)
 {
@@ -605,18 +629,24 @@ int chaos_run(const struct chaos_opts *o)
     }
     code = TS_EXIT_FAIL;
     c = ts_calloc(1, sizeof(*c));
+    if (c)
+        outdir_init(&c->od);
     if (!c) {
         fprintf(stderr, "tokenstorm chaos: cannot find my own binary\n");
         goto out_free_experiment;
     }
     c->e = e;
     c->file = o->file;
-    c->out_dir = o->out_dir;
     c->quiet = o->quiet;
-    if (prepare_load(c) || signals_catch(&old_int, &old_term))
+    if ((code = claim_dir(c, o)))
         goto out_free_chaos;
+    code = TS_EXIT_FAIL;
+    if (prepare_load(c) || signals_catch(&old_int, &old_term))
+        goto out_release_dir;
     code = execute(c);
     signals_restore(&old_int, &old_term);
+out_release_dir:
+    outdir_release(&c->od);
 out_free_chaos:
     ts_free(c);
 out_free_experiment:

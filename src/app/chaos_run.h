@@ -35,7 +35,9 @@
 
 struct chaos_opts {
     const char *file;    /* the experiment file (YAML or JSON); required */
-    const char *out_dir; /* results: DIR/experiment.json, DIR/run/, DIR/run.txt */
+    const char *out_dir; /* results: DIR/experiment.json, DIR/run/, DIR/run.txt; NULL:
+                          * tokenstorm-results/<UTC time>Z-chaos */
+    bool force;          /* clear the results already in out_dir (report/outdir.h) */
     bool check;          /* only validate the file and print a one-line summary */
     bool quiet;          /* print only the verdict (and errors) */
 };

@@ -26,6 +26,7 @@
 #include "load/runner.h"
 #include "load/target.h"
 #include "net/addr.h"
+#include "report/outdir.h"
 #include "report/result.h"
 #include "report/text.h"
 #include "sim/thread.h"
@@ -127,27 +128,6 @@ static void before_start(void *arg)
 
 /* ---- result files ---- */
 
-static int make_dirs(const char *path, char *err, size_t errlen)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            goto fail;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        goto fail;
-    return 0;
-fail:;
-    int e = errno;
-    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
-    return -e;
-}
-
 static json_t *timeline_json(const struct runner_result *r)
 {
     json_t *a = json_array();
@@ -220,7 +200,7 @@ static int run_dry(const struct run_opts *o, struct scenario *scn)
     FILE *out = NULL;
     json_t *summary = NULL;
     int code = TS_EXIT_FAIL;
-    if (make_dirs(o->dry_run, err, sizeof(err)))
+    if (outdir_make(o->dry_run, err, sizeof(err)))
         goto out;
     if (scenario_run_tokenizer(&sr, o->tokenizer ? o->tokenizer : scn->target.tokenizer, err,
                                sizeof(err)) ||
@@ -301,7 +281,9 @@ struct job {
     bool has_trace_parent;
     struct workload_cfg wcfg;
     struct workload wl;
-    /* the result directory and the files the runner writes as it goes */
+    /* the result directory (claimed: locked, checked, cleared with --force) and the files
+     * the runner writes as it goes */
+    struct outdir od;
     char dir[1024];
     char rank_dir[1024]; /* MPI: each rank's requests.jsonl and latency.hlog */
     struct asyncw *requests_out;
@@ -324,6 +306,7 @@ static void job_init(struct job *j, const struct run_opts *opts)
     j->o = *opts;
     j->o.quality.compiled = NULL;
     j->ep = WORKLOAD_CHAT;
+    outdir_init(&j->od);
     otlp_config_init(&j->otlp);
 }
 
@@ -618,31 +601,41 @@ static int build_workload(struct job *j)
     return 0;
 }
 
-/* The result directory (--out, or one named after the time; MPI: rank 0's
- * name and a folder per rank), requests.jsonl and latency.hlog. */
-static int open_files(struct job *j)
+/* The result directory, before anything is sent: --out, or one named after
+ * the time (MPI: rank 0's name, claimed by rank 0, and a folder per rank).
+ * Refused (TS_EXIT_USAGE) when it is not a writable directory, holds results
+ * (without --force) or another process writes it (report/outdir.h). */
+static int claim_dir(struct job *j)
 {
     const struct run_opts *o = &j->o;
-    char path[1200];
-    if (o->out_dir) {
+    if (o->out_dir)
         snprintf(j->dir, sizeof(j->dir), "%s", o->out_dir);
-    } else {
-        char stamp[32];
-        ts_wall_format(ts_wall_ns(), stamp, sizeof(stamp));
-        stamp[19] = '\0'; /* 2026-11-29T17:31:48 */
-        for (char *p = stamp; *p; p++)
-            if (*p == ':')
-                *p = '-';
-        snprintf(j->dir, sizeof(j->dir), "tokenstorm-results/%sZ-run", stamp);
-    }
+    else
+        outdir_default_name(j->dir, sizeof(j->dir), "run");
     ranks_group_bcast(j->group, j->dir, sizeof(j->dir)); /* MPI: rank 0's (the time differs) */
     snprintf(j->rank_dir, sizeof(j->rank_dir), "%s", j->dir);
     if (j->group)
         snprintf(j->rank_dir, sizeof(j->rank_dir), "%.990s/rank-%u", j->dir, j->rank);
-    if (make_dirs(j->rank_dir, j->err, sizeof(j->err))) {
-        fprintf(stderr, "tokenstorm run: %s\n", j->err);
-        return TS_EXIT_FAIL;
+    if (j->rank == 0 &&
+        outdir_claim(&j->od, j->dir, o->force ? OUTDIR_FORCE : 0, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --out: %s\n", j->err);
+        return TS_EXIT_USAGE;
     }
+    if (j->od.removed)
+        fprintf(stderr, "tokenstorm run: --force: removed from %s: %s\n", j->dir, j->od.note);
+    ranks_group_barrier(j->group); /* MPI: the other ranks write into it once it is cleared */
+    if (outdir_make(j->rank_dir, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --out: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* requests.jsonl and latency.hlog in the directory claim_dir made. */
+static int open_files(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    char path[1200];
     if (o->save_requests) {
         snprintf(path, sizeof(path), "%s/requests.jsonl", j->rank_dir);
         if (asyncw_open(path, 0, &j->requests_out, j->err, sizeof(j->err))) {
@@ -1218,8 +1211,10 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
     }
     if ((code = load_scenario(&j)) || j.done || (code = check_slo_needs(&j, false)))
         goto out_scenario;
-    if ((code = join_group(&j, argc, argv)) || (code = start_simulator(&j)))
-        goto out_scenario;
+    if ((code = join_group(&j, argc, argv)) || (code = claim_dir(&j)))
+        goto out_dir;
+    if ((code = start_simulator(&j)))
+        goto out_dir;
     j.argc = *argc;
     j.argv = *argv;
     if ((code = resolve_target(&j)) || (code = build_workload(&j)))
@@ -1236,6 +1231,8 @@ out_workload:
 out_sim:
     if (j.sim)
         sim_thread_stop(j.sim, 0);
+out_dir:
+    outdir_release(&j.od); /* after result.json: a reader waits for the lock */
 out_scenario:
     scenario_run_release(&j.sr);
     scenario_release(&j.scn);

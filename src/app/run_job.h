@@ -46,6 +46,7 @@ struct run_opts {
     uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
     uint64_t t_connect, t_ttfb, t_idle, t_total;
     bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
+    bool force; /* --force: clear the results already in --out (report/outdir.h) */
     /* scenario files (app/run_scenario.h) */
     const char *scenario;  /* the YAML file, or NULL */
     bool check;            /* --check: validate and exit */

@@ -17,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "report/outdir.h"
 #include "sim/thread.h"
 
 #define SWEEP_DEFAULT_PROFILE "llama3-8b-a100"
@@ -144,6 +145,7 @@ struct sweep_job {
     char target[300];         /* cfg.target: the URL, or simulator:<profile> */
     char exe[PATH_MAX];       /* cfg.exe */
     char dir[1024];           /* cfg.out_dir */
+    struct outdir od;         /* dir, claimed for the sweep's life */
     char sim_url[128];        /* cfg.shared_target when this job started the simulator */
     struct sim_thread *sim;   /* the interference runs' simulator, or NULL */
     struct printer pr;        /* cfg.arg of the progress callbacks */
@@ -156,6 +158,7 @@ static void job_config(const struct sweep_job_opts *o, struct sweep_job *j)
     const char *profile = sweep_args_find(c->run_args, c->nrun_args, "--sim-profile");
 
     memset(j, 0, sizeof(*j));
+    outdir_init(&j->od);
     j->cfg = *c;
     j->given_target = sweep_args_find(c->run_args, c->nrun_args, "--target");
     if (j->given_target)
@@ -188,18 +191,25 @@ static int find_exe(struct sweep_job *j)
 /* --out, or tokenstorm-results/<UTC time>Z-sweep (':' made '-' for every file system). */
 static void name_dir(const struct sweep_job_opts *o, struct sweep_job *j)
 {
-    if (o->out_dir) {
+    if (o->out_dir)
         snprintf(j->dir, sizeof(j->dir), "%s", o->out_dir);
-    } else {
-        char stamp[40];
-        ts_wall_format(ts_wall_ns(), stamp, sizeof(stamp));
-        stamp[19] = '\0';
-        for (char *p = stamp; *p; p++)
-            if (*p == ':')
-                *p = '-';
-        snprintf(j->dir, sizeof(j->dir), "tokenstorm-results/%sZ-sweep", stamp);
-    }
+    else
+        outdir_default_name(j->dir, sizeof(j->dir), "sweep");
     j->cfg.out_dir = j->dir;
+}
+
+/* Claims the directory before any step runs (report/outdir.h); the steps'
+ * runs claim their own step directories. TS_EXIT_OK or TS_EXIT_USAGE. */
+static int claim_dir(const struct sweep_job_opts *o, struct sweep_job *j)
+{
+    char err[1200];
+    if (outdir_claim(&j->od, j->dir, o->force ? OUTDIR_FORCE : 0, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm sweep: --out: %s\n", err);
+        return TS_EXIT_USAGE;
+    }
+    if (j->od.removed)
+        fprintf(stderr, "tokenstorm sweep: --force: removed from %s: %s\n", j->dir, j->od.note);
+    return TS_EXIT_OK;
 }
 
 /*
@@ -314,8 +324,10 @@ int sweep_job_run(const struct sweep_job_opts *o)
     if ((exit_code = find_exe(&j)) != TS_EXIT_OK)
         return exit_code;
     name_dir(o, &j);
-    if (j.cfg.tenants && !j.given_target && (exit_code = start_shared_sim(&j)) != TS_EXIT_OK)
+    if ((exit_code = claim_dir(o, &j)) != TS_EXIT_OK)
         return exit_code;
+    if (j.cfg.tenants && !j.given_target && (exit_code = start_shared_sim(&j)) != TS_EXIT_OK)
+        goto release_dir;
     catch_signals(&old_int, &old_term);
     out = ts_calloc(1, sizeof(*out)); /* large: the steps and their directories */
     if (!out) {
@@ -332,5 +344,7 @@ restore_signals:
     sigaction(SIGTERM, &old_term, NULL);
     if (j.sim)
         sim_thread_stop(j.sim, 0);
+release_dir:
+    outdir_release(&j.od);
     return exit_code;
 }

@@ -34,6 +34,7 @@ struct sweep_job_opts {
      */
     struct sweep_config cfg;
     const char *out_dir; /* --out, or NULL for the default name */
+    bool force;          /* --force: clear the results already in out_dir (report/outdir.h) */
     bool json;           /* sweep.json on stdout instead of the table and findings */
     bool quiet;          /* no progress lines on stderr */
 };

@@ -12,38 +12,46 @@
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f, "usage: tokenstorm chaos EXPERIMENT.yaml [options]\n"
-           "\n"
-           "Runs a chaos experiment: the load of the file as a `tokenstorm run`, its fault\n"
-           "phases against proxies (control API) and simulators (admin API) at their offsets,\n"
-           "the rollbacks, then judges the steady-state hypothesis before, during and after\n"
-           "the faults. See docs/CHAOS.md, \"Experiments\".\n"
-           "\n"
-           "options:\n"
-           "  --out DIR       results (default tokenstorm-chaos): DIR/experiment.json, the\n"
-           "                  run in DIR/run (result.json with the fault windows, requests.jsonl)\n"
-           "  --check         validate the file (faults, SLOs, timing) and exit\n"
-           "  -q, --quiet     print only the verdict\n"
-           "  -v, --verbose   debug logging\n"
-           "  -h, --help\n"
-           "\n"
-           "exit codes: 0 steady, deviated or recovered; 1 not recovered or not steady before\n"
-           "the faults; 2 bad file or options; 3 the experiment could not run; 130 SIGINT,\n"
-           "143 SIGTERM\n");
+    fprintf(f,
+            "usage: tokenstorm chaos EXPERIMENT.yaml [options]\n"
+            "\n"
+            "Runs a chaos experiment: the load of the file as a `tokenstorm run`, its fault\n"
+            "phases against proxies (control API) and simulators (admin API) at their offsets,\n"
+            "the rollbacks, then judges the steady-state hypothesis before, during and after\n"
+            "the faults. See docs/CHAOS.md, \"Experiments\".\n"
+            "\n"
+            "options:\n"
+            "  --out DIR       results (default ./tokenstorm-results/<time>-chaos):\n"
+            "                  DIR/experiment.json, DIR/run.txt, the run in DIR/run (result.json\n"
+            "                  with the fault windows, requests.jsonl); refused if it holds\n"
+            "                  results or another process writes it\n"
+            "  --force         remove the results already in --out first (experiment.json,\n"
+            "                  run.txt, run/ and what the run wrote in it; nothing else)\n"
+            "  --check         validate the file (faults, SLOs, timing) and exit\n"
+            "  -q, --quiet     print only the verdict\n"
+            "  -v, --verbose   debug logging\n"
+            "  -h, --help\n"
+            "\n"
+            "exit codes: 0 steady, deviated or recovered; 1 not recovered or not steady before\n"
+            "the faults; 2 bad file or options; 3 the experiment could not run; 130 SIGINT,\n"
+            "143 SIGTERM\n");
 }
 
 /* argv into o. Returns -1 to go on, or the exit code (help, a bad option). */
 static int parse_args(int argc, char **argv, struct chaos_opts *o)
 {
-    enum { OPT_OUT = 256, OPT_CHECK };
+    enum { OPT_OUT = 256, OPT_CHECK, OPT_FORCE };
     static const struct option opts[] = {
-        {"out", required_argument, NULL, OPT_OUT}, {"check", no_argument, NULL, OPT_CHECK},
-        {"quiet", no_argument, NULL, 'q'},         {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"out", required_argument, NULL, OPT_OUT},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"force", no_argument, NULL, OPT_FORCE},
+        {"quiet", no_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
-    *o = (struct chaos_opts){.out_dir = "tokenstorm-chaos"};
+    *o = (struct chaos_opts){.out_dir = NULL};
     optind = 1;
     while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
         switch (c) {
@@ -52,6 +60,9 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
             break;
         case OPT_CHECK:
             o->check = true;
+            break;
+        case OPT_FORCE:
+            o->force = true;
             break;
         case 'q':
             o->quiet = true;

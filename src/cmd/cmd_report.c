@@ -168,6 +168,26 @@ static void text_sweep(FILE *f, const struct report_doc *d)
                 report_json_num(cl, "delta_lambda"), report_json_num(cl, "r2"));
 }
 
+/* A run rebuilt from the files a killed run left (report/recover.h): said before its figures. */
+static void text_recovered(FILE *f, const json_t *doc)
+{
+    const json_t *rec = json_object_get(doc, "recovered");
+    if (!json_is_object(rec))
+        return;
+    const json_t *from = json_object_get(rec, "from");
+    const char *reason = report_json_str(rec, "reason"), *counts = report_json_str(rec, "counts");
+    fprintf(f, "RECOVERED: %.200s\n  rebuilt from", reason ? reason : "no result.json");
+    for (size_t i = 0; i < json_array_size(from); i++) {
+        const char *name = json_string_value(json_array_get(from, i));
+        fprintf(f, "%s %.40s", i ? "," : "", name ? name : "?");
+    }
+    fprintf(f, " (%.0f intervals, %.0f request lines, %.0f malformed lines skipped)\n",
+            report_json_num(rec, "hlog_intervals"), report_json_num(rec, "request_lines"),
+            report_json_num(rec, "skipped_lines"));
+    if (counts)
+        fprintf(f, "  counts: %.200s\n", counts);
+}
+
 static int write_text(FILE *f, const struct report_docset *set)
 {
     for (size_t i = 0; i < set->n; i++) {
@@ -178,6 +198,7 @@ static int write_text(FILE *f, const struct report_docset *set)
             text_sweep(f, d);
             continue;
         }
+        text_recovered(f, d->doc);
         if (report_text_summary(f, d->stats, &d->sum))
             return -EIO;
         text_slos(f, d->doc);
@@ -222,7 +243,7 @@ static json_t *doc_digest(const struct report_doc *d)
     static const char *const run_keys[] = {
         "run",       "summary",   "latency",         "outcomes",        "http_status", "tokens",
         "streams",   "slo",       "quality",         "itl_by_position", "integrity",   "faults",
-        "by_tenant", "by_intent", "by_perturbation", "by_flow_step"};
+        "by_tenant", "by_intent", "by_perturbation", "by_flow_step",    "recovered"};
     static const char *const sweep_keys[] = {
         "mode", "target", "slo", "steps", "knee", "max_goodput", "critical_load", "interference"};
     static const struct {

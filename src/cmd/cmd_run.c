@@ -100,7 +100,10 @@ static void usage(FILE *out)
         "  --integrity hmac       verify chained chunk signatures (sim --sign-chunks KEY);\n"
         "                         key from --integrity-key or $TOKENSTORM_INTEGRITY_KEY\n"
         "output:\n"
-        "  --out DIR              result directory (default ./tokenstorm-results/<time>-run)\n"
+        "  --out DIR              result directory (default ./tokenstorm-results/<time>-run);\n"
+        "                         refused if it holds results or another process writes it\n"
+        "  --force                remove the results already in --out first (result.json,\n"
+        "                         requests.jsonl, latency.hlog, rank-N/; nothing else)\n"
         "  --save-requests        write requests.jsonl, one line per request\n"
         "  --json                 print result.json on stdout instead of the summary\n"
         "  --metrics-listen H:P   serve live Prometheus metrics on http://H:P/metrics while the\n"
@@ -210,6 +213,7 @@ enum {
     O_SLO,
     O_GOODPUT,
     O_OUT,
+    O_FORCE,
     O_SAVE,
     O_JSON,
     O_SIM_PROFILE,
@@ -288,6 +292,7 @@ static const struct option run_options[] = {
     {"no-kernel-timestamps", no_argument, NULL, O_NO_KERNEL_TS},
     {"http-engine", required_argument, NULL, O_HTTP_ENGINE},
     {"out", required_argument, NULL, O_OUT},
+    {"force", no_argument, NULL, O_FORCE},
     {"save-requests", no_argument, NULL, O_SAVE},
     {"json", no_argument, NULL, O_JSON},
     {"sim-profile", required_argument, NULL, O_SIM_PROFILE},
@@ -577,6 +582,9 @@ static int output_option(int c, const char *name, struct run_opts *o)
     switch (c) {
     case O_OUT:
         o->out_dir = optarg;
+        return ARG_NEXT;
+    case O_FORCE:
+        o->force = true;
         return ARG_NEXT;
     case O_SAVE:
         o->save_requests = true;

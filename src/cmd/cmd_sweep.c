@@ -65,7 +65,11 @@ static void usage(FILE *out)
         "  --interference-metric M   ttft.p99 (default), tpot.p99, e2el.p99\n"
         "output:\n"
         "  --out DIR              sweep directory (default ./tokenstorm-results/<time>-sweep):\n"
-        "                         sweep.json and one directory per step\n"
+        "                         sweep.json and one directory per step; refused if it\n"
+        "                         holds results or another process writes it\n"
+        "  --force                remove the results already in --out first (sweep.json,\n"
+        "                         step-*/, interference-*/ and what runs wrote in them;\n"
+        "                         nothing else)\n"
         "  --json                 print sweep.json on stdout instead of the table\n"
         "  -q, --quiet            no progress lines\n"
         "  -v, --verbose          debug logging\n"
@@ -100,6 +104,7 @@ enum {
     O_INTERFERENCE,
     O_INTERFERENCE_METRIC,
     O_OUT,
+    O_FORCE,
     O_JSON,
     O_VERSION,
 };
@@ -124,6 +129,7 @@ static const struct option sweep_options[] = {
     {"interference", required_argument, NULL, O_INTERFERENCE},
     {"interference-metric", required_argument, NULL, O_INTERFERENCE_METRIC},
     {"out", required_argument, NULL, O_OUT},
+    {"force", no_argument, NULL, O_FORCE},
     {"json", no_argument, NULL, O_JSON},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
@@ -135,7 +141,7 @@ static const struct option sweep_options[] = {
 struct sweep_opts {
     const char *plan_name; /* "list", "ladder", "adaptive" */
     const char *list, *ladder, *mode, *out_dir;
-    bool json, quiet;
+    bool json, quiet, force;
     long max_steps, refine, past_sat, points, sat_conc, fit_min;
     double tolerance, error_level;
     uint64_t step_timeout_ns;
@@ -370,6 +376,9 @@ static int output_option(int c, struct sweep_opts *o)
     case O_OUT:
         o->out_dir = optarg;
         return ARG_NEXT;
+    case O_FORCE:
+        o->force = true;
+        return ARG_NEXT;
     case O_JSON:
         o->json = true;
         return ARG_NEXT;
@@ -456,8 +465,8 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
 /* Options the sweep sets itself may not come through `--`. */
 static int check_run_args(const struct sweep_opts *o, bool concurrency)
 {
-    static const char *const owned[] = {"--rate", "--stages", "--ramp-to",
-                                        "--out",  "--json",   "--concurrency"};
+    static const char *const owned[] = {"--rate", "--stages", "--ramp-to",    "--out",
+                                        "--json", "--force",  "--concurrency"};
     size_t nowned = sizeof(owned) / sizeof(owned[0]) - (concurrency ? 0 : 1);
 
     for (size_t i = 0; i < o->nrun_args; i++) {
@@ -589,6 +598,7 @@ static int build_job(const struct sweep_opts *o, struct sweep_job_opts *job)
     cfg->interference_metric = o->interference_metric;
     cfg->tenants = o->ntenants ? o->tenants : NULL;
     job->out_dir = o->out_dir;
+    job->force = o->force;
     job->json = o->json;
     job->quiet = o->quiet;
     return 0;

@@ -158,7 +158,7 @@ int compare_input_load(struct compare_input *in, const char *path, bool want_req
 
     memset(in, 0, sizeof(*in));
     if ((rc = runfiles_locate(path, &in->files, err, errlen)) ||
-        (rc = runfiles_load_result(in->files.result, &in->doc, err, errlen)))
+        (rc = runfiles_load(&in->files, &in->doc, err, errlen)))
         return rc;
     if ((rc = result_read_stats(in->doc, &in->stats, err, errlen))) {
         char tmp[256];

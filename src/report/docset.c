@@ -4,6 +4,7 @@
 #include "report/docset.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 
 #include "base/alloc.h"
 #include "base/file.h"
+#include "base/log.h"
+#include "report/recover.h"
 #include "report/result.h"
 
 #define SCAN_MAX 4096 /* directory entries looked at in one directory */
@@ -330,7 +333,20 @@ static int add_file(struct report_docset *set, const char *file, const char *dir
     return rc;
 }
 
-/* A directory holding result.json or sweep.json; 1 when it held neither. */
+/* A run that never finished: its result rebuilt from latency.hlog and requests.jsonl. */
+static int add_recovered(struct report_docset *set, const char *dir, const char *name, char *err,
+                         size_t errlen)
+{
+    json_t *doc = NULL;
+    int rc = recover_result(dir, &doc, err, errlen);
+    if (rc)
+        return rc;
+    rc = report_docset_add_json(set, doc, name, dir, dir, err, errlen);
+    json_decref(doc);
+    return rc;
+}
+
+/* A directory holding result.json or sweep.json (or a run to recover); 1 when it held neither. */
 static int add_run_dir(struct report_docset *set, const char *dir, char *err, size_t errlen)
 {
     static const char *const names[2] = {"result.json", "sweep.json"};
@@ -343,6 +359,8 @@ static int add_run_dir(struct report_docset *set, const char *dir, char *err, si
         if (is_file(file))
             return add_file(set, file, dir, name, err, errlen);
     }
+    if (recover_possible(dir))
+        return add_recovered(set, dir, name, err, errlen);
     return 1;
 }
 
@@ -386,6 +404,10 @@ static int add_parent_dir(struct report_docset *set, const char *dir, char *err,
             !is_dir(sub))
             continue;
         rc = add_run_dir(set, sub, err, errlen);
+        if (rc == -EBUSY) { /* a run still going on: the others are reported */
+            ts_warn("%s", err);
+            rc = 1;
+        }
         if (rc == 1)
             rc = 0;
         else if (rc == 0)

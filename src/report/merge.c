@@ -98,7 +98,7 @@ static int load_input(struct merger *m, struct input *in, const char *path)
     int rc;
 
     if ((rc = runfiles_locate(path, &in->files, m->err, m->errlen)) ||
-        (rc = runfiles_load_result(in->files.result, &in->doc, m->err, m->errlen)))
+        (rc = runfiles_load(&in->files, &in->doc, m->err, m->errlen)))
         return rc;
     if ((rc = result_read_stats(in->doc, &in->stats, tmp, sizeof(tmp))))
         return fail(m, rc, "%s: %s", in->files.result, tmp);

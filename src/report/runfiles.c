@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/file.h"
+#include "report/recover.h"
 #include "report/result.h"
 
 static bool is_file(const char *path)
@@ -44,8 +45,11 @@ int runfiles_locate(const char *path, struct runfiles *out, char *err, size_t er
             ts_errf(err, errlen, "%.200s...: path too long", path);
             return -ENAMETOOLONG;
         }
-        if (!is_file(out->result)) {
-            ts_errf(err, errlen, "%s: no result.json in this directory", path);
+        if (recover_possible(path)) {
+            snprintf(out->result, sizeof(out->result), "%s", path);
+            out->recovered = true;
+        } else if (!is_file(out->result)) {
+            ts_errf(err, errlen, "%s: no result.json (nor latency.hlog) in this directory", path);
             return -ENOENT;
         }
     } else {
@@ -93,6 +97,13 @@ int runfiles_load_result(const char *path, json_t **out, char *err, size_t errle
     }
     *out = doc;
     return 0;
+}
+
+int runfiles_load(const struct runfiles *f, json_t **out, char *err, size_t errlen)
+{
+    if (f->recovered)
+        return recover_result(f->dir, out, err, errlen);
+    return runfiles_load_result(f->result, out, err, errlen);
 }
 
 /* n digits at s as a number; -1 if any is not a digit. */

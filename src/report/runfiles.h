@@ -5,7 +5,9 @@
  *
  * A path names a run either as its result.json file (any name: the run's
  * other files are looked for next to it) or as the directory holding
- * result.json.
+ * result.json. A directory without result.json but with latency.hlog or
+ * requests.jsonl is a run that never finished: its result is rebuilt from
+ * them (report/recover.h) when it is loaded.
  */
 #ifndef TS_REPORT_RUNFILES_H
 #define TS_REPORT_RUNFILES_H
@@ -29,6 +31,7 @@ struct runfiles {
     char result[RUNFILES_PATH_MAX];   /* result.json (or the file given) */
     char requests[RUNFILES_PATH_MAX]; /* DIR/requests.jsonl, "" when there is none */
     char hlog[RUNFILES_PATH_MAX];     /* DIR/latency.hlog, "" when there is none */
+    bool recovered; /* no result.json: result holds DIR, runfiles_load rebuilds it */
 };
 
 /*
@@ -45,6 +48,13 @@ TS_MUST_CHECK int runfiles_locate(const char *path, struct runfiles *out, char *
  * a result document) or -ENOMEM, with the reason in err.
  */
 TS_MUST_CHECK int runfiles_load_result(const char *path, json_t **out, char *err, size_t errlen);
+
+/*
+ * The result document of a located run: runfiles_load_result(f->result), or
+ * for a recovered run recover_result(f->dir) (-EBUSY while a process still
+ * writes the directory). Returns as they do.
+ */
+TS_MUST_CHECK int runfiles_load(const struct runfiles *f, json_t **out, char *err, size_t errlen);
 
 /*
  * Parses an RFC 3339 UTC time as result.json writes it
