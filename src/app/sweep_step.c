@@ -29,7 +29,7 @@
 #define SAT_LAG_RISE_E2EL  0.25  /* ... and by a quarter of a request time */
 #define SAT_ERR_RISE       0.01  /* error rate 1 point above the lowest earlier one ... */
 #define SAT_ERR_SIGMAS     3.0   /* ... and 3 binomial standard errors */
-#define SAT_PLATEAU_GAIN   0.1   /* closed loop: throughput gain < 10% of the users' gain */
+#define SAT_PLATEAU_GAIN   0.25  /* closed loop: throughput gain < 25% of the users' gain */
 #define QUALITY_DROP       0.05  /* ROUGE-L below its best at a lower load by this much */
 
 static const char *const sat_names[] = {"ttft_growth", "queue_growth", "throughput", "errors",
