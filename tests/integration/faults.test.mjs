@@ -160,11 +160,20 @@ test('sse_error_event with a text: an OpenAI error object carrying it (stream_er
   const text = 'model "tiny" overloaded, try later';
   await addFault({ name: 'err', type: 'sse_error_event', after_events: 2, text });
   // the event's data is a valid OpenAI error object with the text as its message
-  const res = await fetch(proxy.base + '/v1/chat/completions', {
-    method: 'POST', headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(10000),
-    body: JSON.stringify({ model: 'tokenstorm/tiny', stream: true, max_tokens: 6, messages: [{ role: 'user', content: 'hi' }] }),
+  // (a connection of its own, closed after: TCP faults of later tests are
+  // rolled per connection and must not find this one kept alive)
+  const sse = await new Promise((resolve, reject) => {
+    const req = http.request(proxy.base + '/v1/chat/completions', { method: 'POST', agent: false, timeout: 10000,
+      headers: { 'content-type': 'application/json', connection: 'close' } }, (res) => {
+      let t = '';
+      res.on('data', (d) => { t += d; });
+      res.on('end', () => resolve(t));
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end(JSON.stringify({ model: 'tokenstorm/tiny', stream: true, max_tokens: 6, messages: [{ role: 'user', content: 'hi' }] }));
   });
-  const events = (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+  const events = sse.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
   const err = events.map((d) => { try { return JSON.parse(d); } catch { return null; } }).find((j) => j?.error);
   assert.ok(err, events.join('\n'));
   assert.equal(err.error.message, text);
