@@ -48,7 +48,7 @@ static const struct type_info types[FAULT_TYPE_COUNT] = {
     [FAULT_HTTP_HEADER_REWRITE] = {"http_header_rewrite", FAULT_HTTP, DOWN, UP | DOWN,
                                    "set remove"},
     [FAULT_SSE_TTFT_DELAY] = {"sse_ttft_delay", FAULT_SSE, DOWN, DOWN, "delay"},
-    [FAULT_SSE_JITTER] = {"sse_jitter", FAULT_SSE, DOWN, DOWN, "delay"},
+    [FAULT_SSE_JITTER] = {"sse_jitter", FAULT_SSE, DOWN, DOWN, "delay mode"},
     [FAULT_SSE_THROTTLE] = {"sse_throttle", FAULT_SSE, DOWN, DOWN, "rate"},
     [FAULT_SSE_STALL] = {"sse_stall", FAULT_SSE, DOWN, DOWN, "after_events after_tokens delay"},
     [FAULT_SSE_TRUNCATE] = {"sse_truncate", FAULT_SSE, DOWN, DOWN, "after_events after_tokens cut"},
@@ -59,7 +59,7 @@ static const struct type_info types[FAULT_TYPE_COUNT] = {
     [FAULT_SSE_MALFORMED] = {"sse_malformed", FAULT_SSE, DOWN, DOWN, "after_events"},
     [FAULT_SSE_INVALID_UTF8] = {"sse_invalid_utf8", FAULT_SSE, DOWN, DOWN, "after_events"},
     [FAULT_SSE_ERROR_EVENT] = {"sse_error_event", FAULT_SSE, DOWN, DOWN,
-                               "after_events after_tokens text"},
+                               "after_events after_tokens text raw"},
     [FAULT_SSE_SPLIT] = {"sse_split", FAULT_SSE, DOWN, DOWN, "bytes delay"},
     [FAULT_LLM_HALLUCINATE] = {"llm_hallucinate", FAULT_LLM, DOWN, DOWN, "rate"},
     [FAULT_LLM_FORMAT_VIOLATION] = {"llm_format_violation", FAULT_LLM, DOWN, DOWN, "rate"},
@@ -83,9 +83,9 @@ static const char *const common_fields[] = {
 /* Read-only members of fault_to_json, ignored on input so a GET can be PUT back. */
 static const char *const output_fields[] = {"injected", "matched", "active", NULL};
 static const char *const all_params[] = {
-    "delay",  "rate",   "bytes",       "after_events", "after_tokens", "count",
-    "cut",    "status", "retry_after", "text",         "pointer",      "field",
-    "factor", "norm",   "set",         "remove",       NULL,
+    "delay",  "rate",        "bytes", "after_events", "after_tokens", "count",  "cut",
+    "status", "retry_after", "text",  "pointer",      "field",        "factor", "norm",
+    "set",    "remove",      "mode",  "raw",          NULL,
 };
 static const char *const match_fields[] = {
     "path", "method", "header", "model", "tenant", "tenant_header", NULL,
@@ -758,6 +758,28 @@ static int params_stream(const json_t *spec, struct fault_params *p, const struc
     return 0;
 }
 
+/* mode (sse_jitter) and raw (sse_error_event): how a stream fault acts. */
+static int params_how(const json_t *spec, struct fault_params *p, const struct perr *pe)
+{
+    char got[96];
+    json_t *v;
+    if ((v = json_object_get(spec, "mode"))) {
+        const char *m = json_is_string(v) ? json_string_value(v) : "";
+        if (strcmp(m, "add") == 0)
+            p->jitter_mode = FAULT_JITTER_ADD;
+        else if (strcmp(m, "floor") == 0)
+            p->jitter_mode = FAULT_JITTER_FLOOR;
+        else
+            return perr(pe, "mode", "expected add or floor, got %s", json_show(v, got, sizeof got));
+    }
+    if ((v = json_object_get(spec, "raw"))) {
+        if (!json_is_boolean(v))
+            return perr(pe, "raw", "expected true or false, got %s", json_show(v, got, sizeof got));
+        p->raw = json_is_true(v);
+    }
+    return 0;
+}
+
 /* status and retry_after of an HTTP error answer (a 429 abort says "retry
    after 1 s" unless told otherwise). */
 static int params_status(const json_t *spec, enum fault_type t, struct fault_params *p,
@@ -877,7 +899,7 @@ static int parse_params(const json_t *spec, enum fault_type t, struct fault_para
     int rc;
     if ((rc = params_defaults(t, p)) || (rc = params_pace(spec, t, p, pe)) ||
         (rc = params_stream(spec, p, pe)) || (rc = params_status(spec, t, p, pe)) ||
-        (rc = params_content(spec, p, pe)))
+        (rc = params_content(spec, p, pe)) || (rc = params_how(spec, p, pe)))
         return rc;
     if ((v = json_object_get(spec, "set")) && (rc = parse_headers_set(v, p, pe)))
         return rc;
@@ -1101,6 +1123,10 @@ json_t *fault_to_json(const struct fault *f, uint64_t now_ns)
             &ok);
     if (type_has_param(t, "text") && p->text[0])
         put(o, "text", json_string(p->text), &ok);
+    if (type_has_param(t, "mode"))
+        put(o, "mode", json_string(p->jitter_mode == FAULT_JITTER_FLOOR ? "floor" : "add"), &ok);
+    if (type_has_param(t, "raw"))
+        put(o, "raw", json_boolean(p->raw), &ok);
     if (type_has_param(t, "pointer"))
         put(o, "pointer", json_string(p->pointer), &ok);
     if (type_has_param(t, "field"))

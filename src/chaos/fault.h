@@ -69,7 +69,10 @@
  *                       on request headers (upstream) or response headers
  *                       (downstream)
  *   sse_ttft_delay      delay (before the first event)
- *   sse_jitter          delay (added before every event after the first)
+ *   sse_jitter          delay (per event after the first), mode ("add",
+ *                       the default: the delay is added to the upstream's
+ *                       gap, and the delays add up over the stream; "floor":
+ *                       each gap is at least the delay, max(gap, delay))
  *   sse_throttle        rate (tokens per second: "20/s" or 20)
  *   sse_stall           after_events | after_tokens (count), delay (stall length)
  *   sse_truncate        after_events | after_tokens (count), cut ("end":
@@ -82,8 +85,9 @@
  *   sse_reorder         count (window of events shuffled, default 2), rate
  *   sse_malformed       after_events (count, default 0)
  *   sse_invalid_utf8    after_events (count, default 0)
- *   sse_error_event     after_events (count), text (the event's data; default
- *                       an OpenAI error object)
+ *   sse_error_event     after_events (count), text (the message of the OpenAI
+ *                       error object sent as the event's data), raw (bool,
+ *                       default false: true sends text itself as the data)
  *   sse_split           bytes (piece size, default 1), delay (between pieces)
  *   llm_hallucinate     rate (share of entities/numbers replaced, 0..1)
  *   llm_format_violation  rate (default 1)
@@ -178,6 +182,12 @@ enum fault_direction {
 /* What a count (after_events / after_tokens / count) counts. */
 enum fault_unit { FAULT_UNIT_NONE = 0, FAULT_UNIT_EVENTS, FAULT_UNIT_TOKENS };
 
+/* How sse_jitter's delay combines with the upstream's gap between events. */
+enum fault_jitter_mode {
+    FAULT_JITTER_ADD = 0, /* emitted gap = upstream gap + delay */
+    FAULT_JITTER_FLOOR,   /* emitted gap = max(upstream gap, delay) */
+};
+
 /* How a truncated response ends. */
 enum fault_cut {
     FAULT_CUT_END = 0, /* a well-framed end of the HTTP response */
@@ -214,11 +224,13 @@ struct fault_params {
     bool has_bytes;
     double rate; /* bytes/s, tokens/s or a share 0..1 (per type) */
     bool has_rate;
-    double norm;             /* llm_embedding_noise */
-    double factor;           /* rag_lower_scores */
-    int status;              /* http_abort */
-    uint64_t retry_after_ns; /* http_abort; 0 = no Retry-After */
-    enum fault_cut cut;      /* sse_truncate, http_truncate_response */
+    double norm;                        /* llm_embedding_noise */
+    double factor;                      /* rag_lower_scores */
+    int status;                         /* http_abort */
+    uint64_t retry_after_ns;            /* http_abort; 0 = no Retry-After */
+    enum fault_cut cut;                 /* sse_truncate, http_truncate_response */
+    enum fault_jitter_mode jitter_mode; /* sse_jitter */
+    bool raw;                           /* sse_error_event: text is the data itself */
     char text[FAULT_TEXT_MAX];
     char pointer[FAULT_POINTER_MAX];
     char field[64];

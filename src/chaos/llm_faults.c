@@ -3,6 +3,7 @@
  * in answer text, broken JSON answers, the premature "length" finish chunk,
  * and noise or masks on embedding vectors.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ void llm_hallu_init(struct llm_hallu *h, uint64_t seed, double rate)
     h->seed = seed;
     h->rate = rate;
     h->sentence_start = true;
+    h->hold = true;
 }
 
 /* A hash of (seed, candidate index, salt): decisions depend on nothing else. */
@@ -78,20 +80,61 @@ static int hallu_word(const struct llm_hallu *h, const char *w, size_t n, struct
     return buf_append(out, w, n); /* unreachable: the lists have distinct entries */
 }
 
+/* A plain run of digits (no leading zero unless it is "0", at most 15
+ * digits): its value in *v. */
+static bool plain_number(const char *d, size_t n, uint64_t *v)
+{
+    if (n == 0 || n > 15 || (d[0] == '0' && n > 1))
+        return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!chars_is_digit((unsigned char)d[i]))
+            return false;
+        x = x * 10 + (uint64_t)(d[i] - '0');
+    }
+    *v = x;
+    return true;
+}
+
+/* A number of similar size: a year (1000..2099) becomes another year 1..40
+ * years away, a single digit another digit, any other plain number that
+ * number times 0.5..1.5 (never itself). */
+static uint64_t hallu_value(uint64_t v, uint64_t x)
+{
+    if (v >= 1000 && v <= 2099) {
+        uint64_t off = 1 + x % 40;
+        bool up = (x >> 8) & 1;
+        if (up && v + off > 2099)
+            up = false;
+        if (!up && v - off < 1000)
+            up = true;
+        return up ? v + off : v - off;
+    }
+    if (v < 10)
+        return v == 0 ? 1 + x % 9 : (v + x % 8) % 9 + 1;
+    double f = 0.5 + (double)(x >> 11) * 0x1.0p-53;
+    uint64_t r = (uint64_t)llround((double)v * f);
+    return r == v ? v + 1 : r;
+}
+
 static int hallu_number(const struct llm_hallu *h, const char *d, size_t n, struct buf *out)
 {
-    size_t start = out->len;
     uint64_t x = hallu_hash(h, 3);
+    uint64_t v;
+    if (plain_number(d, n, &v))
+        return buf_appendf(out, "%" PRIu64, hallu_value(v, x));
+    /* separators ("2,100,000", "3.14") or leading zeros ("007"): the same
+     * shape and first digit, the other digits changed */
+    size_t start = out->len;
     for (size_t i = 0; i < n; i++) {
         if (i % 16 == 15)
             x = rng_mix64(x + i);
-        unsigned v = (unsigned)(x % 10);
-        x /= 10;
-        if (i == 0 && n > 1 && d[0] != '0')
-            v = 1 + v % 9; /* no new leading zero */
-        if (i == 0 && n > 1 && d[0] == '0')
-            v = 0; /* keep "0.5" and "07" looking alike */
-        int rc = buf_append_char(out, (char)('0' + v));
+        char c = d[i];
+        if (i > 0 && chars_is_digit((unsigned char)c)) {
+            c = (char)('0' + x % 10);
+            x /= 10;
+        }
+        int rc = buf_append_char(out, c);
         if (rc < 0)
             return rc;
     }
@@ -102,7 +145,65 @@ static int hallu_number(const struct llm_hallu *h, const char *d, size_t n, stru
     return 0;
 }
 
-int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out)
+/* The end of the number that starts at s[i] (a digit): digits, and groups
+ * of digits after one '.' or ','. */
+static size_t number_end(const unsigned char *u, size_t i, size_t n)
+{
+    while (i < n) {
+        if (chars_is_digit(u[i]))
+            i++;
+        else if ((u[i] == '.' || u[i] == ',') && i + 1 < n && chars_is_digit(u[i + 1]))
+            i += 2;
+        else
+            break;
+    }
+    return i;
+}
+
+/* Whether the run s[i..j) that reaches the end of a piece must wait for the
+ * next piece: it may go on there (a number, or a capitalised word that is
+ * a candidate so far), and it fits the hold buffer. */
+static bool hallu_holds(const struct llm_hallu *h, const unsigned char *u, size_t i, size_t n,
+                        bool digits)
+{
+    if (!h->hold || n - i >= LLM_HALLU_HOLD_MAX)
+        return false;
+    if (digits)
+        return true;
+    return is_upper(u[i]) && !h->sentence_start && !(i > 0 && u[i - 1] >= 0x80);
+}
+
+/* One letter or digit run at s[i..j): a candidate is replaced (or not) as a
+ * whole. */
+static int hallu_run(struct llm_hallu *h, const char *s, size_t i, size_t j, size_t n, bool digits,
+                     struct buf *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool cont = i == 0 && (digits ? h->prev_digit || h->prev_word : h->prev_word);
+    /* glued to non-ASCII, or letters to digits ("GPT4", "5G", "x86"): part
+     * of a longer word */
+    bool glued = (i > 0 && (u[i - 1] >= 0x80 || is_alpha(u[i - 1]) || chars_is_digit(u[i - 1]))) ||
+                 (j < n && (u[j] >= 0x80 || is_alpha(u[j]) || chars_is_digit(u[j])));
+    bool cand;
+    if (digits)
+        cand = !cont && !glued;
+    else
+        cand = !cont && !glued && j - i >= 2 && is_upper(u[i]) && !h->sentence_start;
+    if (!cand)
+        return buf_append(out, s + i, j - i);
+    int rc;
+    if (hallu_roll(h)) {
+        rc = digits ? hallu_number(h, s + i, j - i, out) : hallu_word(h, s + i, j - i, out);
+        h->replaced++;
+    } else {
+        rc = buf_append(out, s + i, j - i);
+    }
+    h->candidates++;
+    return rc;
+}
+
+/* llm_hallu_text on s alone (no held text in front). */
+static int hallu_piece(struct llm_hallu *h, const char *s, size_t n, struct buf *out)
 {
     const unsigned char *u = (const unsigned char *)s;
     bool after_stop = false;
@@ -113,27 +214,20 @@ int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out
         if (is_alpha(c) || chars_is_digit(c)) {
             bool digits = chars_is_digit(c);
             size_t j = i;
-            while (j < n && (digits ? chars_is_digit(u[j]) : is_alpha(u[j])))
-                j++;
-            bool cont = i == 0 && (digits ? h->prev_digit : h->prev_word);
-            bool glued = (i > 0 && u[i - 1] >= 0x80) || (j < n && u[j] >= 0x80);
-            bool cand;
             if (digits)
-                cand = !cont;
+                j = number_end(u, i, n);
             else
-                cand = !cont && !glued && j - i >= 2 && is_upper(c) && !h->sentence_start;
-            if (cand) {
-                if (hallu_roll(h)) {
-                    rc = digits ? hallu_number(h, s + i, j - i, out)
-                                : hallu_word(h, s + i, j - i, out);
-                    h->replaced++;
-                } else {
-                    rc = buf_append(out, s + i, j - i);
-                }
-                h->candidates++;
-            } else {
-                rc = buf_append(out, s + i, j - i);
+                while (j < n && is_alpha(u[j]))
+                    j++;
+            /* "1600." or "2," at the very end may go on in the next piece */
+            size_t k = digits && j + 1 == n && (u[j] == '.' || u[j] == ',') ? n : j;
+            if (k == n && hallu_holds(h, u, i, n, digits)) {
+                memcpy(h->held, s + i, n - i);
+                h->held_len = n - i;
+                n = i; /* the state below describes the text before the hold */
+                break;
             }
+            rc = hallu_run(h, s, i, j, n, digits, out);
             h->sentence_start = false;
             after_stop = false;
             i = j;
@@ -160,32 +254,112 @@ int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out
     if (after_stop)
         h->sentence_start = true;
     if (n > 0) {
-        h->prev_word = is_alpha(u[n - 1]);
+        h->prev_word = is_alpha(u[n - 1]) || u[n - 1] >= 0x80;
         h->prev_digit = chars_is_digit(u[n - 1]);
     }
     return 0;
 }
 
-int llm_hallu_chunk(struct llm_hallu *h, json_t *chunk, struct buf *scratch)
+int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out)
+{
+    if (h->held_len == 0)
+        return hallu_piece(h, s, n, out);
+    /* the held run goes in front of the new piece, and the two are read as one */
+    char *joined = ts_malloc(h->held_len + n + 1);
+    if (!joined)
+        return -ENOMEM;
+    memcpy(joined, h->held, h->held_len);
+    memcpy(joined + h->held_len, s, n);
+    size_t len = h->held_len + n;
+    h->held_len = 0;
+    int rc = hallu_piece(h, joined, len, out);
+    ts_free(joined);
+    return rc;
+}
+
+int llm_hallu_flush(struct llm_hallu *h, struct buf *out)
+{
+    if (h->held_len == 0)
+        return 0;
+    bool hold = h->hold;
+    h->hold = false;
+    int rc = llm_hallu_text(h, "", 0, out);
+    h->hold = hold;
+    return rc;
+}
+
+/* The "index" of choice i of a chunk (i if absent). */
+static json_int_t choice_index(const json_t *chunk, size_t i)
+{
+    const json_t *ix =
+        json_object_get(json_array_get(json_object_get(chunk, "choices"), i), "index");
+    return json_is_integer(ix) ? json_integer_value(ix) : (json_int_t)i;
+}
+
+bool llm_hallu_owes(const struct llm_hallu *h, json_t *chunk)
+{
+    if (h->held_len == 0)
+        return false;
+    if (json_array_size(json_object_get(chunk, "choices")) != 1)
+        return true;
+    return !tap_chunk_text(chunk, 0) || choice_index(chunk, 0) != h->held_index;
+}
+
+int llm_hallu_chunk(struct llm_hallu *h, json_t *chunk, struct buf *scratch, bool last)
 {
     int changed = 0;
     size_t nch = json_array_size(json_object_get(chunk, "choices"));
-    for (size_t i = 0; i < nch; i++) {
+    bool hold = h->hold;
+    h->hold = hold && !last && nch == 1;
+    int rc = 0;
+    for (size_t i = 0; i < nch && rc >= 0; i++) {
         json_t *t = tap_chunk_text(chunk, i);
-        if (!t || json_string_length(t) == 0)
+        if (!t || (json_string_length(t) == 0 && h->held_len == 0))
             continue;
         buf_reset(scratch);
-        int rc = llm_hallu_text(h, json_string_value(t), json_string_length(t), scratch);
+        rc = llm_hallu_text(h, json_string_value(t), json_string_length(t), scratch);
+        if (rc == 0 && last)
+            rc = llm_hallu_flush(h, scratch);
         if (rc < 0)
-            return rc;
+            break;
+        if (h->held_len > 0)
+            h->held_index = choice_index(chunk, i);
         if (scratch->len == json_string_length(t) &&
             memcmp(scratch->data, json_string_value(t), scratch->len) == 0)
             continue;
         if (json_string_setn(t, scratch->data, scratch->len) != 0)
-            return -ENOMEM;
-        changed++;
+            rc = -ENOMEM;
+        else
+            changed++;
     }
-    return changed;
+    h->hold = hold;
+    return rc < 0 ? rc : changed;
+}
+
+json_t *llm_text_chunk(const json_t *tmpl, json_int_t index, const char *s, size_t n)
+{
+    json_t *c = json_deep_copy(tmpl);
+    if (!c)
+        return NULL;
+    json_t *first = json_array_get(json_object_get(c, "choices"), 0);
+    bool chat = !json_object_get(first, "text");
+    json_t *text = json_stringn(s, n);
+    json_t *choice = !text  ? NULL
+                     : chat ? json_pack("{s:I,s:{s:o},s:n,s:n}", "index", index, "delta", "content",
+                                        text, "logprobs", "finish_reason")
+                            : json_pack("{s:I,s:o,s:n,s:n}", "index", index, "text", text,
+                                        "logprobs", "finish_reason");
+    json_t *arr = choice ? json_array() : NULL;
+    if (!arr)
+        json_decref(choice);
+    /* the _new calls take their value, also when they fail */
+    if (!arr || json_array_append_new(arr, choice) != 0 ||
+        json_object_set_new(c, "choices", arr) != 0) {
+        json_decref(c);
+        return NULL;
+    }
+    json_object_del(c, "usage");
+    return c;
 }
 
 bool llm_has_closer(const char *s, size_t n)

@@ -14,6 +14,22 @@ const char SSE_ERROR_EVENT_DEFAULT[] =
     "{\"error\":{\"message\":\"tokenstorm chaos: injected server error mid-stream\","
     "\"type\":\"server_error\",\"param\":null,\"code\":500}}";
 
+int sse_error_data(const struct fault_params *p, struct buf *out)
+{
+    buf_reset(out);
+    if (!p->text[0])
+        return buf_append_str(out, SSE_ERROR_EVENT_DEFAULT);
+    if (p->raw)
+        return buf_append_str(out, p->text);
+    json_t *e = json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", p->text, "type",
+                          "server_error", "param", "code", 500);
+    if (!e)
+        return -ENOMEM;
+    int rc = tap_json_dump(out, e, 0);
+    json_decref(e);
+    return rc;
+}
+
 static bool nonempty_string(const json_t *v)
 {
     return json_is_string(v) && json_string_length(v) > 0;

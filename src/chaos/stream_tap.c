@@ -65,10 +65,12 @@ struct stream_tap {
     enum tap_state state;
     uint64_t events_in, tokens_in; /* upstream events and token events so far */
     uint64_t shift;                /* ns every event is delayed by (ttft, stalls) */
+    uint64_t jitter_sum;           /* sse_jitter "add": the delays drawn so far, ns */
     uint64_t last_at, last_token_at;
     bool emitted_any, token_emitted;
     bool ttft_done;
     struct llm_hallu hallu;
+    json_t *hallu_tmpl; /* the chunk whose text end is held (template of the flush) */
     /* reorder window */
     struct tap_item win[TAP_WINDOW_MAX];
     size_t win_n, win_want;
@@ -251,6 +253,7 @@ void stream_tap_free(struct stream_tap *tap)
     for (size_t i = 0; i < tap->win_n; i++)
         item_release(&tap->win[i]);
     json_decref(tap->held);
+    json_decref(tap->hallu_tmpl);
     json_decref(tap->last_content);
     json_decref(tap->usage_seen);
     ts_free(tap->held_type);
@@ -313,13 +316,19 @@ static int tap_write(struct stream_tap *tap, const char *type, const char *data,
         return rc;
     for (int copy = 0; copy < ((flags & TEV_DUP) ? 2 : 1); copy++) {
         uint64_t at = now + tap->shift;
-        if (tap->emitted_any && at < tap->last_at)
-            at = tap->last_at;
         const struct fault *jit = tap_has(tap, FAULT_SSE_JITTER);
+        uint64_t floor = tap->last_at;
         if (copy == 0 && jit && tap->emitted_any) {
-            at += ns_of(dist_sample(&jit->params.delay, &tap->rng));
+            uint64_t d = ns_of(dist_sample(&jit->params.delay, &tap->rng));
+            if (jit->params.jitter_mode == FAULT_JITTER_FLOOR)
+                floor = tap->last_at + d;
+            else
+                tap->jitter_sum += d;
             tap_fire(tap, FAULT_SSE_JITTER);
         }
+        at += tap->jitter_sum;
+        if (tap->emitted_any && at < floor)
+            at = floor;
         const struct fault *thr = tap_has(tap, FAULT_SSE_THROTTLE);
         if (copy == 0 && thr && (flags & TEV_TOKEN) && tap->token_emitted && thr->params.rate > 0) {
             uint64_t min = tap->last_token_at + ns_of(1e9 / thr->params.rate);
@@ -527,11 +536,55 @@ static int fv_content(struct stream_tap *tap, json_t *root, unsigned cf, const c
     return 1;
 }
 
+/* Writes the text llm_hallucinate holds back (a run at the end of the last
+ * chunk that the next one did not go on) as a content chunk of its own,
+ * after the held format-violation chunk that came before it. */
+static int hallu_flush(struct stream_tap *tap, uint64_t now, const struct tap_out *out)
+{
+    if (tap->hallu.held_len == 0 || !tap->hallu_tmpl)
+        return 0;
+    int rc = held_release(tap, false, now, out);
+    buf_reset(&tap->scratch);
+    if (rc == 0)
+        rc = llm_hallu_flush(&tap->hallu, &tap->scratch);
+    if (rc < 0)
+        return rc;
+    json_t *c =
+        llm_text_chunk(tap->hallu_tmpl, tap->hallu.held_index, tap->scratch.data, tap->scratch.len);
+    if (!c)
+        return -ENOMEM;
+    rc = seq_json(tap, NULL, c, TEV_TOKEN, now, out);
+    json_decref(c);
+    return rc;
+}
+
+/* llm_hallucinate on a content chunk; 1 if it changed it. */
+static int hallu_apply(struct stream_tap *tap, json_t *root, uint64_t now,
+                       const struct tap_out *out)
+{
+    int rc = 0;
+    if (llm_hallu_owes(&tap->hallu, root))
+        rc = hallu_flush(tap, now, out);
+    if (rc == 0)
+        rc = llm_hallu_chunk(&tap->hallu, root, &tap->scratch, false);
+    if (rc < 0)
+        return rc;
+    if (tap->hallu.held_len > 0) {
+        json_decref(tap->hallu_tmpl);
+        tap->hallu_tmpl = json_incref(root);
+    }
+    if (rc > 0)
+        tap_fire(tap, FAULT_LLM_HALLUCINATE);
+    return rc > 0;
+}
+
 /* ---- cuts ---- */
 
 static int tap_flush(struct stream_tap *tap, uint64_t now, const struct tap_out *out)
 {
     int rc = held_release(tap, false, now, out);
+    if (rc == 0)
+        rc = hallu_flush(tap, now, out);
     if (rc == 0)
         rc = win_flush(tap, now, out);
     return rc;
@@ -562,9 +615,9 @@ static int error_event(struct stream_tap *tap, uint64_t now, const struct tap_ou
     int rc = tap_flush(tap, now, out);
     if (rc < 0)
         return rc;
-    const struct fault *f = tap->ft[FAULT_SSE_ERROR_EVENT].f;
-    const char *text = f->params.text[0] ? f->params.text : SSE_ERROR_EVENT_DEFAULT;
-    rc = tap_write(tap, NULL, text, strlen(text), 0, now, out);
+    rc = sse_error_data(&tap->ft[FAULT_SSE_ERROR_EVENT].f->params, &tap->ser);
+    if (rc == 0)
+        rc = tap_write(tap, NULL, tap->ser.data, tap->ser.len, 0, now, out);
     if (rc == 0)
         rc = tap_seq(tap, NULL, "[DONE]", 6, TEV_DONE, now, out);
     if (rc < 0)
@@ -637,13 +690,10 @@ static int tap_process(struct stream_tap *tap, const struct sse_event *ev, json_
         tap_fire(tap, FAULT_SSE_DROP_FINISH);
     }
     if (root && token && tap_has(tap, FAULT_LLM_HALLUCINATE)) {
-        rc = llm_hallu_chunk(&tap->hallu, root, &tap->scratch);
+        rc = hallu_apply(tap, root, now, out);
         if (rc < 0)
             return rc;
-        if (rc > 0) {
-            modified = true;
-            tap_fire(tap, FAULT_LLM_HALLUCINATE);
-        }
+        modified |= rc > 0;
     }
     if (root && pl_here && (cf & TAP_CHUNK_FINISH)) {
         if (set_finish(root, "length") < 0)
@@ -663,6 +713,8 @@ static int tap_process(struct stream_tap *tap, const struct sse_event *ev, json_
                 return rc;
         }
     }
+    if (!(root && token) && (rc = hallu_flush(tap, now, out)) < 0)
+        return rc;
 
     const char *data = ev->data;
     size_t len = ev->data_len;
@@ -829,7 +881,7 @@ static int body_llm(struct stream_tap *tap, json_t *root)
         changed = 1;
     }
     if (tap_has(tap, FAULT_LLM_HALLUCINATE)) {
-        int rc = llm_hallu_chunk(&tap->hallu, root, &tap->scratch);
+        int rc = llm_hallu_chunk(&tap->hallu, root, &tap->scratch, true);
         if (rc < 0)
             return rc;
         if (rc > 0) {

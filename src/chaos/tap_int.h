@@ -82,6 +82,14 @@ size_t sse_malformed_len(size_t len);
 extern const char SSE_ERROR_EVENT_DEFAULT[];
 
 /*
+ * The data of sse_error_event's event into out (reset first): with no text
+ * SSE_ERROR_EVENT_DEFAULT; with a text, the same OpenAI error object with
+ * the text as error.message (JSON-escaped), or the text itself if p->raw.
+ * Returns 0, -ENOMEM or TS_TOOBIG.
+ */
+TS_MUST_CHECK int sse_error_data(const struct fault_params *p, struct buf *out);
+
+/*
  * A permutation of 0..n-1 into perm (n <= 64) drawn from r that is not the
  * identity when n >= 2.
  */
@@ -89,39 +97,78 @@ void sse_shuffle_perm(size_t *perm, size_t n, struct rng *r);
 
 /* ---- LLM semantics (llm_faults.c) ---- */
 
+#define LLM_HALLU_HOLD_MAX 64 /* bytes of a run held for the next piece */
+
 /* State of hallucination injection across the content of one stream. */
 struct llm_hallu {
     uint64_t seed;
     double rate;
-    uint64_t candidates; /* entities and numbers seen so far */
-    uint64_t replaced;   /* of which replaced */
-    bool sentence_start; /* the next word starts a sentence */
-    bool prev_word;      /* the previous text ended inside a letter run */
-    bool prev_digit;     /* the previous text ended inside a digit run */
+    uint64_t candidates;           /* entities and numbers seen so far */
+    uint64_t replaced;             /* of which replaced */
+    bool sentence_start;           /* the next word starts a sentence */
+    bool prev_word;                /* the previous text ended inside a letter run */
+    bool prev_digit;               /* the previous text ended inside a digit run */
+    bool hold;                     /* a run at the end of a piece may be held (default) */
+    char held[LLM_HALLU_HOLD_MAX]; /* the run held from the previous piece */
+    size_t held_len;
+    json_int_t held_index; /* the choice index the held run belongs to */
 };
 
 void llm_hallu_init(struct llm_hallu *h, uint64_t seed, double rate);
 
 /*
- * Rewrites one piece of answer text (s, n bytes) into out (appended): each
- * named entity (an ASCII word of 2+ letters starting with a capital, not at a
- * sentence start and not glued to non-ASCII letters) and each number (a run
- * of ASCII digits) is replaced with probability rate by a plausible wrong
- * one (a name from a fixed list; a number of the same length with other
- * digits). Decisions depend only on the seed and the position of the
- * candidate in the stream, so a seed always gives the same output. Only
- * ASCII runs are replaced by ASCII, so valid UTF-8 stays valid. A word or
- * number that continues one from the previous piece is left alone.
- * Returns 0, -ENOMEM, TS_TOOBIG.
+ * Rewrites one piece of answer text (s, n bytes) into out (appended). The
+ * candidates are whole runs, found on word boundaries: a named entity (an
+ * ASCII word of 2+ letters starting with a capital, not at a sentence start
+ * and not glued to non-ASCII letters) and a number (ASCII digits, with
+ * groups after '.' or ',': "2,100,000", "3.14"; not glued to letters). Each
+ * is replaced with probability rate by a plausible wrong one of its kind: a
+ * name from a fixed list (an acronym for an all-capitals word), a year
+ * (1000..2099) by another year 1..40 years away, a digit by another digit,
+ * another plain number by itself times 0.5..1.5, a number with separators or
+ * leading zeros by one of the same shape and first digit.
+ *
+ * A run that reaches the end of the piece and could go on in the next one
+ * (a number, or a capitalised candidate word, shorter than
+ * LLM_HALLU_HOLD_MAX) is not written: it is held and read in front of the
+ * next piece, so "Fr" + "ance" is judged as "France". llm_hallu_flush
+ * writes a held run when no piece follows. With h->hold false nothing is
+ * held, and a run that continues one of the previous piece is left alone.
+ *
+ * Decisions depend only on the seed and the position of the candidate in
+ * the stream, so a seed always gives the same output. Only ASCII runs are
+ * replaced by ASCII, so valid UTF-8 stays valid. Returns 0, -ENOMEM,
+ * TS_TOOBIG.
  */
 TS_MUST_CHECK int llm_hallu_text(struct llm_hallu *h, const char *s, size_t n, struct buf *out);
 
+/* Writes the held run, if any (as the end of the text), into out
+ * (appended). Returns 0 or a negative code. */
+TS_MUST_CHECK int llm_hallu_flush(struct llm_hallu *h, struct buf *out);
+
+/*
+ * Whether h holds a run that the chunk cannot carry on: a chunk that is not
+ * one choice with a text of the held run's choice index. The caller then
+ * writes the held run first (llm_hallu_flush into llm_text_chunk).
+ */
+bool llm_hallu_owes(const struct llm_hallu *h, json_t *chunk);
+
 /*
  * Applies llm_hallu_text to every streamed text of a chunk (delta.content,
- * text) or message.content of a whole completion. Returns the number of
- * strings changed, or a negative code.
+ * text) or message.content of a whole completion. A run is held only in a
+ * chunk of one choice and not when last (the whole text is there: a
+ * non-streamed body); with last the held run is written at the end.
+ * Returns the number of strings changed, or a negative code.
  */
-int llm_hallu_chunk(struct llm_hallu *h, json_t *chunk, struct buf *scratch);
+int llm_hallu_chunk(struct llm_hallu *h, json_t *chunk, struct buf *scratch, bool last);
+
+/*
+ * A content chunk made from a copy of tmpl (same id, object, created,
+ * model): one choice of that index with delta.content (chat) or text
+ * (completions) s (n bytes) and finish_reason null, no usage. NULL on
+ * -ENOMEM.
+ */
+json_t *llm_text_chunk(const json_t *tmpl, json_int_t index, const char *s, size_t n);
 
 /*
  * Breaks the JSON an answer forms by removing the last '}' or ']' of text s

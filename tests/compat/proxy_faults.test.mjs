@@ -95,6 +95,28 @@ test('an error event mid-stream: an APIError after the first tokens', { timeout:
   assert.ok(r.chunks >= 1 && r.chunks < 20, `${r.chunks}`);
 });
 
+test('an error event with a text: an APIError carrying the text as its message, not a SyntaxError', { timeout: 10000 }, async () => {
+  await addFault({ name: 'boom', type: 'sse_error_event', after_events: 3, text: 'model overloaded, try later' });
+  const r = await stream();
+  assert.ok(r.error instanceof OpenAI.APIError, String(r.error));
+  assert.ok(!(r.error instanceof SyntaxError));
+  assert.equal(r.error.message, 'model overloaded, try later');
+  assert.equal(r.error.error?.message, 'model overloaded, try later');
+  // raw: true sends the text itself, which the client cannot parse
+  await fetch(api + '/reset', { method: 'POST', signal: AbortSignal.timeout(5000) });
+  await addFault({ name: 'raw', type: 'sse_error_event', after_events: 3, text: 'upstream exploded', raw: true });
+  const raw = await stream();
+  assert.ok(raw.error && !(raw.error instanceof OpenAI.APIError), String(raw.error));
+});
+
+test('no [DONE]: nothing the client can see (finish_reason is there, no error)', { timeout: 10000 }, async () => {
+  await addFault({ name: 'nodone', type: 'sse_drop_done' });
+  const r = await stream();
+  assert.equal(r.error, null);
+  assert.equal(r.chunks, 20);
+  assert.equal(r.finish, 'length');
+});
+
 test('a stall mid-stream: the caller\'s AbortSignal ends it quietly (a short answer, no hang)', { timeout: 10000 }, async () => {
   await addFault({ name: 'stall', type: 'sse_stall', after_events: 3, delay: '30s' });
   const signal = AbortSignal.timeout(1500);

@@ -106,7 +106,13 @@ static struct fault *fuzz_fault(const uint8_t **p, size_t *n, bool *breaks)
     pr->factor = (double)c / 255.0;
     snprintf(pr->pointer, sizeof pr->pointer, "%s", (a & 0x40) ? "/data" : "/result,/r/0");
     snprintf(pr->field, sizeof pr->field, "%s", (a & 0x20) ? "score" : "/m/s");
-    if (f.type == FAULT_SSE_MALFORMED || f.type == FAULT_SSE_INVALID_UTF8)
+    pr->jitter_mode = (b & 0x40) ? FAULT_JITTER_FLOOR : FAULT_JITTER_ADD;
+    if (f.type == FAULT_SSE_ERROR_EVENT && (c & 0x80)) {
+        snprintf(pr->text, sizeof pr->text, "boom \"%u\"\n\\", (unsigned)b);
+        pr->raw = c & 0x40;
+    }
+    if (f.type == FAULT_SSE_MALFORMED || f.type == FAULT_SSE_INVALID_UTF8 ||
+        (f.type == FAULT_SSE_ERROR_EVENT && pr->raw))
         *breaks = true;
     return fault_new(&f);
 }

@@ -51,10 +51,10 @@ async function addFault(spec) {
 }
 
 // `tokenstorm run` against the proxy; resolves with the requests and result.
-function load(args, { timeoutMs = 30000 } = {}) {
+function load(args, { timeoutMs = 30000, target = proxy.base } = {}) {
   const out = path.join(tmp, `run${++seq}`);
   return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', '--target', proxy.base, '--model', 'tokenstorm/tiny', '--save-requests',
+    const p = spawn(BIN, ['run', '--target', target, '--model', 'tokenstorm/tiny', '--save-requests',
       '--out', out, '-q', '--seed', '5', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
     p.stdout.on('data', (d) => { log += d; });
@@ -101,10 +101,50 @@ test('sse_jitter normal 20ms σ 5ms: ITL mean and σ within tolerance', async ()
   assert.ok(itl.std > 3.5 && itl.std < 8, `itl σ ${JSON.stringify(itl)}`);
 });
 
+// sse_jitter against an upstream of a known gap (the simulator with a 20 ms
+// step): "add" adds the delay to each gap, "floor" makes each gap at least
+// the delay. Medians of the per-request ITL means, compared with the same
+// run without the fault, with bounds a busy machine keeps.
+test('sse_jitter: add puts the delay on top of the upstream gap, floor makes it a minimum', { timeout: 60000 }, async () => {
+  const slow = await startSim(['--profile', 'tiny', '--no-noise', '--seed', '3', '--set', 't_w_ms=20']);
+  const px = await startServer(['proxy', '--upstream', slow.base, '--listen', '127.0.0.1:0',
+    '--api', '127.0.0.1:0', '--seed', '11']);
+  try {
+    for (let i = 0; i < 100 && !/control API on http/.test(px.output); i++) await sleep(20);
+    const papi = px.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+    const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
+    const itl = async (spec) => {
+      await fetch(papi + '/reset', { method: 'POST', signal: AbortSignal.timeout(5000) });
+      if (spec) {
+        const res = await fetch(papi + '/faults', { method: 'POST', body: JSON.stringify(spec), signal: AbortSignal.timeout(5000) });
+        assert.equal(res.status, 201, await res.text());
+      }
+      const r = await load(['--rate', '10', '--requests', '8', '--output-len', 'fixed:20'], { target: px.base });
+      every(r, 'ok');
+      return median(r.reqs.map((q) => q.itl_mean_ms));
+    };
+    const base = await itl(null);
+    const add = await itl({ name: 'jit', type: 'sse_jitter', delay: 'normal:20ms,5ms' });
+    const floor = await itl({ name: 'jit', type: 'sse_jitter', delay: 'normal:20ms,5ms', mode: 'floor' });
+    const msg = `ITL medians: upstream ${base}, add ${add}, floor ${floor}`;
+    assert.ok(base > 15 && base < 40, msg);
+    assert.ok(add - base > 12 && add - base < 32, msg); // about +20 ms
+    assert.ok(floor - base > -4 && floor - base < 9, msg); // about max(20, 20 ± 5) ≈ 22
+    assert.ok(add - floor > 10, msg);
+  } finally {
+    await px.stop('SIGKILL');
+    await slow.stop('SIGKILL');
+  }
+});
+
 test('sse_drop_done, sse_malformed, sse_error_event: truncated, malformed, stream_error', async () => {
   await addFault({ name: 'nodone', type: 'sse_drop_done' });
   let r = await load(['--rate', '40', '--requests', '6', '--output-len', 'fixed:6']);
   for (const q of r.reqs) assert.equal(q.no_done, true, JSON.stringify(q));
+  // finish_reason still comes: only the missing [DONE] tells, and the run says so
+  for (const q of r.reqs) assert.equal(q.no_finish, false, JSON.stringify(q));
+  assert.equal(r.result.streams.no_finish, 0, JSON.stringify(r.result.streams));
+  assert.equal(r.result.streams.no_done, 6, JSON.stringify(r.result.streams));
   every(r, 'truncated');
   await fetch(api + '/reset', { method: 'POST' });
   await addFault({ name: 'bad', type: 'sse_malformed', after_events: 2 });
@@ -114,6 +154,37 @@ test('sse_drop_done, sse_malformed, sse_error_event: truncated, malformed, strea
   await addFault({ name: 'err', type: 'sse_error_event', after_events: 2 });
   r = await load(['--rate', '40', '--requests', '6', '--output-len', 'fixed:6']);
   every(r, 'stream_error');
+});
+
+test('sse_error_event with a text: an OpenAI error object carrying it (stream_error); raw: true sends the text itself (malformed)', async () => {
+  const text = 'model "tiny" overloaded, try later';
+  await addFault({ name: 'err', type: 'sse_error_event', after_events: 2, text });
+  // the event's data is a valid OpenAI error object with the text as its message
+  // (a connection of its own, closed after: TCP faults of later tests are
+  // rolled per connection and must not find this one kept alive)
+  const sse = await new Promise((resolve, reject) => {
+    const req = http.request(proxy.base + '/v1/chat/completions', { method: 'POST', agent: false, timeout: 10000,
+      headers: { 'content-type': 'application/json', connection: 'close' } }, (res) => {
+      let t = '';
+      res.on('data', (d) => { t += d; });
+      res.on('end', () => resolve(t));
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end(JSON.stringify({ model: 'tokenstorm/tiny', stream: true, max_tokens: 6, messages: [{ role: 'user', content: 'hi' }] }));
+  });
+  const events = sse.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+  const err = events.map((d) => { try { return JSON.parse(d); } catch { return null; } }).find((j) => j?.error);
+  assert.ok(err, events.join('\n'));
+  assert.equal(err.error.message, text);
+  assert.equal(typeof err.error.type, 'string');
+  let r = await load(['--rate', '40', '--requests', '6', '--output-len', 'fixed:6']);
+  every(r, 'stream_error');
+  for (const q of r.reqs) assert.ok(JSON.stringify(q).includes('overloaded, try later'), JSON.stringify(q));
+  await fetch(api + '/reset', { method: 'POST' });
+  await addFault({ name: 'raw', type: 'sse_error_event', after_events: 2, text: 'upstream exploded', raw: true });
+  r = await load(['--rate', '40', '--requests', '6', '--output-len', 'fixed:6']);
+  every(r, 'malformed');
 });
 
 test('tcp_latency 50 ms downstream: TTFT up by about 50 ms', async () => {

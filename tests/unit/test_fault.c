@@ -159,6 +159,13 @@ static void test_bad(void **state)
         {"{\"name\":\"x\",\"type\":\"http_delay_request\",\"delay\":\"1s\",\"direction\":"
          "\"downstream\"}",
          "fault 'x': direction: http_delay_request applies upstream only"},
+        {"{\"name\":\"x\",\"type\":\"sse_jitter\",\"delay\":\"5ms\",\"mode\":\"max\"}",
+         "fault 'x': mode: expected add or floor, got 'max'"},
+        {"{\"name\":\"x\",\"type\":\"sse_error_event\",\"raw\":\"yes\"}",
+         "fault 'x': raw: expected true or false, got 'yes'"},
+        {"{\"name\":\"x\",\"type\":\"sse_stall\",\"delay\":\"5ms\",\"mode\":\"add\"}",
+         "fault 'x': mode: does not apply to type sse_stall (its fields: after_events "
+         "after_tokens delay)"},
         {"{\"name\":\"x\",\"type\":\"sse_truncate\"}",
          "fault 'x': after_tokens: required for sse_truncate (after_tokens or after_events)"},
         {"{\"name\":\"x\",\"type\":\"sse_truncate\",\"after_tokens\":-1}",
@@ -218,6 +225,8 @@ static void test_roundtrip(void **state)
         "[\"x-b\"]}",
         "{\"name\":\"e\",\"type\":\"rag_lower_scores\",\"pointer\":\"/data\",\"factor\":0.25}",
         "{\"name\":\"f\",\"type\":\"tcp_reset\",\"bytes\":100,\"delay\":\"gamma:2,1500us\"}",
+        "{\"name\":\"g\",\"type\":\"sse_jitter\",\"delay\":\"20ms\",\"mode\":\"floor\"}",
+        "{\"name\":\"h\",\"type\":\"sse_error_event\",\"text\":\"x\",\"raw\":true}",
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         struct fault f1, f2;

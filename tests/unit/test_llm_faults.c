@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
@@ -58,6 +59,7 @@ static char *hallu(uint64_t seed, double rate, const char *const *pieces, size_t
     buf_init(&out, 1 << 20);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(llm_hallu_text(&h, pieces[i], strlen(pieces[i]), &out), 0);
+    assert_int_equal(llm_hallu_flush(&h, &out), 0);
     char *s = buf_take(&out, NULL);
     return s ? s : ts_strdup("");
 }
@@ -82,9 +84,10 @@ static void test_hallu_text(void **state)
     assert_null(strstr(s, " IBM "));
     assert_non_null(strstr(s, " computer had "));
     assert_null(strstr(s, " 4 KB"));
-    /* same lengths for numbers: "In dddd " */
+    /* a year stays a year, 1..40 years away: "In dddd " */
     assert_int_equal(strspn(s + 3, "0123456789"), 4);
-    assert_true(s[3] != '0');
+    int year = atoi(s + 3);
+    assert_true(year >= 1929 && year <= 2009 && year != 1969);
     char *again = hallu(9, 1.0, one, 1);
     assert_string_equal(s, again);
     char *other = hallu(10, 1.0, one, 1);
@@ -99,15 +102,38 @@ static void test_hallu_text(void **state)
 
 static void test_hallu_pieces_and_rate(void **state)
 {
-    /* a word continued in the next piece is left alone; non-ASCII stays */
+    /* a word or number split over pieces is judged and replaced whole;
+     * non-ASCII stays */
     static const char *const p[] = {"We met Jo", "hnson in Zürich",    " and Kraków", " in 20",
                                     "24 ",       "with Émile and Ann."};
-    char *s = hallu(1, 1.0, p, sizeof(p) / sizeof(p[0]));
-    assert_non_null(strstr(s, "hnson in Zürich and Kraków in "));
-    assert_null(strstr(s, "Jo")); /* "Jo" itself was a whole word in its piece */
-    assert_non_null(strstr(s, "Émile and "));
-    assert_null(strstr(s, "Ann."));
-    ts_free(s);
+    for (uint64_t seed = 1; seed <= 50; seed++) {
+        char *s = hallu(seed, 1.0, p, sizeof(p) / sizeof(p[0]));
+        assert_true(strncmp(s, "We met ", 7) == 0);
+        size_t w = strspn(s + 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz");
+        assert_true(w >= 2);
+        static const char mid[] = " in Zürich and Kraków in ";
+        assert_true(strncmp(s + 7 + w, mid, strlen(mid)) == 0);
+        assert_null(strstr(s, "hnson"));
+        assert_null(strstr(s, "Johnson"));
+        int year = atoi(s + 7 + w + strlen(mid));
+        assert_true(year >= 1984 && year <= 2064 && year != 2024);
+        assert_non_null(strstr(s, " with Émile and "));
+        assert_null(strstr(s, "Ann."));
+        ts_free(s);
+    }
+
+    /* a run held at the end of the text is written by the flush */
+    struct llm_hallu hh;
+    llm_hallu_init(&hh, 3, 1.0);
+    struct buf o;
+    buf_init(&o, 1024);
+    assert_int_equal(llm_hallu_text(&hh, "It is in Paris", 14, &o), 0);
+    assert_string_equal(buf_cstr(&o), "It is in ");
+    assert_int_equal(llm_hallu_flush(&hh, &o), 0);
+    assert_true(strncmp(buf_cstr(&o), "It is in ", 9) == 0);
+    assert_true(o.len > 11 && strcmp(buf_cstr(&o) + 9, "Paris") != 0);
+    assert_int_equal(hh.held_len, 0);
+    buf_release(&o);
 
     /* a rate of 0.3 replaces about 30% of 2000 numbers */
     struct llm_hallu h;
@@ -116,9 +142,36 @@ static void test_hallu_pieces_and_rate(void **state)
     buf_init(&out, 1 << 20);
     for (int i = 0; i < 2000; i++)
         assert_int_equal(llm_hallu_text(&h, " 12345", 6, &out), 0);
+    assert_int_equal(llm_hallu_flush(&h, &out), 0);
     assert_int_equal(h.candidates, 2000);
     assert_in_range(h.replaced, 540, 660);
     buf_release(&out);
+}
+
+/* Numbers become numbers of their kind and size; glued ones stay. */
+static void test_hallu_numbers(void **state)
+{
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        static const char *const one[] = {"We had 7 cats, 480 dogs, 2,100,000 fish, 3.14 pies "
+                                          "and 007 agents in 1889 on a GPT4 and 5G."};
+        char *s = hallu(seed, 1.0, one, 1);
+        unsigned a, b, y;
+        char fish[16], pie[8], agents[8];
+        if (sscanf(s, "We had %u cats, %u dogs, %15s fish, %7s pies and %7s agents in %u on a ", &a,
+                   &b, fish, pie, agents, &y) != 6)
+            fail_msg("%s", s);
+        assert_true(a >= 1 && a <= 9 && a != 7);
+        assert_true(b >= 240 && b <= 720 && b != 480);
+        /* separators and leading zeros: the same shape and first digit */
+        assert_int_equal(strlen(fish), 9);
+        assert_true(fish[0] == '2' && fish[1] == ',' && fish[5] == ',');
+        assert_string_not_equal(fish, "2,100,000");
+        assert_true(strlen(pie) == 4 && pie[0] == '3' && pie[1] == '.');
+        assert_true(strlen(agents) == 3 && agents[0] == '0');
+        assert_true(y >= 1849 && y <= 1929 && y != 1889);
+        assert_non_null(strstr(s, " on a GPT4 and 5G."));
+        ts_free(s);
+    }
 }
 
 static void test_closer_and_length_chunk(void **state)
@@ -330,13 +383,10 @@ static void test_nonstreamed_completion(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hallu_text),
-        cmocka_unit_test(test_hallu_pieces_and_rate),
-        cmocka_unit_test(test_closer_and_length_chunk),
-        cmocka_unit_test(test_json_dump),
-        cmocka_unit_test(test_embedding_noise),
-        cmocka_unit_test(test_embedding_mask),
-        cmocka_unit_test(test_nonstreamed_completion),
+        cmocka_unit_test(test_hallu_text),     cmocka_unit_test(test_hallu_pieces_and_rate),
+        cmocka_unit_test(test_hallu_numbers),  cmocka_unit_test(test_closer_and_length_chunk),
+        cmocka_unit_test(test_json_dump),      cmocka_unit_test(test_embedding_noise),
+        cmocka_unit_test(test_embedding_mask), cmocka_unit_test(test_nonstreamed_completion),
     };
     return cmocka_run_group_tests_name("llm_faults", tests, NULL, NULL);
 }

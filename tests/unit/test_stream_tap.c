@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
@@ -584,15 +586,39 @@ static void test_error_event(void **state)
     stream_tap_free(tap);
     rec_release(r);
 
-    /* a custom text at event 0 */
+    /* a custom text at event 0: the message of an OpenAI error object,
+     * JSON-escaped */
     tap = tap_of(1,
                  "{\"name\":\"a\",\"type\":\"sse_error_event\",\"after_events\":0,"
-                 "\"text\":\"{\\\"error\\\":{\\\"message\\\":\\\"boom\\\"}}\"}",
+                 "\"text\":\"model \\\"x\\\" overloaded\\nretry\"}",
                  "{\"name\":\"b\",\"type\":\"sse_drop_done\"}", NULL);
     rec_init(r);
     run(tap, &u, MS, r);
     assert_int_equal(r->n_ev, 1);
-    assert_string_equal(r->ev[0].data, "{\"error\":{\"message\":\"boom\"}}");
+    openai_decoder_init(&d);
+    assert_int_equal(openai_decode_chunk(&d, r->ev[0].data, r->ev[0].len, &c), 0);
+    assert_true(c.flags & OPENAI_CHUNK_ERROR);
+    assert_string_equal(c.error.message, "model \"x\" overloaded\nretry");
+    assert_string_equal(c.error.type, "server_error");
+    openai_decoder_release(&d);
+    json_error_t je;
+    json_t *j = json_loadb(r->ev[0].data, r->ev[0].len, 0, &je);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+                        "model \"x\" overloaded\nretry");
+    json_decref(j);
+    stream_tap_free(tap);
+    rec_release(r);
+
+    /* raw: the text itself is the data */
+    tap = tap_of(1,
+                 "{\"name\":\"a\",\"type\":\"sse_error_event\",\"after_events\":0,"
+                 "\"raw\":true,\"text\":\"upstream exploded\"}",
+                 "{\"name\":\"b\",\"type\":\"sse_drop_done\"}", NULL);
+    rec_init(r);
+    run(tap, &u, MS, r);
+    assert_int_equal(r->n_ev, 1);
+    assert_string_equal(r->ev[0].data, "upstream exploded");
     stream_tap_free(tap);
     rec_release(r);
     ts_free(r);
@@ -674,11 +700,12 @@ static void test_jitter(void **state)
         7, "{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"normal:20ms,5ms\"}", NULL, NULL);
     struct rec *r = ts_calloc(1, sizeof(*r));
     rec_init(r);
-    run(tap, &u, 1 * MS, r); /* upstream at 1 ms per event: faster than the jitter */
+    run(tap, &u, 1 * MS, r); /* upstream at 1 ms per event */
     assert_int_equal(r->n_ev, u.n);
     double mean, sd;
     gap_stats(r, 0, &mean, &sd);
-    assert_true(fabs(mean - 20.0) < 0.5);
+    /* the default mode adds the delay to the upstream's gap */
+    assert_true(fabs(mean - 21.0) < 0.5);
     assert_true(fabs(sd - 5.0) < 0.4);
     stream_tap_free(tap);
     rec_release(r);
@@ -688,10 +715,44 @@ static void test_jitter(void **state)
     rec_init(r);
     run(tap, &u, 1 * MS, r);
     gap_stats(r, 0, &mean, &sd);
-    assert_true(fabs(mean - 20.0) < 1.5);
+    assert_true(fabs(mean - 21.0) < 1.5);
     assert_true(fabs(sd - 20.0) < 2.0);
     stream_tap_free(tap);
     rec_release(r);
+    ts_free(r);
+    up_free(&u);
+}
+
+/* A fixed delay on an upstream slower and faster than it: "add" adds it to
+ * every gap, "floor" makes every gap at least the delay. */
+static void test_jitter_modes(void **state)
+{
+    struct up u;
+    up_chat(&u, 20, false, NULL, 0);
+    static const struct {
+        const char *spec;
+        uint64_t gap, want;
+    } cases[] = {
+        {"{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"20ms\"}", 30, 50},
+        {"{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"20ms\",\"mode\":\"add\"}", 5, 25},
+        {"{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"20ms\",\"mode\":\"floor\"}", 30, 30},
+        {"{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"20ms\",\"mode\":\"floor\"}", 5, 20},
+    };
+    struct rec *r = ts_calloc(1, sizeof(*r));
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct stream_tap *tap = tap_of(7, cases[k].spec, NULL, NULL);
+        rec_init(r);
+        run(tap, &u, cases[k].gap * MS, r);
+        assert_int_equal(r->n_ev, u.n);
+        assert_int_equal(r->ev[0].at, 0);
+        for (size_t i = 1; i < r->n_ev; i++)
+            if (r->ev[i].at - r->ev[i - 1].at != cases[k].want * MS)
+                fail_msg("%s at %" PRIu64 " ms: gap %zu is %.3f ms, want %" PRIu64, cases[k].spec,
+                         cases[k].gap, i, (double)(r->ev[i].at - r->ev[i - 1].at) / 1e6,
+                         cases[k].want);
+        stream_tap_free(tap);
+        rec_release(r);
+    }
     ts_free(r);
     up_free(&u);
 }
@@ -763,6 +824,58 @@ static void answer(const struct rec *r, struct buf *out)
     openai_decoder_release(&d);
 }
 
+/* The words of got against those of orig (split on blanks, trailing
+ * ".,?" and "'s" set aside): a capitalised word not at a sentence start is
+ * another capitalised word of letters only; a year (1000..2099) another year
+ * at most 40 away; another number one within 0.5..1.5 times it; every other
+ * word unchanged. */
+static void check_words(const char *orig, const char *got)
+{
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s", orig);
+    snprintf(b, sizeof b, "%s", got);
+    char *sa, *sb;
+    char *wa = strtok_r(a, " ", &sa), *wb = strtok_r(b, " ", &sb);
+    bool start = true;
+    for (; wa && wb; wa = strtok_r(NULL, " ", &sa), wb = strtok_r(NULL, " ", &sb)) {
+        size_t la = strcspn(wa, ".,?'"), lb = strcspn(wb, ".,?'");
+        if (strcmp(wa + la, wb + lb) != 0)
+            fail_msg("'%s' -> '%s' in '%s'", wa, wb, got);
+        bool ascii = true;
+        for (size_t i = 0; i < la; i++)
+            ascii &= (unsigned char)wa[i] < 0x80;
+        bool cap = wa[0] >= 'A' && wa[0] <= 'Z' && la >= 2 && !start && ascii;
+        bool num = wa[0] >= '0' && wa[0] <= '9';
+        start = wa[la] == '.' || wa[la] == '?';
+        if (!cap && !num) {
+            if (la != lb || memcmp(wa, wb, la) != 0)
+                fail_msg("'%s' changed to '%s' in '%s'", wa, wb, got);
+            continue;
+        }
+        if (la == lb && memcmp(wa, wb, la) == 0)
+            fail_msg("'%s' kept in '%s'", wa, got);
+        if (cap) {
+            if (!(wb[0] >= 'A' && wb[0] <= 'Z'))
+                fail_msg("'%s' -> '%s' in '%s'", wa, wb, got);
+            for (size_t i = 0; i < lb; i++)
+                if (!((wb[i] >= 'A' && wb[i] <= 'Z') || (wb[i] >= 'a' && wb[i] <= 'z')))
+                    fail_msg("'%s' -> '%s' in '%s'", wa, wb, got);
+            continue;
+        }
+        if (strspn(wb, "0123456789") != lb)
+            fail_msg("'%s' -> '%s' in '%s'", wa, wb, got);
+        double va = atof(wa), vb = atof(wb);
+        if (va >= 1000 && va <= 2099) {
+            if (!(vb >= 1000 && vb <= 2099 && fabs(vb - va) <= 40))
+                fail_msg("year '%s' -> '%s' in '%s'", wa, wb, got);
+        } else if (va >= 10 && !(vb >= 0.5 * va - 1 && vb <= 1.5 * va + 1)) {
+            fail_msg("'%s' -> '%s' in '%s'", wa, wb, got);
+        }
+    }
+    if (wa || wb)
+        fail_msg("'%s' and '%s' differ in words", orig, got);
+}
+
 static void test_hallucinate_stream(void **state)
 {
     static const char *const texts[] = {
@@ -802,42 +915,76 @@ static void test_hallucinate_stream(void **state)
     /* deterministic for a seed, another seed differs */
     assert_string_equal(a1.data, a2.data);
     assert_string_not_equal(a1.data, a3.data);
-    /* every entity and number changed, the rest kept: chunk by chunk */
-    static const bool cand[] = {0, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0,
-                                1, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 0};
-    struct rec *r2 = ts_calloc(1, sizeof(*r2));
-    struct stream_tap *tap =
-        tap_of(42, "{\"name\":\"h\",\"type\":\"llm_hallucinate\",\"rate\":1}", NULL, NULL);
-    rec_init(r2);
-    run(tap, &u, MS, r2);
-    struct openai_decoder d;
-    struct openai_chunk c;
-    openai_decoder_init(&d);
-    for (size_t i = 0; i < nt; i++) {
-        assert_true(ev_flags(&d, &r2->ev[i + 1], &c) > 0);
-        const char *got = c.choices[0].content;
-        if (!cand[i]) {
-            assert_string_equal(got, texts[i]);
-            continue;
-        }
-        assert_string_not_equal(got, texts[i]);
-        assert_int_equal(got[0], ' ');
-        if (texts[i][1] >= '0' && texts[i][1] <= '9') {
-            /* a number of the same length */
-            assert_int_equal(strlen(got), strlen(texts[i]));
-            assert_int_equal(strspn(got + 1, "0123456789"), strlen(got) - 1);
-        } else {
-            assert_true(got[1] >= 'A' && got[1] <= 'Z');
-        }
-    }
-    openai_decoder_release(&d);
-    stream_tap_free(tap);
-    rec_release(r2);
-    ts_free(r2);
+    /* every entity and number changed as a whole, the rest kept: word by word */
+    char orig[512] = "";
+    for (size_t i = 0; i < nt; i++)
+        strcat(orig, texts[i]);
+    check_words(orig, a1.data);
+    check_words(orig, a3.data);
     buf_release(&a1);
     buf_release(&a2);
     buf_release(&a3);
     up_free(&u);
+}
+
+/* One stream through llm_hallucinate (rate 1, seed): its answer in out;
+ * returns the number of events. */
+static size_t hallu_run(uint64_t seed, const char *const *texts, size_t nt, struct buf *out)
+{
+    struct up u;
+    up_chat(&u, nt, true, texts, nt);
+    struct rec *r = ts_calloc(1, sizeof(*r));
+    struct stream_tap *tap =
+        tap_of(seed, "{\"name\":\"h\",\"type\":\"llm_hallucinate\",\"rate\":1}", NULL, NULL);
+    rec_init(r);
+    run(tap, &u, MS, r);
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    bool finished = false;
+    for (size_t i = 0; i < r->n_ev; i++) {
+        long fl = ev_flags(&d, &r->ev[i], &c);
+        if (is_done_ev(&r->ev[i]))
+            continue;
+        assert_true(fl >= 0);
+        /* no content after the finish chunk */
+        if (fl & OPENAI_CHUNK_CONTENT)
+            assert_false(finished);
+        if (c.n_choices > 0 && c.choices[0].finish_reason)
+            finished = true;
+    }
+    openai_decoder_release(&d);
+    answer(r, out);
+    size_t n = r->n_ev;
+    stream_tap_free(tap);
+    rec_release(r);
+    ts_free(r);
+    up_free(&u);
+    return n;
+}
+
+/* Entities split over two chunks are judged and replaced whole; a year stays
+ * a nearby year, a number one of similar size; an entity at the end of the
+ * last chunk is written in a chunk of its own before the finish. */
+static void test_hallucinate_split_words(void **state)
+{
+    static const char *const texts[] = {
+        "The", " capital", " of",  " Fr",   "ance", " is", " Par",   "is",  ",",    " built",
+        " in", " 18",      "89",   " with", " 3",   "30",  " steps", " by", " Eif", "fel",
+        ".",   " Ask",     " the", " NA",   "SA",   " in", " Par",   "is",
+    };
+    size_t nt = sizeof(texts) / sizeof(texts[0]);
+    char orig[512] = "";
+    for (size_t i = 0; i < nt; i++)
+        strcat(orig, texts[i]);
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct buf a;
+        buf_init(&a, 1 << 16);
+        /* role, nt content chunks, one for the held "Paris", finish, usage, [DONE] */
+        assert_int_equal(hallu_run(seed, texts, nt, &a), 1 + nt + 1 + 3);
+        check_words(orig, a.data);
+        buf_release(&a);
+    }
 }
 
 static void test_premature_length(void **state)
@@ -1145,8 +1292,10 @@ int main(void)
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_ttft_and_stall),
         cmocka_unit_test(test_jitter),
+        cmocka_unit_test(test_jitter_modes),
         cmocka_unit_test(test_throttle),
         cmocka_unit_test(test_hallucinate_stream),
+        cmocka_unit_test(test_hallucinate_split_words),
         cmocka_unit_test(test_premature_length),
         cmocka_unit_test(test_format_violation),
         cmocka_unit_test(test_combined_order),
