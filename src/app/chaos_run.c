@@ -90,14 +90,17 @@ static bool child_poll(struct chaos *c)
     return c->child_done;
 }
 
-/* Asks the load to stop (once), then kills it after the grace. */
+/* Asks the load to stop (once), then kills it after the grace. The signal
+ * that stopped the experiment is passed on as it came (the load's
+ * result.json records it); a load past its deadline gets SIGINT. */
 static void child_stop(struct chaos *c)
 {
     uint64_t now = ts_now_ns();
     if (c->child_done)
         return;
     if (!c->forwarded) {
-        (void)kill(-c->pid, SIGINT); /* the group may be gone: child_poll reaps it */
+        int sig = stop_flag == SIGTERM ? SIGTERM : SIGINT;
+        (void)kill(-c->pid, sig); /* the group may be gone: child_poll reaps it */
         c->forwarded = true;
         c->kill_at = now + KILL_GRACE;
     } else if (now >= c->kill_at) {
@@ -383,6 +386,10 @@ static json_t *doc_new(const struct chaos *c, json_t *rb, bool interrupted)
     json_object_set_new(doc, "file", json_string(c->file));
     json_object_set_new(doc, "run_dir", json_string("run"));
     json_object_set_new(doc, "interrupted", json_boolean(interrupted));
+    json_object_set_new(doc, "interrupted_by",
+                        !interrupted           ? json_null()
+                        : stop_flag == SIGTERM ? json_string("SIGTERM")
+                                               : json_string("SIGINT"));
     json_object_set_new(doc, "rollbacks", rb);
     return doc;
 }

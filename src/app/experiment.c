@@ -180,16 +180,8 @@ static int probe_windowable(struct pctx *c, struct fy_node *at, const struct slo
                 s->expr);
 }
 
-static bool uses_dual_sla(const struct experiment *e)
-{
-    for (size_t i = 0; i < e->nprobes; i++)
-        if ((!e->probes[i].slo.latency && e->probes[i].slo.metric == SLO_DUAL_SLA) ||
-            (!e->probes[i].during.latency && e->probes[i].during.metric == SLO_DUAL_SLA))
-            return true;
-    return false;
-}
-
-/* The load's quality options (as tokenstorm run reads them), for dual_sla probes. */
+/* The load's quality options (as tokenstorm run reads them), and whether
+ * every probe can be judged with what the load is given (SLO needs). */
 static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e)
 {
     struct run_quality_opts qo;
@@ -210,6 +202,9 @@ static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e
             return perr(c, at, "load: %s", msg);
     }
     memset(&rc_cfg, 0, sizeof(rc_cfg));
+    /* consistency is refused where the probe is read */
+    unsigned have =
+        run_args_slo_have((const char *const *)e->load, e->nload) | SLO_NEEDS_CONSISTENCY;
     qo.regex = NULL; /* the pattern is the run's to compile; only the target matters here */
     if (run_quality_apply(&qo, &rc_cfg, msg, sizeof(msg)))
         return perr(c, at, "load: %s", msg);
@@ -217,8 +212,14 @@ static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e
     e->has_dual_sla = qo.dual_sla;
     e->dual = qo.dual;
     e->quality_target = rc_cfg.quality.target;
-    if (uses_dual_sla(e) && !e->has_dual_sla)
-        return perr(c, at, "a dual_sla probe needs the load's --dual-sla (window and targets)");
+    for (size_t i = 0; i < 2 * e->nprobes; i++) {
+        const struct exp_probe *p = &e->probes[i / 2];
+        const struct slo *s = i % 2 ? &p->during : &p->slo;
+        const char *what = run_slo_lack(slo_needs(s) & ~have);
+        if (what)
+            return perr(c, at, "probe '%s': %s needs the load's %s", s->expr, slo_metric_name(s),
+                        what);
+    }
     return 0;
 }
 

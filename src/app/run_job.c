@@ -359,32 +359,23 @@ static unsigned slo_have(const struct job *j, bool known_refs)
     return have;
 }
 
-/* An --slo that the run could not give a value (goodput without --goodput,
- * a quality metric without what it measures) is a usage error before any
- * load, not "n/a FAIL" at the end. */
+/* An --slo, or a scenario class's slos:, that the run could not give a
+ * value (goodput without --goodput, a quality metric without what it
+ * measures) is a usage error before any load, not "n/a FAIL" at the end. */
 static int check_slo_needs(const struct job *j, bool known_refs)
 {
-    static const struct {
-        unsigned need;
-        const char *what;
-    } missing[] = {
-        {SLO_NEEDS_GOODPUT, "needs --goodput (e.g. --goodput 'ttft:500 e2el:5000')"},
-        {SLO_NEEDS_REFERENCE, "needs reference answers: a --prompts file whose lines have "
-                              "\"reference\" (docs/QUALITY.md)"},
-        {SLO_NEEDS_REGEX, "needs --quality-regex"},
-        {SLO_NEEDS_JSON, "needs --quality-json"},
-        {SLO_NEEDS_DUAL_SLA, "needs --dual-sla"},
-        {SLO_NEEDS_CONSISTENCY, "needs --consistency"},
-    };
     unsigned have = slo_have(j, known_refs);
+    char err[SLO_EXPR_MAX + 256];
+    if (!known_refs && j->o.scenario && scenario_check_slo_needs(&j->scn, have, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s: %s\n", j->o.scenario, err);
+        return TS_EXIT_USAGE;
+    }
     for (size_t i = 0; i < j->o.nslos; i++) {
-        unsigned lack = slo_needs(&j->slos[i]) & ~have;
-        for (size_t k = 0; lack && k < sizeof(missing) / sizeof(missing[0]); k++) {
-            if (lack & missing[k].need) {
-                fprintf(stderr, "tokenstorm run: --slo '%s': %s %s\n", j->slos[i].expr,
-                        slo_metric_name(&j->slos[i]), missing[k].what);
-                return TS_EXIT_USAGE;
-            }
+        const char *what = run_slo_lack(slo_needs(&j->slos[i]) & ~have);
+        if (what) {
+            fprintf(stderr, "tokenstorm run: --slo '%s': %s needs %s\n", j->slos[i].expr,
+                    slo_metric_name(&j->slos[i]), what);
+            return TS_EXIT_USAGE;
         }
     }
     return 0;
@@ -443,6 +434,8 @@ static int check_scenario(struct job *j)
     if (build_classes(j, o->target ? o->target : "http://127.0.0.1:8000/v1",
                       o->model ? o->model : "default")) {
         fprintf(stderr, "tokenstorm run: %s: %s\n", o->scenario, j->err);
+        code = TS_EXIT_USAGE;
+    } else if (check_slo_needs(j, false)) {
         code = TS_EXIT_USAGE;
     } else if (desc) {
         fputs(desc, stdout);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/slo.h"
 #include "base/err.h"
 
 void run_quality_init(struct run_quality_opts *q)
@@ -190,4 +191,56 @@ void run_quality_release(struct run_quality_opts *q)
 {
     quality_regex_free(q->compiled);
     q->compiled = NULL;
+}
+
+/* True when arg is the option name, alone or as "name=value". */
+static bool is_opt(const char *arg, const char *name)
+{
+    size_t l = strlen(name);
+    return !strncmp(arg, name, l) && (arg[l] == '\0' || arg[l] == '=');
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t l = strlen(s), t = strlen(tail);
+    return l > t && !strcmp(s + l - t, tail);
+}
+
+unsigned run_args_slo_have(const char *const *args, size_t n)
+{
+    static const struct {
+        const char *opt;
+        unsigned gives;
+    } opts[] = {
+        {"--goodput", SLO_NEEDS_GOODPUT},         {"--quality-regex", SLO_NEEDS_REGEX},
+        {"--quality-json", SLO_NEEDS_JSON},       {"--dual-sla", SLO_NEEDS_DUAL_SLA},
+        {"--consistency", SLO_NEEDS_CONSISTENCY}, {"--prompts", SLO_NEEDS_REFERENCE},
+    };
+    unsigned have = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
+            if (is_opt(args[i], opts[k].opt))
+                have |= opts[k].gives;
+        if (args[i][0] != '-' && (ends_with(args[i], ".yaml") || ends_with(args[i], ".yml")))
+            have |= SLO_NEEDS_REFERENCE;
+    }
+    return have;
+}
+
+const char *run_slo_lack(unsigned lack)
+{
+    if (lack & SLO_NEEDS_GOODPUT)
+        return "--goodput (e.g. --goodput 'ttft:500 e2el:5000')";
+    if (lack & SLO_NEEDS_REFERENCE)
+        return "reference answers: a --prompts file whose lines have \"reference\" "
+               "(docs/QUALITY.md)";
+    if (lack & SLO_NEEDS_REGEX)
+        return "--quality-regex";
+    if (lack & SLO_NEEDS_JSON)
+        return "--quality-json";
+    if (lack & SLO_NEEDS_DUAL_SLA)
+        return "--dual-sla";
+    if (lack & SLO_NEEDS_CONSISTENCY)
+        return "--consistency";
+    return NULL;
 }

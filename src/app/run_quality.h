@@ -49,4 +49,20 @@ int run_quality_apply(struct run_quality_opts *q, struct runner_config *cfg, cha
 /* Frees what run_quality_apply compiled (q->compiled); q can be applied again. */
 void run_quality_release(struct run_quality_opts *q);
 
+/*
+ * What a `tokenstorm run` command line, given as words (a sweep's options
+ * after `--`, an experiment's load:), gives SLOs to be evaluated: the enum
+ * slo_needs flags of --goodput, --quality-regex, --quality-json, --dual-sla
+ * and --consistency, and SLO_NEEDS_REFERENCE when a --prompts file or a
+ * scenario file (*.yaml, *.yml) is named: whether its lines hold references
+ * only the run knows once it has read them. Words are not validated here.
+ */
+unsigned run_args_slo_have(const char *const *args, size_t n);
+
+/*
+ * The option that gives the first of lack's enum slo_needs flags, worded
+ * for a user ("--goodput (e.g. ...)"); NULL when lack is 0. Static.
+ */
+const char *run_slo_lack(unsigned lack);
+
 #endif

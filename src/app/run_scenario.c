@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "app/run_quality.h"
 #include "analysis/semantic.h"
 #include "analysis/summary.h"
 #include "base/alloc.h"
@@ -94,6 +95,40 @@ static int class_slos(struct scenario_run *sr, char *err, size_t errlen)
             char why[256];
             if (slo_parse(c->slos[i], &sr->slos[at++], why, sizeof(why))) {
                 ts_errf(err, errlen, "class '%s': slo '%s': %s", c->name, c->slos[i], why);
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+/* What a class lacks for an SLO (the first of lack's enum slo_needs), or NULL. */
+static const char *class_lack(unsigned lack)
+{
+    if (lack & SLO_NEEDS_GOODPUT)
+        return "the class's goodput: (e.g. goodput: \"ttft:500 e2el:5000\")";
+    if (lack & SLO_NEEDS_REFERENCE)
+        return "reference answers: the class's prompts file or dataset (docs/QUALITY.md)";
+    return run_slo_lack(lack);
+}
+
+int scenario_check_slo_needs(const struct scenario *s, unsigned have, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < s->nclasses; k++) {
+        const struct scenario_class *c = &s->classes[k];
+        unsigned chave = have & ~(unsigned)(SLO_NEEDS_GOODPUT | SLO_NEEDS_REFERENCE);
+        if (c->goodput)
+            chave |= SLO_NEEDS_GOODPUT;
+        if (c->prompts_file || c->dataset.path)
+            chave |= SLO_NEEDS_REFERENCE;
+        for (size_t i = 0; i < c->nslos; i++) {
+            struct slo slo;
+            if (slo_parse(c->slos[i], &slo, NULL, 0))
+                continue;
+            const char *what = class_lack(slo_needs(&slo) & ~chave);
+            if (what) {
+                ts_errf(err, errlen, "class '%s': slo '%s': %s needs %s", c->name, c->slos[i],
+                        slo_metric_name(&slo), what);
                 return -EINVAL;
             }
         }

@@ -38,6 +38,17 @@ struct scenario_run {
 void scenario_apply_opts(struct scenario *s, struct run_opts *o);
 
 /*
+ * Checks that every class's `slos:` can be evaluated: goodput needs the
+ * class's own `goodput:`, reference metrics its prompts file or dataset,
+ * regex_match, json_valid, dual_sla and consistency the run's quality
+ * options (have: the enum slo_needs flags the run's options give). Returns
+ * 0, or -EINVAL with "class 'NAME': slo 'EXPR': METRIC needs ..." in err
+ * (a class's SLO that does not parse is scenario_run_init's to report).
+ */
+TS_MUST_CHECK int scenario_check_slo_needs(const struct scenario *s, unsigned have, char *err,
+                                           size_t errlen);
+
+/*
  * Loads the tokenizer (path NULL: none) into sr->tokenizer. Returns 0 or a
  * negative code with a message.
  */

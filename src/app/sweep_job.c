@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/slo.h"
+#include "app/run_quality.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "report/outdir.h"
@@ -312,6 +314,30 @@ static void report_end(const struct sweep_job_opts *o, int rc, const struct swee
     }
 }
 
+/*
+ * Every --slo can be evaluated with the run options after `--` (goodput
+ * needs --goodput, ...): checked before the first step, so a sweep that
+ * could only end in "n/a" sends nothing and claims no directory.
+ */
+static int check_slo_needs(const struct sweep_config *cfg)
+{
+    unsigned have = run_args_slo_have(cfg->run_args, cfg->nrun_args);
+    for (size_t i = 0; i < cfg->nslos; i++) {
+        struct slo s;
+        if (slo_parse(cfg->slos[i], &s, NULL, 0))
+            continue; /* the command checked it */
+        const char *what = run_slo_lack(slo_needs(&s) & ~have);
+        if (what) {
+            fprintf(stderr,
+                    "tokenstorm sweep: --slo '%s': %s needs %s among the run options after "
+                    "`--`\n",
+                    cfg->slos[i], slo_metric_name(&s), what);
+            return TS_EXIT_USAGE;
+        }
+    }
+    return TS_EXIT_OK;
+}
+
 int sweep_job_run(const struct sweep_job_opts *o)
 {
     struct sweep_job j;
@@ -320,6 +346,8 @@ int sweep_job_run(const struct sweep_job_opts *o)
     char err[1024] = "";
     int rc, exit_code;
 
+    if ((exit_code = check_slo_needs(&o->cfg)) != TS_EXIT_OK)
+        return exit_code;
     job_config(o, &j);
     if ((exit_code = find_exe(&j)) != TS_EXIT_OK)
         return exit_code;

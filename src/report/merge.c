@@ -527,7 +527,7 @@ static int merge_requests(struct merger *m, const char *out_path)
             int r = line_reader_next(&lr, &line, &len);
             if (r == 0)
                 break;
-            if (r == TS_TOOBIG) { /* the rest of the line would read as another one */
+            if (r == TS_TOOBIG) { /* a merged file is rewritten line by line: none may be lost */
                 rc = fail(m, TS_PARSE, "%s:%ld: line too long", path, lr.line_no);
                 break;
             }

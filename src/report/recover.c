@@ -49,19 +49,13 @@ bool recover_possible(const char *dir)
            (file_in(dir, "latency.hlog") || file_in(dir, "requests.jsonl"));
 }
 
-/* Sums every interval of latency.hlog into r->hlog by tag (tags are metric names). */
-static int read_hlog(const char *dir, struct recovery *r, char *err, size_t errlen)
+/* Sums every interval of latency.hlog (read from f) into r->hlog by tag (tags are metric names). */
+static int read_hlog(FILE *f, const char *name, struct recovery *r, char *err, size_t errlen)
 {
-    char path[RUNFILES_PATH_MAX + 32];
     struct hlog_reader hr;
     struct hlog_entry e;
     int rc;
 
-    snprintf(path, sizeof(path), "%s/latency.hlog", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return errno == ENOENT ? 0
-                               : (ts_errf(err, errlen, "%s: %s", path, strerror(errno)), -errno);
     hlog_reader_init(&hr, f, 0);
     while ((rc = hlog_reader_next(&hr, &e)) == 1) {
         int m = stat_metric_from_name(e.tag, strlen(e.tag));
@@ -74,7 +68,7 @@ static int read_hlog(const char *dir, struct recovery *r, char *err, size_t errl
     }
     /* the last line may be cut by the kill: keep the intervals read before it */
     if (rc < 0 && rc != TS_PARSE && rc != TS_TOOBIG) {
-        ts_errf(err, errlen, "%s: %s", path, hr.err);
+        ts_errf(err, errlen, "%s: %s", name, hr.err);
     } else {
         rc = 0;
         r->has_hlog = r->intervals > 0;
@@ -82,7 +76,6 @@ static int read_hlog(const char *dir, struct recovery *r, char *err, size_t errl
             r->start_time = hr.start_time;
     }
     hlog_reader_release(&hr);
-    fclose(f);
     return rc;
 }
 
@@ -186,25 +179,19 @@ static void note_times(struct recovery *r, const struct req_record *rec)
     }
 }
 
-/* Every line of requests.jsonl into r->lines (malformed ones counted and skipped). */
-static int read_requests(const char *dir, struct recovery *r, char *err, size_t errlen)
+/* Every line of requests.jsonl (read from f) into r->lines (malformed ones counted and skipped). */
+static int read_requests(FILE *f, const char *name, struct recovery *r, char *err, size_t errlen)
 {
-    char path[RUNFILES_PATH_MAX + 32];
     struct line_reader lr;
     const char *text;
     size_t len;
     int rc;
 
-    snprintf(path, sizeof(path), "%s/requests.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return errno == ENOENT ? 0
-                               : (ts_errf(err, errlen, "%s: %s", path, strerror(errno)), -errno);
     line_reader_init(&lr, f, 0);
     while ((rc = line_reader_next(&lr, &text, &len)) != 0) {
         struct req_record rec;
         if (rc == -ENOMEM || rc == -EIO) {
-            ts_errf(err, errlen, "%s: line %ld: %s", path, lr.line_no, strerror(-rc));
+            ts_errf(err, errlen, "%s: line %ld: %s", name, lr.line_no, strerror(-rc));
             break;
         }
         if (rc == TS_TOOBIG || parse_line(text, len, &rec)) {
@@ -216,7 +203,6 @@ static int read_requests(const char *dir, struct recovery *r, char *err, size_t 
         note_times(r, &rec);
     }
     line_reader_release(&lr);
-    fclose(f);
     r->has_lines = r->request_lines > 0;
     return rc < 0 ? rc : 0;
 }
@@ -283,15 +269,60 @@ static int build(struct recovery *r, json_t **out)
     return 0;
 }
 
-int recover_result(const char *dir, json_t **out, char *err, size_t errlen)
+int recover_result_files(FILE *hlog, FILE *requests, const char *label, json_t **out, char *err,
+                         size_t errlen)
 {
+    char name[RUNFILES_PATH_MAX + 32];
     struct recovery r;
-    long pid = 0;
     int rc;
 
     *out = NULL;
     memset(&r, 0, sizeof(r));
     r.warmup_s = -1;
+    if ((rc = run_stats_new(&r.lines)) || (rc = run_stats_new(&r.hlog))) {
+        ts_errf(err, errlen, "%s: out of memory", label);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "%s/latency.hlog", label);
+    if (hlog && (rc = read_hlog(hlog, name, &r, err, errlen)))
+        goto out;
+    snprintf(name, sizeof(name), "%s/requests.jsonl", label);
+    if (requests && (rc = read_requests(requests, name, &r, err, errlen)))
+        goto out;
+    if (!r.has_hlog && !r.has_lines) {
+        ts_errf(err, errlen, "%s: latency.hlog has no interval to recover from", label);
+        rc = TS_PARSE;
+        goto out;
+    }
+    if ((rc = build(&r, out)))
+        ts_errf(err, errlen, "%s: cannot rebuild result.json: %s", label, ts_strerror(rc));
+out:
+    run_stats_free(r.lines);
+    run_stats_free(r.hlog);
+    return rc;
+}
+
+/* Opens dir/name for reading into *f (NULL when it does not exist). */
+static int open_in(const char *dir, const char *name, FILE **f, char *err, size_t errlen)
+{
+    char path[RUNFILES_PATH_MAX + 32];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    *f = fopen(path, "r");
+    if (*f || errno == ENOENT)
+        return 0;
+    int rc = -errno;
+    ts_errf(err, errlen, "%s: %s", path, strerror(-rc));
+    return rc;
+}
+
+int recover_result(const char *dir, json_t **out, char *err, size_t errlen)
+{
+    FILE *hlog = NULL, *requests = NULL;
+    long pid = 0;
+    int rc;
+
+    *out = NULL;
     if (!recover_possible(dir)) {
         ts_errf(err, errlen, "%s: no result.json, latency.hlog or requests.jsonl to read", dir);
         return -ENOENT;
@@ -303,21 +334,14 @@ int recover_result(const char *dir, json_t **out, char *err, size_t errlen)
                 dir, pid);
         return -EBUSY;
     }
-    if ((rc = run_stats_new(&r.lines)) || (rc = run_stats_new(&r.hlog))) {
-        ts_errf(err, errlen, "%s: out of memory", dir);
+    if ((rc = open_in(dir, "latency.hlog", &hlog, err, errlen)) ||
+        (rc = open_in(dir, "requests.jsonl", &requests, err, errlen)))
         goto out;
-    }
-    if ((rc = read_hlog(dir, &r, err, errlen)) || (rc = read_requests(dir, &r, err, errlen)))
-        goto out;
-    if (!r.has_hlog && !r.has_lines) {
-        ts_errf(err, errlen, "%s: latency.hlog has no interval to recover from", dir);
-        rc = TS_PARSE;
-        goto out;
-    }
-    if ((rc = build(&r, out)))
-        ts_errf(err, errlen, "%s: cannot rebuild result.json: %s", dir, ts_strerror(rc));
+    rc = recover_result_files(hlog, requests, dir, out, err, errlen);
 out:
-    run_stats_free(r.lines);
-    run_stats_free(r.hlog);
+    if (requests)
+        fclose(requests);
+    if (hlog)
+        fclose(hlog);
     return rc;
 }

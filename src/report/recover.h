@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -45,5 +46,15 @@ bool recover_possible(const char *dir);
  * TS_TOOBIG, -ENOMEM or an errno; with "dir: reason" in err.
  */
 TS_MUST_CHECK int recover_result(const char *dir, json_t **out, char *err, size_t errlen);
+
+/*
+ * The same from open files: hlog (latency.hlog) and requests (requests.jsonl),
+ * either NULL when absent; label (the directory) prefixes errors. Takes no
+ * lock and never closes the files. Every line of requests is outside input:
+ * lines over RUNFILES_LINE_MAX or that are not a request record are skipped
+ * and counted. Returns as recover_result() (never -EBUSY or -ENOENT).
+ */
+TS_MUST_CHECK int recover_result_files(FILE *hlog, FILE *requests, const char *label, json_t **out,
+                                       char *err, size_t errlen);
 
 #endif

@@ -175,31 +175,47 @@ void line_reader_release(struct line_reader *r)
     buf_release(&r->line);
 }
 
+/* Reads up to n bytes of the current line into chunk; *eol when its '\n'
+ * was consumed (not stored). Returns the bytes stored. NUL bytes are data:
+ * fgets() and strlen() would cut the chunk there and join the next line. */
+static size_t read_chunk(FILE *f, char *chunk, size_t n, bool *eol)
+{
+    size_t got = 0;
+    int c;
+    *eol = false;
+    while (got < n && (c = getc_unlocked(f)) != EOF) {
+        if (c == '\n') {
+            *eol = true;
+            break;
+        }
+        chunk[got++] = (char)c;
+    }
+    return got;
+}
+
 int line_reader_next(struct line_reader *r, const char **line, size_t *len)
 {
     char chunk[8192];
-    bool any = false;
+    bool any = false, eol = false;
+    int rc = 0;
 
     buf_reset(&r->line);
-    while (fgets(chunk, sizeof(chunk), r->f)) {
-        size_t n = strlen(chunk);
-        bool end = n && chunk[n - 1] == '\n';
+    while (!eol) {
+        size_t n = read_chunk(r->f, chunk, sizeof(chunk), &eol);
+        if (!n && !eol)
+            break; /* end of file (or an error) */
         any = true;
-        if (end)
-            n--;
-        int rc = buf_append(&r->line, chunk, n);
-        if (rc) {
-            r->line_no++;
-            return rc;
-        }
-        if (end)
-            break;
+        /* past the cap, the rest of the line is read and dropped: it is not a line */
+        if (!rc)
+            rc = buf_append(&r->line, chunk, n);
     }
     if (ferror(r->f))
         return -EIO;
     if (!any)
         return 0;
     r->line_no++;
+    if (rc)
+        return rc;
     *line = buf_cstr(&r->line);
     *len = r->line.len;
     return 1;

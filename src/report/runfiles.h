@@ -74,10 +74,11 @@ struct line_reader {
 void line_reader_init(struct line_reader *r, FILE *f, size_t max);
 void line_reader_release(struct line_reader *r);
 /*
- * Reads the next line (without its '\n'; a last line without one counts).
+ * Reads the next line (without its '\n'; a last line without one counts;
+ * NUL bytes are part of the line, so *len may exceed strlen(*line)).
  * Returns 1 with *line (owned by the reader, valid until the next call) and
- * *len, 0 at the end, TS_TOOBIG for a line longer than the cap, -EIO, or
- * -ENOMEM.
+ * *len, 0 at the end, TS_TOOBIG for a line longer than the cap (the whole
+ * line is consumed and counted once), -EIO, or -ENOMEM.
  */
 TS_MUST_CHECK int line_reader_next(struct line_reader *r, const char **line, size_t *len);
 

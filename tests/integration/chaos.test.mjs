@@ -290,3 +290,44 @@ test('rollbacks run on Ctrl-C: the faults are gone, exit 130', async () => {
   assert.equal(e.rollbacks.length, 2);
   assert.ok(e.rollbacks.every((x) => x.ok));
 });
+
+// SIGTERM (a CI cancelling the job, `kill`, systemd) and SIGINT end the
+// experiment the same way: the load stopped with its results so far, the
+// faults rolled back, experiment.json written as a partial record marked
+// interrupted, and the exit code a CI can tell apart (143, 130).
+for (const [sig, code] of [['SIGTERM', 143], ['SIGINT', 130]]) {
+  test(`chaos: ${sig} exits ${code} with a partial experiment.json marked interrupted`, async () => {
+    const sim = await startAdminSim();
+    const file = experiment(`sig-${code}`, {
+      title: `stopped by ${sig}`, hypothesis: { probes: [{ slo: 'error_rate<50%' }] },
+      method: [{ name: 'errors', at: '2s', for: '30s', sim: sim.base,
+        fault: { type: 'error_rate', rate: 0.1 } }],
+      load: load(sim.base, 40),
+    });
+    const out = path.join(tmp, `out-sig-${code}`);
+    let during = null;
+    const r = await runBin(['chaos', file, '--out', out], {
+      onStart: (proc) => setTimeout(async () => {
+        during = (await call('GET', sim.base + '/admin/faults')).json.faults.length;
+        proc.kill(sig);
+      }, 3500),
+    });
+    assert.equal(during, 1); // the fault was in place when the signal came
+    assert.equal(r.signal, null, r.stderr);
+    assert.equal(r.code, code, r.stdout + r.stderr);
+    assert.deepEqual((await call('GET', sim.base + '/admin/faults')).json, { faults: [] });
+    const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
+    assert.equal(e.interrupted, true);
+    assert.equal(e.interrupted_by, sig);
+    assert.equal(e.exit_code, code);
+    assert.equal(e.verdict, null);
+    assert.equal(e.rollbacks.length, 1);
+    assert.ok(e.rollbacks.every((x) => x.ok), JSON.stringify(e.rollbacks));
+    // partial: the load's results so far, judged as far as they go
+    const run = JSON.parse(fs.readFileSync(path.join(out, 'run', 'result.json'), 'utf8'));
+    assert.ok(run.summary.requests > 0, JSON.stringify(run.summary));
+    assert.equal(run.run.interrupted_by, sig, 'the load was stopped by the same signal');
+    assert.ok(e.baseline, JSON.stringify(e).slice(0, 1000));
+    await sim.stop('SIGKILL');
+  });
+}

@@ -114,5 +114,5 @@ test('a dual_sla probe needs the load\'s --dual-sla; consistency probes are refu
   });
   const r = await runBin(['chaos', '--check', file]);
   assert.equal(r.code, 2, r.stdout + r.stderr);
-  assert.match(r.stderr, /a dual_sla probe needs the load's --dual-sla/);
+  assert.match(r.stderr, /probe 'dual_sla>=95%': dual_sla needs the load's --dual-sla/);
 });

@@ -6,6 +6,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { BIN, startSim, startServer, sleep } from './lib.mjs';
 
 const TOKEN = 'tok-3f9a7c1e';
@@ -111,4 +114,43 @@ test('sim: the admin API needs the token; a routable --admin without one is refu
   const r = await refused(['sim', '--listen', '0.0.0.0:0', '--admin']);
   assert.equal(r.code, 2, r.out);
   assert.match(r.out, /admin API \(--admin\) would listen on 0\.0\.0\.0/);
+});
+
+// The other listener a run opens, --metrics-listen, changes nothing when
+// called: it answers GET and HEAD on /metrics and refuses every other
+// method, so it needs no token (docs/OBSERVABILITY.md).
+test('run --metrics-listen is read-only: POST, PUT and DELETE get 405', async () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-ctlauth-'));
+  const p = spawn(BIN, ['run', '--target', sim.base, '--rate', '5', '--duration', '4s',
+    '--input-len', 'fixed:16', '--output-len', 'fixed:4', '--metrics-listen', '127.0.0.1:0',
+    '--metrics-linger', '3s', '-q', '--out', path.join(tmp, 'out')],
+  { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  p.stderr.on('data', (d) => { err += d; });
+  const exited = new Promise((resolve) => p.on('exit', resolve));
+  const kill = setTimeout(() => p.kill('SIGKILL'), 30000);
+  try {
+    let port = null;
+    for (let i = 0; i < 250 && !port; i++) {
+      const m = err.match(/metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/);
+      if (m) port = Number(m[1]);
+      else await sleep(20);
+    }
+    assert.ok(port, err);
+    const url = `http://127.0.0.1:${port}/metrics`;
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) {
+      const r = await fetch(url, { method, body: method === 'DELETE' ? undefined : '{}',
+        signal: AbortSignal.timeout(5000) });
+      assert.equal(r.status, 405, method);
+      assert.equal(r.headers.get('allow'), 'GET, HEAD');
+      await r.text();
+    }
+    const g = await fetch(url, { signal: AbortSignal.timeout(5000) });
+    assert.equal(g.status, 200);
+    assert.match(await g.text(), /gen_ai_client_operation_duration_seconds|tokenstorm_/);
+  } finally {
+    await exited;
+    clearTimeout(kill);
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
 });

@@ -211,3 +211,65 @@ test('an SLO the options cannot evaluate is a usage error before any load', asyn
   assert.match(r.stdout, /goodput>0\s+\S+\/s\s+pass/);
   assert.match(r.stdout, /throughput>0\s+\S+\/s\s+pass/);
 });
+
+test('SLOs of a scenario class, a chaos probe and a sweep are refused at start too', async () => {
+  let seen = 0;
+  const srv = await serve((req, res) => { seen++; req.resume(); res.writeHead(500); res.end(); });
+  try {
+    const target = `http://127.0.0.1:${srv.address().port}/v1`;
+    // a scenario class's slos: goodput needs the class's goodput:
+    const scn = path.join(tmp, 'slo-class.yaml');
+    fs.writeFileSync(scn, `name: t\ntarget: {url: "${target}", model: m}\nduration: 5s\n` +
+      'classes:\n  - name: chat\n    rate: 10\n    slos: ["ttft.p95<1s", "goodput>=1"]\n' +
+      '  - name: bulk\n    rate: 5\n    goodput: "e2el:60000"\n    slos: ["goodput>=1"]\n');
+    const out = path.join(tmp, 'slo-class-out');
+    for (const args of [['run', scn, '-q', '--out', out], ['run', scn, '--check']]) {
+      const r = await ts(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr,
+        /class 'chat': slo 'goodput>=1': goodput needs the class's goodput:/, r.stderr);
+    }
+    assert.equal(fs.existsSync(out), false, 'no result directory claimed');
+
+    // a chaos probe: goodput needs the load's --goodput (--check and the run itself)
+    const exp = path.join(tmp, 'slo-probe.json');
+    fs.writeFileSync(exp, JSON.stringify({
+      title: 'probe', hypothesis: { probes: [{ slo: 'ttft.p95<2s' }, { slo: 'goodput>=1' }] },
+      method: [{ name: 'e', at: '2s', for: '2s', sim: 'http://127.0.0.1:1',
+        fault: { type: 'error_rate', rate: 1 } }],
+      load: ['--target', target, '--model', 'm', '--rate', '10', '--duration', '8s'],
+    }));
+    const cout = path.join(tmp, 'slo-probe-out');
+    for (const args of [['chaos', '--check', exp], ['chaos', exp, '--out', cout]]) {
+      const r = await ts(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /probe 'goodput>=1': goodput needs the load's --goodput/, r.stderr);
+    }
+    assert.equal(fs.existsSync(cout), false, 'no experiment directory claimed');
+
+    // sweep: before the first step, the run options after -- are what the runs get
+    const sout = path.join(tmp, 'slo-sweep-out');
+    for (const [slo, re] of [['goodput>=1', /--slo 'goodput>=1': goodput needs --goodput/],
+      ['json_valid>=90%', /--slo 'json_valid>=90%': json_valid needs --quality-json/]]) {
+      const r = await ts(['sweep', '--rates', '2,4', '--slo', slo, '-q', '--out', sout, '--',
+        '--target', target, '--model', 'm', '--duration', '2s']);
+      assert.equal(r.code, 2, `${slo}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, re, r.stderr);
+      assert.doesNotMatch(r.stderr, /step-01/, 'no step started');
+    }
+    assert.equal(fs.existsSync(sout), false, 'no sweep directory claimed');
+    assert.equal(seen, 0, 'no request reached the target');
+  } finally {
+    srv.close();
+  }
+  // given what they need, they pass the check (the sweep's steps then run as before)
+  const ok = path.join(tmp, 'slo-probe-ok.json');
+  fs.writeFileSync(ok, JSON.stringify({
+    title: 'probe', hypothesis: { probes: [{ slo: 'goodput>=1' }] },
+    method: [{ name: 'e', at: '2s', for: '2s', sim: 'http://127.0.0.1:1',
+      fault: { type: 'error_rate', rate: 1 } }],
+    load: ['--rate', '10', '--duration', '8s', '--goodput', 'e2el:60000'],
+  }));
+  const r = await ts(['chaos', '--check', ok]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+});

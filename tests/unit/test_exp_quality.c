@@ -115,37 +115,47 @@ static void test_round_trip(void **state)
     exp_requests_free(r);
 }
 
-/* consistency needs the answers: refused; dual_sla needs the load's --dual-sla. */
+/* consistency needs the answers: refused; every other probe needs what its
+ * metric is computed from in the load's options (dual_sla its --dual-sla,
+ * goodput its --goodput, references a --prompts file or a scenario, ...). */
 static void test_whole_run_probes_refused(void **state)
 {
     (void)state;
     static const char *const head = "title: q\nhypothesis: {probes: [";
-    static const char *const tail =
+    static const char *const mid =
         "]}\n"
         "method: [{name: a, at: 5s, for: 3s, sim: \"http://127.0.0.1:1\",\n"
         "          fault: {type: error_rate, rate: 1}}]\n"
-        "load: [\"--duration=20s\"]\n";
-    static const char *const probes[][2] = {
-        {"{slo: \"dual_sla>=95%\"}", "a dual_sla probe needs the load's --dual-sla"},
-        {"{slo: \"rouge_l>0.9\", during: \"consistency>=0.5\"}",
+        "load: [\"--duration=20s\"";
+    static const char *const probes[][3] = {
+        {"{slo: \"dual_sla>=95%\"}", "",
+         "probe 'dual_sla>=95%': dual_sla needs the load's --dual-sla"},
+        {"{slo: \"rouge_l>0.9\", during: \"consistency>=0.5\"}", ", \"--prompts=p.jsonl\"",
          "consistency is not supported in experiments"},
-        {"{slo: \"rouge_l>0.9\", during: \"bleu4>0.1\"}", NULL},
+        {"{slo: \"rouge_l>0.9\", during: \"bleu4>0.1\"}", ", \"--prompts=p.jsonl\"", NULL},
+        {"{slo: \"rouge_l>0.9\"}", ", s.yaml", NULL},
+        {"{slo: \"ttft.p95<1s\", during: \"bleu4>0.1\"}", "",
+         "probe 'bleu4>0.1': bleu4 needs the load's reference answers"},
+        {"{slo: \"goodput>1\"}", "", "probe 'goodput>1': goodput needs the load's --goodput"},
+        {"{slo: \"goodput>1\"}", ", \"--goodput\", \"ttft:500\"", NULL},
+        {"{slo: \"regex_match>=90%\"}", "", "regex_match needs the load's --quality-regex"},
+        {"{slo: \"json_valid>=90%\"}", "", "json_valid needs the load's --quality-json"},
+        {"{slo: \"json_valid>=90%\"}", ", \"--quality-json\"", NULL},
     };
     for (size_t i = 0; i < N(probes); i++) {
         char text[1024], err[512] = "";
         struct experiment *e = NULL;
-        snprintf(text, sizeof(text), "%s%s%s", head, probes[i][0], tail);
+        snprintf(text, sizeof(text), "%s%s%s%s]\n", head, probes[i][0], mid, probes[i][1]);
         int rc = experiment_parse(text, strlen(text), "q.yaml", &e, err, sizeof(err));
-        if (!probes[i][1]) {
+        if (!probes[i][2]) {
             if (rc)
-                fail_msg("%s", err);
-            assert_int_equal(e->probes[0].slo.metric, SLO_ROUGE_L);
+                fail_msg("case %zu: %s", i, err);
             experiment_free(e);
             continue;
         }
         assert_int_equal(rc, -EINVAL);
-        if (!strstr(err, probes[i][1]))
-            fail_msg("message: %s", err);
+        if (!strstr(err, probes[i][2]))
+            fail_msg("case %zu: message: %s", i, err);
     }
 }
 
@@ -207,7 +217,7 @@ static void test_judge_rouge(void **state)
         "hypothesis: {probes: [{slo: \"rouge_l>0.9\"}, {slo: \"exact_match>=50%\"}]}\n"
         "method: [{name: a, at: 5s, for: 3s, sim: \"http://127.0.0.1:1\",\n"
         "          fault: {type: error_rate, rate: 1}}]\n"
-        "load: [\"--duration=20s\"]\n";
+        "load: [\"--duration=20s\", \"--prompts=refs.jsonl\"]\n";
     struct buf b;
     buf_init(&b, 1 << 20);
     for (int i = 0; i < 200; i++) {

@@ -23,6 +23,7 @@
 #include "base/hlog.h"
 #include "report/outdir.h"
 #include "report/recover.h"
+#include "report/runfiles.h"
 
 static char root[256];
 
@@ -220,6 +221,38 @@ static void test_recover_lines_and_busy(void **state)
     json_decref(doc);
 }
 
+/*
+ * Every line counts once, used or skipped: a NUL byte inside a line must not
+ * join it to the next one (found by fuzz_recover), and the rest of an
+ * over-long line is not a line of its own.
+ */
+static void test_recover_lines_counted_once(void **state)
+{
+    (void)state;
+    static const char ok[] = "{\"id\":0,\"outcome\":\"ok\",\"http_status\":200,\"end_ms\":1}\n";
+    size_t big = RUNFILES_LINE_MAX + 100;
+    size_t cap = 3 * sizeof(ok) + big + 16, n = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    memcpy(text + n, ok, sizeof(ok) - 1), n += sizeof(ok) - 1;
+    memcpy(text + n, "{\"a\":\"x\0y\"}\n", 12), n += 12; /* a NUL: skipped, alone */
+    memcpy(text + n, ok, sizeof(ok) - 1), n += sizeof(ok) - 1;
+    memset(text + n, ' ', big); /* over the cap, then a record on the same line */
+    memcpy(text + n + big - (sizeof(ok) - 1), ok, sizeof(ok) - 1), n += big;
+    memcpy(text + n, ok, sizeof(ok) - 1), n += sizeof(ok) - 1;
+    FILE *f = fmemopen(text, n, "r");
+    assert_non_null(f);
+    char err[512] = "";
+    json_t *doc = NULL;
+    assert_int_equal(recover_result_files(NULL, f, "mem", &doc, err, sizeof(err)), 0);
+    const json_t *rec = json_object_get(doc, "recovered");
+    assert_int_equal(json_integer_value(json_object_get(rec, "request_lines")), 3);
+    assert_int_equal(json_integer_value(json_object_get(rec, "skipped_lines")), 2);
+    json_decref(doc);
+    fclose(f);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +262,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_a_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_hlog_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_lines_and_busy, setup, teardown),
+        cmocka_unit_test(test_recover_lines_counted_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
