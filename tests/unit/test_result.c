@@ -464,6 +464,43 @@ static char *line_of(const struct req_record *r, uint64_t start)
     return s;
 }
 
+/* --save-chunk-times: chunk_us holds each chunk's offset from start in whole
+ * microseconds (rounded), says whether every chunk was kept, is null when
+ * none were, and is absent without the flag. */
+static void test_request_line_chunk_times(void **state)
+{
+    (void)state;
+    struct req_record r = ok_record(100, 500);
+    uint64_t t[3] = {r.start_ns + 99 * MS + 400, r.start_ns + 120 * MS + 600,
+                     r.start_ns + 499 * MS};
+    struct buf b;
+    json_error_t jerr;
+
+    r.choice_chunks = 3;
+    r.chunk_ns = t;
+    r.n_chunk_ns = 3;
+    buf_init(&b, 1 << 16);
+    assert_int_equal(req_record_append_json_ex(&b, &r, BASE, REQ_JSON_CHUNK_TIMES), 0);
+    assert_non_null(strstr(buf_cstr(&b), ",\"chunk_us\":[99000,120001,499000],"
+                                         "\"chunk_us_complete\":true}\n"));
+    json_t *o = json_loads(buf_cstr(&b), 0, &jerr);
+    assert_non_null(o);
+    json_decref(o);
+    buf_reset(&b);
+    r.choice_chunks = 5; /* more chunks than were kept */
+    assert_int_equal(req_record_append_json_ex(&b, &r, BASE, REQ_JSON_CHUNK_TIMES), 0);
+    assert_non_null(strstr(buf_cstr(&b), "499000],\"chunk_us_complete\":false}"));
+    buf_reset(&b);
+    r.chunk_ns = NULL;
+    assert_int_equal(req_record_append_json_ex(&b, &r, BASE, REQ_JSON_CHUNK_TIMES), 0);
+    assert_non_null(strstr(buf_cstr(&b), ",\"chunk_us\":null}"));
+    buf_reset(&b);
+    r.chunk_ns = t;
+    assert_int_equal(req_record_append_json(&b, &r, BASE), 0);
+    assert_null(strstr(buf_cstr(&b), "chunk_us"));
+    buf_release(&b);
+}
+
 static void test_request_line(void **state)
 {
     json_error_t jerr;
@@ -732,6 +769,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vllm_fields_exact),
+        cmocka_unit_test(test_request_line_chunk_times),
         cmocka_unit_test_setup_teardown(test_document_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
