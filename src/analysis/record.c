@@ -190,6 +190,7 @@ static int append_fields(struct buf *out, const struct req_record *rec, uint64_t
     rc = rc ? rc : append_at(out, "first_token_ms", rec->first_token_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "last_chunk_ms", rec->last_chunk_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "end_ms", rec->end_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "last_event_ms", rec->last_event_ns, run_start_ns);
     rc = rc ? rc : append_span(out, "lag_ms", rec->intended_ns, rec->start_ns);
     rc = rc ? rc : append_span(out, "ttft_ms", rec->intended_ns, rec->first_chunk_ns);
     rc = rc ? rc : append_span(out, "ttfc_ms", rec->intended_ns, rec->first_token_ns);

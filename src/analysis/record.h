@@ -91,6 +91,8 @@ struct req_record {
     uint64_t first_token_ns; /* first chunk with non-empty content */
     uint64_t last_chunk_ns;  /* last event with choices (vLLM's latency end) */
     uint64_t end_ns;         /* the call finished */
+    uint64_t last_event_ns;  /* last data event before [DONE], a usage-only chunk included
+                              * (where vLLM's chat benchmark ends its latency) */
 
     /* from libcurl, in microseconds since start_ns (0 if not measured) */
     uint32_t dns_us, connect_us, tls_us, sent_us, ttfb_us;

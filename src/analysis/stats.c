@@ -185,6 +185,8 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->usage_input += src->usage_input;
     dst->content_chunks += src->content_chunks;
     dst->choice_chunks += src->choice_chunks;
+    dst->usage_tail_n += src->usage_tail_n;
+    dst->usage_tail_us += src->usage_tail_us;
     dst->output_tokens_all += src->output_tokens_all;
     for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
         dst->fail_duration_us[i] += src->fail_duration_us[i];
@@ -296,6 +298,10 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
         record_ns(s, STAT_TPOT_INCL_TTFT, (uint64_t)llround((double)e2el / (double)out));
 
     add_itl_exact(s, rec);
+    if (rec->last_chunk_ns && rec->last_event_ns > rec->last_chunk_ns) {
+        s->usage_tail_n++;
+        s->usage_tail_us += ns_to_us(rec->last_event_ns - rec->last_chunk_ns);
+    }
     if (goodput_cfg_enabled(cfg) && goodput_meets(cfg, rec))
         s->good++;
 }

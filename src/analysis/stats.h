@@ -163,6 +163,11 @@ struct run_stats {
     uint64_t usage_input;                      /* ok requests whose input came from usage */
     uint64_t content_chunks;
     uint64_t choice_chunks;
+    /* ok streams whose last event (a usage-only chunk) came after the last
+     * chunk with choices, and the sum of those tails in microseconds: what
+     * vLLM's chat benchmark adds to E2EL (and spreads over TPOT) */
+    uint64_t usage_tail_n;
+    uint64_t usage_tail_us;
     /* --integrity hmac: signed streams and what their chunks showed. */
     struct {
         uint64_t streams;  /* requests whose chunks were verified */

@@ -67,6 +67,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         x->saw_done = true;
         return;
     }
+    r->last_event_ns = at;
     if (c->flags & OPENAI_CHUNK_ERROR) {
         char msg[REQ_ERROR_MAX];
         x->saw_error = true;

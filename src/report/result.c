@@ -530,6 +530,8 @@ static int put_counters(json_t *doc, const struct run_stats *s)
     rc |= tsjson_put(streams, "no_finish", tsjson_count(s->no_finish));
     rc |= tsjson_put(streams, "id_changed", tsjson_count(s->id_changed));
     rc |= tsjson_put(streams, "reused_connections", tsjson_count(s->reused_conn));
+    rc |= tsjson_put(streams, "usage_tail_requests", tsjson_count(s->usage_tail_n));
+    rc |= tsjson_put(streams, "usage_tail_us", tsjson_count(s->usage_tail_us));
     if (s->integrity.streams) {
         json_t *in = json_object();
         rc |= tsjson_put(doc, "integrity", in);
@@ -568,7 +570,7 @@ static int put_counters(json_t *doc, const struct run_stats *s)
  * the histograms) and where vLLM's definitions differ from ours, with the
  * figures of both where tokenstorm has them.
  */
-static int put_vllm_notes(json_t *doc, const struct run_summary *sum)
+static int put_vllm_notes(json_t *doc, const struct run_stats *st, const struct run_summary *sum)
 {
     static const enum stat_metric named[] = {STAT_TTFT, STAT_TPOT, STAT_ITL,
                                              STAT_E2EL, STAT_TTFC, STAT_LAG};
@@ -594,10 +596,15 @@ static int put_vllm_notes(json_t *doc, const struct run_summary *sum)
                      json_string("ttft and e2el run from the intended send time; vLLM's from "
                                  "the actual send (latency.ttft_uncorrected, "
                                  "latency.e2el_uncorrected)"));
-    rc |= tsjson_put(diff, "e2el_end",
-                     json_string("the last chunk with choices; vLLM's chat benchmark ends at "
-                                 "the last event before [DONE], the usage-only chunk, and its "
-                                 "tpot follows; its completions benchmark ends where we do"));
+    double tail = st->usage_tail_n ? (double)st->usage_tail_us / 1e3 / (double)st->usage_tail_n : 0;
+    rc |= tsjson_put(
+        diff, "e2el_end",
+        json_pack("{s:s, s:o, s:o, s:s}", "tokenstorm", "the last chunk with choices",
+                  "tail_requests", tsjson_count(st->usage_tail_n), "mean_tail_ms",
+                  st->usage_tail_n ? tsjson_num(tail) : json_null(), "note",
+                  "vLLM's chat benchmark ends at the last event before [DONE] (the usage-only "
+                  "chunk), so its e2el is longer by the tail and its tpot by tail / "
+                  "(output_len - 1); its completions benchmark ends where we do"));
     rc |= tsjson_put(diff, "itl",
                      json_string("summary *_itl_ms: gaps of ok requests, as vLLM; latency.itl: "
                                  "every gap, failed streams included"));
@@ -708,7 +715,7 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         rc |= tsjson_put(latency, stat_metric_name((enum stat_metric)i),
                          latency_object(&sum->lat[i]));
-    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_vllm_notes(doc, sum)) < 0 ||
+    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_vllm_notes(doc, stats, sum)) < 0 ||
         (rc = put_slos(doc, sum, info)) < 0 ||
         (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0)
         goto out_fail;
@@ -817,6 +824,8 @@ static int read_counters(struct reader *r, const json_t *doc, struct run_stats *
     rc = rc ? rc : get_count(r, st, "streams", "no_finish", &s->no_finish);
     rc = rc ? rc : get_count(r, st, "streams", "id_changed", &s->id_changed);
     rc = rc ? rc : get_count(r, st, "streams", "reused_connections", &s->reused_conn);
+    rc = rc ? rc : get_count(r, st, "streams", "usage_tail_requests", &s->usage_tail_n);
+    rc = rc ? rc : get_count(r, st, "streams", "usage_tail_us", &s->usage_tail_us);
     for (int i = 0; !rc && i < TOKEN_SOURCE_COUNT; i++)
         rc = get_count(r, bym, "tokens.by_method", token_source_name((enum token_source)i),
                        &s->token_source[i]);

@@ -97,6 +97,20 @@ test('vLLM-named fields equal numpy over requests.jsonl and the chunk times', as
   assert.equal(inTok.tokenstorm, ok.reduce((a, q) => a + q.usage_prompt_tokens, 0));
   assert.equal(inTok.vllm, ok.reduce((a, q) => a + q.prompt_tokens, 0));
   assert.equal(result.summary.total_input_tokens, inTok.tokenstorm);
+  // vLLM's chat E2EL ends at the usage-only chunk: the tail after the last
+  // chunk with choices, per request in last_event_ms, averaged in result.json
+  const tails = ok.filter((q) => q.last_event_ms > q.last_chunk_ms)
+    .map((q) => q.last_event_ms - q.last_chunk_ms);
+  const end = result.vllm.differences.e2el_end;
+  assert.equal(end.tail_requests, tails.length);
+  // (the simulator writes the usage chunk with the last one: often no tail)
+  if (tails.length) {
+    const meanTail = tails.reduce((a, b) => a + b, 0) / tails.length;
+    assert.ok(Math.abs(end.mean_tail_ms - meanTail) <= tol, `tail ${end.mean_tail_ms} vs ${meanTail}`);
+  } else {
+    assert.equal(end.mean_tail_ms, null);
+  }
+  for (const q of ok) assert.ok(q.last_event_ms >= q.last_chunk_ms, `request ${q.id}`);
 });
 
 test('without --save-chunk-times the lines hold no chunk times', async () => {

@@ -514,7 +514,10 @@ static void test_exact_samples(void **state)
 
     r.chunk_ns = chunks;
     r.n_chunk_ns = 6;
+    r.last_event_ns = BASE + 501 * MS; /* the usage-only chunk, 1 ms after the last */
     run_stats_add_record(s, &r, NULL);
+    assert_int_equal(s->usage_tail_n, 1);
+    assert_int_equal(s->usage_tail_us, 1000);
     const int64_t gaps[] = {20 * MS, 30 * MS, 10 * MS, 240 * MS, 100 * MS};
     assert_int_equal(s->exact[STAT_ITL].n, 5);
     for (int i = 0; i < 5; i++)
@@ -533,11 +536,13 @@ static void test_exact_samples(void **state)
     run_stats_add_record(s, &f, NULL);
     assert_int_equal(s->exact[STAT_ITL].n, 5);
     assert_true(samples_exact(&s->exact[STAT_ITL]));
+    assert_int_equal(s->usage_tail_n, 1); /* ok streams only */
 
     assert_int_equal(run_stats_merge(t, s), 0);
     assert_int_equal(run_stats_merge(t, s), 0);
     assert_int_equal(t->exact[STAT_ITL].n, 10);
     assert_int_equal(t->input_tokens_intended, 180);
+    assert_int_equal(t->usage_tail_us, 2000);
 
     struct req_record k = r; /* chunk times cut short: the set is incomplete */
     k.n_chunk_ns = 3;
