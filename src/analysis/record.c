@@ -169,9 +169,9 @@ static int append_quality(struct buf *b, const struct quality_scores *q)
     return rc ? rc : buf_append_str(b, "}");
 }
 
-int req_record_append_json(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
+/* The line's fields, from '{' up to the closing brace (not written). */
+static int append_fields(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
 {
-    size_t mark = out->len;
     uint64_t end = rec->last_chunk_ns ? rec->last_chunk_ns : rec->end_ns;
     int rc = 0;
 
@@ -190,6 +190,7 @@ int req_record_append_json(struct buf *out, const struct req_record *rec, uint64
     rc = rc ? rc : append_at(out, "first_token_ms", rec->first_token_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "last_chunk_ms", rec->last_chunk_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "end_ms", rec->end_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "last_event_ms", rec->last_event_ns, run_start_ns);
     rc = rc ? rc : append_span(out, "lag_ms", rec->intended_ns, rec->start_ns);
     rc = rc ? rc : append_span(out, "ttft_ms", rec->intended_ns, rec->first_chunk_ns);
     rc = rc ? rc : append_span(out, "ttfc_ms", rec->intended_ns, rec->first_token_ns);
@@ -276,8 +277,38 @@ int req_record_append_json(struct buf *out, const struct req_record *rec, uint64
         rc = append_json_string(out, rec->error, sizeof(rec->error));
     else if (!rc)
         rc = buf_append_str(out, "null");
+    return rc;
+}
+
+/* ,"chunk_us":[...],"chunk_us_complete":B: offsets from start in whole microseconds. */
+static int append_chunk_times(struct buf *out, const struct req_record *rec)
+{
+    if (rec->choice_chunks && (!rec->chunk_ns || !rec->start_ns))
+        return buf_append_str(out, ",\"chunk_us\":null");
+    int rc = buf_append_str(out, ",\"chunk_us\":[");
+    for (uint32_t i = 0; !rc && rec->chunk_ns && i < rec->n_chunk_ns; i++) {
+        uint64_t t = rec->chunk_ns[i];
+        uint64_t us = t > rec->start_ns ? (t - rec->start_ns + 500) / 1000 : 0;
+        rc = buf_appendf(out, i ? ",%" PRIu64 : "%" PRIu64, us);
+    }
+    rc = rc ? rc : buf_append_str(out, "]");
+    return rc ? rc : append_bool(out, "chunk_us_complete", rec->n_chunk_ns >= rec->choice_chunks);
+}
+
+int req_record_append_json_ex(struct buf *out, const struct req_record *rec, uint64_t run_start_ns,
+                              unsigned flags)
+{
+    size_t mark = out->len;
+    int rc = append_fields(out, rec, run_start_ns);
+    if (!rc && (flags & REQ_JSON_CHUNK_TIMES))
+        rc = append_chunk_times(out, rec);
     rc = rc ? rc : buf_append_str(out, "}\n");
     if (rc)
         buf_truncate(out, mark);
     return rc;
+}
+
+int req_record_append_json(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
+{
+    return req_record_append_json_ex(out, rec, run_start_ns, 0);
 }

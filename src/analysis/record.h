@@ -19,6 +19,9 @@
 #include "base/err.h"
 #include "analysis/quality.h"
 
+/* Chunk arrival times kept per request (req_record.chunk_ns). */
+#define REQ_CHUNK_TIMES_MAX 65536u
+
 /* Bytes of req_record.error, its NUL included. */
 #define REQ_ERROR_MAX 200
 
@@ -88,6 +91,8 @@ struct req_record {
     uint64_t first_token_ns; /* first chunk with non-empty content */
     uint64_t last_chunk_ns;  /* last event with choices (vLLM's latency end) */
     uint64_t end_ns;         /* the call finished */
+    uint64_t last_event_ns;  /* last data event before [DONE], a usage-only chunk included
+                              * (where vLLM's chat benchmark ends its latency) */
 
     /* from libcurl, in microseconds since start_ns (0 if not measured) */
     uint32_t dns_us, connect_us, tls_us, sent_us, ttfb_us;
@@ -104,6 +109,14 @@ struct req_record {
 
     uint64_t itl_sum_ns; /* sum and max of gaps between choice chunks */
     uint64_t itl_max_ns;
+    /* When each chunk with choices arrived (monotonic ns; chunk_ns[0] is
+     * first_chunk_ns), the first REQ_CHUNK_TIMES_MAX of them: n_chunk_ns <
+     * choice_chunks means the rest were not kept. Borrowed from the exchange,
+     * valid only while the record is accounted and written; NULL when not
+     * kept (records rebuilt from files). vLLM's ITL list of the request is
+     * the differences of consecutive entries. */
+    const uint64_t *chunk_ns;
+    uint32_t n_chunk_ns;
 
     /* --integrity hmac: what the chunk signatures said (llm/sign.h) */
     struct {
@@ -146,5 +159,16 @@ struct req_record {
  */
 TS_MUST_CHECK int req_record_append_json(struct buf *out, const struct req_record *rec,
                                          uint64_t run_start_ns);
+
+enum req_json_flags {
+    /* add "chunk_us": [offsets of each chunk with choices from start, in whole
+     * microseconds], and "chunk_us_complete": false when the request had more
+     * chunks than were kept (REQ_CHUNK_TIMES_MAX); null when none were kept */
+    REQ_JSON_CHUNK_TIMES = 1 << 0,
+};
+
+/* req_record_append_json() with the extras of flags (enum req_json_flags). */
+TS_MUST_CHECK int req_record_append_json_ex(struct buf *out, const struct req_record *rec,
+                                            uint64_t run_start_ns, unsigned flags);
 
 #endif

@@ -60,6 +60,21 @@ enum http_class http_class_of(int status)
     return (enum http_class)(HTTP_CLASS_1XX + (status / 100 - 1));
 }
 
+bool stat_metric_exact(enum stat_metric m)
+{
+    switch (m) {
+    case STAT_TTFT:
+    case STAT_TTFC:
+    case STAT_TPOT:
+    case STAT_ITL:
+    case STAT_E2EL:
+    case STAT_LAG:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool goodput_cfg_enabled(const struct goodput_cfg *cfg)
 {
     return cfg && (cfg->ttft_ms > 0 || cfg->tpot_ms > 0 || cfg->e2el_ms > 0);
@@ -70,6 +85,8 @@ int run_stats_new(struct run_stats **out)
     struct run_stats *s = ts_calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        samples_init(&s->exact[i], SAMPLES_MAX);
     for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         int rc = hdr_new_latency(&s->hist[i]);
         if (rc < 0) {
@@ -92,8 +109,10 @@ void run_stats_free(struct run_stats *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         hdr_free(s->hist[i]);
+        samples_release(&s->exact[i]);
+    }
     for (int i = 0; i < ITL_POS_BUCKETS; i++)
         hdr_free(s->itl_pos[i]);
     ts_free(s);
@@ -103,12 +122,17 @@ void run_stats_reset(struct run_stats *s)
 {
     struct hdr *hist[STAT_METRIC_COUNT];
     struct hdr *pos[ITL_POS_BUCKETS];
+    struct samples exact[STAT_METRIC_COUNT];
 
     memcpy(hist, s->hist, sizeof(hist));
     memcpy(pos, s->itl_pos, sizeof(pos));
+    memcpy(exact, s->exact, sizeof(exact));
     memset(s, 0, sizeof(*s));
     memcpy(s->hist, hist, sizeof(hist));
     memcpy(s->itl_pos, pos, sizeof(pos));
+    memcpy(s->exact, exact, sizeof(exact));
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        samples_clear(&s->exact[i]);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         hdr_reset(s->hist[i]);
     for (int i = 0; i < ITL_POS_BUCKETS; i++)
@@ -127,6 +151,8 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
         if (rc < 0)
             return rc;
     }
+    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+        samples_merge(&dst->exact[i], &src->exact[i]);
     quality_stats_merge(&dst->quality, &src->quality);
     errtally_merge(&dst->errors, &src->errors);
     dst->requests += src->requests;
@@ -152,12 +178,15 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->warmup_requests += src->warmup_requests;
     dst->warmup_ok += src->warmup_ok;
     dst->input_tokens += src->input_tokens;
+    dst->input_tokens_intended += src->input_tokens_intended;
     dst->output_tokens += src->output_tokens;
     for (int i = 0; i < TOKEN_SOURCE_COUNT; i++)
         dst->token_source[i] += src->token_source[i];
     dst->usage_input += src->usage_input;
     dst->content_chunks += src->content_chunks;
     dst->choice_chunks += src->choice_chunks;
+    dst->usage_tail_n += src->usage_tail_n;
+    dst->usage_tail_us += src->usage_tail_us;
     dst->output_tokens_all += src->output_tokens_all;
     for (int i = 0; i < REQ_OUTCOME_COUNT; i++) {
         dst->fail_duration_us[i] += src->fail_duration_us[i];
@@ -177,9 +206,27 @@ static inline int64_t ns_to_us(uint64_t ns)
     return (int64_t)((ns + 500) / 1000);
 }
 
+/* Into the histogram and, for the exact metrics but itl (add_itl_exact), the samples. */
 static inline void record_ns(struct run_stats *s, enum stat_metric m, uint64_t ns)
 {
     (void)hdr_record(s->hist[m], ns_to_us(ns));
+    if (m != STAT_ITL && stat_metric_exact(m))
+        samples_add(&s->exact[m], (int64_t)ns);
+}
+
+/* vLLM's ITL list of an ok request: the gaps between its chunks with choices. */
+static void add_itl_exact(struct run_stats *s, const struct req_record *rec)
+{
+    if (rec->choice_chunks < 2)
+        return;
+    if (!rec->chunk_ns || rec->n_chunk_ns < rec->choice_chunks) {
+        samples_mark_not_kept(&s->exact[STAT_ITL]);
+        return;
+    }
+    for (uint32_t i = 1; i < rec->n_chunk_ns; i++) {
+        uint64_t a = rec->chunk_ns[i - 1], b = rec->chunk_ns[i];
+        samples_add(&s->exact[STAT_ITL], (int64_t)(b >= a ? b - a : 0));
+    }
 }
 
 /* Records to - from when both happened and to is not earlier. */
@@ -221,6 +268,7 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
     uint64_t in =
         rec->usage_prompt_tokens >= 0 ? (uint64_t)rec->usage_prompt_tokens : rec->prompt_tokens;
     s->input_tokens += in;
+    s->input_tokens_intended += rec->prompt_tokens;
     s->token_usage[0][genai_token_bucket(in)]++;
     s->token_usage[1][genai_token_bucket(out)]++;
     if (rec->usage_prompt_tokens >= 0)
@@ -249,6 +297,11 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
     if (has_e2el && out >= 1)
         record_ns(s, STAT_TPOT_INCL_TTFT, (uint64_t)llround((double)e2el / (double)out));
 
+    add_itl_exact(s, rec);
+    if (rec->last_chunk_ns && rec->last_event_ns > rec->last_chunk_ns) {
+        s->usage_tail_n++;
+        s->usage_tail_us += ns_to_us(rec->last_event_ns - rec->last_chunk_ns);
+    }
     if (goodput_cfg_enabled(cfg) && goodput_meets(cfg, rec))
         s->good++;
 }
@@ -375,6 +428,14 @@ void run_stats_add_itl_at(struct run_stats *s, uint64_t k, uint64_t gap_ns)
     record_ns(s, STAT_ITL, gap_ns);
     uint64_t us = (gap_ns + 500) / 1000;
     (void)hdr_record(s->itl_pos[itl_pos_bucket(k)], (int64_t)(us ? us : 1));
+}
+
+void run_stats_exact_not_kept(struct run_stats *s)
+{
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
+        if (stat_metric_exact((enum stat_metric)i))
+            samples_mark_not_kept(&s->exact[i]);
+    }
 }
 
 uint64_t run_stats_failed(const struct run_stats *s)

@@ -38,6 +38,7 @@
 #include "base/hdr.h"
 #include "analysis/errtally.h"
 #include "analysis/record.h"
+#include "analysis/samples.h"
 
 enum stat_metric {
     STAT_TTFT = 0,         /* intended send -> first chunk with choices */
@@ -124,8 +125,21 @@ uint64_t itl_pos_bucket_from(unsigned b);
 unsigned genai_duration_bucket(uint64_t us);
 unsigned genai_token_bucket(uint64_t tokens);
 
+/*
+ * Whether metric m also keeps exact samples (run_stats.exact[m]): ttft, ttfc,
+ * tpot, itl, e2el and lag, the metrics whose vLLM-named summary fields
+ * (mean_ttft_ms, p99_itl_ms, ...) are computed numpy's way.
+ */
+bool stat_metric_exact(enum stat_metric m);
+
 struct run_stats {
-    struct hdr *hist[STAT_METRIC_COUNT];  /* microseconds, owned */
+    struct hdr *hist[STAT_METRIC_COUNT]; /* microseconds, owned */
+    /* Exact values in ns of the stat_metric_exact() metrics, each bounded at
+     * SAMPLES_MAX (the others stay empty). They hold what the histogram of
+     * the same metric holds, but for itl: vLLM's ITL list, the gaps of ok
+     * requests only, taken from each record's chunk_ns when it ends (a record
+     * without them marks the set not kept). */
+    struct samples exact[STAT_METRIC_COUNT];
     struct hdr *itl_pos[ITL_POS_BUCKETS]; /* ITL by position, microseconds, owned */
 
     uint64_t requests;                     /* records added (not warm-up) */
@@ -142,12 +156,18 @@ struct run_stats {
     uint64_t warmup_ok;
 
     /* Successful requests only (as vLLM sums them). */
-    uint64_t input_tokens;  /* usage prompt_tokens when given, else the intended count */
-    uint64_t output_tokens; /* req_record.output_tokens */
+    uint64_t input_tokens;          /* usage prompt_tokens when given, else the intended count */
+    uint64_t input_tokens_intended; /* the intended counts (vLLM's sum of prompt lengths) */
+    uint64_t output_tokens;         /* req_record.output_tokens */
     uint64_t token_source[TOKEN_SOURCE_COUNT]; /* ok requests by the method of their count */
     uint64_t usage_input;                      /* ok requests whose input came from usage */
     uint64_t content_chunks;
     uint64_t choice_chunks;
+    /* ok streams whose last event (a usage-only chunk) came after the last
+     * chunk with choices, and the sum of those tails in microseconds: what
+     * vLLM's chat benchmark adds to E2EL (and spreads over TPOT) */
+    uint64_t usage_tail_n;
+    uint64_t usage_tail_us;
     /* --integrity hmac: signed streams and what their chunks showed. */
     struct {
         uint64_t streams;  /* requests whose chunks were verified */
@@ -178,11 +198,14 @@ TS_MUST_CHECK int run_stats_new(struct run_stats **out);
 void run_stats_free(struct run_stats *s);
 /* Forgets everything recorded; keeps the memory. */
 void run_stats_reset(struct run_stats *s);
+/* Marks every exact sample set not kept: for stats rebuilt from histograms
+ * (result files, other processes), whose values are not all here. */
+void run_stats_exact_not_kept(struct run_stats *s);
 /*
- * Adds everything of src to dst (histograms and counters). Returns 0, or
- * -EOVERFLOW if a histogram's total count would overflow (dst is then
- * partly merged). Merging is exact: merging a and b equals recording both
- * into one.
+ * Adds everything of src to dst (histograms, exact samples up to dst's
+ * bound, and counters). Returns 0, or -EOVERFLOW if a histogram's total
+ * count would overflow (dst is then partly merged). Merging is exact:
+ * merging a and b equals recording both into one (for the samples, as a set).
  */
 TS_MUST_CHECK int run_stats_merge(struct run_stats *dst, const struct run_stats *src);
 

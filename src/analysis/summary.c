@@ -26,6 +26,40 @@ void latency_summary_from_hdr(struct latency_summary *out, const struct hdr *h)
     }
 }
 
+int latency_summary_from_samples(struct latency_summary *out, const struct samples *s)
+{
+    struct samples_stats st;
+
+    memset(out, 0, sizeof(*out));
+    int rc = samples_compute_ms(s, summary_percentiles, SUMMARY_NPCT, &st, out->pct);
+    if (rc < 0) {
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    out->count = st.count;
+    out->mean = st.mean;
+    out->std = st.std;
+    out->min = st.min;
+    out->max = st.max;
+    return 0;
+}
+
+/* vllm[m]: numpy over the samples when all were kept, else the HDR figures. */
+static void vllm_figures(struct run_summary *out, const struct run_stats *s, enum stat_metric m)
+{
+    out->vllm[m] = out->lat[m];
+    out->vllm_loss[m] = SAMPLES_COMPLETE;
+    if (!stat_metric_exact(m))
+        return;
+    out->vllm_loss[m] = samples_loss(&s->exact[m]);
+    if (out->vllm_loss[m] != SAMPLES_COMPLETE)
+        return;
+    if (latency_summary_from_samples(&out->vllm[m], &s->exact[m]) < 0) {
+        out->vllm[m] = out->lat[m];
+        out->vllm_loss[m] = SAMPLES_OVER_CAP; /* no memory for the sorted copy */
+    }
+}
+
 void run_summary_compute(struct run_summary *out, const struct run_stats *s, double duration_s,
                          double peak_output_tokens_per_s, const struct goodput_cfg *goodput)
 {
@@ -65,8 +99,11 @@ void run_summary_compute(struct run_summary *out, const struct run_stats *s, dou
     out->token_method = run_stats_token_method(s);
     if (s->choice_chunks)
         out->tokens_per_chunk = (double)s->output_tokens / (double)s->choice_chunks;
-    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+    out->input_tokens_intended = s->input_tokens_intended;
+    for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         latency_summary_from_hdr(&out->lat[i], s->hist[i]);
+        vllm_figures(out, s, (enum stat_metric)i);
+    }
 }
 
 double run_summary_percentile_ms(const struct run_summary *sum, enum stat_metric m, double p)

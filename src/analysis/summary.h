@@ -7,11 +7,13 @@
  * total_output_tokens, mean/median/std/pNN_{ttft,tpot,itl,e2el}_ms);
  * docs/METRICS.md states each definition and where it differs from vLLM.
  *
- * Latency figures are milliseconds (doubles) read from the microsecond HDR
- * histograms: percentiles are the highest value equivalent to the bucket that
- * holds the percentile (HdrHistogram semantics, within 0.1% of the value),
- * not numpy's linear interpolation. An empty histogram gives count 0 and
- * zeros everywhere (as vLLM reports an empty list).
+ * Latency figures (lat[]) are milliseconds (doubles) read from the
+ * microsecond HDR histograms: percentiles are the highest value equivalent to
+ * the bucket that holds the percentile (HdrHistogram semantics, within 0.1%
+ * of the value). The vLLM-named figures (vllm[]) are computed as vLLM does,
+ * with numpy over the exact samples (samples.h), whenever every sample was
+ * kept; otherwise they are the HDR ones and vllm_loss[] says why. An empty
+ * set gives count 0 and zeros everywhere (as vLLM reports an empty list).
  */
 #ifndef TS_ANALYSIS_SUMMARY_H
 #define TS_ANALYSIS_SUMMARY_H
@@ -66,6 +68,13 @@ struct run_summary {
         double rouge_l, bleu4, exact_match, json_valid, regex_match, dual_sla, consistency;
     } quality;
     struct latency_summary lat[STAT_METRIC_COUNT];
+    /* For the stat_metric_exact() metrics: the figures vLLM computes (numpy
+     * over run_stats.exact[m]) when vllm_loss[m] is SAMPLES_COMPLETE, else a
+     * copy of lat[m]; for the other metrics a copy of lat[m]. Note vllm[itl]
+     * covers ok requests only, lat[itl] every gap. */
+    struct latency_summary vllm[STAT_METRIC_COUNT];
+    enum samples_loss vllm_loss[STAT_METRIC_COUNT];
+    uint64_t input_tokens_intended; /* vLLM's total_input_tokens: intended prompt lengths */
 };
 
 /*
@@ -80,6 +89,11 @@ void run_summary_compute(struct run_summary *out, const struct run_stats *s, dou
 
 /* Fills one latency summary (ms) from a microsecond histogram. */
 void latency_summary_from_hdr(struct latency_summary *out, const struct hdr *h);
+/* Fills one latency summary (ms) from exact samples, numpy's way (mean,
+ * population std, linear percentiles; median = p50). Returns 0 or -ENOMEM
+ * (out zeroed). */
+TS_MUST_CHECK int latency_summary_from_samples(struct latency_summary *out,
+                                               const struct samples *s);
 
 /*
  * The value in ms at percentile p (0..100) of metric m: from the summary's

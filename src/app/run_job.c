@@ -683,6 +683,7 @@ static int configure_load(struct job *j)
         .seed = o->seed,
         .goodput = j->goodput,
         .requests_out = j->requests_out,
+        .chunk_times = o->save_chunk_times,
         .hlog = j->hlog,
         .handle_signals = true,
         .on_tick = on_tick,

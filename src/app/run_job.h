@@ -46,7 +46,8 @@ struct run_opts {
     uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
     uint64_t t_connect, t_ttfb, t_idle, t_total;
     bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
-    bool force; /* --force: clear the results already in --out (report/outdir.h) */
+    bool save_chunk_times; /* requests.jsonl lines carry chunk_us */
+    bool force;            /* --force: clear the results already in --out (report/outdir.h) */
     /* scenario files (app/run_scenario.h) */
     const char *scenario;  /* the YAML file, or NULL */
     bool check;            /* --check: validate and exit */

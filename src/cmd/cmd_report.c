@@ -243,7 +243,7 @@ static json_t *doc_digest(const struct report_doc *d)
     static const char *const run_keys[] = {
         "run",       "summary",   "latency",         "outcomes",        "http_status", "tokens",
         "streams",   "slo",       "quality",         "itl_by_position", "integrity",   "faults",
-        "by_tenant", "by_intent", "by_perturbation", "by_flow_step",    "recovered"};
+        "by_tenant", "by_intent", "by_perturbation", "by_flow_step",    "recovered",   "vllm"};
     static const char *const sweep_keys[] = {
         "mode", "target", "slo", "steps", "knee", "max_goodput", "critical_load", "interference"};
     static const struct {

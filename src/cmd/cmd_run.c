@@ -105,6 +105,9 @@ static void usage(FILE *out)
         "  --force                remove the results already in --out first (result.json,\n"
         "                         requests.jsonl, latency.hlog, rank-N/; nothing else)\n"
         "  --save-requests        write requests.jsonl, one line per request\n"
+        "  --save-chunk-times     requests.jsonl lines also hold chunk_us: when each chunk\n"
+        "                         with choices arrived, us from the request's start (the\n"
+        "                         first 65536 per request); implies --save-requests\n"
         "  --json                 print result.json on stdout instead of the summary\n"
         "  --metrics-listen H:P   serve live Prometheus metrics on http://H:P/metrics while the\n"
         "                         run goes on (e.g. 127.0.0.1:9464; port 0 = any free port)\n"
@@ -215,6 +218,7 @@ enum {
     O_OUT,
     O_FORCE,
     O_SAVE,
+    O_SAVE_CHUNKS,
     O_JSON,
     O_SIM_PROFILE,
     O_SIM_SET,
@@ -294,6 +298,7 @@ static const struct option run_options[] = {
     {"out", required_argument, NULL, O_OUT},
     {"force", no_argument, NULL, O_FORCE},
     {"save-requests", no_argument, NULL, O_SAVE},
+    {"save-chunk-times", no_argument, NULL, O_SAVE_CHUNKS},
     {"json", no_argument, NULL, O_JSON},
     {"sim-profile", required_argument, NULL, O_SIM_PROFILE},
     {"sim-set", required_argument, NULL, O_SIM_SET},
@@ -588,6 +593,9 @@ static int output_option(int c, const char *name, struct run_opts *o)
         return ARG_NEXT;
     case O_SAVE:
         o->save_requests = true;
+        return ARG_NEXT;
+    case O_SAVE_CHUNKS:
+        o->save_requests = o->save_chunk_times = true;
         return ARG_NEXT;
     case O_JSON:
         o->json = true;

@@ -42,6 +42,24 @@ static void keep_answer_text(struct exch *x, const struct openai_chunk *c)
     }
 }
 
+/* Keeps when a chunk with choices arrived (the first REQ_CHUNK_TIMES_MAX;
+ * without memory the rest are not kept, and n_chunk_ns says so). */
+static void keep_chunk_time(struct exch *x, uint64_t at)
+{
+    if (x->n_chunk_ns == x->alloc_chunk_ns) {
+        uint32_t n = x->alloc_chunk_ns ? 2 * x->alloc_chunk_ns : 64;
+        if (n > REQ_CHUNK_TIMES_MAX)
+            n = REQ_CHUNK_TIMES_MAX;
+        uint64_t *v = n > x->alloc_chunk_ns ? ts_realloc(x->chunk_ns, n * sizeof(*v)) : NULL;
+        if (!v)
+            return;
+        x->chunk_ns = v;
+        x->alloc_chunk_ns = n;
+    }
+    if (x->n_chunk_ns == x->rec.choice_chunks) /* none lost so far */
+        x->chunk_ns[x->n_chunk_ns++] = at;
+}
+
 static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
 {
     struct req_record *r = &x->rec;
@@ -49,6 +67,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         x->saw_done = true;
         return;
     }
+    r->last_event_ns = at;
     if (c->flags & OPENAI_CHUNK_ERROR) {
         char msg[REQ_ERROR_MAX];
         x->saw_error = true;
@@ -80,6 +99,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             }
         }
         x->last_choice_ns = at;
+        keep_chunk_time(x, at);
         r->choice_chunks++;
         if (x->keep_answer)
             keep_answer_text(x, c);
@@ -505,7 +525,8 @@ static void account(struct worker *w, const struct req_record *rec, const struct
     if (cfg->requests_out) {
         struct buf line;
         buf_init(&line, 64 * 1024);
-        if (!req_record_append_json(&line, rec, w->run->start_ns))
+        if (!req_record_append_json_ex(&line, rec, w->run->start_ns,
+                                       cfg->chunk_times ? REQ_JSON_CHUNK_TIMES : 0))
             (void)asyncw_write(cfg->requests_out, line.data, line.len);
         buf_release(&line);
     }
@@ -738,6 +759,8 @@ void exch_finish(struct exch *x)
 {
     struct worker *w = x->w;
     const struct runner_config *cfg = w->run->cfg;
+    x->rec.chunk_ns = x->chunk_ns;
+    x->rec.n_chunk_ns = x->n_chunk_ns;
     reqtrace_end(&x->trace, &w->run->trace, w->run->run_id, &x->rec);
     account(w, &x->rec, x->actor, x->treq.step);
     if ((cfg->quality.dual_sla || cfg->quality.consistency) && !(x->rec.flags & REQF_WARMUP))
@@ -755,6 +778,7 @@ void exch_finish(struct exch *x)
     buf_release(&x->rx);
     buf_release(&x->answer);
     ts_free(x->verifier);
+    ts_free(x->chunk_ns);
     buf_release(&x->body);
     work_item_release(&x->item);
     traffic_req_release(&x->treq);

@@ -169,6 +169,7 @@ struct runner_config {
         struct consistency_cfg cons;
     } quality;
     struct asyncw *requests_out; /* NULL, or requests.jsonl: one line per request */
+    bool chunk_times;            /* requests.jsonl lines carry chunk_us (--save-chunk-times) */
     FILE *hlog;                  /* NULL, or the interval log (the runner writes the header) */
     bool handle_signals;         /* SIGINT/SIGTERM stop the run */
 

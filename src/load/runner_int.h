@@ -188,6 +188,10 @@ struct exch {
     struct ractor *actor;            /* classes: the actor that sent it, else NULL */
     struct traffic_req treq;         /* classes: what was sent (its item is moved to item) */
     uint64_t last_choice_ns;
+    /* arrival of each chunk with choices, the first REQ_CHUNK_TIMES_MAX
+     * (vLLM's ITL list; requests.jsonl's chunk_us): lent to rec when it ends */
+    uint64_t *chunk_ns;
+    uint32_t n_chunk_ns, alloc_chunk_ns;
     char first_id[64];
     bool have_id;
     bool saw_done;

@@ -444,7 +444,7 @@ static json_t *summary_object(const struct run_summary *sum)
     rc |= tsjson_put(o, "total_token_throughput", tsjson_num(sum->total_token_throughput));
     rc |= tsjson_put(o, "max_output_tokens_per_s", tsjson_num(sum->max_output_tokens_per_s));
     for (size_t i = 0; i < sizeof(headline) / sizeof(headline[0]); i++)
-        rc |= put_vllm_latency(o, stat_metric_name(headline[i]), &sum->lat[headline[i]]);
+        rc |= put_vllm_latency(o, stat_metric_name(headline[i]), &sum->vllm[headline[i]]);
 
     rc |= tsjson_put(o, "requests", tsjson_count(sum->requests));
     rc |= tsjson_put(o, "cut", tsjson_count(sum->cut));
@@ -530,6 +530,8 @@ static int put_counters(json_t *doc, const struct run_stats *s)
     rc |= tsjson_put(streams, "no_finish", tsjson_count(s->no_finish));
     rc |= tsjson_put(streams, "id_changed", tsjson_count(s->id_changed));
     rc |= tsjson_put(streams, "reused_connections", tsjson_count(s->reused_conn));
+    rc |= tsjson_put(streams, "usage_tail_requests", tsjson_count(s->usage_tail_n));
+    rc |= tsjson_put(streams, "usage_tail_us", tsjson_count(s->usage_tail_us));
     if (s->integrity.streams) {
         json_t *in = json_object();
         rc |= tsjson_put(doc, "integrity", in);
@@ -549,6 +551,7 @@ static int put_counters(json_t *doc, const struct run_stats *s)
         rc |= tsjson_put(by_method, token_source_name((enum token_source)i),
                          tsjson_count(s->token_source[i]));
     rc |= tsjson_put(tokens, "input", tsjson_count(s->input_tokens));
+    rc |= tsjson_put(tokens, "input_intended", tsjson_count(s->input_tokens_intended));
     rc |= tsjson_put(tokens, "output", tsjson_count(s->output_tokens));
     rc |= tsjson_put(tokens, "output_all", tsjson_count(s->output_tokens_all));
     rc |= tsjson_put(tokens, "usage_input", tsjson_count(s->usage_input));
@@ -559,6 +562,59 @@ static int put_counters(json_t *doc, const struct run_stats *s)
     rc |= tsjson_put(warmup, "requests", tsjson_count(s->warmup_requests));
     rc |= tsjson_put(warmup, "ok", tsjson_count(s->warmup_ok));
     rc |= live_metrics_buckets_put(doc, s);
+    return rc ? -ENOMEM : 0;
+}
+
+/*
+ * "vllm": how the vLLM-named summary fields were computed (exact samples or
+ * the histograms) and where vLLM's definitions differ from ours, with the
+ * figures of both where tokenstorm has them.
+ */
+static int put_vllm_notes(json_t *doc, const struct run_stats *st, const struct run_summary *sum)
+{
+    static const enum stat_metric named[] = {STAT_TTFT, STAT_TPOT, STAT_ITL,
+                                             STAT_E2EL, STAT_TTFC, STAT_LAG};
+    json_t *v = json_object(), *fields = json_object(), *diff = json_object();
+    int rc = tsjson_put(doc, "vllm", v);
+
+    if (rc || tsjson_put(v, "fields", fields) || tsjson_put(v, "differences", diff)) {
+        json_decref(diff);
+        return -ENOMEM;
+    }
+    rc |= tsjson_put(v, "sample_cap", json_integer(SAMPLES_MAX));
+    rc |= tsjson_put(v, "percentile_method", json_string("numpy linear over exact samples"));
+    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+        enum stat_metric m = named[i];
+        enum samples_loss loss = sum->vllm_loss[m];
+        rc |= tsjson_put(fields, stat_metric_name(m),
+                         json_pack("{s:s, s:o, s:s?}", "method",
+                                   loss == SAMPLES_COMPLETE ? "exact" : "hdr", "samples",
+                                   tsjson_count(sum->vllm[m].count), "why",
+                                   loss == SAMPLES_COMPLETE ? NULL : samples_loss_name(loss)));
+    }
+    rc |= tsjson_put(diff, "latency_start",
+                     json_string("ttft and e2el run from the intended send time; vLLM's from "
+                                 "the actual send (latency.ttft_uncorrected, "
+                                 "latency.e2el_uncorrected)"));
+    double tail = st->usage_tail_n ? (double)st->usage_tail_us / 1e3 / (double)st->usage_tail_n : 0;
+    rc |= tsjson_put(
+        diff, "e2el_end",
+        json_pack("{s:s, s:o, s:o, s:s}", "tokenstorm", "the last chunk with choices",
+                  "tail_requests", tsjson_count(st->usage_tail_n), "mean_tail_ms",
+                  st->usage_tail_n ? tsjson_num(tail) : json_null(), "note",
+                  "vLLM's chat benchmark ends at the last event before [DONE] (the usage-only "
+                  "chunk), so its e2el is longer by the tail and its tpot by tail / "
+                  "(output_len - 1); its completions benchmark ends where we do"));
+    rc |= tsjson_put(diff, "itl",
+                     json_string("summary *_itl_ms: gaps of ok requests, as vLLM; latency.itl: "
+                                 "every gap, failed streams included"));
+    rc |=
+        tsjson_put(diff, "total_input_tokens",
+                   json_pack("{s:o, s:o, s:s}", "tokenstorm", tsjson_count(sum->total_input_tokens),
+                             "vllm", tsjson_count(sum->input_tokens_intended), "note",
+                             "ours: the server's usage.prompt_tokens, else the intended "
+                             "length; vLLM's: the dataset's prompt lengths (here the "
+                             "intended lengths)"));
     return rc ? -ENOMEM : 0;
 }
 
@@ -659,7 +715,8 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         rc |= tsjson_put(latency, stat_metric_name((enum stat_metric)i),
                          latency_object(&sum->lat[i]));
-    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_slos(doc, sum, info)) < 0 ||
+    if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_vllm_notes(doc, stats, sum)) < 0 ||
+        (rc = put_slos(doc, sum, info)) < 0 ||
         (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
@@ -767,10 +824,13 @@ static int read_counters(struct reader *r, const json_t *doc, struct run_stats *
     rc = rc ? rc : get_count(r, st, "streams", "no_finish", &s->no_finish);
     rc = rc ? rc : get_count(r, st, "streams", "id_changed", &s->id_changed);
     rc = rc ? rc : get_count(r, st, "streams", "reused_connections", &s->reused_conn);
+    rc = rc ? rc : get_count(r, st, "streams", "usage_tail_requests", &s->usage_tail_n);
+    rc = rc ? rc : get_count(r, st, "streams", "usage_tail_us", &s->usage_tail_us);
     for (int i = 0; !rc && i < TOKEN_SOURCE_COUNT; i++)
         rc = get_count(r, bym, "tokens.by_method", token_source_name((enum token_source)i),
                        &s->token_source[i]);
     rc = rc ? rc : get_count(r, tok, "tokens", "input", &s->input_tokens);
+    rc = rc ? rc : get_count(r, tok, "tokens", "input_intended", &s->input_tokens_intended);
     rc = rc ? rc : get_count(r, tok, "tokens", "output", &s->output_tokens);
     rc = rc ? rc : get_count(r, tok, "tokens", "output_all", &s->output_tokens_all);
     rc = rc ? rc : get_count(r, tok, "tokens", "usage_input", &s->usage_input);
@@ -862,6 +922,7 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
         run_stats_free(s);
         return rc;
     }
+    run_stats_exact_not_kept(s); /* the histograms came back, not the values */
     *out = s;
     return 0;
 }

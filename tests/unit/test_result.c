@@ -181,11 +181,13 @@ static void test_document_keys(void **state)
     assert_true(real(doc, "summary", "output_throughput") == 4.4);
     assert_true(fabs(real(doc, "summary", "total_token_throughput") - 25.2) < 1e-12);
     assert_true(real(doc, "summary", "max_output_tokens_per_s") == 42.0);
-    assert_true(real(doc, "summary", "mean_ttft_ms") == fx->sum.lat[STAT_TTFT].mean);
-    assert_true(real(doc, "summary", "median_ttft_ms") == fx->sum.lat[STAT_TTFT].pct[0]);
-    assert_true(real(doc, "summary", "p50_ttft_ms") == fx->sum.lat[STAT_TTFT].pct[0]);
-    assert_true(real(doc, "summary", "p99.9_e2el_ms") == fx->sum.lat[STAT_E2EL].pct[4]);
-    assert_true(fabs(real(doc, "summary", "p99_ttft_ms") - 200.0) <= 0.2);
+    /* numpy over TTFT {50, 100, 150, 200} and E2EL {510, 520, 530, 540} ms */
+    assert_true(fabs(real(doc, "summary", "mean_ttft_ms") - 125.0) < 1e-9);
+    assert_true(fabs(real(doc, "summary", "median_ttft_ms") - 125.0) < 1e-9);
+    assert_true(real(doc, "summary", "p50_ttft_ms") == fx->sum.vllm[STAT_TTFT].pct[0]);
+    assert_true(fabs(real(doc, "summary", "p99.9_e2el_ms") - 539.97) < 1e-9);
+    assert_true(fabs(real(doc, "summary", "p99_ttft_ms") - 198.5) < 1e-9);
+    /* no chunk times in these records: itl falls back to the histogram */
     assert_true(fabs(real(doc, "summary", "mean_itl_ms") - 42.5) <= 0.05);
     assert_non_null(path(doc, "summary", "std_tpot_ms"));
     assert_non_null(path(doc, "summary", "mean_ttfc_ms"));
@@ -284,6 +286,58 @@ static void test_round_trip(void **state)
     run_stats_free(twice);
     run_stats_free(back);
     json_decref(again);
+}
+
+/*
+ * The vLLM-named fields are numpy's over the exact samples: 152 ok requests
+ * with TTFT 1..152 ms give p99_ttft_ms 150.49 (rank 149.49, between 150 and
+ * 151 ms), median 76.5, mean 76.5, std sqrt((152^2 - 1) / 12), where the
+ * histogram's p99 is the 151 ms bucket (latency.ttft.p99). Read back from
+ * the file, the values are gone: the fields fall back to the histograms and
+ * "vllm.fields" says so.
+ */
+static void test_vllm_fields_exact(void **state)
+{
+    (void)state;
+    struct run_stats *st = NULL, *back = NULL;
+    struct run_summary sum, sum2;
+    struct result_info info = {0};
+    json_t *doc = NULL;
+    char err[256];
+
+    assert_int_equal(run_stats_new(&st), 0);
+    for (uint64_t i = 1; i <= 152; i++) {
+        struct req_record r = ok_record(i, 200 + i);
+        r.chunk_ns = NULL; /* no chunk times: itl is not exact */
+        run_stats_add_record(st, &r, NULL);
+    }
+    run_summary_compute(&sum, st, 10.0, 0, NULL);
+    assert_int_equal(result_build(st, &sum, &info, &doc), 0);
+    assert_true(fabs(real(doc, "summary", "p99_ttft_ms") - 150.49) < 1e-9);
+    assert_true(fabs(real(doc, "summary", "median_ttft_ms") - 76.5) < 1e-9);
+    assert_true(fabs(real(doc, "summary", "mean_ttft_ms") - 76.5) < 1e-9);
+    assert_true(fabs(real(doc, "summary", "std_ttft_ms") - sqrt((152.0 * 152 - 1) / 12)) < 1e-9);
+    double hdr_p99 = json_number_value(json_object_get(path(doc, "latency", "ttft"), "p99"));
+    assert_true(hdr_p99 >= 151.0 && hdr_p99 < 151.2);
+    const json_t *f = path(path(doc, "vllm", "fields"), "ttft", NULL);
+    assert_string_equal(json_string_value(json_object_get(f, "method")), "exact");
+    assert_int_equal(json_integer_value(json_object_get(f, "samples")), 152);
+    f = path(path(doc, "vllm", "fields"), "itl", NULL);
+    assert_string_equal(json_string_value(json_object_get(f, "method")), "hdr");
+    assert_string_equal(json_string_value(json_object_get(f, "why")), "not_kept");
+    const json_t *in = path(path(doc, "vllm", "differences"), "total_input_tokens", NULL);
+    assert_int_equal(json_integer_value(json_object_get(in, "tokenstorm")), 152 * 52);
+    assert_int_equal(json_integer_value(json_object_get(in, "vllm")), 152 * 50);
+    assert_int_equal(integer(doc, "tokens", "input_intended"), 152 * 50);
+
+    assert_int_equal(result_read_stats(doc, &back, err, sizeof(err)), 0);
+    assert_int_equal(back->input_tokens_intended, 152 * 50);
+    run_summary_compute(&sum2, back, 10.0, 0, NULL);
+    assert_int_equal(sum2.vllm_loss[STAT_TTFT], SAMPLES_NOT_KEPT);
+    assert_true(sum2.vllm[STAT_TTFT].pct[3] == sum2.lat[STAT_TTFT].pct[3]);
+    json_decref(doc);
+    run_stats_free(back);
+    run_stats_free(st);
 }
 
 static void test_read_errors(void **state)
@@ -408,6 +462,43 @@ static char *line_of(const struct req_record *r, uint64_t start)
     char *s = buf_take(&b, NULL);
     buf_release(&b);
     return s;
+}
+
+/* --save-chunk-times: chunk_us holds each chunk's offset from start in whole
+ * microseconds (rounded), says whether every chunk was kept, is null when
+ * none were, and is absent without the flag. */
+static void test_request_line_chunk_times(void **state)
+{
+    (void)state;
+    struct req_record r = ok_record(100, 500);
+    uint64_t t[3] = {r.start_ns + 99 * MS + 400, r.start_ns + 120 * MS + 600,
+                     r.start_ns + 499 * MS};
+    struct buf b;
+    json_error_t jerr;
+
+    r.choice_chunks = 3;
+    r.chunk_ns = t;
+    r.n_chunk_ns = 3;
+    buf_init(&b, 1 << 16);
+    assert_int_equal(req_record_append_json_ex(&b, &r, BASE, REQ_JSON_CHUNK_TIMES), 0);
+    assert_non_null(strstr(buf_cstr(&b), ",\"chunk_us\":[99000,120001,499000],"
+                                         "\"chunk_us_complete\":true}\n"));
+    json_t *o = json_loads(buf_cstr(&b), 0, &jerr);
+    assert_non_null(o);
+    json_decref(o);
+    buf_reset(&b);
+    r.choice_chunks = 5; /* more chunks than were kept */
+    assert_int_equal(req_record_append_json_ex(&b, &r, BASE, REQ_JSON_CHUNK_TIMES), 0);
+    assert_non_null(strstr(buf_cstr(&b), "499000],\"chunk_us_complete\":false}"));
+    buf_reset(&b);
+    r.chunk_ns = NULL;
+    assert_int_equal(req_record_append_json_ex(&b, &r, BASE, REQ_JSON_CHUNK_TIMES), 0);
+    assert_non_null(strstr(buf_cstr(&b), ",\"chunk_us\":null}"));
+    buf_reset(&b);
+    r.chunk_ns = t;
+    assert_int_equal(req_record_append_json(&b, &r, BASE), 0);
+    assert_null(strstr(buf_cstr(&b), "chunk_us"));
+    buf_release(&b);
 }
 
 static void test_request_line(void **state)
@@ -677,6 +768,8 @@ static void test_secret_header_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vllm_fields_exact),
+        cmocka_unit_test(test_request_line_chunk_times),
         cmocka_unit_test_setup_teardown(test_document_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),

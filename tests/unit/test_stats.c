@@ -498,6 +498,67 @@ static void test_merge_equals_recording_into_one(void **state)
     run_stats_free(all);
 }
 
+/*
+ * vLLM's ITL list: the gaps of ok requests, from each record's chunk times;
+ * a failed stream's gaps stay out of the exact set (they are in the
+ * histogram, recorded as they happened); an ok stream without its chunk
+ * times leaves the set incomplete. TTFT, TPOT, E2EL, lag keep exact values.
+ */
+static void test_exact_samples(void **state)
+{
+    (void)state;
+    struct run_stats *s = new_stats(), *t = new_stats();
+    struct req_record r = stream_ok();
+    const uint64_t chunks[] = {BASE + 100 * MS, BASE + 120 * MS, BASE + 150 * MS,
+                               BASE + 160 * MS, BASE + 400 * MS, BASE + 500 * MS};
+
+    r.chunk_ns = chunks;
+    r.n_chunk_ns = 6;
+    r.last_event_ns = BASE + 501 * MS; /* the usage-only chunk, 1 ms after the last */
+    run_stats_add_record(s, &r, NULL);
+    assert_int_equal(s->usage_tail_n, 1);
+    assert_int_equal(s->usage_tail_us, 1000);
+    const int64_t gaps[] = {20 * MS, 30 * MS, 10 * MS, 240 * MS, 100 * MS};
+    assert_int_equal(s->exact[STAT_ITL].n, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(s->exact[STAT_ITL].v[i], gaps[i]);
+    assert_int_equal(s->exact[STAT_TTFT].n, 1);
+    assert_int_equal(s->exact[STAT_TTFT].v[0], 100 * MS);
+    assert_int_equal(s->exact[STAT_E2EL].v[0], 500 * MS);
+    assert_int_equal(s->exact[STAT_TPOT].v[0], 100 * MS); /* 400 ms / 4 */
+    assert_int_equal(s->exact[STAT_LAG].v[0], 500 * US);
+    assert_int_equal(s->exact[STAT_TTFT_UNCORRECTED].n, 0); /* not an exact metric */
+    assert_int_equal(s->input_tokens_intended, 90);
+    assert_int_equal(s->input_tokens, 100);
+
+    struct req_record f = r; /* a failed stream: its gaps are not vLLM's */
+    f.outcome = REQ_TRUNCATED;
+    run_stats_add_record(s, &f, NULL);
+    assert_int_equal(s->exact[STAT_ITL].n, 5);
+    assert_true(samples_exact(&s->exact[STAT_ITL]));
+    assert_int_equal(s->usage_tail_n, 1); /* ok streams only */
+
+    assert_int_equal(run_stats_merge(t, s), 0);
+    assert_int_equal(run_stats_merge(t, s), 0);
+    assert_int_equal(t->exact[STAT_ITL].n, 10);
+    assert_int_equal(t->input_tokens_intended, 180);
+    assert_int_equal(t->usage_tail_us, 2000);
+
+    struct req_record k = r; /* chunk times cut short: the set is incomplete */
+    k.n_chunk_ns = 3;
+    run_stats_add_record(s, &k, NULL);
+    assert_int_equal(samples_loss(&s->exact[STAT_ITL]), SAMPLES_NOT_KEPT);
+    assert_true(samples_exact(&s->exact[STAT_TTFT]));
+    run_stats_reset(s);
+    assert_true(samples_exact(&s->exact[STAT_ITL]));
+    assert_int_equal(s->exact[STAT_TTFT].n, 0);
+    run_stats_exact_not_kept(s);
+    assert_int_equal(samples_loss(&s->exact[STAT_TTFT]), SAMPLES_NOT_KEPT);
+    assert_true(samples_exact(&s->exact[STAT_TTFT_UNCORRECTED]));
+    run_stats_free(s);
+    run_stats_free(t);
+}
+
 static void test_names(void **state)
 {
     assert_string_equal(stat_metric_name(STAT_TTFT), "ttft");
@@ -677,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_token_method),
         cmocka_unit_test(test_merge_equals_recording_into_one),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_exact_samples),
         cmocka_unit_test(test_itl_by_position),
         cmocka_unit_test(test_new_fails_cleanly),
         cmocka_unit_test(test_none_ok_names_the_dominant_error),
