@@ -515,8 +515,18 @@ char *slo_format_value(const struct slo *slo, double v, char *buf, size_t n)
 
 unsigned slo_needs(const struct slo *slo)
 {
-    if (slo->latency)
-        return 0;
+    if (slo->latency) {
+        switch ((enum stat_metric)slo->metric) {
+        case STAT_TTFT:
+        case STAT_TTFT_UNCORRECTED:
+        case STAT_TTFC:
+        case STAT_ITL:
+        case STAT_TPOT:
+            return SLO_NEEDS_STREAM;
+        default:
+            return 0;
+        }
+    }
     switch ((enum slo_scalar)slo->metric) {
     case SLO_GOODPUT:
     case SLO_GOOD:

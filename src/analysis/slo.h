@@ -97,6 +97,8 @@ enum slo_needs {
     SLO_NEEDS_JSON = 1 << 3,        /* the JSON check (json_valid) */
     SLO_NEEDS_DUAL_SLA = 1 << 4,    /* the windowed dual SLA (dual_sla) */
     SLO_NEEDS_CONSISTENCY = 1 << 5, /* the consistency check (consistency) */
+    SLO_NEEDS_STREAM = 1 << 6,      /* streamed requests (ttft, ttft_uncorrected, ttfc, itl, tpot):
+                                       a non-streamed answer arrives whole and has none of them */
 };
 
 struct slo {

@@ -80,6 +80,11 @@ bool goodput_cfg_enabled(const struct goodput_cfg *cfg)
     return cfg && (cfg->ttft_ms > 0 || cfg->tpot_ms > 0 || cfg->e2el_ms > 0);
 }
 
+bool goodput_cfg_needs_stream(const struct goodput_cfg *cfg)
+{
+    return cfg && (cfg->ttft_ms > 0 || cfg->tpot_ms > 0);
+}
+
 int run_stats_new(struct run_stats **out)
 {
     struct run_stats *s = ts_calloc(1, sizeof(*s));
@@ -315,9 +320,13 @@ bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec)
     if (!rec->intended_ns || end < rec->intended_ns)
         return false;
     uint64_t e2el = end - rec->intended_ns;
-    uint64_t ttft = e2el;
-    if (rec->first_chunk_ns && rec->first_chunk_ns >= rec->intended_ns)
-        ttft = rec->first_chunk_ns - rec->intended_ns;
+    /* a request without a first chunk (not streamed) has no TTFT or TPOT to
+     * meet: it is not good by a threshold on them (runs that stream nothing
+     * refuse such thresholds at start) */
+    bool timed = rec->first_chunk_ns && rec->first_chunk_ns >= rec->intended_ns;
+    if (!timed && (cfg->ttft_ms > 0 || cfg->tpot_ms > 0))
+        return false;
+    uint64_t ttft = timed ? rec->first_chunk_ns - rec->intended_ns : 0;
     uint64_t tpot_ns = 0;
     if (out > 1 && rec->first_chunk_ns && rec->last_chunk_ns >= rec->first_chunk_ns)
         tpot_ns = (uint64_t)llround((double)(rec->last_chunk_ns - rec->first_chunk_ns) /

@@ -96,8 +96,12 @@ struct goodput_cfg {
 
 /* true if any threshold of cfg (which may be NULL) is set. */
 bool goodput_cfg_enabled(const struct goodput_cfg *cfg);
+/* true if cfg (which may be NULL) has a TTFT or TPOT threshold: one that only
+ * streamed requests can meet. */
+bool goodput_cfg_needs_stream(const struct goodput_cfg *cfg);
 /* True when rec is ok and within every threshold of cfg (vLLM's goodput rule;
- * with no threshold set, every ok request meets it). */
+ * with no threshold set, every ok request meets it). A request with no first
+ * chunk (not streamed) has no TTFT or TPOT and fails a threshold on either. */
 bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec);
 
 /*

@@ -63,6 +63,7 @@ int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t er
 struct progress {
     bool tty;
     bool quiet;
+    bool no_ttft; /* the run streams nothing: no TTFT to show */
     uint64_t last_line_ns;
     struct ranks_group *group; /* MPI: rank 0 shows the sum of the ranks */
 };
@@ -82,14 +83,15 @@ static void on_tick(const struct runner_progress *p, void *arg)
     char remain[32] = "";
     if (p->total_s > 0 && !p->draining)
         snprintf(remain, sizeof(remain), "/%.0fs", p->total_s);
-    char line[256];
+    char line[256], ttft[64] = "";
+    if (!pg->no_ttft)
+        snprintf(ttft, sizeof(ttft), "  TTFT p50 %.0f ms p99 %.0f ms", p->last->ttft_p50_ms,
+                 p->last->ttft_p99_ms);
     snprintf(line, sizeof(line),
-             "%s%5.0fs%s  sent %llu  done %llu  err %llu  in-flight %llu  %.1f req/s  %.0f tok/s"
-             "  TTFT p50 %.0f ms p99 %.0f ms",
+             "%s%5.0fs%s  sent %llu  done %llu  err %llu  in-flight %llu  %.1f req/s  %.0f tok/s%s",
              p->draining ? "draining " : "", p->elapsed_s, remain, (unsigned long long)p->sent,
              (unsigned long long)p->completed, (unsigned long long)p->errors,
-             (unsigned long long)p->in_flight, p->rate, p->tokens_per_s, p->last->ttft_p50_ms,
-             p->last->ttft_p99_ms);
+             (unsigned long long)p->in_flight, p->rate, p->tokens_per_s, ttft);
     if (pg->tty) {
         fprintf(stderr, "\r\033[K%s", line);
     } else {
@@ -148,12 +150,17 @@ static json_t *timeline_json(const struct runner_result *r)
 static json_t *config_json(const struct run_opts *o, const char *url, const char *model,
                            const char *sim_profile)
 {
-    json_t *j =
-        json_pack("{s:s, s:s, s:s?, s:s}", "target", url, "model", model, "simulator_profile",
-                  sim_profile, "endpoint", o->endpoint ? o->endpoint : "chat");
+    json_t *j = json_pack("{s:s, s:s, s:s?, s:s?}", "target", url, "model", model,
+                          "simulator_profile", sim_profile, "endpoint",
+                          o->scenario   ? NULL
+                          : o->endpoint ? o->endpoint
+                                        : "chat");
     if (!j)
         return NULL;
-    if (o->concurrency && !o->rate && !o->stages) {
+    if (o->scenario) {
+        /* the classes set the load and the requests (the "classes" array) */
+        json_object_set_new(j, "mode", json_string("scenario"));
+    } else if (o->concurrency && !o->rate && !o->stages) {
         json_object_set_new(j, "mode", json_string("closed"));
         json_object_set_new(j, "users", json_integer(o->concurrency));
         if (o->think)
@@ -172,12 +179,14 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
     json_object_set_new(j, "duration_s", json_real((double)o->duration_ns / 1e9));
     json_object_set_new(j, "requests", json_integer((json_int_t)o->requests));
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
-    json_object_set_new(j, "input_len",
-                        json_string(o->input_len ? o->input_len : "lognormal:512,0.5"));
-    json_object_set_new(j, "output_len",
-                        json_string(o->output_len ? o->output_len : "uniform:64-256"));
-    json_object_set_new(j, "stream", json_boolean(!o->no_stream));
-    json_object_set_new(j, "ignore_eos", json_boolean(!o->no_ignore_eos));
+    if (!o->scenario) {
+        json_object_set_new(j, "input_len",
+                            json_string(o->input_len ? o->input_len : "lognormal:512,0.5"));
+        json_object_set_new(j, "output_len",
+                            json_string(o->output_len ? o->output_len : "uniform:64-256"));
+        json_object_set_new(j, "stream", json_boolean(!o->no_stream));
+        json_object_set_new(j, "ignore_eos", json_boolean(!o->no_ignore_eos));
+    }
     /* which client engine plain http:// calls ran on (TLS and HTTP/2: always curl) */
     json_object_set_new(j, "http_engine", json_string(o->http_engine_curl ? "curl" : "auto"));
     json_object_set_new(j, "kernel_timestamps",
@@ -331,6 +340,21 @@ static int parse_checks(struct job *j)
     return 0;
 }
 
+/* Why the run sends no streamed request ("" when it may send some). */
+static const char *no_stream_why(const struct job *j)
+{
+    if (j->o.scenario) {
+        for (size_t k = 0; k < j->scn.nclasses; k++) {
+            if (scenario_class_streams(&j->scn.classes[k]))
+                return "";
+        }
+        return "no class of the scenario streams";
+    }
+    if (j->ep == WORKLOAD_EMBEDDINGS)
+        return "--endpoint embeddings";
+    return j->o.no_stream ? "--no-stream" : "";
+}
+
 /* What the run was given that SLOs can need (enum slo_needs); references
  * only once the workload is built (known), or always with a scenario file,
  * whose classes' prompt files may hold them. */
@@ -348,6 +372,8 @@ static unsigned slo_have(const struct job *j, bool known_refs)
         have |= SLO_NEEDS_DUAL_SLA;
     if (o->quality.consistency)
         have |= SLO_NEEDS_CONSISTENCY;
+    if (!no_stream_why(j)[0])
+        have |= SLO_NEEDS_STREAM;
     if (!known_refs || o->scenario)
         have |= SLO_NEEDS_REFERENCE;
     for (size_t i = 0; known_refs && j->wl.has_prompts && i < j->wl.prompts.n; i++) {
@@ -364,14 +390,35 @@ static unsigned slo_have(const struct job *j, bool known_refs)
  * measures) is a usage error before any load, not "n/a FAIL" at the end. */
 static int check_slo_needs(const struct job *j, bool known_refs)
 {
-    unsigned have = slo_have(j, known_refs);
+    const char *why = no_stream_why(j);
     char err[SLO_EXPR_MAX + 256];
+    if (why[0] && goodput_cfg_needs_stream(&j->goodput)) {
+        fprintf(stderr,
+                "tokenstorm run: --goodput '%s': ttft and tpot need streamed requests, and this "
+                "run streams none (%s); judge e2el instead\n",
+                j->o.goodput, why);
+        return TS_EXIT_USAGE;
+    }
+    if (j->o.scenario && scenario_check_streams(&j->scn, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm run: %s: %s\n", j->o.scenario, err);
+        return TS_EXIT_USAGE;
+    }
+    unsigned have = slo_have(j, known_refs);
     if (!known_refs && j->o.scenario && scenario_check_slo_needs(&j->scn, have, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm run: %s: %s\n", j->o.scenario, err);
         return TS_EXIT_USAGE;
     }
     for (size_t i = 0; i < j->o.nslos; i++) {
-        const char *what = run_slo_lack(slo_needs(&j->slos[i]) & ~have);
+        unsigned lack = slo_needs(&j->slos[i]) & ~have;
+        if (lack & SLO_NEEDS_STREAM) {
+            fprintf(stderr,
+                    "tokenstorm run: --slo '%s': %s needs streamed requests, and this run "
+                    "streams none (%s): a non-streamed answer arrives whole, so only e2el, "
+                    "tokens and throughput are measured\n",
+                    j->slos[i].expr, slo_metric_name(&j->slos[i]), why);
+            return TS_EXIT_USAGE;
+        }
+        const char *what = run_slo_lack(lack);
         if (what) {
             fprintf(stderr, "tokenstorm run: --slo '%s': %s needs %s\n", j->slos[i].expr,
                     slo_metric_name(&j->slos[i]), what);
@@ -450,6 +497,10 @@ static int load_scenario(struct job *j)
 {
     if (!j->o.scenario)
         return 0;
+    if (scenario_refuse_opts(&j->o, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
     int rc = scenario_load(&j->scn, j->o.scenario, j->err, sizeof(j->err));
     if (rc) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
@@ -724,8 +775,10 @@ static int configure_extras(struct job *j)
 {
     const struct run_opts *o = &j->o;
     struct runner_config *r = &j->rcfg;
-    j->pg = (struct progress){
-        .tty = isatty(STDERR_FILENO), .quiet = o->quiet || o->json, .group = j->group};
+    j->pg = (struct progress){.tty = isatty(STDERR_FILENO),
+                              .quiet = o->quiet || o->json,
+                              .no_ttft = no_stream_why(j)[0] != '\0',
+                              .group = j->group};
     r->tick_arg = &j->pg;
     if (o->server_metrics && !j->rank) { /* MPI: one server timeline, from rank 0 */
         snprintf(j->metrics_url, sizeof(j->metrics_url), "%s", o->server_metrics);

@@ -4,6 +4,7 @@
  */
 #include "app/run_scenario.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -17,6 +18,41 @@
 #include "llm/tokenizer.h"
 #include "report/result.h"
 #include "report/text.h"
+
+int scenario_refuse_opts(const struct run_opts *o, char *err, size_t errlen)
+{
+    const struct {
+        bool given;
+        const char *opt, *key;
+    } per_class[] = {
+        {o->rate > 0, "--rate", "rate"},
+        {o->arrival != NULL, "--arrival", "arrival"},
+        {o->ramp_to > 0, "--ramp-to", "stages"},
+        {o->stages != NULL, "--stages", "stages"},
+        {o->concurrency > 0, "--concurrency", "users (closed loop) or max_concurrency"},
+        {o->think != NULL, "--think", "think"},
+        {o->ramp_users_ns > 0, "--ramp-users", "ramp_users"},
+        {o->endpoint != NULL, "--endpoint", "endpoint"},
+        {o->input_len != NULL, "--input-len", "input_tokens"},
+        {o->output_len != NULL, "--output-len", "output_tokens"},
+        {o->prompts != NULL, "--prompts", "prompts_file"},
+        {o->system_prompt != NULL, "--system-prompt", "system"},
+        {o->body != NULL, "--body", "body"},
+        {o->no_stream, "--no-stream", "stream: false"},
+        {o->no_ignore_eos, "--no-ignore-eos", "ignore_eos: false"},
+    };
+    for (size_t i = 0; i < sizeof(per_class) / sizeof(per_class[0]); i++) {
+        if (per_class[i].given) {
+            ts_errf(err, errlen,
+                    "%s does not apply to a scenario file: each class sets its own "
+                    "(`%s` in the classes of %s); set it there, or run without the file "
+                    "(docs/SCENARIOS.md)",
+                    per_class[i].opt, per_class[i].key, o->scenario);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
 
 void scenario_apply_opts(struct scenario *s, struct run_opts *o)
 {
@@ -54,6 +90,53 @@ void scenario_apply_opts(struct scenario *s, struct run_opts *o)
         o->t_idle = s->target.t_idle;
     if (s->target.t_total)
         o->t_total = s->target.t_total;
+}
+
+bool scenario_class_streams(const struct scenario_class *c)
+{
+    if (c->has_flow)
+        return true; /* a step's body may ask for a stream whatever the class says */
+    if (c->endpoint == WORKLOAD_EMBEDDINGS)
+        return false;
+    const json_t *v = c->body ? json_object_get(c->body, "stream") : NULL;
+    return json_is_boolean(v) ? json_is_true(v) : c->stream;
+}
+
+/* Why class c sends no stream, for people. */
+static const char *no_stream_why(const struct scenario_class *c)
+{
+    return c->endpoint == WORKLOAD_EMBEDDINGS ? "endpoint: embeddings"
+           : c->stream                        ? "body: {stream: false}"
+                                              : "stream: false";
+}
+
+int scenario_check_streams(const struct scenario *s, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < s->nclasses; k++) {
+        const struct scenario_class *c = &s->classes[k];
+        if (scenario_class_streams(c))
+            continue;
+        struct goodput_cfg g = {0};
+        if (c->goodput && !run_parse_goodput(c->goodput, &g, err, errlen) &&
+            goodput_cfg_needs_stream(&g)) {
+            ts_errf(err, errlen,
+                    "class '%s': goodput '%s': ttft and tpot need streamed requests, and the "
+                    "class streams none (%s); judge e2el instead",
+                    c->name, c->goodput, no_stream_why(c));
+            return -EINVAL;
+        }
+        for (size_t i = 0; i < c->nslos; i++) {
+            struct slo slo;
+            if (!slo_parse(c->slos[i], &slo, NULL, 0) && (slo_needs(&slo) & SLO_NEEDS_STREAM)) {
+                ts_errf(err, errlen,
+                        "class '%s': slo '%s': %s needs streamed requests, and the class "
+                        "streams none (%s): only e2el, tokens and throughput are measured",
+                        c->name, c->slos[i], slo_metric_name(&slo), no_stream_why(c));
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
 }
 
 int scenario_run_tokenizer(struct scenario_run *sr, const char *path, char *err, size_t errlen)

@@ -5,7 +5,9 @@
  *
  * Precedence: an option given on the command line wins over the file
  * (--target, --model, --duration, --requests, --warmup, --drain, --workers,
- * --seed, --sim-profile); headers of both are sent.
+ * --seed, --sim-profile); headers of both are sent. The options a class
+ * sets for itself (load shape, workload, streaming) are refused
+ * (scenario_refuse_opts).
  */
 #ifndef TS_APP_RUN_SCENARIO_H
 #define TS_APP_RUN_SCENARIO_H
@@ -32,6 +34,27 @@ struct scenario_run {
     size_t *slo_first, *slo_count;
     struct tokenizer *tokenizer; /* --tokenizer / target.tokenizer, or NULL */
 };
+
+/*
+ * Refuses the run options that a scenario's classes set for themselves (the
+ * arrivals, the users, the workload, --no-stream, --body, --endpoint): they
+ * would be ignored. Returns 0, or -EINVAL with a message naming the option
+ * and the class key to set instead.
+ */
+TS_MUST_CHECK int scenario_refuse_opts(const struct run_opts *o, char *err, size_t errlen);
+
+/* Whether class c may send streamed requests: its stream setting (and its
+ * body's "stream"), false for embeddings, true for a flow (a step's body may
+ * stream). */
+bool scenario_class_streams(const struct scenario_class *c);
+
+/*
+ * Refuses an SLO or goodput threshold of a class that its requests cannot
+ * have a value for: TTFT, TTFC, ITL or TPOT in a class that streams nothing.
+ * Returns 0, or -EINVAL with a message naming the class, the expression and
+ * why. (Parse errors are left to scenario_run_init.)
+ */
+TS_MUST_CHECK int scenario_check_streams(const struct scenario *s, char *err, size_t errlen);
 
 /* Copies the file's settings into o where the command line gave none (and
  * --seed into the file's seed). */

@@ -339,7 +339,7 @@ static void finish_body(struct exch *x)
     reqtrace_note(&x->trace, c.id, c.model);
     if (x->keep_answer)
         keep_answer_text(x, &c);
-    r->first_chunk_ns = r->first_token_ns = r->last_chunk_ns = x->last_choice_ns = r->end_ns;
+    /* nothing arrives before the whole body: no first chunk, TTFT, TPOT or ITL */
     x->saw_done = x->saw_finish = true;
     size_t text = 0;
     for (size_t i = 0; i < c.n_choices; i++) {

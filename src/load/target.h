@@ -24,10 +24,15 @@ TS_MUST_CHECK int target_resolve(const char *target, enum workload_endpoint ep,
                                  char *err, size_t errlen);
 
 /*
- * Asks models_url for the served models (a blocking GET, for startup only)
- * and writes the first model id into model (n bytes). headers as for the
- * load ("Authorization: Bearer ..."). Returns 0, or a negative code with a
- * message that names the URL but never a header.
+ * Asks models_url for the served models (a blocking GET, for startup only,
+ * 15 s at most, a body of 4 MiB at most) and writes the first model id into
+ * model (n bytes). headers as for the load ("Authorization: Bearer ...").
+ * Returns 0, or -EIO (no answer, or an HTTP error status), TS_PARSE (an
+ * answer that is no OpenAI model list) or TS_TOOBIG (an id of n bytes or
+ * more), with a message that names the URL, says what happened (nothing
+ * listening, TLS against plain HTTP or the reverse, the status and the
+ * server's error message, not JSON, no data[]) and what to check; never a
+ * header.
  */
 TS_MUST_CHECK int target_discover_model(const char *models_url, const char *const *headers,
                                         size_t n_headers, bool insecure, char *model, size_t n,

@@ -379,6 +379,12 @@ static void pct_word(double p, char *out, size_t n)
 
 /* ---- result.json ------------------------------------------------------------ */
 
+/* A statistic of l: null when l has no sample (the metric was not measured). */
+static json_t *stat_num(const struct latency_summary *l, double v)
+{
+    return l->count ? tsjson_num(v) : json_null();
+}
+
 static json_t *latency_object(const struct latency_summary *l)
 {
     json_t *o = json_object();
@@ -388,14 +394,14 @@ static json_t *latency_object(const struct latency_summary *l)
     if (!o)
         return NULL;
     rc |= tsjson_put(o, "count", tsjson_count(l->count));
-    rc |= tsjson_put(o, "mean", tsjson_num(l->mean));
-    rc |= tsjson_put(o, "std", tsjson_num(l->std));
-    rc |= tsjson_put(o, "min", tsjson_num(l->min));
+    rc |= tsjson_put(o, "mean", stat_num(l, l->mean));
+    rc |= tsjson_put(o, "std", stat_num(l, l->std));
+    rc |= tsjson_put(o, "min", stat_num(l, l->min));
     for (int i = 0; i < SUMMARY_NPCT; i++) {
         pct_word(summary_percentiles[i], key, sizeof(key));
-        rc |= tsjson_put(o, key, tsjson_num(l->pct[i]));
+        rc |= tsjson_put(o, key, stat_num(l, l->pct[i]));
     }
-    rc |= tsjson_put(o, "max", tsjson_num(l->max));
+    rc |= tsjson_put(o, "max", stat_num(l, l->max));
     if (rc) {
         json_decref(o);
         return NULL;
@@ -410,15 +416,15 @@ static int put_vllm_latency(json_t *o, const char *name, const struct latency_su
     int rc = 0;
 
     snprintf(key, sizeof(key), "mean_%s_ms", name);
-    rc |= tsjson_put(o, key, tsjson_num(l->mean));
+    rc |= tsjson_put(o, key, stat_num(l, l->mean));
     snprintf(key, sizeof(key), "median_%s_ms", name);
-    rc |= tsjson_put(o, key, tsjson_num(l->pct[0]));
+    rc |= tsjson_put(o, key, stat_num(l, l->pct[0]));
     snprintf(key, sizeof(key), "std_%s_ms", name);
-    rc |= tsjson_put(o, key, tsjson_num(l->std));
+    rc |= tsjson_put(o, key, stat_num(l, l->std));
     for (int i = 0; i < SUMMARY_NPCT; i++) {
         pct_word(summary_percentiles[i], word, sizeof(word));
         snprintf(key, sizeof(key), "%s_%s_ms", word, name);
-        rc |= tsjson_put(o, key, tsjson_num(l->pct[i]));
+        rc |= tsjson_put(o, key, stat_num(l, l->pct[i]));
     }
     return rc;
 }
@@ -442,7 +448,10 @@ static json_t *summary_object(const struct run_summary *sum)
                      sum->goodput_enabled ? tsjson_num(sum->request_goodput) : json_null());
     rc |= tsjson_put(o, "output_throughput", tsjson_num(sum->output_throughput));
     rc |= tsjson_put(o, "total_token_throughput", tsjson_num(sum->total_token_throughput));
-    rc |= tsjson_put(o, "max_output_tokens_per_s", tsjson_num(sum->max_output_tokens_per_s));
+    /* the peak counts chunks: a run that streamed nothing has none */
+    bool none_streamed = sum->stats && sum->requests && !sum->stats->streams;
+    rc |= tsjson_put(o, "max_output_tokens_per_s",
+                     none_streamed ? json_null() : tsjson_num(sum->max_output_tokens_per_s));
     for (size_t i = 0; i < sizeof(headline) / sizeof(headline[0]); i++)
         rc |= put_vllm_latency(o, stat_metric_name(headline[i]), &sum->vllm[headline[i]]);
 

@@ -66,9 +66,11 @@ static void print_errors(FILE *f, const struct run_stats *s)
 static void print_headlines(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
-    fprintf(f, "throughput    %.2f req/s, output %.2f tok/s (peak %.0f tok/s), total %.2f tok/s\n",
-            sum->request_throughput, sum->output_throughput, sum->max_output_tokens_per_s,
-            sum->total_token_throughput);
+    fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", sum->request_throughput,
+            sum->output_throughput);
+    if (s->streams) /* the peak counts chunks: nothing to count without a stream */
+        fprintf(f, " (peak %.0f tok/s)", sum->max_output_tokens_per_s);
+    fprintf(f, ", total %.2f tok/s\n", sum->total_token_throughput);
     if (sum->goodput_enabled) {
         const char *sep = "";
         fprintf(f, "goodput       %.2f req/s, %" PRIu64 " good (", sum->request_goodput, sum->good);
@@ -113,13 +115,22 @@ static void print_cell(FILE *f, double v, bool have)
         fprintf(f, " %9s", "-");
 }
 
-static void print_latency(FILE *f, const struct run_summary *sum)
+/* A metric only a stream has (TTFT, TTFC, ITL, TPOT). */
+static bool stream_metric(enum stat_metric m)
 {
+    return m == STAT_TTFT || m == STAT_TTFC || m == STAT_ITL || m == STAT_TPOT;
+}
+
+static void print_latency(FILE *f, const struct run_stats *s, const struct run_summary *sum)
+{
+    bool none_streamed = !s->streams && s->requests;
     fprintf(f, "\n%-12s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p95",
             "p99", "p99.9", "max");
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const struct latency_summary *l = &sum->lat[rows[i].metric];
         bool have = l->count > 0;
+        if (none_streamed && !have && stream_metric(rows[i].metric))
+            continue;
         fprintf(f, "%-12s", rows[i].label);
         print_cell(f, l->mean, have);
         for (int p = 0; p < SUMMARY_NPCT; p++)
@@ -127,6 +138,9 @@ static void print_latency(FILE *f, const struct run_summary *sum)
         print_cell(f, l->max, have);
         fputc('\n', f);
     }
+    if (none_streamed)
+        fprintf(f, "(no request was streamed: an answer that arrives whole has no TTFT, TTFC, ITL "
+                   "or TPOT)\n");
 }
 
 int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)
@@ -134,7 +148,7 @@ int report_text_summary(FILE *f, const struct run_stats *s, const struct run_sum
     print_outcomes(f, s, sum);
     print_errors(f, s);
     print_headlines(f, s, sum);
-    print_latency(f, sum);
+    print_latency(f, s, sum);
     return ferror(f) ? -EIO : 0;
 }
 

@@ -208,6 +208,10 @@ static void test_document_keys(void **state)
     assert_non_null(path(lat, "e2el_uncorrected", "p99.9"));
     assert_int_equal(integer(lat, "itl", "count"), 44);
     assert_int_equal(integer(lat, "dns", "count"), 0);
+    /* a metric with no sample was not measured: null, not 0 ms */
+    assert_true(json_is_null(path(lat, "dns", "mean")));
+    assert_true(json_is_null(path(lat, "dns", "p99")));
+    assert_true(json_is_null(path(lat, "dns", "max")));
 
     /* counters */
     assert_int_equal(integer(doc, "outcomes", "ok"), 4);

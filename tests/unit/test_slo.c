@@ -305,7 +305,14 @@ static void test_needs(void **state)
         const char *expr;
         unsigned needs;
     } cases[] = {
-        {"ttft.p95<2s", 0},
+        {"ttft.p95<2s", SLO_NEEDS_STREAM},
+        {"ttft_uncorrected.p50<1s", SLO_NEEDS_STREAM},
+        {"ttfc.p99<2s", SLO_NEEDS_STREAM},
+        {"itl.p99<50ms", SLO_NEEDS_STREAM},
+        {"tpot.p99<1ms", SLO_NEEDS_STREAM},
+        {"e2el.p99<10s", 0},
+        {"tpot_incl_ttft.p99<100ms", 0}, /* e2el / tokens: a whole answer has it too */
+        {"lag.p99<10ms", 0},
         {"error_rate<1%", 0},
         {"goodput>5", SLO_NEEDS_GOODPUT},
         {"good>=10", SLO_NEEDS_GOODPUT},

@@ -370,7 +370,8 @@ static void test_goodput(void **state)
     run_stats_add_record(s, &r, &cfg);
     assert_int_equal(s->good, 2);
 
-    /* E2EL threshold, and a non-streamed request's TTFT is its E2EL. */
+    /* E2EL threshold; a non-streamed request has no TTFT or TPOT: it meets an
+     * E2EL threshold but never one on TTFT or TPOT (not E2EL as its TTFT, not 0). */
     run_stats_reset(s);
     cfg = (struct goodput_cfg){.ttft_ms = 600, .e2el_ms = 600};
     r = stream_ok(); /* e2el 500: good */
@@ -383,10 +384,16 @@ static void test_goodput(void **state)
     r.start_ns = BASE;
     r.end_ns = BASE + 550 * MS;
     r.output_tokens = 10;
-    run_stats_add_record(s, &r, &cfg);
-    cfg.ttft_ms = 500;
-    run_stats_add_record(s, &r, &cfg);
+    run_stats_add_record(s, &r, &cfg); /* ttft:600 e2el:600: no TTFT, not good */
+    assert_int_equal(s->good, 1);
+    cfg = (struct goodput_cfg){.e2el_ms = 600};
+    run_stats_add_record(s, &r, &cfg); /* e2el 550: good */
     assert_int_equal(s->good, 2);
+    cfg = (struct goodput_cfg){.tpot_ms = 1000};
+    run_stats_add_record(s, &r, &cfg); /* no TPOT: not good (it was 0 ms, so good) */
+    assert_int_equal(s->good, 2);
+    assert_false(goodput_meets(&cfg, &r));
+    assert_true(goodput_meets(&(struct goodput_cfg){.e2el_ms = 550}, &r));
 
     /* No configuration: nothing is counted as good. */
     run_stats_reset(s);
