@@ -18,19 +18,21 @@
 
 /* Saturation thresholds (docs/SWEEP.md, "Saturation"). */
 /* a trend counts when its slope is significant (knee.h linfit_rising) and ... */
-#define SAT_TTFT_RISE_REL  1.0   /* ... TTFT rose by its lowest level over the window (doubled) */
-#define SAT_TTFT_RISE_MS   10.0  /* ... and by at least 10 ms */
-#define SAT_QUEUE_RISE_REL 0.5   /* in flight rose by half its mean ... */
-#define SAT_QUEUE_RISE_MIN 2.0   /* ... and by at least 2 requests */
-#define SAT_FOLLOW_MIN     0.9   /* completions below 90% of sends ... */
-#define SAT_FOLLOW_SIGMAS  2.0   /* ... short by 2 square roots of the edges' sends ... */
-#define SAT_FOLLOW_E2ELS   3.0   /* ... over a window of at least 3 request times */
-#define SAT_LAG_RISE_MS    100.0 /* send lag p99 rose by 100 ms ... */
-#define SAT_LAG_RISE_E2EL  0.25  /* ... and by a quarter of a request time */
-#define SAT_ERR_RISE       0.01  /* error rate 1 point above the lowest earlier one ... */
-#define SAT_ERR_SIGMAS     3.0   /* ... and 3 binomial standard errors */
-#define SAT_PLATEAU_GAIN   0.25  /* closed loop: throughput gain < 25% of the users' gain */
-#define QUALITY_DROP       0.05  /* ROUGE-L below its best at a lower load by this much */
+#define SAT_TTFT_RISE_REL    1.0   /* ... TTFT rose by its lowest level over the window (doubled) */
+#define SAT_TTFT_RISE_MS     10.0  /* ... and by at least 10 ms */
+#define SAT_QUEUE_RISE_REL   0.5   /* in flight rose by half its mean ... */
+#define SAT_QUEUE_RISE_MIN   2.0   /* ... and by at least 2 requests */
+#define SAT_FOLLOW_MIN       0.9   /* completions below 90% of sends ... */
+#define SAT_FOLLOW_SIGMAS    2.0   /* ... short by 2 square roots of the edges' sends ... */
+#define SAT_FOLLOW_E2ELS     3.0   /* ... over a window of at least 3 request times */
+#define SAT_LAG_RISE_MS      100.0 /* send lag p99 rose by 100 ms ... */
+#define SAT_LAG_RISE_E2EL    0.25  /* ... and by a quarter of a request time */
+#define SAT_ERR_RISE         0.01  /* error rate 1 point above the lowest earlier one ... */
+#define SAT_ERR_SIGMAS       3.0   /* ... and 3 binomial standard errors */
+#define SAT_PLATEAU_GAIN     0.25  /* throughput gain < 25% of the users' (sends') gain */
+#define SAT_PLATEAU_MIN_RISE 0.1   /* rate mode: judged when the sends rose by over 10% ... */
+#define SAT_PLATEAU_KEPT     0.9   /* ... and under 90% of them completed in the window */
+#define QUALITY_DROP         0.05  /* ROUGE-L below its best at a lower load by this much */
 
 static const char *const sat_names[] = {"ttft_growth", "queue_growth", "throughput", "errors",
                                         "send_lag"};
@@ -434,6 +436,27 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
     return read_timeline(st, doc, mode, err, errlen);
 }
 
+/* What a step sent per second: sent_rps when measured, else the rate asked. */
+static double sent_of(const struct sweep_step *st)
+{
+    return isfinite(st->sent_rps) && st->sent_rps > 0 ? st->sent_rps : st->load;
+}
+
+/*
+ * Rate mode: the step sent more than the best lower step (by over
+ * SAT_PLATEAU_MIN_RISE) but completed hardly more (under SAT_PLATEAU_GAIN of
+ * the rise), and fewer than SAT_PLATEAU_KEPT of its own sends: the server's
+ * throughput has flattened. Needs no window of its own, so it holds for
+ * steps too short to compare completions with sends one request time apart.
+ */
+static bool rate_plateau(const struct sweep_step *st, const struct sweep_step *best)
+{
+    double rise = sent_of(st) / sent_of(best) - 1;
+    double gain = st->achieved_rps / best->achieved_rps - 1;
+    return rise > SAT_PLATEAU_MIN_RISE && gain < SAT_PLATEAU_GAIN * rise &&
+           st->achieved_rps < SAT_PLATEAU_KEPT * sent_of(st);
+}
+
 void sweep_step_judge(struct sweep_step *st, const struct sweep_step *earlier, size_t n,
                       enum sweep_mode mode)
 {
@@ -462,6 +485,8 @@ void sweep_step_judge(struct sweep_step *st, const struct sweep_step *earlier, s
         if (gain < SAT_PLATEAU_GAIN * users)
             st->saturation |= SWEEP_SAT_THROUGHPUT;
     }
+    if (mode == SWEEP_RATE && best && best->achieved_rps > 0 && rate_plateau(st, best))
+        st->saturation |= SWEEP_SAT_THROUGHPUT;
 }
 
 /* ---- the plan ---------------------------------------------------------------- */

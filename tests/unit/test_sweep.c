@@ -324,6 +324,23 @@ static void test_judge(void **state)
     st = mkstep(1, 1, 0.5, 100);
     sweep_step_judge(&st, c, 2, SWEEP_CONCURRENCY);
     assert_int_equal(st.saturation, 0);
+    /* rate mode: a step whose sends rose 25% over the best lower step while
+     * its completions stayed flat (a 3 s step: too short to compare them one
+     * request time apart) is a plateau; completions that rose with the sends,
+     * or a rise within noise, are not */
+    struct sweep_step r[2] = {mkstep(15, 14.1, 0, 100), mkstep(20, 18.8, 0, 100)};
+    r[1].sent_rps = 20.1;
+    st = mkstep(25, 18.8, 0, 100);
+    st.sent_rps = 25.1;
+    sweep_step_judge(&st, r, 2, SWEEP_RATE);
+    assert_int_equal(st.saturation, SWEEP_SAT_THROUGHPUT);
+    st = mkstep(25, 23.4, 0, 100);
+    st.sent_rps = 25.1;
+    sweep_step_judge(&st, r, 2, SWEEP_RATE);
+    assert_int_equal(st.saturation, 0);
+    st = mkstep(21, 18.8, 0, 100);
+    sweep_step_judge(&st, r, 2, SWEEP_RATE);
+    assert_int_equal(st.saturation, 0);
 }
 
 static void test_plan_grid_and_stop(void **state)
