@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "base/file.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
@@ -500,7 +501,7 @@ static int prepare_load(struct chaos *c)
     c->exe[len] = '\0';
     snprintf(c->rundir, sizeof(c->rundir), "%s/run", c->out_dir);
     snprintf(c->runtxt, sizeof(c->runtxt), "%s/run.txt", c->out_dir);
-    if (sweep_make_dirs(c->rundir, err, sizeof(err))) {
+    if (file_mkdirs(c->rundir, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm chaos: %s\n", err);
         return -1;
     }

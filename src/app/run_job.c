@@ -16,6 +16,7 @@
 
 #include "analysis/slo.h"
 #include "analysis/summary.h"
+#include "base/file.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/hostinfo.h"
@@ -209,7 +210,7 @@ static int run_dry(const struct run_opts *o, struct scenario *scn)
     FILE *out = NULL;
     json_t *summary = NULL;
     int code = TS_EXIT_FAIL;
-    if (outdir_make(o->dry_run, err, sizeof(err)))
+    if (file_mkdirs(o->dry_run, err, sizeof(err)))
         goto out;
     if (scenario_run_tokenizer(&sr, o->tokenizer ? o->tokenizer : scn->target.tokenizer, err,
                                sizeof(err)) ||
@@ -668,7 +669,7 @@ static int claim_dir(struct job *j)
     if (j->od.removed)
         fprintf(stderr, "tokenstorm run: --force: removed from %s: %s\n", j->dir, j->od.note);
     ranks_group_barrier(j->group); /* MPI: the other ranks write into it once it is cleared */
-    if (outdir_make(j->rank_dir, j->err, sizeof(j->err))) {
+    if (file_mkdirs(j->rank_dir, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: --out: %s\n", j->err);
         return TS_EXIT_USAGE;
     }

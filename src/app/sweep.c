@@ -167,31 +167,6 @@ static void job_release(struct job *j)
     j->storage = NULL;
 }
 
-int sweep_make_dirs(const char *path, char *err, size_t errlen)
-{
-    char tmp[PATH_MAX];
-
-    if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
-        ts_errf(err, errlen, "%.200s...: path too long", path);
-        return -ENAMETOOLONG;
-    }
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            goto fail;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        goto fail;
-    return 0;
-fail:;
-    int e = errno;
-    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
-    return -e;
-}
-
 int sweep_spawn(const char *const *argv, const char *stdout_path, pid_t *pid_out, char *err,
                 size_t errlen)
 {
@@ -244,7 +219,7 @@ static int job_spawn(struct job *j, char *err, size_t errlen)
     char out[PATH_MAX + 16];
     int rc;
 
-    if ((rc = sweep_make_dirs(j->path, err, errlen)) < 0)
+    if ((rc = file_mkdirs(j->path, err, errlen)) < 0)
         return rc;
     snprintf(out, sizeof(out), "%s/summary.txt", j->path);
     if ((rc = sweep_spawn(j->argv, out, &j->pid, err, errlen)))
@@ -673,7 +648,7 @@ int sweep_run(const struct sweep_config *cfg, struct sweep_outcome *out, char *e
     out->acfg = cfg->acfg;
     out->started_wall_ns = ts_wall_ns();
     stop_requested = 0;
-    if ((rc = sweep_make_dirs(cfg->out_dir, err, errlen)) < 0)
+    if ((rc = file_mkdirs(cfg->out_dir, err, errlen)) < 0)
         return rc;
     if (cfg->plan_name)
         rc = run_plan(cfg, out, err, errlen);

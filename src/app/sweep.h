@@ -313,8 +313,6 @@ TS_MUST_CHECK int sweep_run(const struct sweep_config *cfg, struct sweep_outcome
  */
 TS_MUST_CHECK int sweep_spawn(const char *const *argv, const char *stdout_path, pid_t *pid,
                               char *err, size_t errlen);
-/* mkdir -p. Returns 0 or a negative errno with a message in err. */
-TS_MUST_CHECK int sweep_make_dirs(const char *path, char *err, size_t errlen);
 
 /* Asks a running sweep to stop: async-signal-safe; the children get SIGINT. */
 void sweep_stop(void);

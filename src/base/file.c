@@ -1,10 +1,13 @@
-#include "file.h"
+#include "base/file.h"
+
+#include <errno.h>
+#include <sys/stat.h>
 
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "buf.h"
+#include "base/alloc.h"
+#include "base/buf.h"
 
 int file_read_all(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen)
 {
@@ -41,4 +44,28 @@ int file_read_all(const char *path, size_t max, char **data, size_t *len, char *
     }
     *data = buf_take(&b, len);
     return 0;
+}
+
+int file_mkdirs(const char *path, char *err, size_t errlen)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s", path) >= sizeof(tmp)) {
+        ts_errf(err, errlen, "%.200s...: path too long", path);
+        return -ENAMETOOLONG;
+    }
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) && errno != EEXIST)
+            goto fail;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) && errno != EEXIST)
+        goto fail;
+    return 0;
+fail:;
+    int e = errno;
+    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
+    return -e;
 }

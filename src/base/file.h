@@ -1,5 +1,5 @@
 /*
- * file.h - reading whole files from outside, with a cap.
+ * file.h - reading whole files from outside, with a cap; making directories.
  */
 #ifndef TS_BASE_FILE_H
 #define TS_BASE_FILE_H
@@ -15,5 +15,9 @@
  */
 TS_MUST_CHECK int file_read_all(const char *path, size_t max, char **data, size_t *len, char *err,
                                 size_t errlen);
+
+/* mkdir -p path (mode 0755; paths up to 4095 bytes). Returns 0, or a
+ * negative errno with "cannot create DIR: reason" in err. */
+TS_MUST_CHECK int file_mkdirs(const char *path, char *err, size_t errlen);
 
 #endif

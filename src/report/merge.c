@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/alloc.h"
 #include "base/hdr.h"
 #include "base/hlog.h"
@@ -733,21 +734,9 @@ static bool same_goodput(const struct goodput_cfg *a, const struct goodput_cfg *
 
 static int make_dirs(struct merger *m, const char *path)
 {
-    char tmp[RUNFILES_PATH_MAX];
-
-    if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-        return fail(m, -ENAMETOOLONG, "%.100s...: path too long", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return fail(m, -errno, "cannot create %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        return fail(m, -errno, "cannot create %s: %s", tmp, strerror(errno));
-    return 0;
+    char why[512];
+    int rc = file_mkdirs(path, why, sizeof(why));
+    return rc ? fail(m, rc, "%s", why) : 0;
 }
 
 static int join(struct merger *m, char *out, const char *dir, const char *name)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/clock.h"
 
 static const char *const owned_files[] = {
@@ -62,30 +63,6 @@ void outdir_default_name(char *buf, size_t n, const char *kind)
         if (*p == ':')
             *p = '-';
     snprintf(buf, n, "tokenstorm-results/%sZ-%s", stamp, kind);
-}
-
-int outdir_make(const char *path, char *err, size_t errlen)
-{
-    char tmp[OUTDIR_PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s", path) >= sizeof(tmp)) {
-        ts_errf(err, errlen, "%.200s...: path too long", path);
-        return -ENAMETOOLONG;
-    }
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            goto fail;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        goto fail;
-    return 0;
-fail:;
-    int e = errno;
-    ts_errf(err, errlen, "cannot create %.200s: %s", tmp, strerror(e));
-    return -e;
 }
 
 /* The pid a lock file holds, or 0. */
@@ -292,7 +269,7 @@ int outdir_claim(struct outdir *od, const char *path, unsigned flags, char *err,
         ts_errf(err, errlen, "%s exists and is not a directory", path);
         return -ENOTDIR;
     }
-    if ((rc = outdir_make(path, err, errlen)) || (rc = take_lock(od, err, errlen)))
+    if ((rc = file_mkdirs(path, err, errlen)) || (rc = take_lock(od, err, errlen)))
         return rc;
     if ((rc = scan(od, false, &found, err, errlen)))
         goto fail;

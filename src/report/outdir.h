@@ -83,7 +83,4 @@ int outdir_busy(const char *dir, long *pid);
  */
 void outdir_default_name(char *buf, size_t n, const char *kind);
 
-/* mkdir -p path (mode 0755). Returns 0 or a negative errno with "cannot create DIR: reason". */
-TS_MUST_CHECK int outdir_make(const char *path, char *err, size_t errlen);
-
 #endif
