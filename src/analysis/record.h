@@ -72,6 +72,7 @@ enum req_flags {
     REQF_STREAM = 1 << 5,         /* a streamed request */
     REQF_REUSED_CONN = 1 << 6,    /* sent on a kept-alive connection */
     REQF_SIGNED = 1 << 7,         /* chunk signatures were checked (--integrity hmac) */
+    REQF_REASONING = 1 << 8,      /* the stream carried reasoning deltas */
 };
 
 struct req_record {
@@ -81,13 +82,14 @@ struct req_record {
     enum req_outcome outcome;
     int http_status; /* 0 if none was received */
 
-    uint64_t intended_ns;    /* scheduled send time (closed loop: = start_ns) */
-    uint64_t start_ns;       /* handed to the HTTP client */
-    uint64_t first_byte_ns;  /* first response body byte */
-    uint64_t first_chunk_ns; /* first SSE event with choices (vLLM's TTFT point) */
-    uint64_t first_token_ns; /* first chunk with non-empty content */
-    uint64_t last_chunk_ns;  /* last event with choices (vLLM's latency end) */
-    uint64_t end_ns;         /* the call finished */
+    uint64_t intended_ns;     /* scheduled send time (closed loop: = start_ns) */
+    uint64_t start_ns;        /* handed to the HTTP client */
+    uint64_t first_byte_ns;   /* first response body byte */
+    uint64_t first_chunk_ns;  /* first SSE event with choices (vLLM's TTFT point) */
+    uint64_t first_token_ns;  /* first chunk with content, reasoning or a tool call */
+    uint64_t first_answer_ns; /* first content after reasoning (0: no reasoning seen) */
+    uint64_t last_chunk_ns;   /* last event with choices (vLLM's latency end) */
+    uint64_t end_ns;          /* the call finished */
 
     /* from libcurl, in microseconds since start_ns (0 if not measured) */
     uint32_t dns_us, connect_us, tls_us, sent_us, ttfb_us;

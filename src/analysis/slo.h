@@ -6,7 +6,11 @@
  *   SLO    = METRIC [ "." STAT ] OP NUMBER [ UNIT ]
  *   METRIC = a latency metric (stat_metric_name(): ttft, ttft_uncorrected,
  *            ttfc, itl, tpot, tpot_incl_ttft, e2el, e2el_uncorrected, lag,
- *            dns, connect, tls, sent, ttfb), which needs a STAT,
+ *            dns, connect, tls, sent, ttfb, ttfa; and ttft_vllm), which
+ *            needs a STAT. "ttft" judges what users feel, the first token
+ *            with content, reasoning or a tool call (STAT_TTFC, also named
+ *            "ttfc"); "ttft_vllm" is vLLM's first chunk with choices
+ *            (STAT_TTFT, result.json's "ttft"),
  *          | a scalar: error_rate, goodput (= request_goodput),
  *            request_throughput (= throughput), output_throughput
  *            (= output_tps), total_token_throughput,

@@ -90,6 +90,12 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             if (!r->first_token_ns)
                 r->first_token_ns = at;
         }
+        /* time to first answer: the first content once reasoning has run */
+        if (c->flags & OPENAI_CHUNK_REASONING)
+            r->flags |= REQF_REASONING;
+        if ((r->flags & REQF_REASONING) && !r->first_answer_ns &&
+            (c->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TEXT)))
+            r->first_answer_ns = at;
         for (size_t i = 0; i < c->n_choices; i++) {
             if (c->choices[i].finish_reason) {
                 x->saw_finish = true;
