@@ -169,6 +169,12 @@ static int append_quality(struct buf *b, const struct quality_scores *q)
     return rc ? rc : buf_append_str(b, "}");
 }
 
+bool req_tokens_disagree(uint32_t usage, uint32_t tokenizer)
+{
+    uint32_t d = usage > tokenizer ? usage - tokenizer : tokenizer - usage;
+    return d > REQ_TOKENS_SLACK && (double)d > REQ_TOKENS_SLACK_REL * (double)usage;
+}
+
 int req_record_append_json(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
 {
     size_t mark = out->len;

@@ -86,6 +86,8 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         if (c->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TEXT | OPENAI_CHUNK_REASONING |
                         OPENAI_CHUNK_TOOL_CALLS)) {
             r->content_chunks++;
+            if (c->flags & OPENAI_CHUNK_TOOL_CALLS)
+                x->saw_tool_calls = true;
             atomic_fetch_add_explicit(&x->w->chunks_rx, 1, memory_order_relaxed);
             if (!r->first_token_ns)
                 r->first_token_ns = at;
@@ -325,6 +327,10 @@ static void finish_body(struct exch *x)
     reqtrace_note(&x->trace, c.id, c.model);
     if (x->keep_answer)
         keep_answer_text(x, &c);
+    if (c.flags & OPENAI_CHUNK_REASONING)
+        r->flags |= REQF_REASONING;
+    if (c.flags & OPENAI_CHUNK_TOOL_CALLS)
+        x->saw_tool_calls = true;
     r->first_chunk_ns = r->first_token_ns = r->last_chunk_ns = x->last_choice_ns = r->end_ns;
     x->saw_done = x->saw_finish = true;
     size_t text = 0;
@@ -416,6 +422,39 @@ static uint32_t us_of(uint64_t ns)
     return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
+/*
+ * Output tokens: server usage first, else the client tokenizer, else one per
+ * content chunk. A usage disagreement needs a tokenizer count of the whole
+ * answer (chunk counts never disagree: a server may send several tokens per
+ * chunk), and an answer that is all text: reasoning and tool-call arguments
+ * are in usage but not in the answer's text.
+ */
+static void count_tokens(struct exch *x)
+{
+    struct req_record *r = &x->rec;
+    bool tokenized = false;
+    if (x->sse_mode)
+        r->client_tokens = r->content_chunks;
+    if (x->w->tc && x->keep_answer && x->answer.len < QUALITY_MAX_TEXT) {
+        /* --tokenizer: the answer's tokens, counted here */
+        r->client_tokens = (uint32_t)tokcount_count(x->w->tc, x->answer.data, x->answer.len);
+        tokenized = true;
+    }
+    if (r->usage_completion_tokens >= 0) {
+        r->output_tokens = (uint32_t)r->usage_completion_tokens;
+        r->token_source = TOKENS_USAGE;
+        if (tokenized && !(r->flags & REQF_REASONING) && !x->saw_tool_calls &&
+            req_tokens_disagree((uint32_t)r->usage_completion_tokens, r->client_tokens))
+            r->flags |= REQF_USAGE_MISMATCH;
+    } else if (tokenized) {
+        r->output_tokens = r->client_tokens;
+        r->token_source = TOKENS_TOKENIZER;
+    } else {
+        r->output_tokens = r->client_tokens;
+        r->token_source = x->sse_mode ? TOKENS_CHUNKS : TOKENS_TOKENIZER;
+    }
+}
+
 static void on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
     struct exch *x = user;
@@ -460,23 +499,7 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     classify(x, res);
     if (x->keep_answer)
         score_answer(x);
-    /* tokens: server usage first, else what the client counted */
-    if (x->sse_mode)
-        r->client_tokens = r->content_chunks;
-    if (r->usage_completion_tokens >= 0) {
-        r->output_tokens = (uint32_t)r->usage_completion_tokens;
-        r->token_source = TOKENS_USAGE;
-        if (x->sse_mode && (uint32_t)r->usage_completion_tokens != r->client_tokens)
-            r->flags |= REQF_USAGE_MISMATCH;
-    } else if (x->w->tc && x->keep_answer && x->answer.len < QUALITY_MAX_TEXT) {
-        /* --tokenizer: the answer's tokens, counted here */
-        r->client_tokens = (uint32_t)tokcount_count(x->w->tc, x->answer.data, x->answer.len);
-        r->output_tokens = r->client_tokens;
-        r->token_source = TOKENS_TOKENIZER;
-    } else {
-        r->output_tokens = r->client_tokens;
-        r->token_source = x->sse_mode ? TOKENS_CHUNKS : TOKENS_TOKENIZER;
-    }
+    count_tokens(x);
     x->call = NULL;
     worker_request_done(w, x, x->user);
 }

@@ -359,6 +359,20 @@ static void test_time_to_first_answer(void **state)
     (void)state;
 }
 
+/* What a usage disagreement is (record.h): more than 2 tokens and 5 % apart. */
+static void test_tokens_disagree(void **state)
+{
+    assert_false(req_tokens_disagree(20, 20));
+    assert_false(req_tokens_disagree(21, 20)); /* a stop token the text does not show */
+    assert_false(req_tokens_disagree(20, 22));
+    assert_true(req_tokens_disagree(20, 23));
+    assert_true(req_tokens_disagree(40, 20));
+    assert_false(req_tokens_disagree(1000, 1040)); /* 4 %: a tokenizer close to the model's */
+    assert_true(req_tokens_disagree(1000, 1060));
+    assert_true(req_tokens_disagree(0, 3));
+    (void)state;
+}
+
 static void test_goodput(void **state)
 {
     struct run_stats *s = new_stats();
@@ -700,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_phases),
         cmocka_unit_test(test_itl_and_clock_oddities),
         cmocka_unit_test(test_goodput),
+        cmocka_unit_test(test_tokens_disagree),
         cmocka_unit_test(test_time_to_first_answer),
         cmocka_unit_test(test_token_method),
         cmocka_unit_test(test_merge_equals_recording_into_one),
