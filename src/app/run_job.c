@@ -1112,7 +1112,8 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
 
 /*
  * Whether the run showed nothing works: no measured request of the run (or
- * of a scenario class that sent any) ended ok. Writes why into rp->no_success
+ * of a scenario class that sent any) ended ok, or a flow or session class
+ * ran iterations and none succeeded (each HTTP call may have been ok). Writes why into rp->no_success
  * ("class 'x': " first for a class) and returns true. An interrupted run is
  * not judged: it ended early on purpose.
  */
@@ -1127,7 +1128,8 @@ static bool judge_success(const struct job *j, const struct runner_result *res, 
     }
     for (size_t k = 0; j->o.scenario && k < res->nclasses && k < j->sr.n; k++) {
         const struct run_stats *cs = res->classes[k].stats;
-        if (cs && cs->requests && run_stats_none_ok(cs, why, sizeof(why))) {
+        if ((cs && cs->requests && run_stats_none_ok(cs, why, sizeof(why))) ||
+            scenario_class_none_ok(&j->sr, res, k, why, sizeof(why))) {
             snprintf(rp->no_success, sizeof(rp->no_success), "class '%.40s': %s",
                      j->sr.traffic[k].name, why);
             return true;

@@ -458,6 +458,7 @@ int runner_class_result_add(struct runner_class_result *dst, const struct runner
     dst->iterations += src->iterations;
     for (int o = 0; o < 3; o++)
         dst->iter_outcome[o] += src->iter_outcome[o];
+    errtally_merge(&dst->iter_why, &src->iter_why);
     dst->sessions += src->sessions;
     for (uint32_t n = 0; n < dst->nintents && n < src->nintents; n++)
         dst->intent_sent[n] += src->intent_sent[n];

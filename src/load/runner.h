@@ -113,6 +113,10 @@ struct runner_class_result {
     uint32_t nsteps;
     uint64_t iterations;      /* ended (not warm-up) */
     uint64_t iter_outcome[3]; /* ok, degraded, failed */
+    /* failed iterations by why (traffic_iteration_why), counted under
+     * outcome REQ_OTHER and status 0: the reason a flow failed when each of
+     * its HTTP calls may have succeeded */
+    struct errtally iter_why;
     struct hdr *iter_latency; /* iteration time, intended start -> last response (us) */
     uint64_t sessions;        /* sessions started */
     /* What was actually sent (every request, warm-up included): */
