@@ -207,7 +207,10 @@ struct runner_point {
     uint64_t in_flight;     /* at the end of the interval */
     uint64_t output_tokens; /* tokens of the requests that ended in the interval */
     uint64_t chunks;        /* content chunks received in the interval (live tokens) */
-    double ttft_p50_ms;     /* of requests that ended in the interval; 0 if none */
+    /* the time to the first token users see (ttfc: content, reasoning or a
+     * tool call; vLLM's TTFT when no request streamed content) of requests
+     * that ended in the interval; 0 if none */
+    double ttft_p50_ms;
     double ttft_p99_ms;
     double e2el_p50_ms;
     double lag_p99_ms;

@@ -84,6 +84,10 @@ test('role chunk before prefill: SLOs, goodput and the headline judge the first 
     assert.equal(s.first_token.threshold_ms, 5);
     assert.equal(s.first_token.judged, 'ttfc');
     assert.ok(s.first_token.gap_ms > 90, JSON.stringify(s.first_token));
+    // the timeline (the live line and the sweep's signals) times the first token too
+    const pts = res.timeline.filter((p) => p.completed > 0);
+    assert.ok(pts.length > 0, JSON.stringify(res.timeline));
+    for (const p of pts) assert.ok(p.ttft_p50_ms >= 145, JSON.stringify(p));
     // goodput judged at the first token: none within 100 ms
     assert.equal(s.good, 0);
     assert.equal(res.slo[0].pass, false);
