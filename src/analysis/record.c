@@ -169,6 +169,12 @@ static int append_quality(struct buf *b, const struct quality_scores *q)
     return rc ? rc : buf_append_str(b, "}");
 }
 
+bool req_tokens_disagree(uint32_t usage, uint32_t tokenizer)
+{
+    uint32_t d = usage > tokenizer ? usage - tokenizer : tokenizer - usage;
+    return d > REQ_TOKENS_SLACK && (double)d > REQ_TOKENS_SLACK_REL * (double)usage;
+}
+
 /* The line's fields, from '{' up to the closing brace (not written). */
 static int append_fields(struct buf *out, const struct req_record *rec, uint64_t run_start_ns)
 {
@@ -188,12 +194,14 @@ static int append_fields(struct buf *out, const struct req_record *rec, uint64_t
     rc = rc ? rc : append_at(out, "first_byte_ms", rec->first_byte_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "first_chunk_ms", rec->first_chunk_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "first_token_ms", rec->first_token_ns, run_start_ns);
+    rc = rc ? rc : append_at(out, "first_answer_ms", rec->first_answer_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "last_chunk_ms", rec->last_chunk_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "end_ms", rec->end_ns, run_start_ns);
     rc = rc ? rc : append_at(out, "last_event_ms", rec->last_event_ns, run_start_ns);
     rc = rc ? rc : append_span(out, "lag_ms", rec->intended_ns, rec->start_ns);
     rc = rc ? rc : append_span(out, "ttft_ms", rec->intended_ns, rec->first_chunk_ns);
     rc = rc ? rc : append_span(out, "ttfc_ms", rec->intended_ns, rec->first_token_ns);
+    rc = rc ? rc : append_span(out, "ttfa_ms", rec->intended_ns, rec->first_answer_ns);
     rc = rc ? rc : append_span(out, "e2el_ms", rec->intended_ns, end);
     if (!rc) {
         bool has = rec->output_tokens > 1 && rec->first_chunk_ns &&
@@ -236,6 +244,7 @@ static int append_fields(struct buf *out, const struct req_record *rec, uint64_t
     rc = rc ? rc : append_bool(out, "no_finish", rec->flags & REQF_NO_FINISH);
     rc = rc ? rc : append_bool(out, "id_changed", rec->flags & REQF_ID_CHANGED);
     rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
+    rc = rc ? rc : append_bool(out, "reasoning", rec->flags & REQF_REASONING);
     rc = rc ? rc : append_quality(out, &rec->quality);
     if (!rc && (rec->flags & REQF_SIGNED))
         rc = buf_appendf(out,

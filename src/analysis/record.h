@@ -66,15 +66,30 @@ enum token_source {
 /* "usage", "tokenizer", "chunks" ("unknown" out of range); static. */
 const char *token_source_name(enum token_source s);
 
+/*
+ * A usage disagreement: the server's usage.completion_tokens and the client
+ * tokenizer's count of the same answer differ by more than
+ * REQ_TOKENS_SLACK tokens and by more than REQ_TOKENS_SLACK_REL of usage (a
+ * stop token the text does not show, or a tokenizer that is not the model's
+ * exact one, stays within). Only a tokenizer count is compared: a count of
+ * chunks never disagrees by itself (a server may put several tokens in one
+ * chunk). docs/METRICS.md, "Tokens".
+ */
+#define REQ_TOKENS_SLACK     2
+#define REQ_TOKENS_SLACK_REL 0.05
+bool req_tokens_disagree(uint32_t usage, uint32_t tokenizer);
+
 enum req_flags {
     REQF_WARMUP = 1 << 0,         /* sent in the warm-up window: not in statistics */
     REQF_NO_DONE = 1 << 1,        /* the stream had no [DONE] */
     REQF_NO_FINISH = 1 << 2,      /* no finish_reason */
     REQF_ID_CHANGED = 1 << 3,     /* the completion id changed within the stream */
-    REQF_USAGE_MISMATCH = 1 << 4, /* server usage != client count */
+    REQF_USAGE_MISMATCH = 1 << 4, /* server usage and the client tokenizer disagree
+                                   * (req_tokens_disagree) */
     REQF_STREAM = 1 << 5,         /* a streamed request */
     REQF_REUSED_CONN = 1 << 6,    /* sent on a kept-alive connection */
     REQF_SIGNED = 1 << 7,         /* chunk signatures were checked (--integrity hmac) */
+    REQF_REASONING = 1 << 8,      /* the stream carried reasoning deltas */
 };
 
 struct req_record {
@@ -84,15 +99,16 @@ struct req_record {
     enum req_outcome outcome;
     int http_status; /* 0 if none was received */
 
-    uint64_t intended_ns;    /* scheduled send time (closed loop: = start_ns) */
-    uint64_t start_ns;       /* handed to the HTTP client */
-    uint64_t first_byte_ns;  /* first response body byte */
-    uint64_t first_chunk_ns; /* first SSE event with choices (vLLM's TTFT point) */
-    uint64_t first_token_ns; /* first chunk with non-empty content */
-    uint64_t last_chunk_ns;  /* last event with choices (vLLM's latency end) */
-    uint64_t end_ns;         /* the call finished */
-    uint64_t last_event_ns;  /* last data event before [DONE], a usage-only chunk included
-                              * (where vLLM's chat benchmark ends its latency) */
+    uint64_t intended_ns;     /* scheduled send time (closed loop: = start_ns) */
+    uint64_t start_ns;        /* handed to the HTTP client */
+    uint64_t first_byte_ns;   /* first response body byte */
+    uint64_t first_chunk_ns;  /* first SSE event with choices (vLLM's TTFT point) */
+    uint64_t first_token_ns;  /* first chunk with content, reasoning or a tool call */
+    uint64_t first_answer_ns; /* first content after reasoning (0: no reasoning seen) */
+    uint64_t last_chunk_ns;   /* last event with choices (vLLM's latency end) */
+    uint64_t end_ns;          /* the call finished */
+    uint64_t last_event_ns;   /* last data event before [DONE], a usage-only chunk included
+                               * (where vLLM's chat benchmark ends its latency) */
 
     /* from libcurl, in microseconds since start_ns (0 if not measured) */
     uint32_t dns_us, connect_us, tls_us, sent_us, ttfb_us;

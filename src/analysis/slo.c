@@ -150,6 +150,22 @@ static void suggestion(const char *best, size_t best_d, size_t name_len, const c
         snprintf(out, n, "%s", fallback);
 }
 
+/*
+ * A latency metric by name. SLOs judge what users feel: "ttft" is the time to
+ * the first token with content, reasoning or a tool call (the samples of
+ * "ttfc"), since a server may send a role chunk before prefill; "ttft_vllm"
+ * is vLLM's first-chunk point (result.json's "ttft"). Returns the metric or
+ * -EINVAL.
+ */
+static int slo_latency_from_name(const char *name, size_t len)
+{
+    if (strcmp(name, "ttft") == 0)
+        return STAT_TTFC;
+    if (strcmp(name, "ttft_vllm") == 0)
+        return STAT_TTFT;
+    return stat_metric_from_name(name, len);
+}
+
 static int parse_metric(struct slo_scan *sc, struct slo *s)
 {
     const char *start = sc->p;
@@ -162,7 +178,7 @@ static int parse_metric(struct slo_scan *sc, struct slo *s)
     if (!len)
         return fail(sc, start, NULL, "expected a metric name");
     if (lower_name(start, len, name)) {
-        int m = stat_metric_from_name(name, len);
+        int m = slo_latency_from_name(name, len);
         if (m >= 0) {
             s->latency = true;
             s->metric = m;
@@ -184,6 +200,7 @@ static int parse_metric(struct slo_scan *sc, struct slo *s)
     if (len <= NAME_MAX_LEN) {
         for (int i = 0; i < STAT_METRIC_COUNT; i++)
             consider(name, stat_metric_name((enum stat_metric)i), &best, &best_d);
+        consider(name, "ttft_vllm", &best, &best_d);
         for (size_t i = 0; i < NSCALARS; i++)
             consider(name, scalars[i].name, &best, &best_d);
     }
@@ -352,8 +369,10 @@ int slo_parse(const char *expr, struct slo *out, char *err, size_t errlen)
     memcpy(s.expr, expr, strlen(expr) + 1);
 
     sc.p = skip_blanks(sc.p);
+    const char *mname = sc.p; /* the metric as written ("ttft" judges ttfc) */
     if ((rc = parse_metric(&sc, &s)) < 0)
         return rc;
+    int mlen = (int)(sc.p - mname);
     if (*sc.p == '.') {
         if (!s.latency)
             return fail(&sc, sc.p, NULL, "'%s' takes no statistic", scalars[s.metric].name);
@@ -361,10 +380,8 @@ int slo_parse(const char *expr, struct slo *out, char *err, size_t errlen)
         if ((rc = parse_stat(&sc, &s)) < 0)
             return rc;
     } else if (s.latency) {
-        return fail(&sc, sc.p, NULL, "'%s' needs a statistic such as %s.p95 or %s.mean",
-                    stat_metric_name((enum stat_metric)s.metric),
-                    stat_metric_name((enum stat_metric)s.metric),
-                    stat_metric_name((enum stat_metric)s.metric));
+        return fail(&sc, sc.p, NULL, "'%.*s' needs a statistic such as %.*s.p95 or %.*s.mean", mlen,
+                    mname, mlen, mname, mlen, mname);
     }
     sc.p = skip_blanks(sc.p);
     if ((rc = parse_op(&sc, &s)) < 0)
@@ -557,6 +574,22 @@ const char *slo_metric_name(const struct slo *slo)
             return scalars[i].name;
     }
     return "?";
+}
+
+const char *slo_metric_written(const struct slo *slo, char *buf, size_t n)
+{
+    const char *p = slo->expr;
+    size_t i = 0;
+    while (chars_is_blank(*p))
+        p++;
+    while (i + 1 < n && (chars_is_digit(p[i]) || (p[i] >= 'a' && p[i] <= 'z') ||
+                         (p[i] >= 'A' && p[i] <= 'Z') || p[i] == '_'))
+        i++;
+    if (i)
+        snprintf(buf, n, "%.*s", (int)i, p);
+    else
+        snprintf(buf, n, "%s", slo_metric_name(slo));
+    return buf;
 }
 
 const char *slo_op_name(enum slo_op op)

@@ -6,7 +6,11 @@
  *   SLO    = METRIC [ "." STAT ] OP NUMBER [ UNIT ]
  *   METRIC = a latency metric (stat_metric_name(): ttft, ttft_uncorrected,
  *            ttfc, itl, tpot, tpot_incl_ttft, e2el, e2el_uncorrected, lag,
- *            dns, connect, tls, sent, ttfb), which needs a STAT,
+ *            dns, connect, tls, sent, ttfb, ttfa; and ttft_vllm), which
+ *            needs a STAT. "ttft" judges what users feel, the first token
+ *            with content, reasoning or a tool call (STAT_TTFC, also named
+ *            "ttfc"); "ttft_vllm" is vLLM's first chunk with choices
+ *            (STAT_TTFT, result.json's "ttft"),
  *          | a scalar: error_rate, goodput (= request_goodput),
  *            request_throughput (= throughput), output_throughput
  *            (= output_tps), total_token_throughput,
@@ -142,6 +146,10 @@ unsigned slo_needs(const struct slo *slo);
 
 /* The canonical name of slo's metric ("ttft", "request_throughput", ...); static. */
 const char *slo_metric_name(const struct slo *slo);
+/* The metric's name as the expression wrote it (an alias stays an alias:
+ * "ttft" judges ttfc's samples but reads "ttft"), for messages; in buf
+ * (at least 1 byte), returned. */
+const char *slo_metric_written(const struct slo *slo, char *buf, size_t n);
 
 /* "<", "<=", ...; static. */
 const char *slo_op_name(enum slo_op op);

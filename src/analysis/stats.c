@@ -18,6 +18,7 @@ static const char *const metric_names[STAT_METRIC_COUNT] = {
     [STAT_LAG] = "lag",         [STAT_DNS] = "dns",
     [STAT_CONNECT] = "connect", [STAT_TLS] = "tls",
     [STAT_SENT] = "sent",       [STAT_TTFB] = "ttfb",
+    [STAT_TTFA] = "ttfa",
 };
 
 static const char *const http_class_names[HTTP_CLASS_COUNT] = {
@@ -287,6 +288,7 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
     record_span(s, STAT_TTFT, rec->intended_ns, rec->first_chunk_ns);
     record_span(s, STAT_TTFT_UNCORRECTED, rec->start_ns, rec->first_chunk_ns);
     record_span(s, STAT_TTFC, rec->intended_ns, rec->first_token_ns);
+    record_span(s, STAT_TTFA, rec->intended_ns, rec->first_answer_ns);
     if (has_e2el)
         record_ns(s, STAT_E2EL, e2el);
     record_span(s, STAT_E2EL_UNCORRECTED, rec->start_ns, end);
@@ -320,13 +322,16 @@ bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec)
     if (!rec->intended_ns || end < rec->intended_ns)
         return false;
     uint64_t e2el = end - rec->intended_ns;
-    /* a request without a first chunk (not streamed) has no TTFT or TPOT to
-     * meet: it is not good by a threshold on them (runs that stream nothing
-     * refuse such thresholds at start) */
-    bool timed = rec->first_chunk_ns && rec->first_chunk_ns >= rec->intended_ns;
+    /* what users feel: the first token with content, reasoning or a tool
+     * call, not a role chunk a server sends before prefill; a request
+     * without one (not streamed) has no TTFT or TPOT to meet: it is not good
+     * by a threshold on them (runs that stream nothing refuse such
+     * thresholds at start) */
+    uint64_t first = rec->first_token_ns ? rec->first_token_ns : rec->first_chunk_ns;
+    bool timed = first && first >= rec->intended_ns;
     if (!timed && (cfg->ttft_ms > 0 || cfg->tpot_ms > 0))
         return false;
-    uint64_t ttft = timed ? rec->first_chunk_ns - rec->intended_ns : 0;
+    uint64_t ttft = timed ? first - rec->intended_ns : 0;
     uint64_t tpot_ns = 0;
     if (out > 1 && rec->first_chunk_ns && rec->last_chunk_ns >= rec->first_chunk_ns)
         tpot_ns = (uint64_t)llround((double)(rec->last_chunk_ns - rec->first_chunk_ns) /

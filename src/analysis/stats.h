@@ -43,7 +43,8 @@
 enum stat_metric {
     STAT_TTFT = 0,         /* intended send -> first chunk with choices */
     STAT_TTFT_UNCORRECTED, /* actual start -> first chunk with choices (vLLM's TTFT) */
-    STAT_TTFC,             /* intended send -> first chunk with non-empty content */
+    STAT_TTFC,             /* intended send -> first chunk with content, reasoning or a tool call:
+                * the first token a user sees (what --slo ttft and --goodput judge) */
     STAT_ITL,              /* gap between consecutive chunks with choices */
     STAT_TPOT,             /* (last chunk - first chunk) / (output tokens - 1) */
     STAT_TPOT_INCL_TTFT,   /* e2el / output tokens */
@@ -55,6 +56,7 @@ enum stat_metric {
     STAT_TLS,              /* TLS handshake after TCP (new TLS connections) */
     STAT_SENT,             /* actual start -> request fully sent */
     STAT_TTFB,             /* actual start -> first response byte */
+    STAT_TTFA,             /* intended send -> first content after reasoning */
     STAT_METRIC_COUNT,
 };
 

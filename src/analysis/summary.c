@@ -106,6 +106,17 @@ void run_summary_compute(struct run_summary *out, const struct run_stats *s, dou
     }
 }
 
+bool run_summary_ttft_differs(const struct run_summary *sum, double *gap_ms)
+{
+    const struct latency_summary *t = &sum->lat[STAT_TTFT], *c = &sum->lat[STAT_TTFC];
+    if (!t->count || !c->count)
+        return false;
+    double gap = c->pct[0] - t->pct[0];
+    if (gap_ms)
+        *gap_ms = gap;
+    return fabs(gap) > SUMMARY_TTFT_GAP_MS;
+}
+
 double run_summary_percentile_ms(const struct run_summary *sum, enum stat_metric m, double p)
 {
     if ((unsigned)m >= STAT_METRIC_COUNT || !(p >= 0 && p <= 100))

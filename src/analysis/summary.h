@@ -87,6 +87,16 @@ struct run_summary {
 void run_summary_compute(struct run_summary *out, const struct run_stats *s, double duration_s,
                          double peak_output_tokens_per_s, const struct goodput_cfg *goodput);
 
+/*
+ * A server that sends its role chunk before prefill (llama.cpp) gives vLLM's
+ * TTFT (first chunk with choices) long before the first token a user sees
+ * (ttfc). The two are said to differ when their medians are more than
+ * SUMMARY_TTFT_GAP_MS apart; returns true then and sets *gap_ms (ttfc p50 -
+ * ttft p50). false when either has no samples.
+ */
+#define SUMMARY_TTFT_GAP_MS 5.0
+bool run_summary_ttft_differs(const struct run_summary *sum, double *gap_ms);
+
 /* Fills one latency summary (ms) from a microsecond histogram. */
 void latency_summary_from_hdr(struct latency_summary *out, const struct hdr *h);
 /* Fills one latency summary (ms) from exact samples, numpy's way (mean,

@@ -213,12 +213,13 @@ static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e
     e->dual = qo.dual;
     e->quality_target = rc_cfg.quality.target;
     for (size_t i = 0; i < 2 * e->nprobes; i++) {
+        char name[SLO_EXPR_MAX];
         const struct exp_probe *p = &e->probes[i / 2];
         const struct slo *s = i % 2 ? &p->during : &p->slo;
         const char *what = run_slo_lack(slo_needs(s) & ~have);
         if (what)
-            return perr(c, at, "probe '%s': %s needs the load's %s", s->expr, slo_metric_name(s),
-                        what);
+            return perr(c, at, "probe '%s': %s needs the load's %s", s->expr,
+                        slo_metric_written(s, name, sizeof(name)), what);
     }
     return 0;
 }

@@ -410,19 +410,20 @@ static int check_slo_needs(const struct job *j, bool known_refs)
         return TS_EXIT_USAGE;
     }
     for (size_t i = 0; i < j->o.nslos; i++) {
+        char name[SLO_EXPR_MAX];
         unsigned lack = slo_needs(&j->slos[i]) & ~have;
         if (lack & SLO_NEEDS_STREAM) {
             fprintf(stderr,
                     "tokenstorm run: --slo '%s': %s needs streamed requests, and this run "
                     "streams none (%s): a non-streamed answer arrives whole, so only e2el, "
                     "tokens and throughput are measured\n",
-                    j->slos[i].expr, slo_metric_name(&j->slos[i]), why);
+                    j->slos[i].expr, slo_metric_written(&j->slos[i], name, sizeof(name)), why);
             return TS_EXIT_USAGE;
         }
         const char *what = run_slo_lack(lack);
         if (what) {
             fprintf(stderr, "tokenstorm run: --slo '%s': %s needs %s\n", j->slos[i].expr,
-                    slo_metric_name(&j->slos[i]), what);
+                    slo_metric_written(&j->slos[i], name, sizeof(name)), what);
             return TS_EXIT_USAGE;
         }
     }
@@ -1160,7 +1161,8 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
 
 /*
  * Whether the run showed nothing works: no measured request of the run (or
- * of a scenario class that sent any) ended ok. Writes why into rp->no_success
+ * of a scenario class that sent any) ended ok, or a flow or session class
+ * ran iterations and none succeeded (each HTTP call may have been ok). Writes why into rp->no_success
  * ("class 'x': " first for a class) and returns true. An interrupted run is
  * not judged: it ended early on purpose.
  */
@@ -1175,7 +1177,8 @@ static bool judge_success(const struct job *j, const struct runner_result *res, 
     }
     for (size_t k = 0; j->o.scenario && k < res->nclasses && k < j->sr.n; k++) {
         const struct run_stats *cs = res->classes[k].stats;
-        if (cs && cs->requests && run_stats_none_ok(cs, why, sizeof(why))) {
+        if ((cs && cs->requests && run_stats_none_ok(cs, why, sizeof(why))) ||
+            scenario_class_none_ok(&j->sr, res, k, why, sizeof(why))) {
             snprintf(rp->no_success, sizeof(rp->no_success), "class '%.40s': %s",
                      j->sr.traffic[k].name, why);
             return true;

@@ -128,10 +128,12 @@ int scenario_check_streams(const struct scenario *s, char *err, size_t errlen)
         for (size_t i = 0; i < c->nslos; i++) {
             struct slo slo;
             if (!slo_parse(c->slos[i], &slo, NULL, 0) && (slo_needs(&slo) & SLO_NEEDS_STREAM)) {
+                char name[SLO_EXPR_MAX];
                 ts_errf(err, errlen,
                         "class '%s': slo '%s': %s needs streamed requests, and the class "
                         "streams none (%s): only e2el, tokens and throughput are measured",
-                        c->name, c->slos[i], slo_metric_name(&slo), no_stream_why(c));
+                        c->name, c->slos[i], slo_metric_written(&slo, name, sizeof(name)),
+                        no_stream_why(c));
                 return -EINVAL;
             }
         }
@@ -210,8 +212,9 @@ int scenario_check_slo_needs(const struct scenario *s, unsigned have, char *err,
                 continue;
             const char *what = class_lack(slo_needs(&slo) & ~chave);
             if (what) {
+                char name[SLO_EXPR_MAX];
                 ts_errf(err, errlen, "class '%s': slo '%s': %s needs %s", c->name, c->slos[i],
-                        slo_metric_name(&slo), what);
+                        slo_metric_written(&slo, name, sizeof(name)), what);
                 return -EINVAL;
             }
         }
@@ -577,6 +580,40 @@ int scenario_run_dry(struct scenario_run *sr, uint64_t iterations, FILE *out, js
 
 /* ---- results ---- */
 
+/* Failed iterations by reason, most frequent first: [{count, message}]. */
+static json_t *iter_reasons_json(const struct errtally *t)
+{
+    size_t idx[ERRTALLY_SLOTS];
+    size_t n = errtally_top(t, idx, ERRTALLY_SLOTS);
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+        json_array_append_new(arr, json_pack("{s:I, s:s}", "count", (json_int_t)t->e[idx[i]].count,
+                                             "message", t->e[idx[i]].msg));
+    return arr;
+}
+
+bool scenario_class_none_ok(const struct scenario_run *sr, const struct runner_result *res,
+                            size_t k, char *why, size_t n)
+{
+    if (k >= sr->n || k >= res->nclasses)
+        return false;
+    const struct runner_class_result *r = &res->classes[k];
+    const struct traffic *t = &sr->traffic[k];
+    if (!(t->has_flow || t->sessions) || !r->iterations || r->iter_outcome[0] || r->iter_outcome[1])
+        return false;
+    size_t top = 0;
+    if (!n)
+        return true;
+    if (errtally_top(&r->iter_why, &top, 1))
+        snprintf(why, n, "no iteration succeeded: %llu of %llu failed, most as %s (%llu)",
+                 (unsigned long long)r->iter_outcome[2], (unsigned long long)r->iterations,
+                 r->iter_why.e[top].msg, (unsigned long long)r->iter_why.e[top].count);
+    else
+        snprintf(why, n, "no iteration succeeded: %llu of %llu failed",
+                 (unsigned long long)r->iter_outcome[2], (unsigned long long)r->iterations);
+    return true;
+}
+
 static json_t *iterations_json(const struct runner_class_result *r)
 {
     json_t *lat = NULL;
@@ -587,10 +624,12 @@ static json_t *iterations_json(const struct runner_class_result *r)
                         (double)hdr_value_at_percentile(r->iter_latency, 99) / 1000.0, "max_ms",
                         (double)hdr_max(r->iter_latency) / 1000.0);
     }
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o*}", "count", (json_int_t)r->iterations, "ok",
-                     (json_int_t)r->iter_outcome[0], "degraded", (json_int_t)r->iter_outcome[1],
-                     "failed", (json_int_t)r->iter_outcome[2], "sessions", (json_int_t)r->sessions,
-                     "latency", lat);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o*, s:o*, s:I}", "count",
+                     (json_int_t)r->iterations, "ok", (json_int_t)r->iter_outcome[0], "degraded",
+                     (json_int_t)r->iter_outcome[1], "failed", (json_int_t)r->iter_outcome[2],
+                     "sessions", (json_int_t)r->sessions, "latency", lat, "failure_reasons",
+                     iter_reasons_json(&r->iter_why), "failure_reasons_other",
+                     (json_int_t)r->iter_why.other);
 }
 
 /* The make-up of what the class actually sent (warm-up included). */
@@ -644,10 +683,23 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
                                sr->slos + sr->slo_first[k], sr->slo_count[k], failed);
         if (!c)
             continue;
+        if (t->has_flow || t->sessions) {
+            /* iterations first: each HTTP call may be ok while the flow fails */
+            json_t *lead = json_object();
+            if (lead && !json_object_set_new(lead, "name", json_string(t->name)) &&
+                !json_object_set_new(lead, "iterations", iterations_json(r)) &&
+                !json_object_update(lead, c)) {
+                json_decref(c);
+                c = lead;
+            } else {
+                json_decref(lead);
+            }
+        }
         json_object_set_new(c, "name", json_string(t->name));
         json_object_set_new(c, "mode",
                             json_string(sr->classes[k].mode == RUNNER_OPEN ? "open" : "closed"));
-        json_object_set_new(c, "iterations", iterations_json(r));
+        if (!json_object_get(c, "iterations"))
+            json_object_set_new(c, "iterations", iterations_json(r));
         json_object_set_new(c, "sent", sent_json(t, r));
         if (r->steps) {
             json_t *steps = json_array();
@@ -669,6 +721,38 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
     return arr;
 }
 
+#define ITER_TOP_REASONS 3
+
+/* A flow or session class's iterations, before its requests: what failed
+ * and why, since every HTTP call of a failed iteration may have been ok. */
+static void print_iterations(FILE *f, const struct runner_class_result *r)
+{
+    double failed_pct =
+        r->iterations ? 100.0 * (double)r->iter_outcome[2] / (double)r->iterations : 0.0;
+    fprintf(f, "iterations    %llu: %llu ok, %llu degraded, %llu failed (%.2f%%)",
+            (unsigned long long)r->iterations, (unsigned long long)r->iter_outcome[0],
+            (unsigned long long)r->iter_outcome[1], (unsigned long long)r->iter_outcome[2],
+            failed_pct);
+    if (r->iterations && r->iter_latency)
+        fprintf(f, "; time p50 %.1f ms p99 %.1f ms",
+                (double)hdr_value_at_percentile(r->iter_latency, 50) / 1000.0,
+                (double)hdr_value_at_percentile(r->iter_latency, 99) / 1000.0);
+    fputc('\n', f);
+    size_t idx[ITER_TOP_REASONS];
+    size_t n = errtally_top(&r->iter_why, idx, ITER_TOP_REASONS);
+    for (size_t i = 0; i < n; i++) {
+        char msg[REQ_ERROR_MAX];
+        size_t j = 0;
+        for (const char *s = r->iter_why.e[idx[i]].msg; *s && j + 1 < sizeof(msg); s++, j++)
+            msg[j] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
+        msg[j] = '\0';
+        fprintf(f, "  failed %5llu  %s\n", (unsigned long long)r->iter_why.e[idx[i]].count, msg);
+    }
+    if (r->iterations && !r->iter_outcome[0] && !r->iter_outcome[1])
+        fprintf(f, "  no iteration succeeded: the requests below may be ok while every "
+                   "iteration failed its steps\n");
+}
+
 void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct runner_result *res)
 {
     for (size_t k = 0; k < sr->n && k < res->nclasses; k++) {
@@ -678,18 +762,10 @@ void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct run
         run_summary_compute(&sum, r->stats, res->duration_s, 0, &sr->classes[k].goodput);
         fprintf(f, "\n== class %s (%s loop) ==\n", t->name,
                 sr->classes[k].mode == RUNNER_OPEN ? "open" : "closed");
+        if (t->has_flow || t->sessions)
+            print_iterations(f, r);
         if (report_text_summary(f, r->stats, &sum))
             ts_warn("cannot print the summary of class %s", t->name);
-        if (t->has_flow || t->sessions) {
-            fprintf(f, "  iterations %llu: ok %llu, degraded %llu, failed %llu",
-                    (unsigned long long)r->iterations, (unsigned long long)r->iter_outcome[0],
-                    (unsigned long long)r->iter_outcome[1], (unsigned long long)r->iter_outcome[2]);
-            if (r->iterations && r->iter_latency)
-                fprintf(f, "; time p50 %.1f ms p99 %.1f ms",
-                        (double)hdr_value_at_percentile(r->iter_latency, 50) / 1000.0,
-                        (double)hdr_value_at_percentile(r->iter_latency, 99) / 1000.0);
-            fprintf(f, "\n");
-        }
         for (uint32_t s = 0; r->steps && s < r->nsteps; s++) {
             const struct run_stats *st = r->steps[s];
             fprintf(f,

@@ -104,11 +104,23 @@ TS_MUST_CHECK int scenario_run_dry(struct scenario_run *sr, uint64_t iterations,
 
 /*
  * The per-class results for result.json ("classes": [...]) and the text
- * summary; counts failed class SLOs into *failed.
+ * summary; counts failed class SLOs into *failed. A class with a flow or
+ * sessions leads with its iterations (an iteration fails when a step's
+ * check fails even if every HTTP call returned 200): "iterations" comes
+ * first in its object, with "failure_reasons" [{count, message}] by count,
+ * and the console prints them before the requests.
  */
 json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_result *res,
                              size_t *failed);
 void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct runner_result *res);
+
+/*
+ * True when class k runs iterations (a flow or sessions), some ended and
+ * none succeeded (ok or degraded); writes why into why (n bytes): "no
+ * iteration succeeded: 24 of 24 failed, most as step 'plan': ... (24)".
+ */
+bool scenario_class_none_ok(const struct scenario_run *sr, const struct runner_result *res,
+                            size_t k, char *why, size_t n);
 
 /* A short description of a checked scenario for --check. */
 void scenario_print_check(FILE *f, const struct scenario *s);

@@ -328,10 +328,11 @@ static int check_slo_needs(const struct sweep_config *cfg)
             continue; /* the command checked it */
         const char *what = run_slo_lack(slo_needs(&s) & ~have);
         if (what) {
+            char name[SLO_EXPR_MAX];
             fprintf(stderr,
                     "tokenstorm sweep: --slo '%s': %s needs %s among the run options after "
                     "`--`\n",
-                    cfg->slos[i], slo_metric_name(&s), what);
+                    cfg->slos[i], slo_metric_written(&s, name, sizeof(name)), what);
             return TS_EXIT_USAGE;
         }
     }

@@ -95,6 +95,18 @@ static double num(const json_t *obj, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* The percentile pct ("p50") of the time to first token: ttfc, else ttft. */
+static double first_token_ms(const json_t *sum, const char *pct)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "%s_ttfc_ms", pct);
+    double v = num(sum, key);
+    if (isfinite(v) && v > 0)
+        return v;
+    snprintf(key, sizeof(key), "%s_ttft_ms", pct);
+    return num(sum, key);
+}
+
 static uint64_t count(const json_t *obj, const char *key)
 {
     double v = num(obj, key);
@@ -345,8 +357,11 @@ static void read_summary(struct sweep_step *st, const json_t *run, const json_t 
     st->error_rate = num(sum, "error_rate");
     st->seed = count(run, "seed");
     if (st->completed) {
-        st->ttft_p50_ms = num(sum, "p50_ttft_ms");
-        st->ttft_p99_ms = num(sum, "p99_ttft_ms");
+        /* what users feel: the first token with content, reasoning or a tool
+         * call (ttfc), not vLLM's first chunk, which a server may send before
+         * prefill; vLLM's is used only where ttfc was not measured */
+        st->ttft_p50_ms = first_token_ms(sum, "p50");
+        st->ttft_p99_ms = first_token_ms(sum, "p99");
         st->tpot_p50_ms = num(sum, "p50_tpot_ms");
         st->tpot_p99_ms = num(sum, "p99_tpot_ms");
         st->e2el_p50_ms = num(sum, "p50_e2el_ms");

@@ -106,10 +106,18 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         if (c->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TEXT | OPENAI_CHUNK_REASONING |
                         OPENAI_CHUNK_TOOL_CALLS)) {
             r->content_chunks++;
+            if (c->flags & OPENAI_CHUNK_TOOL_CALLS)
+                x->saw_tool_calls = true;
             atomic_fetch_add_explicit(&x->w->chunks_rx, 1, memory_order_relaxed);
             if (!r->first_token_ns)
                 r->first_token_ns = at;
         }
+        /* time to first answer: the first content once reasoning has run */
+        if (c->flags & OPENAI_CHUNK_REASONING)
+            r->flags |= REQF_REASONING;
+        if ((r->flags & REQF_REASONING) && !r->first_answer_ns &&
+            (c->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_TEXT)))
+            r->first_answer_ns = at;
         for (size_t i = 0; i < c->n_choices; i++) {
             if (c->choices[i].finish_reason) {
                 x->saw_finish = true;
@@ -340,6 +348,10 @@ static void finish_body(struct exch *x)
     if (x->keep_answer)
         keep_answer_text(x, &c);
     /* nothing arrives before the whole body: no first chunk, TTFT, TPOT or ITL */
+    if (c.flags & OPENAI_CHUNK_REASONING)
+        r->flags |= REQF_REASONING;
+    if (c.flags & OPENAI_CHUNK_TOOL_CALLS)
+        x->saw_tool_calls = true;
     x->saw_done = x->saw_finish = true;
     size_t text = 0;
     for (size_t i = 0; i < c.n_choices; i++) {
@@ -430,6 +442,39 @@ static uint32_t us_of(uint64_t ns)
     return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
+/*
+ * Output tokens: server usage first, else the client tokenizer, else one per
+ * content chunk. A usage disagreement needs a tokenizer count of the whole
+ * answer (chunk counts never disagree: a server may send several tokens per
+ * chunk), and an answer that is all text: reasoning and tool-call arguments
+ * are in usage but not in the answer's text.
+ */
+static void count_tokens(struct exch *x)
+{
+    struct req_record *r = &x->rec;
+    bool tokenized = false;
+    if (x->sse_mode)
+        r->client_tokens = r->content_chunks;
+    if (x->w->tc && x->keep_answer && x->answer.len < QUALITY_MAX_TEXT) {
+        /* --tokenizer: the answer's tokens, counted here */
+        r->client_tokens = (uint32_t)tokcount_count(x->w->tc, x->answer.data, x->answer.len);
+        tokenized = true;
+    }
+    if (r->usage_completion_tokens >= 0) {
+        r->output_tokens = (uint32_t)r->usage_completion_tokens;
+        r->token_source = TOKENS_USAGE;
+        if (tokenized && !(r->flags & REQF_REASONING) && !x->saw_tool_calls &&
+            req_tokens_disagree((uint32_t)r->usage_completion_tokens, r->client_tokens))
+            r->flags |= REQF_USAGE_MISMATCH;
+    } else if (tokenized) {
+        r->output_tokens = r->client_tokens;
+        r->token_source = TOKENS_TOKENIZER;
+    } else {
+        r->output_tokens = r->client_tokens;
+        r->token_source = x->sse_mode ? TOKENS_CHUNKS : TOKENS_TOKENIZER;
+    }
+}
+
 static void on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
     struct exch *x = user;
@@ -474,23 +519,7 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     classify(x, res);
     if (x->keep_answer)
         score_answer(x);
-    /* tokens: server usage first, else what the client counted */
-    if (x->sse_mode)
-        r->client_tokens = r->content_chunks;
-    if (r->usage_completion_tokens >= 0) {
-        r->output_tokens = (uint32_t)r->usage_completion_tokens;
-        r->token_source = TOKENS_USAGE;
-        if (x->sse_mode && (uint32_t)r->usage_completion_tokens != r->client_tokens)
-            r->flags |= REQF_USAGE_MISMATCH;
-    } else if (x->w->tc && x->keep_answer && x->answer.len < QUALITY_MAX_TEXT) {
-        /* --tokenizer: the answer's tokens, counted here */
-        r->client_tokens = (uint32_t)tokcount_count(x->w->tc, x->answer.data, x->answer.len);
-        r->output_tokens = r->client_tokens;
-        r->token_source = TOKENS_TOKENIZER;
-    } else {
-        r->output_tokens = r->client_tokens;
-        r->token_source = x->sse_mode ? TOKENS_CHUNKS : TOKENS_TOKENIZER;
-    }
+    count_tokens(x);
     x->call = NULL;
     worker_request_done(w, x, x->user);
 }

@@ -188,6 +188,13 @@ static double pct_ms(const struct run_stats *s, enum stat_metric m, double p)
     return (double)hdr_value_at_percentile(h, p) / 1000.0;
 }
 
+/* The time to the first token users see (ttfc), else vLLM's TTFT (no ttfc
+ * sample: nothing streamed content yet), at percentile p. */
+static double first_token_pct_ms(const struct run_stats *s, double p)
+{
+    return pct_ms(s, hdr_total_count(s->hist[STAT_TTFC]) ? STAT_TTFC : STAT_TTFT, p);
+}
+
 /* Closes one interval: a timeline point, .hlog lines, the progress callback. */
 static void close_interval(struct coord *c, uint64_t now)
 {
@@ -204,8 +211,8 @@ static void close_interval(struct coord *c, uint64_t now)
         .in_flight = total_in_flight(c),
         .output_tokens = iv->output_tokens_all,
         .chunks = total_chunks(c) - c->last_chunks,
-        .ttft_p50_ms = pct_ms(iv, STAT_TTFT, 50),
-        .ttft_p99_ms = pct_ms(iv, STAT_TTFT, 99),
+        .ttft_p50_ms = first_token_pct_ms(iv, 50),
+        .ttft_p99_ms = first_token_pct_ms(iv, 99),
         .e2el_p50_ms = pct_ms(iv, STAT_E2EL, 50),
         .lag_p99_ms = pct_ms(iv, STAT_LAG, 99),
     };
@@ -458,6 +465,7 @@ int runner_class_result_add(struct runner_class_result *dst, const struct runner
     dst->iterations += src->iterations;
     for (int o = 0; o < 3; o++)
         dst->iter_outcome[o] += src->iter_outcome[o];
+    errtally_merge(&dst->iter_why, &src->iter_why);
     dst->sessions += src->sessions;
     for (uint32_t n = 0; n < dst->nintents && n < src->nintents; n++)
         dst->intent_sent[n] += src->intent_sent[n];

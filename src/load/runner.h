@@ -113,6 +113,10 @@ struct runner_class_result {
     uint32_t nsteps;
     uint64_t iterations;      /* ended (not warm-up) */
     uint64_t iter_outcome[3]; /* ok, degraded, failed */
+    /* failed iterations by why (traffic_iteration_why), counted under
+     * outcome REQ_OTHER and status 0: the reason a flow failed when each of
+     * its HTTP calls may have succeeded */
+    struct errtally iter_why;
     struct hdr *iter_latency; /* iteration time, intended start -> last response (us) */
     uint64_t sessions;        /* sessions started */
     /* What was actually sent (every request, warm-up included): */
@@ -204,7 +208,10 @@ struct runner_point {
     uint64_t in_flight;     /* at the end of the interval */
     uint64_t output_tokens; /* tokens of the requests that ended in the interval */
     uint64_t chunks;        /* content chunks received in the interval (live tokens) */
-    double ttft_p50_ms;     /* of requests that ended in the interval; 0 if none */
+    /* the time to the first token users see (ttfc: content, reasoning or a
+     * tool call; vLLM's TTFT when no request streamed content) of requests
+     * that ended in the interval; 0 if none */
+    double ttft_p50_ms;
     double ttft_p99_ms;
     double e2el_p50_ms;
     double lag_p99_ms;

@@ -197,6 +197,7 @@ struct exch {
     bool saw_done;
     bool saw_finish;
     bool saw_error;
+    bool saw_tool_calls; /* a tool call arrived (its arguments are not in the answer text) */
     bool malformed;
     bool cut; /* cancelled by the runner at the end */
     bool sse_mode;

@@ -305,6 +305,11 @@ static void actor_iteration_end(struct worker *w, struct ractor *a)
         int o = traffic_iteration_outcome(a->ta);
         c->res.iterations++;
         c->res.iter_outcome[o]++;
+        if (o == 2) {
+            char why[REQ_ERROR_MAX];
+            traffic_iteration_why(a->ta, why, sizeof(why));
+            errtally_add(&c->res.iter_why, REQ_OTHER, 0, why, 1);
+        }
         if (c->res.iter_latency && now > a->iter_intended)
             (void)hdr_record(c->res.iter_latency, (int64_t)((now - a->iter_intended) / 1000));
     }

@@ -94,7 +94,8 @@ static const struct {
 } lat_rows[] = {
     {STAT_TTFT, "TTFT", true},
     {STAT_TTFT_UNCORRECTED, "TTFT, uncorrected", false},
-    {STAT_TTFC, "TTFC (first content)", false},
+    {STAT_TTFC, "first token (ttfc: content, reasoning or a tool call)", true},
+    {STAT_TTFA, "first answer (ttfa: content after reasoning)", false},
     {STAT_ITL, "ITL", true},
     {STAT_TPOT, "TPOT", true},
     {STAT_TPOT_INCL_TTFT, "TPOT incl. TTFT", false},

@@ -13,7 +13,8 @@
 #include "report/html_dist.h"
 #include "report/svg.h"
 
-/* Horizontal rules for the sweep's latency SLOs on metric ttft or e2el. */
+/* Horizontal rules for the sweep's latency SLOs on metric ttft (the first
+ * token, what the steps' ttft figures are), ttft_vllm or e2el. */
 static size_t slo_rules(const json_t *sweep, struct svg_rule *rules, size_t max,
                         char (*labels)[SLO_EXPR_MAX + 8])
 {
@@ -24,7 +25,7 @@ static size_t slo_rules(const json_t *sweep, struct svg_rule *rules, size_t max,
         struct slo s;
         if (n == max || !json_is_string(v) || slo_parse(json_string_value(v), &s, NULL, 0))
             continue;
-        if (!s.latency || (s.metric != STAT_TTFT && s.metric != STAT_E2EL))
+        if (!s.latency || (s.metric != STAT_TTFT && s.metric != STAT_TTFC && s.metric != STAT_E2EL))
             continue;
         snprintf(labels[n], SLO_EXPR_MAX + 8, "SLO %s", s.expr);
         rules[n] = (struct svg_rule){.at = s.value, .label = labels[n], .color = 3};

@@ -461,8 +461,8 @@ out:
 /* ---- requests.jsonl -------------------------------------------------------------------- */
 
 static const char *const time_points[] = {
-    "intended_ms",    "start_ms",      "first_byte_ms", "first_chunk_ms",
-    "first_token_ms", "last_chunk_ms", "end_ms",
+    "intended_ms",    "start_ms",        "first_byte_ms", "first_chunk_ms",
+    "first_token_ms", "first_answer_ms", "last_chunk_ms", "end_ms",
 };
 
 /* Rewrites one line of input i (see merge.h); 1 written, 0 skipped, or an error. */

@@ -28,7 +28,8 @@
  *  - requests.jsonl (when every input has one): the lines of input i, in
  *    input order, with "id" rewritten to the string "<i>-<id>" (unique across
  *    inputs), "input": i added, and the time points (intended_ms, start_ms,
- *    first_byte_ms, first_chunk_ms, first_token_ms, last_chunk_ms, end_ms)
+ *    first_byte_ms, first_chunk_ms, first_token_ms, first_answer_ms,
+ *    last_chunk_ms, end_ms)
  *    shifted to the merged start (started_at_i - earliest, ms precision);
  *    spans (ttft_ms, ...) are unchanged. Malformed lines are skipped and
  *    counted;

@@ -130,16 +130,17 @@ static int parse_line(const char *text, size_t len, struct req_record *rec)
     memset(rec, 0, sizeof(*rec));
     rec->outcome = (enum req_outcome)o;
     rec->http_status = (int)count_u32(line, "http_status");
-    rec->flags = flag(line, "stream", REQF_STREAM) | flag(line, "warmup", REQF_WARMUP) |
-                 flag(line, "reused_conn", REQF_REUSED_CONN) | flag(line, "no_done", REQF_NO_DONE) |
-                 flag(line, "no_finish", REQF_NO_FINISH) |
-                 flag(line, "id_changed", REQF_ID_CHANGED) |
-                 flag(line, "usage_mismatch", REQF_USAGE_MISMATCH);
+    rec->flags =
+        flag(line, "stream", REQF_STREAM) | flag(line, "warmup", REQF_WARMUP) |
+        flag(line, "reused_conn", REQF_REUSED_CONN) | flag(line, "no_done", REQF_NO_DONE) |
+        flag(line, "no_finish", REQF_NO_FINISH) | flag(line, "id_changed", REQF_ID_CHANGED) |
+        flag(line, "usage_mismatch", REQF_USAGE_MISMATCH) | flag(line, "reasoning", REQF_REASONING);
     rec->intended_ns = time_ns(line, "intended_ms");
     rec->start_ns = time_ns(line, "start_ms");
     rec->first_byte_ns = time_ns(line, "first_byte_ms");
     rec->first_chunk_ns = time_ns(line, "first_chunk_ms");
     rec->first_token_ns = time_ns(line, "first_token_ms");
+    rec->first_answer_ns = time_ns(line, "first_answer_ms");
     rec->last_chunk_ns = time_ns(line, "last_chunk_ms");
     rec->end_ns = time_ns(line, "end_ms");
     rec->dns_us = span_us(line, "dns_ms");

@@ -429,10 +429,29 @@ static int put_vllm_latency(json_t *o, const char *name, const struct latency_su
     return rc;
 }
 
+/*
+ * "first_token": whether vLLM's TTFT (first chunk with choices) and the first
+ * token a user sees (ttfc) are apart (medians more than SUMMARY_TTFT_GAP_MS),
+ * as on servers that send a role chunk before prefill; SLOs, goodput and
+ * sweep judge ttfc. null when either was not measured.
+ */
+static int put_first_token_note(json_t *o, const struct run_summary *sum)
+{
+    double gap = 0;
+    bool differs = run_summary_ttft_differs(sum, &gap);
+    if (!sum->lat[STAT_TTFT].count || !sum->lat[STAT_TTFC].count)
+        return tsjson_put(o, "first_token", json_null());
+    return tsjson_put(o, "first_token",
+                      json_pack("{s:b, s:f, s:f, s:f, s:f, s:s}", "differs", differs, "p50_ttfc_ms",
+                                sum->lat[STAT_TTFC].pct[0], "p50_ttft_ms",
+                                sum->lat[STAT_TTFT].pct[0], "gap_ms", gap, "threshold_ms",
+                                SUMMARY_TTFT_GAP_MS, "judged", "ttfc"));
+}
+
 static json_t *summary_object(const struct run_summary *sum)
 {
-    static const enum stat_metric headline[] = {STAT_TTFT, STAT_TPOT, STAT_ITL,
-                                                STAT_E2EL, STAT_TTFC, STAT_LAG};
+    static const enum stat_metric headline[] = {STAT_TTFT, STAT_TPOT, STAT_ITL, STAT_E2EL,
+                                                STAT_TTFC, STAT_LAG,  STAT_TTFA};
     json_t *o = json_object();
     int rc = 0;
 
@@ -462,6 +481,7 @@ static json_t *summary_object(const struct run_summary *sum)
     rc |=
         tsjson_put(o, "token_method", json_string(sum->token_method ? sum->token_method : "none"));
     rc |= tsjson_put(o, "tokens_per_chunk", tsjson_num(sum->tokens_per_chunk));
+    rc |= put_first_token_note(o, sum);
     if (sum->goodput_enabled) {
         json_t *g = json_object();
         if (g && sum->goodput.ttft_ms > 0)

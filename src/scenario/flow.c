@@ -21,6 +21,7 @@ struct flow_run {
     int32_t stands_for[FLOW_STEPS_MAX];
     uint8_t state[FLOW_STEPS_MAX];
     uint8_t reason[FLOW_STEPS_MAX];
+    uint8_t capture[FLOW_STEPS_MAX]; /* the capture that failed; ncaptures: none */
     struct flow_vars vars;
 };
 
@@ -145,8 +146,9 @@ int flow_run_complete(struct flow_run *r, uint32_t step, bool ok, const char *bo
         return -EINVAL;
     const struct flow_step_def *st = &r->d->steps[step];
     enum flow_fail_reason reason = ok ? FLOW_FAIL_NONE : FLOW_FAIL_REQUEST;
+    size_t which = st->ncaptures;
     if (ok && st->ncaptures) {
-        int rc = flow_captures_apply(&r->vars, st, body, len, &reason);
+        int rc = flow_captures_apply(&r->vars, st, body, len, &reason, &which);
         if (rc)
             return rc;
     }
@@ -155,6 +157,8 @@ int flow_run_complete(struct flow_run *r, uint32_t step, bool ok, const char *bo
     } else {
         r->state[step] = FLOW_FAILED;
         r->reason[step] = (uint8_t)reason;
+        r->capture[step] =
+            (uint8_t)(which < st->ncaptures && which < UINT8_MAX ? which : UINT8_MAX);
         if (st->fallback >= 0)
             r->triggered |= flow_bit((uint32_t)st->fallback);
     }
@@ -236,6 +240,17 @@ const char *flow_run_fail_reason(const struct flow_run *r, uint32_t step)
     default:
         return "request failed";
     }
+}
+
+const struct flow_capture *flow_run_fail_capture(const struct flow_run *r, uint32_t step)
+{
+    if (step >= r->n || r->state[step] != FLOW_FAILED)
+        return NULL;
+    const struct flow_step_def *st = &r->d->steps[step];
+    if (r->reason[step] == FLOW_FAIL_REQUEST || r->capture[step] == UINT8_MAX ||
+        r->capture[step] >= st->ncaptures)
+        return NULL;
+    return &st->captures[r->capture[step]];
 }
 
 const char *flow_step_state_name(enum flow_step_state s)

@@ -322,6 +322,10 @@ enum flow_step_state flow_run_state(const struct flow_run *r, uint32_t step);
  * too many variables), "bad capture" (an invalid name in an unchecked
  * definition); NULL when it is not FAILED. */
 const char *flow_run_fail_reason(const struct flow_run *r, uint32_t step);
+/* The capture of a FAILED step that found nothing or could not be kept, or
+ * NULL (the request failed, the body was not JSON, not FAILED). Owned by
+ * the definition. */
+const struct flow_capture *flow_run_fail_capture(const struct flow_run *r, uint32_t step);
 
 /* "pending", "running", "ok", "failed", "skipped", "not_run". */
 const char *flow_step_state_name(enum flow_step_state s);

@@ -73,10 +73,12 @@ enum flow_fail_reason {
 /*
  * Applies step st's captures from body (len bytes of JSON, may be NULL) to
  * vars, all or nothing. Returns 0 with *reason FLOW_FAIL_NONE (applied) or
- * why not (nothing applied), or -ENOMEM (nothing applied).
+ * why not (nothing applied), or -ENOMEM (nothing applied). *which is the
+ * index of the capture that failed, or st->ncaptures when it was not one
+ * capture (the body was not JSON, too many variables).
  */
 int flow_captures_apply(struct flow_vars *vars, const struct flow_step_def *st, const char *body,
-                        size_t len, enum flow_fail_reason *reason);
+                        size_t len, enum flow_fail_reason *reason, size_t *which);
 
 /* Renders step st's request with vars into *out, as flow_run_render
  * describes. Returns 0 (release *out), -EINVAL, TS_TOOBIG or -ENOMEM with a

@@ -763,9 +763,10 @@ int flow_template_render_string(const char *s, const struct flow_vars *vars, str
 /* ---- captures ---- */
 
 int flow_captures_apply(struct flow_vars *vars, const struct flow_step_def *st, const char *body,
-                        size_t len, enum flow_fail_reason *reason)
+                        size_t len, enum flow_fail_reason *reason, size_t *which)
 {
     *reason = FLOW_FAIL_NOTHING;
+    *which = st->ncaptures;
     if (!body || len > FLOW_RESPONSE_MAX)
         return 0;
     json_error_t je;
@@ -785,6 +786,7 @@ int flow_captures_apply(struct flow_vars *vars, const struct flow_step_def *st, 
         json_t *v = cap->pointer ? jsonptr_get(doc, cap->pointer, strlen(cap->pointer)) : NULL;
         if (!v && !cap->optional) {
             *reason = FLOW_FAIL_NOTHING;
+            *which = k;
             break;
         }
         if (!v)
@@ -795,6 +797,7 @@ int flow_captures_apply(struct flow_vars *vars, const struct flow_step_def *st, 
             goto out_pv;
         if (rc) {
             *reason = rc == TS_TOOBIG ? FLOW_FAIL_TOOBIG : FLOW_FAIL_BAD;
+            *which = k;
             rc = 0;
             break;
         }

@@ -1092,6 +1092,42 @@ bool traffic_iteration_done(const struct traffic_actor *a)
     return !a->fr || flow_run_done(a->fr);
 }
 
+void traffic_iteration_why(const struct traffic_actor *a, char *out, size_t n)
+{
+    if (!n)
+        return;
+    if (!a->t->has_flow) {
+        snprintf(out, n, "the request failed");
+        return;
+    }
+    if (!a->fr) {
+        snprintf(out, n, "the flow could not start");
+        return;
+    }
+    const struct flow_def *d = a->t->flow;
+    for (uint32_t i = 0; i < d->n; i++) {
+        const char *why = flow_run_fail_reason(a->fr, i);
+        if (!why)
+            continue;
+        const struct flow_capture *cap = flow_run_fail_capture(a->fr, i);
+        if (cap && !strcmp(why, "returned nothing"))
+            snprintf(out, n, "step '%.40s': capture '%.40s' (%.80s) found nothing in the response",
+                     d->steps[i].name, cap->var ? cap->var : "", cap->pointer ? cap->pointer : "");
+        else if (cap)
+            snprintf(out, n, "step '%.40s': capture '%.40s': %s", d->steps[i].name,
+                     cap->var ? cap->var : "", why);
+        else if (!strcmp(why, "returned nothing"))
+            snprintf(out, n,
+                     "step '%.40s': the response was not JSON (or too long) to capture from",
+                     d->steps[i].name);
+        else
+            snprintf(out, n, "step '%.40s': %s", d->steps[i].name,
+                     !strcmp(why, "request failed") ? "the request failed" : why);
+        return;
+    }
+    snprintf(out, n, "no step completed");
+}
+
 int traffic_iteration_outcome(const struct traffic_actor *a)
 {
     if (!a->t->has_flow)

@@ -179,6 +179,15 @@ bool traffic_iteration_done(const struct traffic_actor *a);
 
 /* 0 ok, 1 degraded (a flow fallback was taken), 2 failed. */
 int traffic_iteration_outcome(const struct traffic_actor *a);
+/*
+ * Why a failed iteration failed, one line into out (n bytes, cut to fit):
+ * the first failed step of a flow and what went wrong ("step 'plan':
+ * capture 'call_id' (/choices/0/message/tool_calls/0/id) found nothing in
+ * the response", "step 'tool': the request failed"), "the flow could not
+ * start", or for a plain request "the request failed". Bounded; the texts
+ * come from the scenario file, not from the server.
+ */
+void traffic_iteration_why(const struct traffic_actor *a, char *out, size_t n);
 
 /*
  * After an iteration: true when the actor's session goes on (sets *think_ns

@@ -396,6 +396,10 @@ static void test_capture_missing(void **state)
     complete(r, 0, true, "{\"hits\":[1,2]}");
     assert_int_equal(flow_run_state(r, 0), FLOW_FAILED);
     assert_string_equal(flow_run_fail_reason(r, 0), "returned nothing");
+    /* which capture found nothing: "total" (the first that is not optional) */
+    assert_non_null(flow_run_fail_capture(r, 0));
+    assert_string_equal(flow_run_fail_capture(r, 0)->var, "total");
+    assert_null(flow_run_fail_capture(r, 1));
     assert_null(flow_run_get(r, "hits"));
     assert_int_equal(flow_run_state(r, 1), FLOW_SKIPPED);
     assert_true(flow_run_done(r));
@@ -410,6 +414,7 @@ static void test_capture_missing(void **state)
         complete(r, 0, true, bad[i]);
         assert_int_equal(flow_run_state(r, 0), FLOW_FAILED);
         assert_string_equal(flow_run_fail_reason(r, 0), "returned nothing");
+        assert_null(flow_run_fail_capture(r, 0)); /* not one capture: the body */
         flow_run_free(r);
     }
 

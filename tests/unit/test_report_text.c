@@ -120,8 +120,8 @@ static void test_summary_text(void **state)
      * The mean weighs bucket midpoints: 1000 + 2000 + 3001 + 4001 + 5002 +
      * 6002 + 7002 + 8002 + 9004 + 10004 = 55018 us / 10.
      */
-    assert_string_equal(line_starting(text, "TTFT"),
-                        "TTFT              5.50      5.00      9.01     10.01     10.01     10.01 "
+    assert_string_equal(line_starting(text, "TTFT (vLLM)"),
+                        "TTFT (vLLM)       5.50      5.00      9.01     10.01     10.01     10.01 "
                         "    10.01");
     /* E2EL 10..100 ms, 3 significant digits. */
     assert_non_null(strstr(line_starting(text, "E2EL"), "  55."));
@@ -133,11 +133,14 @@ static void test_summary_text(void **state)
     assert_string_equal(line_starting(text, "TPOT"),
                         "TPOT              5.50      5.00      9.01     10.01     10.01     10.01 "
                         "    10.01");
-    assert_non_null(line_starting(text, "TTFC"));
+    assert_non_null(line_starting(text, "first token"));
     assert_non_null(line_starting(text, "lag"));
-    /* Row order as documented. */
-    assert_true(strstr(text, "\nTTFT") < strstr(text, "\nTTFC"));
-    assert_true(strstr(text, "\nTTFC") < strstr(text, "\nITL"));
+    /* no reasoning: no first-answer row; first token and TTFT agree: no note */
+    assert_null(strstr(text, "\nfirst answer"));
+    assert_null(strstr(text, "after vLLM's TTFT"));
+    /* Row order as documented: what users feel first. */
+    assert_true(strstr(text, "\nfirst token") < strstr(text, "\nTTFT (vLLM)"));
+    assert_true(strstr(text, "\nTTFT (vLLM)") < strstr(text, "\nITL"));
     assert_true(strstr(text, "\nITL") < strstr(text, "\nTPOT"));
     assert_true(strstr(text, "\nTPOT") < strstr(text, "\nE2EL"));
     assert_true(strstr(text, "\nE2EL") < strstr(text, "\nlag"));
@@ -150,6 +153,45 @@ static void test_summary_text(void **state)
     assert_non_null(strstr(text, "\nstreams       10 streamed: 0 without [DONE]"));
     free(text);
     run_stats_free(s);
+}
+
+/* A server that sends its role chunk at once and the first token 150 ms
+ * later (llama.cpp): the console leads with the first token and says that
+ * vLLM's TTFT is apart; a reasoning model's first answer gets its own row. */
+static void test_first_token_apart(void **state)
+{
+    struct run_stats *s = NULL;
+    assert_int_equal(run_stats_new(&s), 0);
+    for (uint64_t i = 1; i <= 10; i++) {
+        struct req_record r;
+        memset(&r, 0, sizeof(r));
+        r.outcome = REQ_OK;
+        r.http_status = 200;
+        r.flags = REQF_STREAM | REQF_REASONING;
+        r.intended_ns = r.start_ns = BASE;
+        r.first_chunk_ns = BASE + 2 * MS;
+        r.first_token_ns = BASE + 150 * MS;
+        r.first_answer_ns = BASE + 400 * MS;
+        r.last_chunk_ns = r.end_ns = BASE + 500 * MS;
+        r.output_tokens = 10;
+        r.choice_chunks = 11;
+        r.token_source = TOKENS_USAGE;
+        run_stats_add_record(s, &r, NULL);
+    }
+    struct run_summary sum;
+    run_summary_compute(&sum, s, 2.0, 0, NULL);
+    double gap = 0;
+    assert_true(run_summary_ttft_differs(&sum, &gap));
+    assert_true(gap > 147 && gap < 149);
+    char *text = capture_summary(s, &sum);
+    assert_non_null(strstr(text, "\nnote          first token p50 150.0"));
+    assert_non_null(strstr(text, "from vLLM's TTFT p50 2.00 ms"));
+    assert_non_null(strstr(line_starting(text, "first token "), " 150.0"));
+    assert_non_null(strstr(line_starting(text, "first answer"), " 400."));
+    assert_true(strstr(text, "\nfirst token") < strstr(text, "\nTTFT (vLLM)"));
+    free(text);
+    run_stats_free(s);
+    (void)state;
 }
 
 static void test_slo_table(void **state)
@@ -193,6 +235,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_text),
+        cmocka_unit_test(test_first_token_apart),
         cmocka_unit_test(test_slo_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,7 +177,9 @@ static void test_document_keys(void **state)
     assert_int_equal(integer(doc, "summary", "total_input_tokens"), 4 * 52);
     assert_int_equal(integer(doc, "summary", "total_output_tokens"), 44);
     assert_true(real(doc, "summary", "request_throughput") == 0.4);
-    assert_true(real(doc, "summary", "request_goodput") == 0.3); /* TTFT 50, 100, 150 <= 150 */
+    /* goodput judges the first token (52, 102, 152, 202 ms), not the first
+     * chunk (50 .. 200 ms): 2 of them <= 150 */
+    assert_true(real(doc, "summary", "request_goodput") == 0.2);
     assert_true(real(doc, "summary", "output_throughput") == 4.4);
     assert_true(fabs(real(doc, "summary", "total_token_throughput") - 25.2) < 1e-12);
     assert_true(real(doc, "summary", "max_output_tokens_per_s") == 42.0);
@@ -194,7 +196,11 @@ static void test_document_keys(void **state)
     assert_non_null(path(doc, "summary", "p99_lag_ms"));
     assert_int_equal(integer(doc, "summary", "requests"), 5);
     assert_int_equal(integer(doc, "summary", "cut"), 0);
-    assert_int_equal(integer(doc, "summary", "good"), 3);
+    assert_int_equal(integer(doc, "summary", "good"), 2);
+    /* first token 2 ms after the first chunk: within 5 ms, not apart */
+    assert_true(json_is_false(path(path(doc, "summary", "first_token"), "differs", NULL)));
+    assert_true(real(path(doc, "summary", "first_token"), "threshold_ms", NULL) == 5.0);
+    assert_non_null(path(doc, "summary", "p50_ttfa_ms"));
     assert_true(real(doc, "summary", "error_rate") == 0.2);
     assert_string_equal(json_string_value(path(doc, "summary", "token_method")), "usage");
     assert_true(real(path(doc, "summary", "goodput_config"), "ttft_ms", NULL) == 150.0);

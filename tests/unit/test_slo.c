@@ -26,7 +26,7 @@ struct good_case {
 static void test_parse_good(void **state)
 {
     static const struct good_case cases[] = {
-        {"ttft.p95<2100ms", true, STAT_TTFT, SLO_STAT_PCT, 95, SLO_LT, 2100, SLO_KIND_LATENCY},
+        {"ttft.p95<2100ms", true, STAT_TTFC, SLO_STAT_PCT, 95, SLO_LT, 2100, SLO_KIND_LATENCY},
         {"e2el.p99 <= 5s", true, STAT_E2EL, SLO_STAT_PCT, 99, SLO_LE, 5000, SLO_KIND_LATENCY},
         {"error_rate<0.3%", false, SLO_ERROR_RATE, SLO_STAT_NONE, 0, SLO_LT, 0.003, SLO_KIND_RATE},
         {"goodput>5/s", false, SLO_GOODPUT, SLO_STAT_NONE, 0, SLO_GT, 5, SLO_KIND_PER_S},
@@ -34,8 +34,8 @@ static void test_parse_good(void **state)
          SLO_KIND_PER_S},
         {"itl.mean<50ms", true, STAT_ITL, SLO_STAT_MEAN, 0, SLO_LT, 50, SLO_KIND_LATENCY},
         {"completed>=100", false, SLO_COMPLETED, SLO_STAT_NONE, 0, SLO_GE, 100, SLO_KIND_COUNT},
-        {"ttft.p99.9 < 250", true, STAT_TTFT, SLO_STAT_PCT, 99.9, SLO_LT, 250, SLO_KIND_LATENCY},
-        {"\t TTFT.P50 == 1.5e3us ", true, STAT_TTFT, SLO_STAT_PCT, 50, SLO_EQ, 1.5,
+        {"ttft.p99.9 < 250", true, STAT_TTFC, SLO_STAT_PCT, 99.9, SLO_LT, 250, SLO_KIND_LATENCY},
+        {"\t TTFT.P50 == 1.5e3us ", true, STAT_TTFC, SLO_STAT_PCT, 50, SLO_EQ, 1.5,
          SLO_KIND_LATENCY},
         {"lag.max!=0", true, STAT_LAG, SLO_STAT_MAX, 0, SLO_NE, 0, SLO_KIND_LATENCY},
         {"tpot.median<=.5", true, STAT_TPOT, SLO_STAT_PCT, 50, SLO_LE, 0.5, SLO_KIND_LATENCY},
@@ -45,7 +45,9 @@ static void test_parse_good(void **state)
         {"request_goodput>=1", false, SLO_GOODPUT, SLO_STAT_NONE, 0, SLO_GE, 1, SLO_KIND_PER_S},
         {"error_rate<=0.01", false, SLO_ERROR_RATE, SLO_STAT_NONE, 0, SLO_LE, 0.01, SLO_KIND_RATE},
         {"ttfc.p99.99<3s", true, STAT_TTFC, SLO_STAT_PCT, 99.99, SLO_LT, 3000, SLO_KIND_LATENCY},
-        {"ttft.p0>=0", true, STAT_TTFT, SLO_STAT_PCT, 0, SLO_GE, 0, SLO_KIND_LATENCY},
+        {"ttft.p0>=0", true, STAT_TTFC, SLO_STAT_PCT, 0, SLO_GE, 0, SLO_KIND_LATENCY},
+        {"ttft_vllm.p99<1s", true, STAT_TTFT, SLO_STAT_PCT, 99, SLO_LT, 1000, SLO_KIND_LATENCY},
+        {"ttfa.p50<2s", true, STAT_TTFA, SLO_STAT_PCT, 50, SLO_LT, 2000, SLO_KIND_LATENCY},
         {"ttft_uncorrected.p100<=10s", true, STAT_TTFT_UNCORRECTED, SLO_STAT_PCT, 100, SLO_LE,
          10000, SLO_KIND_LATENCY},
         {"tls.stddev<5", true, STAT_TLS, SLO_STAT_STD, 0, SLO_LT, 5, SLO_KIND_LATENCY},
@@ -193,7 +195,10 @@ static void test_eval(void **state)
     double a = 0;
 
     memset(&sum, 0, sizeof(sum));
-    sum.lat[STAT_TTFT] = (struct latency_summary){.count = 10,
+    /* --slo ttft judges the first token users see (ttfc); ttft_vllm is
+     * vLLM's first chunk (a role chunk at 5 ms here) */
+    sum.lat[STAT_TTFT] = (struct latency_summary){.count = 10, .pct = {5, 5, 5, 5, 5}};
+    sum.lat[STAT_TTFC] = (struct latency_summary){.count = 10,
                                                   .mean = 100,
                                                   .std = 20,
                                                   .min = 10,
@@ -206,6 +211,9 @@ static void test_eval(void **state)
 
     assert_true(eval("ttft.p95<2100ms", &sum, &a));
     assert_true(a == 180);
+    assert_false(eval("ttft.p95<100ms", &sum, NULL));
+    assert_true(eval("ttft_vllm.p95<100ms", &sum, &a));
+    assert_true(a == 5);
     assert_false(eval("ttft.p95<180", &sum, NULL));
     assert_true(eval("ttft.p95<=180", &sum, NULL));
     assert_true(eval("ttft.p95==0.18s", &sum, NULL));

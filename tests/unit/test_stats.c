@@ -103,9 +103,11 @@ static void test_stream_ok_metrics(void **state)
     assert_int_equal(total(s, STAT_TLS), 0);
     assert_int_equal(total(s, STAT_ITL), 0);
     for (int m = 0; m < STAT_METRIC_COUNT; m++) {
-        if (m != STAT_ITL && m != STAT_DNS && m != STAT_CONNECT && m != STAT_TLS)
+        if (m != STAT_ITL && m != STAT_DNS && m != STAT_CONNECT && m != STAT_TLS && m != STAT_TTFA)
             assert_int_equal(total(s, (enum stat_metric)m), 1);
     }
+    /* No reasoning: no time to first answer. */
+    assert_int_equal(total(s, STAT_TTFA), 0);
 
     /* Tokens: usage prompt tokens win over the intended count. */
     assert_int_equal(s->input_tokens, 100);
@@ -338,6 +340,39 @@ static void test_itl_and_clock_oddities(void **state)
     run_stats_free(s);
 }
 
+/* A reasoning model: reasoning deltas from 120 ms, the first answer at 300 ms. */
+static void test_time_to_first_answer(void **state)
+{
+    struct run_stats *s = new_stats();
+    struct req_record r = stream_ok();
+    r.flags |= REQF_REASONING;
+    r.first_answer_ns = BASE + 300 * MS;
+    run_stats_add_record(s, &r, NULL);
+    assert_int_equal(at(s, STAT_TTFC, 120000), 1);
+    assert_int_equal(at(s, STAT_TTFA, 300000), 1);
+    assert_string_equal(stat_metric_name(STAT_TTFA), "ttfa");
+    /* a failed request has none */
+    r.outcome = REQ_TRUNCATED;
+    run_stats_add_record(s, &r, NULL);
+    assert_int_equal(total(s, STAT_TTFA), 1);
+    run_stats_free(s);
+    (void)state;
+}
+
+/* What a usage disagreement is (record.h): more than 2 tokens and 5 % apart. */
+static void test_tokens_disagree(void **state)
+{
+    assert_false(req_tokens_disagree(20, 20));
+    assert_false(req_tokens_disagree(21, 20)); /* a stop token the text does not show */
+    assert_false(req_tokens_disagree(20, 22));
+    assert_true(req_tokens_disagree(20, 23));
+    assert_true(req_tokens_disagree(40, 20));
+    assert_false(req_tokens_disagree(1000, 1040)); /* 4 %: a tokenizer close to the model's */
+    assert_true(req_tokens_disagree(1000, 1060));
+    assert_true(req_tokens_disagree(0, 3));
+    (void)state;
+}
+
 static void test_goodput(void **state)
 {
     struct run_stats *s = new_stats();
@@ -348,11 +383,16 @@ static void test_goodput(void **state)
     assert_false(goodput_cfg_enabled(&(struct goodput_cfg){0}));
     assert_true(goodput_cfg_enabled(&cfg));
 
-    r = stream_ok(); /* TTFT 100 ms: good */
+    r = stream_ok(); /* first token 120 ms: good */
     run_stats_add_record(s, &r, &cfg);
-    r.first_chunk_ns = BASE + 150 * MS; /* exactly at the threshold: good (vLLM: s >= r) */
+    r.first_token_ns = BASE + 150 * MS; /* exactly at the threshold: good (vLLM: s >= r) */
     run_stats_add_record(s, &r, &cfg);
-    r.first_chunk_ns = BASE + 150 * MS + 1; /* 1 ns over: not good */
+    r.first_token_ns = BASE + 150 * MS + 1; /* 1 ns over: not good */
+    run_stats_add_record(s, &r, &cfg);
+    /* a role chunk at 10 ms does not make a first token at 200 ms good: the
+     * threshold judges what users feel, not vLLM's first chunk */
+    r.first_chunk_ns = BASE + 10 * MS;
+    r.first_token_ns = BASE + 200 * MS;
     run_stats_add_record(s, &r, &cfg);
     r = stream_ok();
     r.outcome = REQ_TRUNCATED; /* failed requests are never good */
@@ -742,6 +782,8 @@ int main(void)
         cmocka_unit_test(test_phases),
         cmocka_unit_test(test_itl_and_clock_oddities),
         cmocka_unit_test(test_goodput),
+        cmocka_unit_test(test_tokens_disagree),
+        cmocka_unit_test(test_time_to_first_answer),
         cmocka_unit_test(test_token_method),
         cmocka_unit_test(test_merge_equals_recording_into_one),
         cmocka_unit_test(test_names),

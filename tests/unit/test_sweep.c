@@ -88,6 +88,14 @@ static void test_read_summary(void **state)
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
     assert_near(st.window_s, 3, 1e-12);
     assert_near(st.achieved_rps, 10, 1e-12);
+    /* a server that sends its role chunk first: the step's TTFT (the knee's
+     * and the table's) is the first token users see (ttfc), not vLLM's */
+    json_t *sum = json_object_get(doc, "summary");
+    json_object_set_new(sum, "p50_ttfc_ms", json_real(150.0));
+    json_object_set_new(sum, "p99_ttfc_ms", json_real(180.0));
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_near(st.ttft_p50_ms, 150, 0);
+    assert_near(st.ttft_p99_ms, 180, 0);
     json_decref(doc);
 }
 
