@@ -2,7 +2,8 @@
  * cmd.h - the subcommands. Each takes the arguments after its name (argv[0]
  * is the subcommand name) and returns the process exit code:
  * 0 ok, 1 an SLO or threshold failed, 2 usage or config error,
- * 3 the run could not be carried out, 130 interrupted.
+ * 3 the run could not be carried out, 130 interrupted (SIGINT),
+ * 143 stopped by SIGTERM (base/err.h's TS_EXIT_*).
  */
 #ifndef TS_CMD_CMD_H
 #define TS_CMD_CMD_H

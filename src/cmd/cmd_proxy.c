@@ -14,8 +14,8 @@
 #include "chaos/fault.h"
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "net/addr.h"
-#include "net/ctlauth.h"
 #include "telemetry/otlp.h"
 
 static void usage(FILE *out)
@@ -299,14 +299,10 @@ static int resolve_addresses(struct proxy_opts *o)
     cfg->listen_host = o->host;
     cfg->api_host = o->api_host;
     if (cfg->api) {
-        char warn[512];
-        if (ctlauth_setup("the control API", o->api_host, o->api_token, o->api_insecure,
-                          &cfg->api_token, warn, sizeof warn, err, sizeof err)) {
-            fprintf(stderr, "tokenstorm proxy: --api: %s\n", err);
-            return TS_EXIT_USAGE;
-        }
-        if (warn[0])
-            fprintf(stderr, "tokenstorm proxy: %s\n", warn);
+        int rc = cmd_ctlauth_setup("tokenstorm proxy", "--api", "the control API", o->api_host,
+                                   o->api_token, o->api_insecure, &cfg->api_token);
+        if (rc >= 0)
+            return rc;
     }
     cfg->connect_timeout_ms = (uint32_t)(o->connect_ns / 1000000 ? o->connect_ns / 1000000 : 1);
     o->serve.grace_ms = o->grace_ns / 1000000;

@@ -9,8 +9,8 @@
 #include "base/units.h"
 #include "app/serve_sim.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "net/addr.h"
-#include "net/ctlauth.h"
 #include "sim/server.h"
 #include "ts_config.h"
 
@@ -353,16 +353,9 @@ static int resolve_listen(struct sim_opts *o)
         return TS_EXIT_USAGE;
     }
     o->cfg.host = o->host;
-    if (o->cfg.admin) {
-        char warn[512];
-        if (ctlauth_setup("the admin API (--admin)", o->host, o->api_token, o->api_insecure,
-                          &o->cfg.admin_token, warn, sizeof(warn), err, sizeof(err))) {
-            fprintf(stderr, "tokenstorm sim: %s\n", err);
-            return TS_EXIT_USAGE;
-        }
-        if (warn[0])
-            fprintf(stderr, "tokenstorm sim: %s\n", warn);
-    }
+    if (o->cfg.admin)
+        return cmd_ctlauth_setup("tokenstorm sim", NULL, "the admin API (--admin)", o->host,
+                                 o->api_token, o->api_insecure, &o->cfg.admin_token);
     return -1;
 }
 

@@ -97,16 +97,25 @@ static void server_points(struct html_page *p, const json_t *arr, struct timelin
     }
 }
 
-/* A fresh timeline chart: seconds from 0 on x, y from 0, the fault windows shaded. */
-static struct svg_chart timeline_chart(const struct timeline *tl, const char *id, const char *title,
+#define CHART_ID_MAX 64
+
+/*
+ * A fresh timeline chart "run<N>-timeline-<name>" (its id written into id)
+ * of the series s: seconds from 0 on x, y from 0, the fault windows shaded.
+ * The caller sets nseries.
+ */
+static struct svg_chart timeline_chart(const struct timeline *tl, struct svg_series *s,
+                                       char id[CHART_ID_MAX], const char *name, const char *title,
                                        const char *ylabel)
 {
+    snprintf(id, CHART_ID_MAX, "run%d-timeline-%s", tl->run, name);
     return (struct svg_chart){
         .id = id,
         .title = title,
         .height = 300,
         .x = {.label = "time (s)", .min = 0, .max = NAN},
         .y = {.label = ylabel, .min = NAN, .max = NAN, .include_zero = true},
+        .series = s,
         .bands = tl->bands,
         .nbands = tl->nbands,
         .band_legend = "fault window",
@@ -118,15 +127,14 @@ static struct svg_chart timeline_chart(const struct timeline *tl, const char *id
 static void timeline_rate_chart(struct html_page *p, const struct timeline *tl)
 {
     struct svg_series s[3];
-    char id[64];
+    char id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "run%d-timeline-rate", tl->run);
-    struct svg_chart c = timeline_chart(tl, id, "Request rate: offered and achieved", "requests/s");
+    struct svg_chart c =
+        timeline_chart(tl, s, id, "rate", "Request rate: offered and achieved", "requests/s");
     html_series(&s[0], tl->sent, "offered (sent)", 7, SVG_LINE);
     s[0].dashed = true;
     html_series(&s[1], tl->done, "achieved (completed)", 0, SVG_LINE);
     html_series(&s[2], tl->errs, "errors", 3, SVG_LINE);
-    c.series = s;
     c.nseries = 3;
     html_chart(p, &c);
 }
@@ -135,12 +143,10 @@ static void timeline_rate_chart(struct html_page *p, const struct timeline *tl)
 static void timeline_inflight_chart(struct html_page *p, const struct timeline *tl)
 {
     struct svg_series s[1];
-    char id[64];
+    char id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "run%d-timeline-inflight", tl->run);
-    struct svg_chart c = timeline_chart(tl, id, "Requests in flight", "requests");
+    struct svg_chart c = timeline_chart(tl, s, id, "inflight", "Requests in flight", "requests");
     html_series(&s[0], tl->inflight, "in flight", 4, SVG_LINE);
-    c.series = s;
     c.nseries = 1;
     html_chart(p, &c);
 }
@@ -149,15 +155,13 @@ static void timeline_inflight_chart(struct html_page *p, const struct timeline *
 static void timeline_tokens_chart(struct html_page *p, const struct timeline *tl)
 {
     struct svg_series s[2];
-    char id[64];
+    char id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "run%d-timeline-tokens", tl->run);
     struct svg_chart c =
-        timeline_chart(tl, id, "Output tokens and chunks per second", "per second");
+        timeline_chart(tl, s, id, "tokens", "Output tokens and chunks per second", "per second");
     html_series(&s[0], tl->tok, "output tokens/s", 2, SVG_LINE);
     html_series(&s[1], tl->chunks, "chunks/s", 1, SVG_LINE);
     s[1].dashed = true;
-    c.series = s;
     c.nseries = 2;
     html_chart(p, &c);
 }
@@ -166,13 +170,11 @@ static void timeline_tokens_chart(struct html_page *p, const struct timeline *tl
 static void timeline_ttft_chart(struct html_page *p, const struct timeline *tl)
 {
     struct svg_series s[3];
-    char id[64];
+    char id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "run%d-timeline-ttft", tl->run);
-    struct svg_chart c = timeline_chart(tl, id, "TTFT over time", "TTFT (ms)");
+    struct svg_chart c = timeline_chart(tl, s, id, "ttft", "TTFT over time", "TTFT (ms)");
     html_series(&s[0], tl->t50, "p50", 0, SVG_LINE);
     html_series(&s[1], tl->t99, "p99", 3, SVG_LINE);
-    c.series = s;
     c.nseries = 2;
     if (tl->sttft->n) {
         html_series(&s[2], tl->sttft, "server p50", 2, SVG_LINE);
@@ -186,15 +188,14 @@ static void timeline_ttft_chart(struct html_page *p, const struct timeline *tl)
 static void timeline_server_chart(struct html_page *p, const struct timeline *tl)
 {
     struct svg_series s[3];
-    char id[64];
+    char id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "run%d-timeline-server", tl->run);
-    struct svg_chart c = timeline_chart(tl, id, "Server: batch and queue (scraped)", "requests");
+    struct svg_chart c =
+        timeline_chart(tl, s, id, "server", "Server: batch and queue (scraped)", "requests");
     html_series(&s[0], tl->srun, "running", 0, SVG_LINE);
     html_series(&s[1], tl->swait, "waiting", 1, SVG_LINE);
     html_series(&s[2], tl->spre, "preemptions", 3, SVG_LINE);
     s[2].dashed = true;
-    c.series = s;
     c.nseries = 3;
     html_chart(p, &c);
 }
@@ -203,18 +204,16 @@ static void timeline_server_chart(struct html_page *p, const struct timeline *tl
 static void timeline_kv_chart(struct html_page *p, struct timeline *tl)
 {
     struct svg_series s[1];
-    char id[64];
+    char id[CHART_ID_MAX];
 
     if (!tl->kv_percent)
         for (size_t k = 0; k < tl->skv->n; k++)
             tl->skv->y[k] *= 100;
-    snprintf(id, sizeof(id), "run%d-timeline-kv", tl->run);
     struct svg_chart c =
-        timeline_chart(tl, id, "Server: KV cache usage (scraped)", "KV cache used (%)");
+        timeline_chart(tl, s, id, "kv", "Server: KV cache usage (scraped)", "KV cache used (%)");
     c.y.min = 0;
     c.y.max = 100;
     html_series(&s[0], tl->skv, "KV cache usage", 4, SVG_LINE);
-    c.series = s;
     c.nseries = 1;
     html_chart(p, &c);
 }

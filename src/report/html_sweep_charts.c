@@ -111,15 +111,20 @@ static void sweep_step_points(struct html_page *p, struct sweep_points *sp, cons
     }
 }
 
+#define CHART_ID_MAX 64
+
 /*
- * A fresh latency chart of a sweep: p99 (dots) and p50 (dashed) of TTFT and
- * E2EL against x, on a log axis when the latencies span more than 30 times.
+ * A fresh latency chart "sweep<N>-<name>" of a sweep (its id written into
+ * id): p99 (dots) and p50 (dashed) of TTFT and E2EL against x, on a log axis
+ * when the latencies span more than 30 times.
  */
 static struct svg_chart sweep_latency_chart(const struct sweep_points *sp, struct svg_series *s,
-                                            const char *id, const char *title, const char *xlabel,
+                                            char id[CHART_ID_MAX], const char *name,
+                                            const char *title, const char *xlabel,
                                             const struct html_vec *t50, const struct html_vec *t99,
                                             const struct html_vec *e50, const struct html_vec *e99)
 {
+    snprintf(id, CHART_ID_MAX, "sweep%d-%s", sp->sw, name);
     struct svg_chart c = {
         .id = id,
         .title = title,
@@ -144,10 +149,15 @@ static struct svg_chart sweep_latency_chart(const struct sweep_points *sp, struc
     return c;
 }
 
-/* A fresh chart of a sweep against the offered load, y from 0. */
+/*
+ * A fresh chart "sweep<N>-<name>" of a sweep against the offered load (its id
+ * written into id), y from 0. The caller sets nseries.
+ */
 static struct svg_chart sweep_load_chart(const struct sweep_points *sp, struct svg_series *s,
-                                         const char *id, const char *title, const char *ylabel)
+                                         char id[CHART_ID_MAX], const char *name, const char *title,
+                                         const char *ylabel)
 {
+    snprintf(id, CHART_ID_MAX, "sweep%d-%s", sp->sw, name);
     return (struct svg_chart){
         .id = id,
         .title = title,
@@ -193,12 +203,11 @@ static void sweep_latency_throughput_chart(struct html_page *p, const struct swe
 {
     struct svg_series s[4];
     struct svg_rule rules[9];
-    char slo_labels[8][SLO_EXPR_MAX + 8], mg_label[96], id[64], a[32];
+    char slo_labels[8][SLO_EXPR_MAX + 8], mg_label[96], id[CHART_ID_MAX], a[32];
     struct svg_marker km = {0};
 
-    snprintf(id, sizeof(id), "sweep%d-latency-throughput", sp->sw);
     struct svg_chart c =
-        sweep_latency_chart(sp, s, id, "Latency vs achieved throughput",
+        sweep_latency_chart(sp, s, id, "latency-throughput", "Latency vs achieved throughput",
                             "achieved throughput (req/s)", sp->t50, sp->t99, sp->e50, sp->e99);
     size_t nr = slo_rules(sp->doc, rules, 8, slo_labels);
     if (sp->mg && isfinite(report_json_num(sp->mg, "goodput_rps"))) {
@@ -227,11 +236,11 @@ static void sweep_latency_load_chart(struct html_page *p, const struct sweep_poi
 {
     struct svg_series s[4];
     struct svg_rule rules[10];
-    char slo_labels[8][SLO_EXPR_MAX + 8], load_labels[2][96], id[64];
+    char slo_labels[8][SLO_EXPR_MAX + 8], load_labels[2][96], id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "sweep%d-latency-load", sp->sw);
-    struct svg_chart c = sweep_latency_chart(sp, s, id, "Latency vs offered load", sp->load_label,
-                                             sp->lt50, sp->lt99, sp->le50, sp->le99);
+    struct svg_chart c =
+        sweep_latency_chart(sp, s, id, "latency-load", "Latency vs offered load", sp->load_label,
+                            sp->lt50, sp->lt99, sp->le50, sp->le99);
     size_t nr = slo_rules(sp->doc, rules, 8, slo_labels);
     nr += load_rules(sp, rules + nr, load_labels);
     c.rules = rules;
@@ -244,10 +253,10 @@ static void sweep_throughput_chart(struct html_page *p, const struct sweep_point
 {
     struct svg_series s[4];
     struct svg_rule rules[2];
-    char load_labels[2][96], id[64];
+    char load_labels[2][96], id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "sweep%d-throughput", sp->sw);
-    struct svg_chart c = sweep_load_chart(sp, s, id, "Throughput vs offered load", "requests/s");
+    struct svg_chart c =
+        sweep_load_chart(sp, s, id, "throughput", "Throughput vs offered load", "requests/s");
     html_series(&s[0], sp->ach, "achieved", 0, SVG_LINE_DOTS);
     html_series(&s[1], sp->good, "goodput (within SLOs)", 2, SVG_LINE_DOTS);
     s[0].unit = s[1].unit = "req/s";
@@ -273,11 +282,10 @@ static void sweep_errors_chart(struct html_page *p, const struct sweep_points *s
 {
     struct svg_series s[2];
     struct svg_rule rule;
-    char lc_label[96], id[64], a[32];
+    char lc_label[96], id[CHART_ID_MAX], a[32];
 
-    snprintf(id, sizeof(id), "sweep%d-errors", sp->sw);
     struct svg_chart c =
-        sweep_load_chart(sp, s, id, "Error rate vs offered load", "error rate (%)");
+        sweep_load_chart(sp, s, id, "errors", "Error rate vs offered load", "error rate (%)");
     html_series(&s[0], sp->err, "error rate", 3, SVG_LINE_DOTS);
     s[0].unit = "%";
     c.nseries = 1;
@@ -308,11 +316,10 @@ static void sweep_errors_chart(struct html_page *p, const struct sweep_points *s
 static void sweep_quality_chart(struct html_page *p, const struct sweep_points *sp)
 {
     struct svg_series s[3];
-    char id[64];
+    char id[CHART_ID_MAX];
 
-    snprintf(id, sizeof(id), "sweep%d-quality", sp->sw);
     struct svg_chart c =
-        sweep_load_chart(sp, s, id, "Answer quality vs offered load", "score (0 to 1)");
+        sweep_load_chart(sp, s, id, "quality", "Answer quality vs offered load", "score (0 to 1)");
     c.y.min = 0;
     c.y.max = 1;
     html_series(&s[0], sp->rouge, "ROUGE-L", 0, SVG_LINE_DOTS);

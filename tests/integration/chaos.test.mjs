@@ -3,11 +3,10 @@
 // example of examples/chaos/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, startServer, sleep } from './lib.mjs';
+import { runBin, startSim, startServer, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-chaos-'));
 const examples = new URL('../../examples/chaos/', import.meta.url).pathname;
@@ -34,20 +33,6 @@ after(async () => {
   for (const p of procs) await p.stop('SIGKILL');
   fs.rmSync(tmp, { recursive: true, force: true });
 });
-
-// Runs `tokenstorm ARGS` with a deadline; resolves {code, signal, stdout, stderr}.
-// onStart(proc) runs once the process is spawned.
-function runBin(args, { timeoutMs = 60000, onStart } = {}) {
-  return new Promise((resolve) => {
-    const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '', stderr = '';
-    proc.stdout.on('data', (d) => { stdout += d; });
-    proc.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-    if (onStart) onStart(proc);
-    proc.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
 
 const call = async (method, url, body) => {
   const res = await fetch(url, { method, body: body === undefined ? undefined : JSON.stringify(body),

@@ -5,11 +5,10 @@
 // the fault and holds again after it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, startServer, sleep } from './lib.mjs';
+import { runBin, startSim, startServer, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-chaosq-'));
 const procs = [];
@@ -18,17 +17,6 @@ after(async () => {
   for (const p of procs) await p.stop('SIGKILL');
   fs.rmSync(tmp, { recursive: true, force: true });
 });
-
-function runBin(args, timeoutMs = 40000) {
-  return new Promise((resolve) => {
-    const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '', stderr = '';
-    proc.stdout.on('data', (d) => { stdout += d; });
-    proc.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-    proc.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
 
 // Every answer is made of named entities the hallucination replaces.
 const qa = [
@@ -66,7 +54,7 @@ test('quality probes in an experiment: hallucinations break rouge_l, it recovers
       '--rate', '20', '--duration', '10s', '--seed', '2', '--body', '{"temperature":0}'],
   });
   const out = path.join(tmp, 'out');
-  const r = await runBin(['chaos', file, '--out', out]);
+  const r = await runBin(['chaos', file, '--out', out], { timeoutMs: 40000 });
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
   assert.equal(e.verdict, 'deviated', JSON.stringify(e, null, 1));
@@ -112,7 +100,7 @@ test('a dual_sla probe needs the load\'s --dual-sla; consistency probes are refu
       fault: { type: 'llm_hallucinate', rate: 1 } }],
     load: ['--target', 'http://127.0.0.1:1/v1', '--duration', '10s'],
   });
-  const r = await runBin(['chaos', '--check', file]);
+  const r = await runBin(['chaos', '--check', file], { timeoutMs: 40000 });
   assert.equal(r.code, 2, r.stdout + r.stderr);
   assert.match(r.stderr, /probe 'dual_sla>=95%': dual_sla needs the load's --dual-sla/);
 });

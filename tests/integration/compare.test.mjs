@@ -5,29 +5,17 @@
 // regression, exit 1; usage errors -> exit 2.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim } from './lib.mjs';
+import { runBin, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-compare-'));
 let fast;
 let slow;
 const dirs = {};
 
-// Runs `tokenstorm ARGS`; resolves with { code, stdout, stderr }.
-function ts(args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+const ts = runBin;
 
 const load = (dir) => JSON.parse(fs.readFileSync(path.join(dir, 'result.json'), 'utf8'));
 const lines = (f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));

@@ -6,28 +6,15 @@
 // bounded in time.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-discovery-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-function ts(args, timeoutMs = 30000) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
-}
 
 // A port on 127.0.0.1 with nothing listening: bound, noted, closed.
 function deadPort() {
@@ -56,7 +43,8 @@ async function withServer(status, type, body, fn) {
 // `run` without --model against target: refused before any load, with why.
 async function discover(target) {
   const out = path.join(tmp, 'out');
-  const r = await ts(['run', '--target', target, '--requests', '1', '-q', '--out', out, '--force']);
+  const r = await runBin(['run', '--target', target, '--requests', '1', '-q', '--out', out, '--force'],
+    { timeoutMs: 30000 });
   assert.equal(r.code, 3, r.stderr);
   assert.ok(!fs.existsSync(path.join(out, 'result.json')));
   assert.doesNotMatch(r.stderr, /\(give --model\)/, r.stderr);

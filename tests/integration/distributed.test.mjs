@@ -3,11 +3,11 @@
 // mpirun -n 2. Everything on loopback, every process with a timeout.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim } from './lib.mjs';
+import { BIN, runBin, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-dist-'));
 let sim;     // light load: latencies are the engine's, not the queue's
@@ -24,19 +24,8 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-// Runs a command; resolves with { code, signal, stdout, stderr }.
-function exec(cmd, args, { timeoutMs = 60000, env } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env || process.env });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
-
+// Runs a command (BIN, mpirun) like runBin.
+const exec = (cmd, args, opts) => runBin(args, { ...opts, bin: cmd });
 const run = (args, opts) => exec(BIN, ['run', ...args], opts);
 const readJson = (f) => JSON.parse(fs.readFileSync(f, 'utf8'));
 const readJsonl = (f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));

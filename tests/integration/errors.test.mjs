@@ -5,28 +5,17 @@
 // deflate answers are decoded on both HTTP engines.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { BIN } from './lib.mjs';
+import { runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-errors-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-function tool(cmd, args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, [cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+const tool = (cmd, args, opts) => runBin([cmd, ...args], opts);
 
 const readJsonl = (f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 const chunk = (obj) => `data: ${JSON.stringify(obj)}\n\n`;

@@ -5,13 +5,12 @@
 // on 127.0.0.1; every process is bounded in time.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, sleep } from './lib.mjs';
+import { runBin, startSim, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-exit-'));
 let sim;
@@ -24,19 +23,7 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-// Runs `tokenstorm ARGS`; resolves with { code, signal, stdout, stderr }.
-function ts(args, { timeoutMs = 60000, onStart } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-    if (onStart) onStart(p);
-  });
-}
+const ts = runBin;
 
 // A port on 127.0.0.1 with nothing listening: bound, noted, closed.
 function freePort() {

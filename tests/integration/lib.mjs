@@ -13,6 +13,29 @@ export function startSim(args = [], { timeoutMs = 10000 } = {}) {
   return startServer(['sim', '--listen', '127.0.0.1:0', ...args], timeoutMs);
 }
 
+// Runs BIN with ARGS to its end; resolves (never rejects) with
+// { code, signal, stdout, stderr, ms }, ms being the wall time from spawn to
+// exit. The process is killed with SIGKILL after timeoutMs. Options: env
+// (the whole environment; default this process's), cwd, bin (another program
+// to run instead of BIN), onStart(proc) once it is spawned, onStdout(stdout so
+// far, proc) on each piece of standard output.
+export function runBin(args, { env, cwd, timeoutMs = 60000, bin = BIN, onStart, onStdout } = {}) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env, cwd });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => { stdout += d; if (onStdout) onStdout(stdout, p); });
+    p.stderr.on('data', (d) => { stderr += d; });
+    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.on('exit', (code, signal) => {
+      clearTimeout(t);
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - t0 });
+    });
+    if (onStart) onStart(p);
+  });
+}
+
 export function startServer(argv, timeoutMs = 10000) {
   return new Promise((resolve, reject) => {
     const proc = spawn(BIN, argv, { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -7,11 +7,10 @@
 // simulator on 127.0.0.1; every process is bounded in time.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim } from './lib.mjs';
+import { runBin, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-nostream-'));
 let sim;
@@ -24,18 +23,7 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-// Runs `tokenstorm ARGS`; resolves with { code, stdout, stderr }.
-function ts(args, timeoutMs = 60000) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
-}
+const ts = runBin;
 
 const readJson = (f) => JSON.parse(fs.readFileSync(f, 'utf8'));
 const readJsonl = (f) => fs.readFileSync(f, 'utf8').trim().split('\n').map((l) => JSON.parse(l));

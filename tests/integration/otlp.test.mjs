@@ -8,13 +8,12 @@
 // spans arrive after retries), and one that says 400 (no retry, counted failed).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { BIN, startSim, sleep } from './lib.mjs';
+import { runBin, startSim, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-otlp-'));
 const trace = path.join(tmp, 'trace.jsonl');
@@ -35,17 +34,7 @@ function cleanEnv(extra = {}) {
   return { ...env, ...extra };
 }
 
-function run(args, { env = cleanEnv(), timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+const run = (args, { env = cleanEnv(), timeoutMs } = {}) => runBin(['run', ...args], { env, timeoutMs });
 
 const HEX32 = /^[0-9a-f]{32}$/;
 const HEX16 = /^[0-9a-f]{16}$/;

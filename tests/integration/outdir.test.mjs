@@ -8,27 +8,13 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, sleep } from './lib.mjs';
+import { BIN, runBin, startSim, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-outdir-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-// Runs BIN with args; resolves with { code, signal, stdout, stderr, ms }. Killed after timeoutMs.
-function ts(args, { timeoutMs = 60000, cwd = tmp } = {}) {
-  return new Promise((resolve) => {
-    const t0 = Date.now();
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => {
-      clearTimeout(t);
-      resolve({ code, signal, stdout, stderr, ms: Date.now() - t0 });
-    });
-  });
-}
+// runBin in tmp unless told another folder.
+const ts = (args, { timeoutMs, cwd = tmp } = {}) => runBin(args, { timeoutMs, cwd });
 
 const short = ['--duration', '1s', '--rate', '5', '--input-len', 'fixed:64', '--output-len', 'fixed:8', '-q'];
 

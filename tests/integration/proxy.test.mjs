@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, startServer, sleep } from './lib.mjs';
+import { BIN, runBin, startSim, startServer, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-proxy-'));
 let sim;
@@ -57,17 +57,7 @@ const apiJson = async (method, p, body) => {
   return { status: res.status, json, text };
 };
 
-function run(args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+const run = (args, opts) => runBin(['run', ...args], opts);
 const readJsonl = (f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 
 test('passthrough: bytes from a byte server arrive unchanged (sha256)', async () => {

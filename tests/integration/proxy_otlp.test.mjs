@@ -8,12 +8,11 @@
 // a traceparent never do.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, startServer, sleep } from './lib.mjs';
+import { runBin, startSim, startServer, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-pxotel-'));
 const trace = path.join(tmp, 'trace.jsonl');
@@ -31,18 +30,6 @@ function cleanEnv() {
   const env = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('OTEL_')) env[k] = v;
   return env;
-}
-
-function run(args, timeoutMs = 60000) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv() });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
 }
 
 async function startProxy(extra = []) {
@@ -104,8 +91,9 @@ test('run -> proxy (fault at p=1) -> sim: proxy spans are children of the client
   const px = await startProxy(['--faults', faults, '--otlp-endpoint', rx.url, '--threads', '2']);
   const out = path.join(tmp, 'run');
   try { // a failure must not leave the receiver open: node would wait for it forever
-    const r = await run(['--target', px.base, '--otlp-endpoint', rx.url, '--requests', '10', '--rate', '50',
-      '--input-len', 'fixed:16', '--output-len', 'fixed:4', '--seed', '3', '-q', '--out', out]);
+    const r = await runBin(['run', '--target', px.base, '--otlp-endpoint', rx.url, '--requests', '10',
+      '--rate', '50', '--input-len', 'fixed:16', '--output-len', 'fixed:4', '--seed', '3', '-q', '--out', out],
+    { env: cleanEnv() });
     assert.equal(r.code, 0, r.stderr);
     assert.equal((await px.stop('SIGTERM')).code, 0, px.stderr); // flushes the proxy's exporter
   } finally {

@@ -3,28 +3,18 @@
 // headless Chromium (screenshot, charts present, no network request made).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { BIN, runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-report-'));
 const runA = path.join(tmp, 'results', 'run-a');
 const runB = path.join(tmp, 'results', 'run-b');
 
-// Runs BIN with args; resolves with { code, stdout, stderr }. Killed after timeoutMs.
-function exec(bin, args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+// Runs bin (BIN, a browser) like runBin.
+const exec = (bin, args, opts) => runBin(args, { ...opts, bin });
 const ts = (args, opts) => exec(BIN, args, opts);
 
 before(async () => {

@@ -3,12 +3,11 @@
 // truth; every request in the right outcome; SLO and interrupt exit codes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim, sleep } from './lib.mjs';
+import { runBin, startSim, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-run-'));
 let sim;
@@ -23,18 +22,7 @@ after(async () => {
 });
 
 // Runs `tokenstorm run ARGS`; resolves with { code, stdout, stderr }.
-function run(args, { timeoutMs = 60000, onStart } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-    if (onStart) onStart(p);
-  });
-}
+const run = (args, opts) => runBin(['run', ...args], opts);
 
 const readJsonl = (f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 

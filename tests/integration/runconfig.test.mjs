@@ -9,23 +9,12 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { BIN, runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-runconfig-'));
 const KEY = 'sk-integration-key-0123';
 
-// Runs `tokenstorm ARGS`; resolves with { code, stdout, stderr }.
-function ts(args, { timeoutMs = 60000, env = process.env } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+const ts = runBin;
 
 const runArgs = (out, rate) => ['run', '--rate', String(rate), '--requests', '6', '--input-len',
   'fixed:16', '--output-len', 'fixed:4', '--workers', '1', '--seed', '3', '-q', '--out', out,

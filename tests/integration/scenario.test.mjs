@@ -3,12 +3,11 @@
 // replay and flows, against the simulator and against a recording server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim } from './lib.mjs';
+import { runBin, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-scn-'));
 const examples = new URL('../../examples/scenarios/', import.meta.url).pathname;
@@ -22,17 +21,7 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-function run(args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }); });
-  });
-}
+const run = (args, opts) => runBin(['run', ...args], opts);
 
 const readJsonl = (f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 const write = (name, text) => { const f = path.join(tmp, name); fs.writeFileSync(f, text); return f; };

@@ -25,11 +25,10 @@
 // 2-3 s; the suite takes about 40-50 s.
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-sweep-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -44,21 +43,7 @@ const SIM = ['--sim-profile', 'tiny', '--sim-set', `max_num_seqs=${S}`,
   '--drain', '10s', '--workers', '1'];
 
 // Runs `tokenstorm sweep ARGS`; resolves with { code, signal, stdout, stderr, ms }.
-function sweep(args, { timeoutMs = 60000, onStdout } = {}) {
-  return new Promise((resolve) => {
-    const t0 = Date.now();
-    const p = spawn(BIN, ['sweep', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; if (onStdout) onStdout(stdout, p); });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code, signal) => {
-      clearTimeout(t);
-      resolve({ code, signal, stdout, stderr, ms: Date.now() - t0 });
-    });
-  });
-}
+const sweep = (args, opts) => runBin(['sweep', ...args], opts);
 
 const readSweep = (dir) => JSON.parse(fs.readFileSync(path.join(dir, 'sweep.json'), 'utf8'));
 

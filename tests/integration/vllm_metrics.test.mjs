@@ -4,11 +4,10 @@
 // from each request's chunk arrival times (--save-chunk-times).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startSim } from './lib.mjs';
+import { runBin, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-vllm-'));
 let sim;
@@ -21,17 +20,7 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-function run(args, timeoutMs = 60000) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
-}
+const run = (args) => runBin(['run', ...args]);
 
 // numpy.percentile(v, p), method "linear" (the default).
 function percentile(sorted, p) {
