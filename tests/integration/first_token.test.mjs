@@ -6,27 +6,16 @@
 // first answer (content after reasoning) is timed as its own metric (ttfa).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-first-token-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-function run(args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
-}
+const run = (args, { timeoutMs = 60000 } = {}) => runBin(['run', ...args], { timeoutMs });
 
 const base = { id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 1, model: 'm' };
 const ev = (delta, finish = null) => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;

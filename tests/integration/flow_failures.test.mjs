@@ -3,27 +3,16 @@
 // with its iterations in the console and result.json, and exits 3.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-flowfail-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-function run(args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
-}
+const run = (args, { timeoutMs = 60000 } = {}) => runBin(['run', ...args], { timeoutMs });
 
 // examples/scenarios/agent.yaml's flow, bounded to 6 iterations
 const agentYaml = `name: agent

@@ -4,29 +4,18 @@
 // HTTP engines.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './lib.mjs';
+import { runBin } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-usage-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 // one token per byte (256 single-byte ranks): "Hello there, friend!" is 20 tokens
 const TOKENIZER = new URL('../../examples/scenarios/data/full-bytes-cl100k.tiktoken', import.meta.url).pathname;
 
-function run(args, { timeoutMs = 60000 } = {}) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
-  });
-}
+const run = (args, { timeoutMs = 60000 } = {}) => runBin(['run', ...args], { timeoutMs });
 
 const base = { id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 1, model: 'm' };
 const ev = (o) => `data: ${JSON.stringify({ ...base, ...o })}\n\n`;
