@@ -183,6 +183,8 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->reused_conn += src->reused_conn;
     dst->warmup_requests += src->warmup_requests;
     dst->warmup_ok += src->warmup_ok;
+    dst->warmup_good += src->warmup_good;
+    dst->warmup_output_tokens += src->warmup_output_tokens;
     dst->input_tokens += src->input_tokens;
     dst->input_tokens_intended += src->input_tokens_intended;
     dst->output_tokens += src->output_tokens;
@@ -358,8 +360,11 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
 
     if (rec->flags & REQF_WARMUP) {
         s->warmup_requests++;
-        if (o == REQ_OK)
+        s->warmup_output_tokens += rec->output_tokens;
+        if (o == REQ_OK) {
             s->warmup_ok++;
+            s->warmup_good += goodput_cfg_enabled(cfg) && goodput_meets(cfg, rec);
+        }
         return;
     }
     s->requests++;

@@ -160,6 +160,11 @@ struct run_stats {
     uint64_t reused_conn;                  /* REQF_REUSED_CONN */
     uint64_t warmup_requests;              /* REQF_WARMUP records (kept out of the rest) */
     uint64_t warmup_ok;
+    /* Of the warm-up records: the good ones and every one's output tokens.
+     * Only the timeline uses them: a warm-up request that ends after the
+     * warm-up is still work done in the measured window (closed loops). */
+    uint64_t warmup_good;
+    uint64_t warmup_output_tokens;
 
     /* Successful requests only (as vLLM sums them). */
     uint64_t input_tokens;          /* usage prompt_tokens when given, else the intended count */

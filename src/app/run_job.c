@@ -138,12 +138,12 @@ static json_t *timeline_json(const struct runner_result *r)
         const struct runner_point *p = &r->timeline[i];
         json_array_append_new(
             a,
-            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "t_s", p->t_s,
-                      "sent", (json_int_t)p->sent, "completed", (json_int_t)p->completed, "errors",
-                      (json_int_t)p->errors, "in_flight", (json_int_t)p->in_flight, "output_tokens",
-                      (json_int_t)p->output_tokens, "chunks", (json_int_t)p->chunks, "ttft_p50_ms",
-                      p->ttft_p50_ms, "ttft_p99_ms", p->ttft_p99_ms, "e2el_p50_ms", p->e2el_p50_ms,
-                      "lag_p99_ms", p->lag_p99_ms));
+            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "t_s", p->t_s,
+                      "sent", (json_int_t)p->sent, "completed", (json_int_t)p->completed, "good",
+                      (json_int_t)p->good, "errors", (json_int_t)p->errors, "in_flight",
+                      (json_int_t)p->in_flight, "output_tokens", (json_int_t)p->output_tokens,
+                      "chunks", (json_int_t)p->chunks, "ttft_p50_ms", p->ttft_p50_ms, "ttft_p99_ms",
+                      p->ttft_p99_ms, "e2el_p50_ms", p->e2el_p50_ms, "lag_p99_ms", p->lag_p99_ms));
     }
     return a;
 }
@@ -1060,6 +1060,7 @@ static void report_compute(const struct job *j, const struct runner_result *res,
         rp->quality = quality_stats_to_json(qs, r->quality.dual_sla ? &res->dual_sla : NULL,
                                             res->consistency);
     rp->timeline = timeline_json(res);
+    run_summary_set_window(&rp->sum, rp->timeline, (double)j->o.warmup_ns / 1e9, res->send_end_s);
     rp->config = report_config(j, res);
     if (r->server_metrics.url) {
         rp->server_timeline = scrape_timeline_json(&res->server);

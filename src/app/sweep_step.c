@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "analysis/knee.h"
+#include "analysis/window.h"
 #include "base/tsjson.h"
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -177,33 +178,6 @@ static size_t window_points(const struct tl_point *pts, size_t n, double t_start
     return w;
 }
 
-/*
- * Rates over the sending window: requests sent, requests completed and the
- * output tokens of the requests that ended inside it, each over the window's
- * length. The drain after it is left out, so a run's rates do not read low
- * by the tail of its last requests.
- */
-static void window_rates(struct sweep_step *st, const struct tl_point *pts, size_t w,
-                         double t_start)
-{
-    double sent = 0, done = 0, tokens = 0, len;
-    bool have_tokens = true;
-
-    if (w == 0 || !((len = pts[w - 1].t - t_start) > 0))
-        return;
-    for (size_t i = 0; i < w; i++) {
-        sent += pts[i].sent;
-        done += pts[i].completed;
-        have_tokens &= isfinite(pts[i].output_tokens);
-        tokens += isfinite(pts[i].output_tokens) ? pts[i].output_tokens : 0;
-    }
-    st->window_s = len;
-    st->sent_rps = sent / len;
-    st->achieved_rps = done / len;
-    if (have_tokens)
-        st->output_tps = tokens / len;
-}
-
 /* The TTFT p50 trend over the window (seconds with completions only). */
 static void ttft_signal(struct sweep_step *st, const struct tl_point *pts, size_t n, double *x,
                         double *y)
@@ -344,6 +318,46 @@ static void read_quality(struct sweep_step *st, const json_t *doc)
     st->exact_match_rate = num(q, "exact_match_rate");
 }
 
+/*
+ * The run's steady-window rates (analysis/window.h): what completed inside
+ * it, so neither the drain after the last send nor the first request time
+ * before anything came back dilutes them. They are the run's own
+ * (summary.window) or, in a result without them, computed the same way from
+ * its timeline, sending ending warm-up + send_s after time 0. Without a
+ * steady window the whole run's stand.
+ */
+static void read_window(struct sweep_step *st, const json_t *doc)
+{
+    const json_t *win = json_object_get(json_object_get(doc, "summary"), "window");
+    const char *method = json_string_value(json_object_get(win, "method"));
+    struct run_window w;
+
+    if (method) {
+        w.valid = !strcmp(method, "steady_window");
+        w.sent_rps = num(win, "sent_rps");
+        w.start_s = num(win, "start_s");
+        w.end_s = num(win, "end_s");
+        w.request_throughput = num(win, "request_throughput");
+        w.output_throughput = num(win, "output_throughput");
+        w.request_goodput = num(win, "request_goodput");
+    } else {
+        double warmup = num(json_object_get(doc, "run"), "warmup_s");
+        warmup = isfinite(warmup) && warmup > 0 ? warmup : 0;
+        run_window_compute(json_object_get(doc, "timeline"), warmup,
+                           st->send_s > 0 ? warmup + st->send_s : NAN, st->e2el_p50_ms / 1000, &w);
+    }
+    if (isfinite(w.sent_rps) && w.sent_rps > 0)
+        st->sent_rps = w.sent_rps;
+    if (!w.valid || !(w.end_s > w.start_s) || !isfinite(w.request_throughput))
+        return;
+    st->window_s = w.end_s - w.start_s;
+    st->achieved_rps = w.request_throughput;
+    if (isfinite(w.output_throughput))
+        st->output_tps = w.output_throughput;
+    if (isfinite(w.request_goodput) && isfinite(st->goodput_rps))
+        st->goodput_rps = w.request_goodput;
+}
+
 /* The summary's numbers (the fallbacks of the window's rates). */
 static void read_summary(struct sweep_step *st, const json_t *run, const json_t *sum,
                          enum sweep_mode mode)
@@ -373,6 +387,7 @@ static void read_summary(struct sweep_step *st, const json_t *run, const json_t 
     double duration = num(sum, "duration");
     st->window_s = NAN;
     st->sent_rps = duration > 0 ? (double)st->requests / duration : NAN;
+
     if (mode == SWEEP_RATE && isfinite(num(run, "rate")))
         st->offered = num(run, "rate");
     else
@@ -404,7 +419,6 @@ static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mo
     }
     n = timeline_read(tl, warmup_s, &t_start, pts, n);
     w = window_points(pts, n, t_start, st->send_s);
-    window_rates(st, pts, w, t_start);
     if (mode == SWEEP_CONCURRENCY)
         st->offered = st->sent_rps;
     ttft_signal(st, pts, w, x, y);
@@ -435,6 +449,7 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
         return TS_PARSE;
     }
     read_summary(st, run, sum, mode);
+    read_window(st, doc);
     st->nslo = 0;
     st->slo_pass = true;
     slo = json_object_get(doc, "slo");

@@ -5,6 +5,7 @@
  */
 #include <signal.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -206,10 +207,11 @@ static void close_interval(struct coord *c, uint64_t now)
     struct runner_point p = {
         .t_s = t1,
         .sent = sent - c->last_sent,
-        .completed = iv->outcomes[REQ_OK],
+        .completed = iv->outcomes[REQ_OK] + iv->warmup_ok,
+        .good = iv->good + iv->warmup_good,
         .errors = iv->requests - iv->outcomes[REQ_OK] - iv->outcomes[REQ_CUT],
         .in_flight = total_in_flight(c),
-        .output_tokens = iv->output_tokens_all,
+        .output_tokens = iv->output_tokens_all + iv->warmup_output_tokens,
         .chunks = total_chunks(c) - c->last_chunks,
         .ttft_p50_ms = first_token_pct_ms(iv, 50),
         .ttft_p99_ms = first_token_pct_ms(iv, 99),
@@ -267,6 +269,27 @@ static void close_interval(struct coord *c, uint64_t now)
         };
         cfg->on_tick(&pr, cfg->tick_arg);
     }
+}
+
+/*
+ * When sending ended, in seconds since time 0 of the schedule: the end of the
+ * sending window of a run by duration that was neither stopped nor ended by
+ * its request count, else the intended time of the newest request sent (NAN
+ * when none was).
+ */
+static double send_end_s(struct coord *c)
+{
+    const struct runner *run = &c->run;
+    uint64_t last = 0;
+
+    bool by_count = run->cfg->max_requests && total_sent(c) >= run->cfg->max_requests;
+    if (run->end_send_ns != UINT64_MAX && !c->interrupted && !by_count)
+        return (double)(run->end_send_ns - run->start_ns) / 1e9;
+    for (uint32_t i = 0; i < run->nworkers; i++) {
+        uint64_t t = atomic_load(&run->workers[i].last_send_ns);
+        last = t > last ? t : last;
+    }
+    return last > run->start_ns ? (double)(last - run->start_ns) / 1e9 : NAN;
 }
 
 /* Takes the stats each worker posted, merges them, hands back empty ones. */
@@ -785,6 +808,7 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
     out->duration_s =
         c->end_ns > run->warmup_end_ns ? (double)(c->end_ns - run->warmup_end_ns) / 1e9 : 0;
     out->peak_output_tps = c->peak_tps;
+    out->send_end_s = send_end_s(c);
     out->interrupted = c->interrupted;
     out->stop_signal = c->interrupted ? c->stop_signal : 0;
     out->end_cut = c->end_cut || c->interrupted;

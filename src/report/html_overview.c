@@ -33,15 +33,19 @@ static void run_cards(struct html_page *p, const struct report_doc *d)
     snprintf(sub, sizeof(sub), "%" PRIu64 " ok, %" PRIu64 " failed, %" PRIu64 " cut", s->completed,
              s->failed, s->cut);
     html_card(p, NULL, "requests", v, NULL, sub);
-    snprintf(v, sizeof(v), "%.2f", s->request_throughput);
-    snprintf(sub, sizeof(sub), "over %.1f s", s->duration_s);
+    snprintf(v, sizeof(v), "%.2f", run_summary_rps(s));
+    if (s->window.valid)
+        snprintf(sub, sizeof(sub), "steady window %.1f-%.1f s; whole run %.2f over %.1f s",
+                 s->window.start_s, s->window.end_s, s->request_throughput, s->duration_s);
+    else
+        snprintf(sub, sizeof(sub), "over %.1f s", s->duration_s);
     html_card(p, NULL, "throughput", v, "req/s", sub);
-    snprintf(v, sizeof(v), "%.0f", s->output_throughput);
+    snprintf(v, sizeof(v), "%.0f", run_summary_output_tps(s));
     snprintf(sub, sizeof(sub), "peak %.0f tok/s, total %.0f tok/s", s->max_output_tokens_per_s,
              s->total_token_throughput);
     html_card(p, NULL, "output tokens", v, "tok/s", sub);
     if (s->goodput_enabled) {
-        snprintf(v, sizeof(v), "%.2f", s->request_goodput);
+        snprintf(v, sizeof(v), "%.2f", run_summary_goodput(s));
         snprintf(sub, sizeof(sub), "%" PRIu64 " good requests", s->good);
         html_card(p, NULL, "goodput", v, "req/s", sub);
     }
@@ -88,8 +92,8 @@ static void compare_table(struct html_page *p, const struct report_docset *set)
         html_esc(p, d->name);
         html_emitf(p, "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td%s>%" PRIu64 "</td>",
                    s->requests, s->completed, s->failed ? " class=\"err\"" : "", s->failed);
-        html_emitf(p, "<td>%.1f</td><td>%.2f</td><td>%.0f</td>", s->duration_s,
-                   s->request_throughput, s->output_throughput);
+        html_emitf(p, "<td>%.1f</td><td>%.2f</td><td>%.0f</td>", s->duration_s, run_summary_rps(s),
+                   run_summary_output_tps(s));
         html_emitf(p, "<td>%s</td>", html_fmt_pct(s->error_rate, a, sizeof(a)));
         const double cells[5] = {s->lat[STAT_TTFT].pct[0], s->lat[STAT_TTFT].pct[3],
                                  s->lat[STAT_ITL].pct[3], s->lat[STAT_E2EL].pct[0],

@@ -448,6 +448,32 @@ static int put_first_token_note(json_t *o, const struct run_summary *sum)
                                 SUMMARY_TTFT_GAP_MS, "judged", "ttfc"));
 }
 
+/* summary.window: the steady window's rates (window.h), or how they could not be had. */
+static int put_window(json_t *o, const struct run_summary *sum)
+{
+    const struct run_window *w = &sum->window;
+    json_t *j = json_object();
+    int rc = j ? 0 : -ENOMEM;
+
+    rc |= tsjson_put(j, "method", json_string(w->valid ? "steady_window" : "whole_run"));
+    rc |= tsjson_put(j, "send_start_s", tsjson_num(w->send_start_s));
+    rc |= tsjson_put(j, "send_end_s", tsjson_num(w->send_end_s));
+    rc |= tsjson_put(j, "sent_rps", tsjson_num(w->sent_rps));
+    if (w->valid) {
+        rc |= tsjson_put(j, "start_s", tsjson_num(w->start_s));
+        rc |= tsjson_put(j, "end_s", tsjson_num(w->end_s));
+        rc |= tsjson_put(j, "completed", tsjson_count(w->completed));
+        rc |= tsjson_put(j, "output_tokens", tsjson_count(w->output_tokens));
+        rc |= tsjson_put(j, "request_throughput", tsjson_num(w->request_throughput));
+        rc |= tsjson_put(j, "output_throughput", tsjson_num(w->output_throughput));
+        if (sum->goodput_enabled) {
+            rc |= tsjson_put(j, "good", tsjson_count(w->good));
+            rc |= tsjson_put(j, "request_goodput", tsjson_num(w->request_goodput));
+        }
+    }
+    return rc | tsjson_put(o, "window", j);
+}
+
 static json_t *summary_object(const struct run_summary *sum)
 {
     static const enum stat_metric headline[] = {STAT_TTFT, STAT_TPOT, STAT_ITL, STAT_E2EL,
@@ -482,6 +508,7 @@ static json_t *summary_object(const struct run_summary *sum)
         tsjson_put(o, "token_method", json_string(sum->token_method ? sum->token_method : "none"));
     rc |= tsjson_put(o, "tokens_per_chunk", tsjson_num(sum->tokens_per_chunk));
     rc |= put_first_token_note(o, sum);
+    rc |= put_window(o, sum);
     if (sum->goodput_enabled) {
         json_t *g = json_object();
         if (g && sum->goodput.ttft_ms > 0)
@@ -590,6 +617,8 @@ static int put_counters(json_t *doc, const struct run_stats *s)
 
     rc |= tsjson_put(warmup, "requests", tsjson_count(s->warmup_requests));
     rc |= tsjson_put(warmup, "ok", tsjson_count(s->warmup_ok));
+    rc |= tsjson_put(warmup, "good", tsjson_count(s->warmup_good));
+    rc |= tsjson_put(warmup, "output_tokens", tsjson_count(s->warmup_output_tokens));
     rc |= live_metrics_buckets_put(doc, s);
     return rc ? -ENOMEM : 0;
 }
@@ -868,6 +897,8 @@ static int read_counters(struct reader *r, const json_t *doc, struct run_stats *
     rc = rc ? rc : get_count(r, tok, "tokens", "choice_chunks", &s->choice_chunks);
     rc = rc ? rc : get_count(r, wu, "warmup", "requests", &s->warmup_requests);
     rc = rc ? rc : get_count(r, wu, "warmup", "ok", &s->warmup_ok);
+    rc = rc ? rc : get_count(r, wu, "warmup", "good", &s->warmup_good);
+    rc = rc ? rc : get_count(r, wu, "warmup", "output_tokens", &s->warmup_output_tokens);
     const json_t *in = json_object_get(doc, "integrity"); /* only in signed runs */
     if (!rc && in) {
         rc = get_count(r, in, "integrity", "streams", &s->integrity.streams);
