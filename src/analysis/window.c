@@ -126,6 +126,7 @@ void run_window_compute(const json_t *timeline, double warmup_s, double send_end
         prev = t;
     }
     size_t e = window_end(pts, n, out->send_end_s);
+    out->intervals = e;
     if (e && isfinite(e2el_p50_s) && e2el_p50_s > 0)
         window_rates(pts, e, e2el_p50_s, out);
     ts_free(pts);

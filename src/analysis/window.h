@@ -32,6 +32,7 @@ struct run_window {
     double send_start_s;   /* the sending window: end of warm-up (or 0) ... */
     double send_end_s;     /* ... to the end of sending (NAN: unknown); s since time 0 */
     double start_s, end_s; /* the steady window, s since time 0 */
+    size_t intervals;      /* the timeline's points in the sending window (after warm-up) */
     uint64_t sent;         /* sent over the sending window */
     uint64_t completed;    /* ended ok inside the steady window (rounded: see above) */
     uint64_t good;         /* of those, good (goodput thresholds) */

@@ -118,8 +118,7 @@ struct tl_point {
     double t, sent, completed, in_flight, ttft_p50, output_tokens, lag_p99;
 };
 
-#define TL_MAX       86400 /* a day of one-second points */
-#define TL_FULL_TICK 0.75  /* an interval at least this long (s) is a whole tick */
+#define TL_MAX 86400 /* a day of one-second points */
 
 /* Reads the timeline's points after the warm-up (the drain included), in order. */
 static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start,
@@ -149,33 +148,6 @@ static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start,
         pts[n++] = q;
     }
     return n;
-}
-
-/*
- * How many points make the sending window: those up to warm-up + the
- * configured sending time (half an interval of slack: the ticks need not
- * fall on the window's end), or, when that is unknown, up to the last point
- * that sent anything. The points after it are the drain.
- */
-static size_t window_points(const struct tl_point *pts, size_t n, double t_start, double window_s)
-{
-    size_t w = 0, full = 0;
-    double prev = t_start;
-
-    /* whole ticks only: the run's last point is a stub interval of the drain */
-    while (full < n && pts[full].t - prev >= TL_FULL_TICK) {
-        prev = pts[full].t;
-        full++;
-    }
-    if (isfinite(window_s) && window_s > 0) {
-        while (w < full && pts[w].t <= t_start + window_s + 0.5)
-            w++;
-        return w;
-    }
-    for (size_t i = 0; i < full; i++)
-        if (pts[i].sent > 0)
-            w = i + 1;
-    return w;
 }
 
 /* The TTFT p50 trend over the window (seconds with completions only). */
@@ -319,18 +291,33 @@ static void read_quality(struct sweep_step *st, const json_t *doc)
 }
 
 /*
- * The run's steady-window rates (analysis/window.h): what completed inside
- * it, so neither the drain after the last send nor the first request time
- * before anything came back dilutes them. They are the run's own
- * (summary.window) or, in a result without them, computed the same way from
- * its timeline, sending ending warm-up + send_s after time 0. Without a
- * steady window the whole run's stand.
+ * The step's window (analysis/window.h) computed from its timeline, sending
+ * ending where the run says (summary.window.send_end_s) or warm-up + send_s
+ * after time 0: its sending window bounds the signals, and its steady
+ * window gives the rates unless the run's own (summary.window) is there.
  */
-static void read_window(struct sweep_step *st, const json_t *doc)
+static void step_window(const struct sweep_step *st, const json_t *doc, double warmup_s,
+                        struct run_window *w)
+{
+    const json_t *win = json_object_get(json_object_get(doc, "summary"), "window");
+    double send_end = num(win, "send_end_s");
+
+    if (!(send_end > 0))
+        send_end = st->send_s > 0 ? warmup_s + st->send_s : NAN;
+    run_window_compute(json_object_get(doc, "timeline"), warmup_s, send_end, st->e2el_p50_ms / 1000,
+                       w);
+}
+
+/*
+ * The steady window's rates: what completed inside it, so neither the drain
+ * after the last send nor the first request time before anything came back
+ * dilutes them; the run's own (summary.window) when it has them, else w.
+ * Without a steady window the whole run's stand.
+ */
+static void read_window(struct sweep_step *st, const json_t *doc, struct run_window w)
 {
     const json_t *win = json_object_get(json_object_get(doc, "summary"), "window");
     const char *method = json_string_value(json_object_get(win, "method"));
-    struct run_window w;
 
     if (method) {
         w.valid = !strcmp(method, "steady_window");
@@ -340,11 +327,6 @@ static void read_window(struct sweep_step *st, const json_t *doc)
         w.request_throughput = num(win, "request_throughput");
         w.output_throughput = num(win, "output_throughput");
         w.request_goodput = num(win, "request_goodput");
-    } else {
-        double warmup = num(json_object_get(doc, "run"), "warmup_s");
-        warmup = isfinite(warmup) && warmup > 0 ? warmup : 0;
-        run_window_compute(json_object_get(doc, "timeline"), warmup,
-                           st->send_s > 0 ? warmup + st->send_s : NAN, st->e2el_p50_ms / 1000, &w);
     }
     if (isfinite(w.sent_rps) && w.sent_rps > 0)
         st->sent_rps = w.sent_rps;
@@ -400,6 +382,7 @@ static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mo
 {
     const json_t *tl = json_object_get(doc, "timeline");
     double warmup_s = num(json_object_get(doc, "run"), "warmup_s"), t_start, *x, *y;
+    struct run_window win;
     size_t n = json_is_array(tl) ? json_array_size(tl) : 0, w;
     struct tl_point *pts;
 
@@ -418,7 +401,9 @@ static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mo
         return -ENOMEM;
     }
     n = timeline_read(tl, warmup_s, &t_start, pts, n);
-    w = window_points(pts, n, t_start, st->send_s);
+    step_window(st, doc, warmup_s, &win);
+    read_window(st, doc, win);
+    w = win.intervals <= n ? win.intervals : n;
     if (mode == SWEEP_CONCURRENCY)
         st->offered = st->sent_rps;
     ttft_signal(st, pts, w, x, y);
@@ -449,7 +434,6 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
         return TS_PARSE;
     }
     read_summary(st, run, sum, mode);
-    read_window(st, doc);
     st->nslo = 0;
     st->slo_pass = true;
     slo = json_object_get(doc, "slo");
