@@ -768,11 +768,12 @@ static void find_goodput(const struct sweep_step **s, size_t n, struct sweep_fin
 static void find_critical(const struct sweep_step **s, size_t n,
                           const struct sweep_analysis_cfg *cfg, struct sweep_findings *f)
 {
-    double load[SWEEP_MAX_STEPS], eps[SWEEP_MAX_STEPS];
+    double load[SWEEP_MAX_STEPS], eps[SWEEP_MAX_STEPS], lmax = 0;
     struct critical_fit c;
     size_t m = 0;
 
     for (size_t i = 0; i < n; i++) {
+        lmax = s[i]->load > lmax ? s[i]->load : lmax;
         if (isfinite(s[i]->error_rate)) {
             load[m] = s[i]->load;
             eps[m++] = s[i]->error_rate;
@@ -786,6 +787,7 @@ static void find_critical(const struct sweep_step **s, size_t n,
     f->delta_lambda = c.delta_lambda;
     f->r2 = c.r2;
     f->critical_points = c.points;
+    f->critical_why = critical_fit_not_meaningful(c.lambda_c, c.r2, lmax);
 }
 
 static void find_quality_drop(const struct sweep_step **s, size_t n, struct sweep_findings *f)
@@ -850,7 +852,7 @@ static json_t *step_json(const struct sweep_step *st)
     rc |= tsjson_put(o, "e2el_p50_ms", tsjson_num(st->e2el_p50_ms));
     rc |= tsjson_put(o, "e2el_p99_ms", tsjson_num(st->e2el_p99_ms));
     rc |= tsjson_put(o, "error_rate", tsjson_num(st->error_rate));
-    rc |= tsjson_put(o, "slo_pass", json_boolean(st->slo_pass));
+    rc |= tsjson_put(o, "slo_pass", st->nslo ? json_boolean(st->slo_pass) : json_null());
     rc |= tsjson_put(o, "saturated", json_boolean(st->saturation != 0));
     if (st->has_quality) {
         q = json_object();
@@ -910,9 +912,11 @@ static json_t *findings_critical(const struct sweep_findings *f)
 {
     if (!f->has_critical)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:I}", "lambda_c", tsjson_num(f->lambda_c), "epsilon0",
-                     tsjson_num(f->epsilon0), "delta_lambda", tsjson_num(f->delta_lambda), "r2",
-                     tsjson_num(f->r2), "points", (json_int_t)f->critical_points);
+    return json_pack("{s:o, s:o, s:o, s:o, s:I, s:b, s:s?}", "lambda_c", tsjson_num(f->lambda_c),
+                     "epsilon0", tsjson_num(f->epsilon0), "delta_lambda",
+                     tsjson_num(f->delta_lambda), "r2", tsjson_num(f->r2), "points",
+                     (json_int_t)f->critical_points, "meaningful", !f->critical_why,
+                     "not_meaningful_because", f->critical_why);
 }
 
 static json_t *findings_quality(const struct sweep_findings *f)

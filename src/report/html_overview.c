@@ -5,7 +5,9 @@
 #include "report/html_overview.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "report/svg.h"
 
@@ -22,13 +24,47 @@ static void slo_counts(const json_t *doc, size_t *pass, size_t *total)
     }
 }
 
-/* The headline cards of one run: requests, throughput, tokens, goodput, errors, latency, SLOs. */
+/* What was run, from result.json's "run": the load model, and the endpoint, length, seed, model. */
+static void config_card(struct html_page *p, const json_t *doc)
+{
+    const json_t *run = report_json_obj(doc, "run");
+    const char *mode = report_json_str(run, "mode"), *endpoint = report_json_str(run, "endpoint");
+    const char *model = report_json_str(run, "model");
+    char v[64], sub[200], a[32];
+    double dur = report_json_num(run, "duration_s"), seed = report_json_num(run, "seed");
+    double reqs = report_json_num(run, "requests");
+    size_t n;
+
+    if (!run)
+        return;
+    if (mode && !strcmp(mode, "open"))
+        snprintf(v, sizeof(v), "open, %s req/s",
+                 html_fmt_num(report_json_num(run, "rate"), 2, a, sizeof(a)));
+    else if (mode && !strcmp(mode, "closed"))
+        snprintf(v, sizeof(v), "closed, %.0f users", report_json_num(run, "users"));
+    else
+        snprintf(v, sizeof(v), "%s", mode ? mode : "-");
+    n = (size_t)snprintf(sub, sizeof(sub), "%s", endpoint ? endpoint : "scenario");
+    if (dur > 0 && n < sizeof(sub))
+        n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", %.0f s", dur);
+    if (reqs > 0 && n < sizeof(sub))
+        n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", %.0f requests", reqs);
+    if (isfinite(seed) && n < sizeof(sub))
+        n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", seed %.0f", seed);
+    if (model && n < sizeof(sub))
+        snprintf(sub + n, sizeof(sub) - n, ", model %s", model);
+    html_card(p, NULL, "configuration", v, NULL, sub);
+}
+
+/* The headline cards of one run: what was run, requests, throughput, tokens, goodput, errors,
+ * latency, SLOs. */
 static void run_cards(struct html_page *p, const struct report_doc *d)
 {
     const struct run_summary *s = &d->sum;
     char v[64], sub[160], a[32], b[32];
 
     html_emit(p, "<div class=\"cards\">\n");
+    config_card(p, d->doc);
     snprintf(v, sizeof(v), "%" PRIu64, s->requests);
     snprintf(sub, sizeof(sub), "%" PRIu64 " ok, %" PRIu64 " failed, %" PRIu64 " cut", s->completed,
              s->failed, s->cut);
@@ -54,7 +90,10 @@ static void run_cards(struct html_page *p, const struct report_doc *d)
     static const struct {
         enum stat_metric m;
         const char *label;
-    } lat[] = {{STAT_TTFT, "TTFT p50"}, {STAT_ITL, "ITL p50"}, {STAT_E2EL, "E2EL p50"}};
+    } lat[] = {{STAT_TTFT, "TTFT p50"},
+               {STAT_TPOT, "TPOT p50"},
+               {STAT_ITL, "ITL p50"},
+               {STAT_E2EL, "E2EL p50"}};
     for (size_t i = 0; i < sizeof(lat) / sizeof(lat[0]); i++) {
         const struct latency_summary *l = &s->lat[lat[i].m];
         snprintf(v, sizeof(v), "%s", l->count ? html_fmt_ms(l->pct[0], a, sizeof(a)) : "-");

@@ -239,6 +239,12 @@ static void test_page_sections(void **state)
         strstr(page, "<td>free&lt;tier&gt;</td><td>4</td><td>25.00%</td><td>9.90</td>"));
     assert_null(strstr(page, "free<tier>"));
     assert_non_null(strstr(page, "Run configuration"));
+    /* What was run and TPOT have cards of their own; ITL is explained, and a
+     * run with failures says ITL counts them while TTFT does not. */
+    assert_non_null(strstr(page, "<div class=\"k\">configuration</div>"));
+    assert_non_null(strstr(page, "<div class=\"k\">TPOT p50</div>"));
+    assert_non_null(strstr(page, "<p class=\"note itl\">"));
+    assert_non_null(strstr(page, "failed and cut ones included"));
     /* Axis titles carry units. */
     assert_non_null(strstr(page, ">TTFT (ms)</text>"));
     assert_non_null(strstr(page, ">time (s)</text>"));
@@ -376,8 +382,51 @@ static void test_page_sweep(void **state)
     assert_int_equal(count(page, "<tr><td>step-0"), 4);
     assert_non_null(strstr(page, "<td>step-04-rate-16</td><td>16.00</td><td>10.00</td>"));
     assert_non_null(strstr(page, "<td>chat</td><td class=\"l\">batch</td>"));
+    /* the critical load is a headline with its unit and goodness of fit */
+    assert_non_null(strstr(page, "9.50 <span class=\"u\">req/s offered</span>"));
+    assert_non_null(strstr(page, "goodness of fit r\xc2\xb2 0.970 over 3 steps"));
     ts_free(page);
     report_docset_release(&set);
+}
+
+/*
+ * A critical load that means nothing (lambda_c -24.41 from a poor fit, as
+ * docs/example-report.html once showed) is neither a headline nor a line on
+ * the errors chart; the fit is said to be not meaningful, and why. A step
+ * of a sweep without SLOs has no verdict, not a green pass.
+ */
+static void test_page_sweep_meaningless_fit(void **state)
+{
+    static const char *const fits[] = {
+        /* an older sweep.json without the flag: judged by the rule */
+        "{\"lambda_c\":-24.41,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3}",
+        "{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.31,\"points\":3}",
+        /* a newer one says so itself */
+        "{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3,"
+        "\"meaningful\":false,\"not_meaningful_because\":\"the fit puts it far beyond\"}",
+    };
+    char err[512];
+    (void)state;
+    for (size_t i = 0; i < sizeof(fits) / sizeof(fits[0]); i++) {
+        struct report_docset set;
+        report_docset_init(&set);
+        json_t *doc = load_json(sweep_json);
+        json_object_set_new(doc, "critical_load", load_json(fits[i]));
+        json_object_set_new(json_array_get(json_object_get(doc, "steps"), 0), "slo_pass",
+                            json_null());
+        assert_int_equal(
+            report_docset_add_json(&set, doc, "sw", "/x/sweep.json", NULL, err, sizeof(err)), 0);
+        json_decref(doc);
+        char *page = build_page(&set);
+        assert_null(strstr(page, "\xce\xbb"
+                                 "c = "));
+        assert_null(strstr(page, "-24.41"));
+        assert_non_null(strstr(page, "no meaningful fit: "));
+        assert_non_null(strstr(page, "<td>step-01-rate-2</td>"));
+        assert_int_equal(count(page, "<td class=\"pass\">pass</td>"), 1); /* step 2 only */
+        ts_free(page);
+        report_docset_release(&set);
+    }
 }
 
 static void test_group_table(void **state)
@@ -581,10 +630,15 @@ static void test_page_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_page_sections),     cmocka_unit_test(test_page_minimal_result),
-        cmocka_unit_test(test_page_several_runs), cmocka_unit_test(test_page_sweep),
-        cmocka_unit_test(test_group_table),       cmocka_unit_test(test_docset_rejects),
-        cmocka_unit_test(test_docset_paths),      cmocka_unit_test(test_page_limits),
+        cmocka_unit_test(test_page_sections),
+        cmocka_unit_test(test_page_minimal_result),
+        cmocka_unit_test(test_page_several_runs),
+        cmocka_unit_test(test_page_sweep),
+        cmocka_unit_test(test_page_sweep_meaningless_fit),
+        cmocka_unit_test(test_group_table),
+        cmocka_unit_test(test_docset_rejects),
+        cmocka_unit_test(test_docset_paths),
+        cmocka_unit_test(test_page_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
