@@ -266,6 +266,9 @@ static void close_interval(struct coord *c, uint64_t now)
             .rate = len > 0 ? (double)p.completed / len : 0,
             .tokens_per_s = len > 0 ? (double)p.chunks / len : 0,
             .draining = c->sending_over,
+            .total = c->total,
+            .timeline = c->timeline,
+            .ntimeline = c->ntimeline,
         };
         cfg->on_tick(&pr, cfg->tick_arg);
     }
@@ -466,6 +469,8 @@ static int metrics_start(struct coord *c, char *err, size_t errlen)
     }
     c->live.stats = c->total;
     rc = live_metrics_server_start(&c->metrics, &c->loop, m->host, m->port, &c->live, err, errlen);
+    c->metrics.extra = m->on_request;
+    c->metrics.extra_arg = c->run.cfg->tick_arg;
     if (rc)
         live_metrics_server_linger(&c->metrics, 0, false);
     else if (m->on_listen)
@@ -778,6 +783,8 @@ static void collect_last(struct coord *c)
 static void wind_down(struct coord *c, int rc, struct runner_result *out)
 {
     const struct runner_config *cfg = c->run.cfg;
+    if (cfg->metrics.on_end && c->metrics.inited)
+        cfg->metrics.on_end(cfg->tick_arg);
     live_metrics_server_linger(&c->metrics,
                                rc || c->interrupted ? 0 : cfg->metrics.linger_ns / TS_NS_PER_MS,
                                cfg->handle_signals);
@@ -889,4 +896,24 @@ void runner_result_release(struct runner_result *r)
     run_stats_free(r->total);
     ts_free(r->timeline);
     memset(r, 0, sizeof(*r));
+}
+
+json_t *runner_timeline_json(const struct runner_point *pts, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const struct runner_point *p = &pts[i];
+        json_t *o =
+            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "t_s", p->t_s,
+                      "sent", (json_int_t)p->sent, "completed", (json_int_t)p->completed, "good",
+                      (json_int_t)p->good, "errors", (json_int_t)p->errors, "in_flight",
+                      (json_int_t)p->in_flight, "output_tokens", (json_int_t)p->output_tokens,
+                      "chunks", (json_int_t)p->chunks, "ttft_p50_ms", p->ttft_p50_ms, "ttft_p99_ms",
+                      p->ttft_p99_ms, "e2el_p50_ms", p->e2el_p50_ms, "lag_p99_ms", p->lag_p99_ms);
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
 }

@@ -66,6 +66,13 @@ struct runner_metrics {
     struct live_metrics_info info; /* the run's labels */
     /* Called on the coordinator's thread, with tick_arg, once listening. */
     void (*on_listen)(const char *host, int port, void *arg);
+    /* The live dashboard (app/live_ui.h), or NULL: called on the
+     * coordinator's thread, with tick_arg as ctx, for a request to any path
+     * but /metrics; it must finish the request (http_server.h). */
+    http_request_cb on_request;
+    /* Called on the coordinator's thread, with tick_arg, when the run is
+     * over (before the linger): the dashboard ends what it streams. */
+    void (*on_end)(void *arg);
 };
 
 enum runner_mode {
@@ -229,7 +236,16 @@ struct runner_progress {
     double rate;                     /* completed/s over the last interval */
     double tokens_per_s;             /* content chunks received per second */
     bool draining;                   /* sending is over, waiting for in-flight requests */
+    /* Everything so far, borrowed for the callback's duration (the
+     * coordinator's thread owns it): the merged measurements (warm-up
+     * excluded, as in the result) and the timeline. */
+    const struct run_stats *total;
+    const struct runner_point *timeline;
+    size_t ntimeline;
 };
+
+/* The timeline as result.json has it ("timeline": one object a second). NULL: out of memory. */
+json_t *runner_timeline_json(const struct runner_point *p, size_t n);
 
 struct runner_result {
     struct run_stats *total;       /* owned: run_stats_free() */

@@ -30,20 +30,21 @@ static void config_card(struct html_page *p, const json_t *doc)
     const json_t *run = report_json_obj(doc, "run");
     const char *mode = report_json_str(run, "mode"), *endpoint = report_json_str(run, "endpoint");
     const char *model = report_json_str(run, "model");
-    char v[64], sub[200], a[32];
-    double dur = report_json_num(run, "duration_s"), seed = report_json_num(run, "seed");
+    char v[64], unit[64] = "", sub[200], a[32];
+    double dur = report_json_num(run, "requested_duration_s"), seed = report_json_num(run, "seed");
     double reqs = report_json_num(run, "requests");
     size_t n;
 
     if (!run)
         return;
+    snprintf(v, sizeof(v), "%s", mode ? mode : "-");
     if (mode && !strcmp(mode, "open"))
-        snprintf(v, sizeof(v), "open, %s req/s",
+        snprintf(unit, sizeof(unit), "%s req/s",
                  html_fmt_num(report_json_num(run, "rate"), 2, a, sizeof(a)));
     else if (mode && !strcmp(mode, "closed"))
-        snprintf(v, sizeof(v), "closed, %.0f users", report_json_num(run, "users"));
-    else
-        snprintf(v, sizeof(v), "%s", mode ? mode : "-");
+        snprintf(unit, sizeof(unit), "%.0f users", report_json_num(run, "users"));
+    if (!(dur > 0))
+        dur = report_json_num(run, "duration_s");
     n = (size_t)snprintf(sub, sizeof(sub), "%s", endpoint ? endpoint : "scenario");
     if (dur > 0 && n < sizeof(sub))
         n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", %.0f s", dur);
@@ -53,7 +54,7 @@ static void config_card(struct html_page *p, const json_t *doc)
         n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", seed %.0f", seed);
     if (model && n < sizeof(sub))
         snprintf(sub + n, sizeof(sub) - n, ", model %s", model);
-    html_card(p, NULL, "configuration", v, NULL, sub);
+    html_card(p, NULL, "configuration", v, unit[0] ? unit : NULL, sub);
 }
 
 /* The headline cards of one run: what was run, requests, throughput, tokens, goodput, errors,
