@@ -132,6 +132,13 @@ struct sim_engine_ops {
     void (*on_finish)(void *ctx, void *req, uint64_t now_ns);
     /* The request was preempted and waits to be recomputed. Optional. */
     void (*on_preempt)(void *ctx, void *req, uint64_t now_ns);
+    /*
+     * Instead of on_token when set (then on_token may be NULL): also gives
+     * deliver_ns, when the modelled API server has sent the token (now_ns
+     * plus its queue and api_ms_per_event; = now_ns when that is 0). The
+     * offline driver (sim/offline.h) uses it; the live server writes at once.
+     */
+    void (*on_token_at)(void *ctx, void *req, uint32_t index, uint64_t now_ns, uint64_t deliver_ns);
 };
 
 /*

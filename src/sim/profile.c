@@ -214,7 +214,11 @@ enum field_type {
     FIELD_U64,
     FIELD_DOUBLE,
     FIELD_BOOL,
+    FIELD_ENUM, /* uint32_t, one of enum_names (sched_policy) */
 };
+
+static const char *const policy_names[] = {"mixed", "prefill-first", "reserve-max", NULL};
+#define N_POLICIES 3
 
 enum field_flags {
     FIELD_AUTO = 1 << 0,    /* accepts "auto" (double: -1, integer: 0) */
@@ -241,6 +245,20 @@ struct field {
     X(k_kv_ms_per_token, FIELD_DOUBLE, FIELD_AUTO, 0, 1000,                                        \
       "per context token of each decoding seq per step, ms; auto = kv bytes / bandwidth")          \
     X(c_pf_ms, FIELD_DOUBLE, 0, 0, 1000, "attention cost per prefill chunk squared, ms/token^2")   \
+    X(t_sched_ms_per_seq, FIELD_DOUBLE, 0, 0, 1000,                                                \
+      "scheduling/input preparation per seq in a round (once per num_scheduler_steps), ms")        \
+    X(t_sample_ms_per_seq, FIELD_DOUBLE, 0, 0, 1000,                                               \
+      "sampling and detokenising per seq in a step, ms")                                           \
+    X(cuda_graph_max_batch, FIELD_U32, 0, 0, SIM_PROFILE_SEQS_MAX,                                 \
+      "decode steps of up to this many seqs pad to a CUDA-graph size (1,2,4,8,16,..); 0 = off")    \
+    X(api_ms_per_prompt_token, FIELD_DOUBLE, 0, 0, 1000,                                           \
+      "API server cost per prompt token before the engine sees it (one serial queue), ms")         \
+    X(api_ms_per_event, FIELD_DOUBLE, 0, 0, 1000,                                                  \
+      "API server cost per streamed token event (same queue; offline model only), ms")             \
+    X(num_scheduler_steps, FIELD_U32, 0, 0, SIM_SCHED_STEPS_MAX,                                   \
+      "decode steps per scheduling round (vLLM multi-step); 0 or 1 = every step")                  \
+    X(sched_policy, FIELD_ENUM, 0, 0, N_POLICIES - 1,                                              \
+      "mixed (vLLM V1), prefill-first (vLLM V0), reserve-max (TensorRT-LLM no-evict)")             \
     X(max_num_batched_tokens, FIELD_U32, 0, 1, 1048576, "token budget of one step")                \
     X(max_num_seqs, FIELD_U32, 0, 1, SIM_PROFILE_SEQS_MAX, "most sequences running at once")       \
     X(block_size, FIELD_U32, 0, 1, 1024, "tokens per KV-cache block")                              \
@@ -399,6 +417,16 @@ static int field_set(struct sim_profile *p, const struct field *f, const char *v
         memcpy(base, value, len + 1);
         return 0;
     }
+    case FIELD_ENUM:
+        for (uint32_t i = 0; policy_names[i]; i++) {
+            if (strcmp(value, policy_names[i]) == 0) {
+                *(uint32_t *)base = i;
+                return 0;
+            }
+        }
+        ts_errf(err, errlen, "%s: '%.64s' is not one of mixed, prefill-first, reserve-max", f->key,
+                value);
+        return -EINVAL;
     case FIELD_BOOL: {
         bool b;
         if (!parse_bool(value, &b)) {
@@ -495,6 +523,11 @@ int sim_profile_get(const struct sim_profile *p, const char *key, char *out, siz
     case FIELD_BOOL:
         w = snprintf(out, n, "%s", *(const bool *)base ? "true" : "false");
         break;
+    case FIELD_ENUM: {
+        uint32_t v = *(const uint32_t *)base;
+        w = snprintf(out, n, "%s", v < N_POLICIES ? policy_names[v] : "?");
+        break;
+    }
     case FIELD_U32: {
         uint32_t v = *(const uint32_t *)base;
         w = (f->flags & FIELD_AUTO) && v == 0 ? snprintf(out, n, "auto")
@@ -591,6 +624,7 @@ int sim_profile_validate(const struct sim_profile *p, char *err, size_t errlen)
         }
         case FIELD_BOOL:
             continue;
+        case FIELD_ENUM:
         case FIELD_U32:
             v = (double)*(const uint32_t *)base;
             if ((f->flags & FIELD_AUTO) && v == 0)

@@ -129,7 +129,7 @@ static void test_set_overrides(void **state)
         assert_int_equal(sim_profile_set(&q, keys[n], out, err, sizeof(err)), 0);
         assert_memory_equal(&p, &q, sizeof(p));
     }
-    assert_int_equal(n, 27);
+    assert_int_equal(n, 34);
     assert_null(sim_profile_key_help("nope"));
 
     /* Errors leave the profile unchanged and say what is wrong. */
