@@ -640,7 +640,8 @@ int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_to
     s->prompt = prompt_tokens;
     s->output = output_tokens;
     s->arrival_ns = now_ns;
-    s->eligible_ns = api_queue(e, now_ns, e->prof.api_ms_per_prompt_token * prompt_tokens);
+    s->eligible_ns = api_queue(
+        e, now_ns, e->prof.api_ms_per_request + e->prof.api_ms_per_prompt_token * prompt_tokens);
     if (e->prof.prefix_caching && n_hashes) {
         s->hashes = ts_malloc((size_t)n_hashes * (sizeof(*s->hashes) + sizeof(*s->held)));
         if (!s->hashes) {

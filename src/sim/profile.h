@@ -70,8 +70,9 @@ struct sim_profile {
     double t_sched_ms_per_seq;  /* CPU scheduling/input preparation per seq, once per round */
     double t_sample_ms_per_seq; /* sampling + detokenising per seq, every step */
     uint32_t
-        cuda_graph_max_batch; /* decode steps up to this batch pad to a captured size; 0 = off */
-    double api_ms_per_prompt_token; /* API server: tokenising, per prompt token (serial queue) */
+        cuda_graph_max_batch;  /* decode steps up to this batch pad to a captured size; 0 = off */
+    double api_ms_per_request; /* API server: per request (parse, template, IPC), serial queue */
+    double api_ms_per_prompt_token; /* API server: tokenising, per prompt token (same queue) */
     double api_ms_per_event;        /* API server: per streamed token event (same queue) */
 
     /* Scheduler (vLLM names). */
