@@ -323,10 +323,10 @@ int calib_fit(struct sim_profile *p, const struct calib_opts *o, struct calib_po
                     o->keys[k]);
             return -EINVAL;
         }
-        if (!(val > 1e-4))
-            val = 1e-3; /* start a key that is 0 (off) from a small cost */
+        if (!(val > 1e-3))
+            val = 0.01; /* start a key that is 0 (off) from a small cost */
         for (size_t i = 0; i <= f.nkeys; i++)
-            x[i][k] = log(val) + (i == k + 1 ? log(1.6) : 0);
+            x[i][k] = log(val) + (i == k + 1 ? log(3.0) : 0);
     }
     f.base = *p;
     f.base.noise = false;
@@ -335,7 +335,16 @@ int calib_fit(struct sim_profile *p, const struct calib_opts *o, struct calib_po
         ts_errf(err, errlen, "base profile: %s", verr);
         return -EINVAL;
     }
-    nelder_mead(&f, x, o->max_evals ? o->max_evals : 400);
+    /* Restarts around the best vertex get a simplex that collapsed on a plateau
+     * (a key far below its true value changes nothing) moving again. */
+    unsigned max_evals = o->max_evals ? o->max_evals : 400;
+    for (int restart = 0; restart < 4 && f.evals < max_evals; restart++) {
+        if (restart)
+            for (size_t i = 1; i <= f.nkeys; i++)
+                for (size_t k = 0; k < f.nkeys; k++)
+                    x[i][k] = x[0][k] + (i == k + 1 ? log(3.0) : 0);
+        nelder_mead(&f, x, max_evals);
+    }
     cost(&f, x[0], true);
     struct sim_profile best;
     if (!apply(&f, x[0], &best)) {
