@@ -27,6 +27,8 @@ struct sim_seq {
     struct sim_seq *prev, *next; /* running, waiting or limbo list; free list */
     uint32_t prompt;
     uint32_t output;
+    uint32_t
+        reserve; /* reserve-max: output tokens to reserve, >= output (sim_engine_set_reserve) */
     uint32_t generated;
     uint32_t computed;
     uint32_t blocks;
@@ -661,6 +663,19 @@ int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_to
     return 0;
 }
 
+int sim_engine_set_reserve(struct sim_engine *e, void *req, uint32_t max_output)
+{
+    size_t i = map_find(e, req);
+    if (i == SIZE_MAX)
+        return -ENOENT;
+    struct sim_seq *s = e->slots[i];
+    if (s->state != SEQ_WAITING || s->admitted_ns)
+        return -EBUSY;
+    uint64_t room = e->prof.max_model_len > s->prompt ? e->prof.max_model_len - s->prompt : 0;
+    s->reserve = max_output < room ? max_output : (uint32_t)room;
+    return 0;
+}
+
 void sim_engine_cancel(struct sim_engine *e, void *req)
 {
     size_t i = map_find(e, req);
@@ -846,7 +861,8 @@ static void extend_round(struct sim_engine *e, struct batch *b)
 static uint64_t admit_blocks(const struct sim_engine *e, const struct sim_seq *s)
 {
     if (e->prof.sched_policy == SIM_SCHED_RESERVE_MAX)
-        return blocks_for(e, (uint64_t)s->prompt + s->output);
+        return blocks_for(e,
+                          (uint64_t)s->prompt + (s->reserve > s->output ? s->reserve : s->output));
     return blocks_for(e, (uint64_t)s->prompt + s->generated);
 }
 

@@ -201,6 +201,17 @@ TS_MUST_CHECK int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint
                                            uint32_t n_hashes, uint64_t now_ns);
 
 /*
+ * The most output tokens req may produce (its max_tokens, or the context
+ * left), which "reserve-max" reserves KV blocks for at admission instead of
+ * output_tokens (the engine knows the real length; TensorRT-LLM does not).
+ * Capped at max_model_len - prompt, so it always fits; less than
+ * output_tokens counts as output_tokens. Call after submit, before the
+ * request is admitted. Returns 0, -ENOENT (unknown req) or -EBUSY (admitted
+ * already).
+ */
+TS_MUST_CHECK int sim_engine_set_reserve(struct sim_engine *e, void *req, uint32_t max_output);
+
+/*
  * The client went away: drops req wherever it is (waiting or running), frees
  * its KV blocks at once, and guarantees no further callback for it. Unknown
  * req (finished, never submitted) is a no-op.

@@ -1074,6 +1074,36 @@ static void test_reserve_max_never_preempts(void **state)
     }
 }
 
+/* reserve-max reserves the client's max_tokens when it is known, not the real length */
+static void test_reserve_max_reserves_max_tokens(void **state)
+{
+    struct sim_profile p = test_profile(); /* 256 blocks of 16, max_model_len 2048 */
+    p.sched_policy = SIM_SCHED_RESERVE_MAX;
+    struct trec *t = trec_new(3, 0);
+    struct sim_engine *e = mech_engine(&p, t);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sim_engine_submit(e, &t->reqs[i], 100, 10, 0), 0);
+        /* 100 + 1400 tokens = 94 blocks each: two fit in 256, not three */
+        assert_int_equal(sim_engine_set_reserve(e, &t->reqs[i], 1400), 0);
+    }
+    sim_engine_step(e, 0);
+    struct sim_engine_stats st;
+    sim_engine_stats(e, &st);
+    assert_int_equal(st.running, 2);
+    assert_int_equal(st.kv_blocks_used, 188);
+    assert_int_equal(sim_engine_set_reserve(e, &t->reqs[0], 5), -EBUSY); /* admitted */
+    int dummy;
+    assert_int_equal(sim_engine_set_reserve(e, &dummy, 5), -ENOENT);
+    /* more than the context leaves is capped to it: 100 + 1948 = 128 blocks */
+    assert_int_equal(sim_engine_set_reserve(e, &t->reqs[2], 100000), 0);
+    run_until_idle(e, 0, 1000);
+    sim_engine_stats(e, &st);
+    assert_int_equal(st.requests_finished, 3);
+    assert_int_equal(st.preemptions_total, 0);
+    sim_engine_free(e);
+    trec_free(t);
+}
+
 static uint64_t deliver_log[8];
 
 static void on_token_at(void *ctx, void *req, uint32_t index, uint64_t now, uint64_t deliver)
@@ -1146,6 +1176,7 @@ int main(void)
         cmocka_unit_test(test_prefill_first_pauses_decodes),
         cmocka_unit_test(test_reserve_max_never_preempts),
         cmocka_unit_test(test_api_server_queue),
+        cmocka_unit_test(test_reserve_max_reserves_max_tokens),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
