@@ -91,8 +91,18 @@ int calib_point_from_result(const json_t *doc, const char *label, struct calib_p
         l->requests = l->concurrency * 6 < 40 ? 40 : l->concurrency * 6;
     } else if (strcmp(mode, "open") == 0) {
         double rate = num_at(run, "rate");
-        if (!(rate > 0 && rate <= 1e5) || json_object_get(run, "stages")) {
+        const char *arrival = json_string_value(json_object_get(run, "arrival"));
+        if (!(rate > 0 && rate <= 1e5) || json_object_get(run, "stages") ||
+            json_object_get(run, "ramp_to")) {
             ts_errf(err, errlen, "%s: an open loop needs a constant run.rate (no stages)", label);
+            return TS_PARSE;
+        }
+        if ((arrival && strcmp(arrival, "poisson") != 0) ||
+            json_object_get(run, "max_concurrency")) {
+            ts_errf(err, errlen,
+                    "%s: only Poisson arrivals without a concurrency cap are replayed (this run "
+                    "has %s)",
+                    label, json_object_get(run, "max_concurrency") ? "a cap" : arrival);
             return TS_PARSE;
         }
         l->mode = SIM_LOAD_POISSON;

@@ -241,6 +241,13 @@ static void test_bad_results(void **state)
     assert_int_equal(calib_point_from_result(doc, "x", &pts[0], err, sizeof(err)), TS_PARSE);
     assert_non_null(strstr(err, "x: a scenario run cannot be calibrated"));
     json_decref(doc);
+    doc = json_loads("{\"run\":{\"mode\":\"open\",\"rate\":2,\"arrival\":\"gamma:2\"},"
+                     "\"summary\":{\"completed\":3,\"total_input_tokens\":30,"
+                     "\"total_output_tokens\":30,\"median_ttft_ms\":1}}",
+                     0, &je);
+    assert_int_equal(calib_point_from_result(doc, "g", &pts[0], err, sizeof(err)), TS_PARSE);
+    assert_non_null(strstr(err, "only Poisson arrivals"));
+    json_decref(doc);
     doc = json_loads("{\"run\":{\"mode\":\"open\",\"rate\":2,\"stream\":false},\"summary\":{}}", 0,
                      &je);
     assert_int_equal(calib_point_from_result(doc, "y", &pts[0], err, sizeof(err)), TS_PARSE);
