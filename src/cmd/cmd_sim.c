@@ -89,7 +89,7 @@ static void list_profiles(void)
         struct sim_profile_caps caps;
         if (sim_profile_preset(*n, &p) || sim_profile_derive(&p, &caps))
             continue;
-        printf("  %-20s %s: KV %llu tokens, max_num_seqs %u, step >= %.2f ms, knee %.0f tokens\n",
+        printf("  %-34s %s: KV %llu tokens, max_num_seqs %u, step >= %.2f ms, knee %.0f tokens\n",
                *n, p.model, (unsigned long long)caps.kv_tokens, caps.max_seqs, caps.min_step_ms,
                caps.knee_tokens);
     }
