@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "base/hdr.h"
 #include "analysis/errtally.h"
+#include "analysis/reqsample.h"
 #include "analysis/record.h"
 #include "analysis/samples.h"
 
@@ -197,6 +198,8 @@ struct run_stats {
     struct quality_stats quality;
     /* Failed requests (neither ok nor cut) by outcome, status and error text. */
     struct errtally errors;
+    /* A uniform sample of ok requests: sizes, TTFT and E2EL (reqsample.h). */
+    struct reqsample sample;
 };
 
 /*

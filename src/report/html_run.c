@@ -311,6 +311,7 @@ void html_run_section(struct html_page *p, const struct report_doc *d)
     latency_table(p, d);
     itl_notes(p, d);
     html_timeline_charts(p, d, run);
+    html_length_charts(p, d, run);
     html_itl_position_heatmap(p, d, run);
     html_emit(p, "<h3>Outcomes, tokens and streams</h3>\n");
     outcome_tables(p, d);

@@ -746,6 +746,25 @@ static int put_itl_by_position(json_t *doc, const struct run_stats *s)
     return rc;
 }
 
+/* "request_sample": the sample's rows, [key, input_tokens, output_tokens, ttft_ms, e2el_ms]. */
+static json_t *sample_json(const struct reqsample *sm)
+{
+    json_t *rows = json_array();
+    for (uint32_t i = 0; rows && i < sm->n; i++) {
+        const struct reqsample_entry *e = &sm->e[i];
+        if (json_array_append_new(
+                rows, json_pack("[I, I, I, o, o]", (json_int_t)e->key, (json_int_t)e->input_tokens,
+                                (json_int_t)e->output_tokens, tsjson_num(e->ttft_ms),
+                                tsjson_num(e->e2el_ms)))) {
+            json_decref(rows);
+            return NULL;
+        }
+    }
+    return rows ? json_pack("{s:[s, s, s, s, s], s:o}", "fields", "key", "input_tokens",
+                            "output_tokens", "ttft_ms", "e2el_ms", "rows", rows)
+                : NULL;
+}
+
 int result_build(const struct run_stats *stats, const struct run_summary *sum,
                  const struct result_info *info, json_t **out)
 {
@@ -775,7 +794,8 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
                          latency_object(&sum->lat[i]));
     if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_vllm_notes(doc, stats, sum)) < 0 ||
         (rc = put_slos(doc, sum, info)) < 0 ||
-        (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0)
+        (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0 ||
+        (rc = tsjson_put(doc, "request_sample", sample_json(&stats->sample))) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
     if ((rc = tsjson_put(doc, "timeline", section)) < 0)
@@ -835,6 +855,46 @@ static int bad(struct reader *r, const char *what, const char *key)
 {
     ts_errf(r->err, r->errlen, "result: %s%s%s", what, key ? " " : "", key ? key : "");
     return TS_PARSE;
+}
+
+/* One number of a request_sample row: finite, within [0, max]; NAN for null when allowed. */
+static bool sample_num(const json_t *v, double max, bool nullable, double *out)
+{
+    if (nullable && json_is_null(v)) {
+        *out = NAN;
+        return true;
+    }
+    *out = json_is_number(v) ? json_number_value(v) : -1;
+    return *out >= 0 && *out <= max;
+}
+
+/* "request_sample" back into s->sample; absent is empty (older results). */
+static int read_sample(struct reader *r, const json_t *doc, struct run_stats *s)
+{
+    const json_t *sec = json_object_get(doc, "request_sample"), *rows, *row;
+    size_t i;
+
+    if (!sec || json_is_null(sec))
+        return 0;
+    rows = json_object_get(sec, "rows");
+    if (!json_is_array(rows) || json_array_size(rows) > REQSAMPLE_MAX)
+        return bad(r, "not an array of at most 1000 rows:", "request_sample.rows");
+    json_array_foreach(rows, i, row)
+    {
+        double k, in, out, ttft, e2el;
+        if (!json_is_array(row) || json_array_size(row) != 5 ||
+            !sample_num(json_array_get(row, 0), 9007199254740991.0, false, &k) ||
+            !sample_num(json_array_get(row, 1), UINT32_MAX, false, &in) ||
+            !sample_num(json_array_get(row, 2), UINT32_MAX, false, &out) ||
+            !sample_num(json_array_get(row, 3), 1e12, true, &ttft) ||
+            !sample_num(json_array_get(row, 4), 1e12, true, &e2el))
+            return bad(
+                r, "a row is not [key, input, output, ttft_ms, e2el_ms]:", "request_sample.rows");
+        struct reqsample_entry e = {(uint64_t)k, (uint32_t)in, (uint32_t)out, (float)ttft,
+                                    (float)e2el};
+        reqsample_add(&s->sample, &e);
+    }
+    return 0;
 }
 
 /* *dst = obj.key as a count; a missing key (or section) is 0. */
@@ -978,7 +1038,8 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
     }
     if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0 ||
         (rc = live_metrics_buckets_read(doc, s, r.err, r.errlen)) < 0 ||
-        (rc = errtally_add_json(&s->errors, json_object_get(doc, "errors"), r.err, r.errlen)) < 0) {
+        (rc = errtally_add_json(&s->errors, json_object_get(doc, "errors"), r.err, r.errlen)) < 0 ||
+        (rc = read_sample(&r, doc, s)) < 0) {
         run_stats_free(s);
         return rc;
     }

@@ -35,6 +35,7 @@ static struct run_stats *fixture_stats(void)
     for (uint64_t i = 1; i <= 10; i++) {
         struct req_record r;
         memset(&r, 0, sizeof(r));
+        r.id = i;
         r.outcome = REQ_OK;
         r.http_status = 200;
         r.flags = REQF_STREAM;
@@ -206,7 +207,7 @@ static void test_page_sections(void **state)
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
         if (!strstr(page, ids[i]))
             fail_msg("the page has no %s", ids[i]);
-    assert_int_equal(count(page, "<svg class=\"ts-chart"), 13);
+    assert_int_equal(count(page, "<svg class=\"ts-chart"), 16); /* 13 and the three of lengths */
     assert_int_equal(count(page, "<svg class=\"ts-chart ts-heatmap\""), 1);
     /* Headline cards and tables. */
     assert_non_null(strstr(page, "<div class=\"k\">requests</div><div class=\"v\">14</div>"));
@@ -245,6 +246,11 @@ static void test_page_sections(void **state)
     assert_non_null(strstr(page, "<div class=\"k\">TPOT p50</div>"));
     assert_non_null(strstr(page, "<p class=\"note itl\">"));
     assert_non_null(strstr(page, "failed and cut ones included"));
+    /* lengths and latency, from the sample of successful requests */
+    assert_non_null(strstr(page, "id=\"run1-lengths\""));
+    assert_non_null(strstr(page, "id=\"run1-ttft-input\""));
+    assert_non_null(strstr(page, "id=\"run1-e2el-output\""));
+    assert_non_null(strstr(page, "A uniform sample of 10 successful requests (of 10)"));
     /* Axis titles carry units. */
     assert_non_null(strstr(page, ">TTFT (ms)</text>"));
     assert_non_null(strstr(page, ">time (s)</text>"));
@@ -300,7 +306,7 @@ static void test_page_several_runs(void **state)
     assert_int_equal(count(one, "<path fill=\"none\""), 3);
     ts_free(one);
     assert_non_null(strstr(page, "id=\"run3-timeline-rate\""));
-    assert_int_equal(count(page, "<svg class=\"ts-chart"), 6 + 4 + 7 + 4);
+    assert_int_equal(count(page, "<svg class=\"ts-chart"), 6 + 4 + 7 + 4 + 3 * 3); /* + lengths */
     ts_free(page);
     report_docset_release(&set);
 }
