@@ -19,5 +19,6 @@ int cmd_compare(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
 int cmd_chaos(int argc, char **argv);
+int cmd_topology(int argc, char **argv);
 
 #endif
