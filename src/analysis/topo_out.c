@@ -249,7 +249,12 @@ int topo_write_mermaid(const struct topo_graph *g, struct buf *out)
 
 int topo_write_text(const struct topo_graph *g, struct buf *out)
 {
-    int rc = buf_appendf(out, "topology: %zu nodes, %zu edges", g->n_nodes, g->n_edges);
+    size_t nodes = 0, edges = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        nodes += g->nodes[i].merged_into == SIZE_MAX;
+    for (size_t i = 0; i < g->n_edges; i++)
+        edges += !g->edges[i].dead;
+    int rc = buf_appendf(out, "topology: %zu nodes, %zu edges", nodes, edges);
     rc |= buf_appendf(out, " (code: %llu files; traces: %llu spans, %llu traces)\n",
                       (unsigned long long)g->files, (unsigned long long)g->spans,
                       (unsigned long long)g->traces);

@@ -192,6 +192,8 @@ static int node_of(struct trace_ctx *t, size_t i, int depth)
         if (rc)
             return rc;
         pn = t->node[p];
+        if (t->node[i] != SIZE_MAX)
+            return 0; /* a cycle of parents came back here and placed it */
     }
     size_t n;
     int rc = own_node(t, i, pn, &n);
