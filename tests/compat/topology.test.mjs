@@ -149,3 +149,20 @@ test('a protobuf export is refused with 415 and a JSON reason', async () => {
   assert.equal(exit.code, 143);
   assert.match(topo.stderr, /0 spans \(2 refused\)/);
 });
+
+test('chaos suggest on the merged topology puts the gateway timeout first', async () => {
+  assert.ok(global.liveDoc, 'the live test ran first');
+  const topo = path.join(tmp, 'merged.json');
+  fs.writeFileSync(topo, JSON.stringify(global.liveDoc));
+  const out = path.join(tmp, 'sug');
+  const r = await runBin(['chaos', 'suggest', '--topology', topo, '--out', out, '--format', 'json']);
+  assert.equal(r.code, 0, r.stderr);
+  const list = JSON.parse(r.stdout);
+  // "the gateway's 800 ms timeout is below the model's p99: a 1 s first-token delay will cascade"
+  assert.equal(list[0].id, 'model-slow-first-token');
+  assert.match(list[0].reason, /llm \(app\/llm\.py:6\) times out after 800 ms, below the traced p99 of \d+ ms/);
+  const text = fs.readFileSync(path.join(out, list[0].file), 'utf8');
+  assert.match(text, /fault: \{"type":"sse_ttft_delay","delay":"1000ms"\}/);
+  const c = await runBin(['chaos', '--check', path.join(out, list[0].file)]);
+  assert.equal(c.code, 0, c.stdout + c.stderr);
+});
