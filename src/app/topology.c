@@ -16,6 +16,7 @@
 #include "net/body_decode.h"
 #include "net/http_server.h"
 #include "net/stopsig.h"
+#include "report/topo_svg.h"
 #include "telemetry/otlp_read.h"
 
 #define RX_BODY_MAX (32u << 20) /* an export's decoded body */
@@ -262,6 +263,10 @@ static int render(const struct topo_graph *g, const char *fmt, struct buf *b)
     }
     if (!strcmp(fmt, "dot"))
         return topo_write_dot(g, b);
+    if (!strcmp(fmt, "svg"))
+        return topo_svg_render(g, b);
+    if (!strcmp(fmt, "html"))
+        return topo_html_render(g, b);
     if (!strcmp(fmt, "mermaid"))
         return topo_write_mermaid(g, b);
     return topo_write_text(g, b);
@@ -269,15 +274,16 @@ static int render(const struct topo_graph *g, const char *fmt, struct buf *b)
 
 static int outputs(const struct topology_opts *o, const struct topo_graph *g)
 {
-    static const char *fmts[] = {"json", "dot", "mermaid"};
-    static const char *names[] = {"topology.json", "topology.dot", "topology.mmd"};
+    static const char *fmts[] = {"json", "dot", "mermaid", "svg", "html"};
+    static const char *names[] = {"topology.json", "topology.dot", "topology.mmd", "topology.svg",
+                                  "topology.html"};
     struct buf b;
     char err[512];
     if (o->out_dir && file_mkdirs(o->out_dir, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm topology: %s\n", err);
         return TS_EXIT_FAIL;
     }
-    for (int i = 0; o->out_dir && i < 3; i++) {
+    for (int i = 0; o->out_dir && i < 5; i++) {
         buf_init(&b, 256u << 20);
         int rc = render(g, fmts[i], &b);
         int code = rc ? TS_EXIT_FAIL : write_file(o->out_dir, names[i], b.data, b.len);

@@ -37,8 +37,8 @@ static void usage(FILE *f)
         "  --listen-for DUR    stop receiving after DUR (e.g. 30s)\n"
         "  --until-spans N     stop receiving once N spans came\n"
         "  --save-traces FILE  write what was received as OTLP/JSON lines (--traces reads it)\n"
-        "  --out DIR           write DIR/topology.json, topology.dot, topology.mmd\n"
-        "  --format F          on stdout: text (default), json, dot, mermaid\n"
+        "  --out DIR           write DIR/topology.json, .dot, .mmd, .svg and .html (the picture)\n"
+        "  --format F          on stdout: text (default), json, dot, mermaid, svg, html\n"
         "  --python PATH       the interpreter (default $TOKENSTORM_PYTHON or python3)\n"
         "  --scan-timeout DUR  give up on the scan after DUR (default 120s)\n"
         "  -v, --verbose, -h, --help\n"
@@ -110,7 +110,7 @@ static int parse_args(int argc, char **argv, struct topology_opts *o)
             break;
         case O_FMT:
             if (strcmp(optarg, "text") && strcmp(optarg, "json") && strcmp(optarg, "dot") &&
-                strcmp(optarg, "mermaid"))
+                strcmp(optarg, "mermaid") && strcmp(optarg, "svg") && strcmp(optarg, "html"))
                 return bad("--format", optarg);
             o->format = optarg;
             break;

@@ -119,6 +119,10 @@ test('live OTLP/HTTP (gzip) from the npm SDK, merged with the source scan', asyn
   const exit = await topo.waitExit();
   assert.equal(exit.code, 0, topo.stderr);
   assert.match(topo.stderr, /received \d+ exports, 72 spans \(0 refused\)/);
+  // the picture labels traced edges with their p99 and weights them by calls
+  const svg = fs.readFileSync(path.join(out, 'topology.svg'), 'utf8');
+  assert.match(svg, /<text class="elabel"[^>]*>p99 \d+ ms<\/text>/);
+  assert.match(svg, /stroke="#d62728" stroke-width="2\.9"/); // the failing weather calls: 8 calls
   const doc = JSON.parse(fs.readFileSync(path.join(out, 'topology.json'), 'utf8'));
   global.liveDoc = checkGraph(doc);
   global.saved = saved;

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { runBin } from './lib.mjs';
 
 const fixtures = new URL('../fixtures/topology/', import.meta.url).pathname;
@@ -115,6 +116,24 @@ test('--out writes JSON, DOT and Mermaid', async () => {
   assert.match(mmd, /^flowchart LR/);
   assert.equal((mmd.match(/^ {2}n\d+\["/gm) || []).length, json.nodes.length);
   assert.equal((mmd.match(/ (-->|-\.->)\|/g) || []).length, json.edges.length);
+  // the picture: well-formed SVG (python3's XML parser), a box per node filled
+  // with its layer's colour, a curve per edge (code-only ones dashed)
+  const svg = fs.readFileSync(path.join(out, 'topology.svg'), 'utf8');
+  const xml = spawnSync('python3', ['-c', 'import sys,xml.etree.ElementTree as E; E.parse(sys.argv[1])', path.join(out, 'topology.svg')]);
+  assert.equal(xml.status, 0, String(xml.stderr));
+  const colours = { gateway: '#4e79a7', model: '#e15759', vector: '#59a14f', infrastructure: '#9c755f' };
+  for (const n of json.nodes) {
+    assert.ok(svg.includes(`<g class="node ${n.layer}"><rect`), n.id);
+    assert.ok(new RegExp(`<g class="node ${n.layer}"><rect [^>]*fill="${colours[n.layer]}"`).test(svg), n.layer);
+  }
+  assert.equal((svg.match(/<g class="node /g) || []).length, json.nodes.length);
+  assert.equal((svg.match(/<path class="edge"/g) || []).length, json.edges.length);
+  assert.equal((svg.match(/<path class="edge"[^>]*stroke-dasharray/g) || []).length, json.edges.length);
+  const html = fs.readFileSync(path.join(out, 'topology.html'), 'utf8');
+  assert.match(html, /^<!DOCTYPE html>/);
+  assert.ok(html.includes('<svg class="ts-topology"'));
+  assert.match(html, new RegExp(`<h2>Risks \\(${json.flags.length}\\)</h2>`));
+  assert.doesNotMatch(html, /<script|https?:\/\/(?!127\.0\.0\.1)/);
   // no unescaped quote or bracket from a label breaks the Mermaid syntax
   for (const line of mmd.split('\n').filter((l) => /^ {2}n\d+\["/.test(l))) {
     assert.match(line, /^ {2}n\d+\["[^"[\]{}]*"\]:::(gateway|model|vector|infrastructure)$/);
