@@ -129,7 +129,7 @@ static int own_node(struct trace_ctx *t, size_t i, size_t parent_node, size_t *o
     char id[192], label[128];
     const char *kind;
     enum topo_layer layer;
-    if (sp->model[0] || sp->system[0]) {
+    if ((sp->model[0] || sp->system[0]) && !t->server_child[i]) {
         fmt(id, sizeof(id), "model:%s", sp->model[0] ? sp->model : sp->system);
         fmt(label, sizeof(label), "%s", sp->model[0] ? sp->model : sp->system);
         kind = "model";
@@ -139,11 +139,15 @@ static int own_node(struct trace_ctx *t, size_t i, size_t parent_node, size_t *o
         fmt(label, sizeof(label), "%s", sp->db_system);
         kind = "db";
         layer = is_vector_db(sp->db_system) ? TOPO_LAYER_VECTOR : TOPO_LAYER_INFRA;
-    } else if (sp->kind == OTLP_KIND_SERVER || (parent_node == SIZE_MAX && !sp->url[0])) {
+    } else if (sp->kind == OTLP_KIND_SERVER || (parent_node == SIZE_MAX && !sp->url[0]) ||
+               (parent_node == SIZE_MAX && t->server_child[i])) {
+        /* a service's operation; a root CLIENT span whose callee is traced
+         * is its caller's operation, the edge goes to the callee's */
         fmt(id, sizeof(id), "op:%s:%s", sp->service, sp->name);
         fmt(label, sizeof(label), "%s %s", sp->service, sp->name);
         kind = "operation";
-        layer = TOPO_LAYER_GATEWAY;
+        layer = sp->kind == OTLP_KIND_SERVER && sp->url[0] ? topo_kind_layer("peer", sp->url)
+                                                           : TOPO_LAYER_GATEWAY;
     } else if ((sp->kind == OTLP_KIND_CLIENT || sp->url[0] || sp->server_addr[0]) &&
                !t->server_child[i]) {
         char key[160];
@@ -283,7 +287,9 @@ static int add_all(struct trace_ctx *t)
     for (size_t i = 0; i < t->n; i++) {
         const struct otlp_rspan *sp = &t->v[i];
         size_t p = sp->kind == OTLP_KIND_SERVER ? parent_of(t, i) : SIZE_MAX;
-        if (p != SIZE_MAX && strcmp(t->v[p].service, sp->service))
+        /* the callee's side of a call: of another service, or of a CLIENT span */
+        if (p != SIZE_MAX &&
+            (strcmp(t->v[p].service, sp->service) || t->v[p].kind == OTLP_KIND_CLIENT))
             t->server_child[p] = true;
     }
     for (size_t i = 0; i < t->n; i++) {

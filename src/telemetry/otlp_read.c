@@ -139,6 +139,7 @@ static const struct attr_slot slots[] = {
     SLOT("peer.service", server_addr, 2),
     SLOT("url.full", url, 0),
     SLOT("http.url", url, 1),
+    SLOT("url.path", url, 2),
     SLOT("http.route", route, 0),
     SLOT("traceloop.entity.name", entity, 0),
 };

@@ -43,7 +43,7 @@ struct otlp_rspan {
     char operation[32];   /* gen_ai.operation.name */
     char db_system[48];   /* db.system.name, else db.system */
     char server_addr[96]; /* server.address, else net.peer.name, else peer.service */
-    char url[192];        /* url.full, else http.url (without query) */
+    char url[192];        /* url.full, else http.url, else url.path (without query) */
     char route[96];       /* http.route */
     char entity[64];      /* traceloop.span.kind "." traceloop.entity.name */
 };

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { runBin } from './lib.mjs';
+import { runBin, startSim, startServer } from './lib.mjs';
 
 const fixtures = new URL('../fixtures/topology/', import.meta.url).pathname;
 const app = path.join(fixtures, 'ragapp');
@@ -155,4 +155,37 @@ test('errors: no source, a missing directory, no python3, a bad option', async (
   r = await runBin(['topology', '--source', app, '--save-traces', 'x.jsonl'], { env: env() });
   assert.equal(r.code, 2);
   assert.match(r.stderr, /need --otlp-listen/);
+});
+
+test("tokenstorm's own spans feed it: run --otlp-endpoint through the proxy's SERVER spans", async () => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise']);
+  const topo = await startServer(['topology', '--otlp-listen', '127.0.0.1:0', '--until-spans', '12',
+    '--listen-for', '60s', '--format', 'json']);
+  const proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
+    '--api', '127.0.0.1:0', '--otlp-endpoint', topo.base, '--otlp-all']);
+  try {
+    const env = { ...process.env };
+    for (const k of Object.keys(env)) if (k.startsWith('OTEL_')) delete env[k];
+    const r = await runBin(['run', '--target', `${proxy.base}/v1`, '--requests', '6', '--rate', '20',
+      '--otlp-endpoint', topo.base, '--quiet', '--out', path.join(tmp, 'run-otlp')], { env });
+    assert.equal(r.code, 0, r.stderr);
+    const exit = await topo.waitExit();
+    assert.equal(exit.code, 0, topo.stderr);
+    const doc = JSON.parse(topo.output.slice(topo.output.indexOf('{')));
+    assert.equal(doc.sources.spans, 12);
+    assert.equal(doc.sources.traces, 6);
+    // the load's CLIENT spans -> the proxy's SERVER spans (their children), in the model layer
+    assert.equal(doc.edges.length, 1);
+    const [e] = doc.edges;
+    const to = doc.nodes.find((n) => n.id === e.to);
+    assert.match(to.id, /^op:.*tokenstorm\.proxy POST \/v1\/chat\/completions$/);
+    assert.equal(to.layer, 'model');
+    assert.equal(e.calls, 6);
+    assert.equal(e.errors, 0);
+    assert.ok(e.p99_ms > 0);
+  } finally {
+    await proxy.stop('SIGKILL');
+    await sim.stop('SIGKILL');
+    await topo.stop('SIGKILL');
+  }
 });
