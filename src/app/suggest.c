@@ -60,13 +60,81 @@ static bool node_trait(json_t *n, const char *trait)
     return false;
 }
 
+/* Traits only a run's result can show (docs/CHAOS.md "Ranking"). */
+static const char *const result_only[] = {"rate_limited", "server_errors", "timeouts", "truncated",
+                                          "kv_pressure",  "tenants",       NULL};
+
+static bool is_result_only(const char *trait)
+{
+    for (const char *const *p = result_only; *p; p++)
+        if (!strcmp(trait, *p))
+            return true;
+    return false;
+}
+
+static double num_at(json_t *o, const char *a, const char *b)
+{
+    return json_number_value(json_object_get(json_object_get(o, a), b));
+}
+
+/* A trait shown by result.json; what shows it into why. */
+static bool result_holds(json_t *res, const char *trait, char *why, size_t cap)
+{
+    double n = 0;
+    const char *what = NULL;
+    if (!strcmp(trait, "streaming") &&
+        json_is_true(json_object_get(json_object_get(res, "run"), "stream")))
+        return snprintf(why, cap, "the run streamed its answers"), true;
+    if (!strcmp(trait, "rate_limited"))
+        n = num_at(res, "outcomes", "http_429"), what = "HTTP 429 answers";
+    else if (!strcmp(trait, "server_errors"))
+        n = num_at(res, "outcomes", "http_5xx"), what = "HTTP 5xx answers";
+    else if (!strcmp(trait, "truncated"))
+        n = num_at(res, "outcomes", "truncated"), what = "truncated streams";
+    else if (!strcmp(trait, "errors"))
+        n = num_at(res, "summary", "failed"), what = "failed requests";
+    else if (!strcmp(trait, "timeouts")) {
+        static const char *k[] = {"timeout_connect", "timeout_ttfb", "timeout_idle",
+                                  "timeout_total"};
+        for (int i = 0; i < 4; i++)
+            n += num_at(res, "outcomes", k[i]);
+        what = "timed-out requests";
+    } else if (!strcmp(trait, "tenants")) {
+        json_t *t = json_object_get(res, "by_tenant");
+        n = json_is_object(t) ? (double)json_object_size(t) : 0;
+        what = "tenants";
+    } else if (!strcmp(trait, "kv_pressure")) {
+        size_t i;
+        json_t *s;
+        double kv = 0, pre = 0;
+        json_array_foreach(json_object_get(res, "server_timeline"), i, s)
+        {
+            kv = fmax(kv, json_number_value(json_object_get(s, "kv_usage")));
+            pre = fmax(pre, json_number_value(json_object_get(s, "preemptions_total")));
+        }
+        if (kv >= 0.8 || pre > 0)
+            return snprintf(why, cap, "the server's KV cache reached %.0f%% with %.0f preemptions",
+                            kv * 100, pre),
+                   true;
+        return false;
+    }
+    if (!what || !(n > 0))
+        return false;
+    snprintf(why, cap, "the run saw %.0f %s", n, what);
+    return true;
+}
+
 /* Whether the precondition holds; what shows it into why. */
-static bool holds(json_t *topo, const char *when, char *why, size_t cap)
+static bool holds(json_t *topo, json_t *res, const char *when, char *why, size_t cap)
 {
     const char *arg = strchr(when, ':') + 1;
     size_t i;
     json_t *x;
     char name[256];
+    if (res && !strncmp(when, "trait:", 6) && result_holds(res, arg, why, cap))
+        return true;
+    if (!topo)
+        return false;
     if (!strncmp(when, "flag:", 5)) {
         json_array_foreach(json_object_get(topo, "flags"), i, x) if (!strcmp(jstr(x, "kind"), arg))
         {
@@ -119,28 +187,48 @@ static double shortest_timeout(json_t *topo, const char *layer)
     return best;
 }
 
-/* Scores one mode; false when none of its preconditions holds. */
-static bool score_mode(json_t *topo, const struct fault_mode *m, struct pick *p)
+/* Whether the sources given can show the precondition at all. */
+static bool checkable(json_t *topo, json_t *res, const char *when)
+{
+    if (!strncmp(when, "trait:", 6)) {
+        const char *t = when + 6;
+        bool by_result = is_result_only(t) || !strcmp(t, "streaming") || !strcmp(t, "errors");
+        return (res && by_result) || (topo && !is_result_only(t));
+    }
+    return topo != NULL;
+}
+
+/* A risk flag, or a failure the run saw: concrete evidence (suggest.h). */
+static bool evidence(const char *when)
+{
+    return !strncmp(when, "flag:", 5) ||
+           (!strncmp(when, "trait:", 6) && is_result_only(when + 6) && strcmp(when + 6, "tenants"));
+}
+
+/* Scores one mode; false when none of its preconditions holds. Coverage
+ * counts only the preconditions the sources given can show. */
+static bool score_mode(json_t *topo, json_t *res, const struct fault_mode *m, struct pick *p)
 {
     memset(p, 0, sizeof(*p));
     p->m = m;
-    size_t matched = 0, o = 0;
+    size_t matched = 0, o = 0, checked = 0;
     for (size_t i = 0; i < m->n_when; i++) {
         char why[400];
-        if (!holds(topo, m->when[i], why, sizeof(why)))
+        checked += checkable(topo, res, m->when[i]);
+        if (!holds(topo, res, m->when[i], why, sizeof(why)))
             continue;
         matched++;
-        p->flagged |= !strncmp(m->when[i], "flag:", 5);
+        p->flagged |= evidence(m->when[i]);
         if (o < sizeof(p->reason) - 1)
             o += (size_t)snprintf(p->reason + o, sizeof(p->reason) - o, "%s%s", o ? "; " : "", why);
     }
     if (!matched)
         return false;
-    p->coverage = (double)matched / (double)m->n_when;
+    p->coverage = (double)matched / (double)(checked ? checked : 1);
     p->score = m->risk * (0.4 + 0.6 * p->coverage) * (p->flagged ? 1.5 : 1.0);
     if (p->score > 1)
         p->score = 1;
-    p->over_ms = shortest_timeout(topo, m->hits);
+    p->over_ms = topo ? shortest_timeout(topo, m->hits) : 0;
     return true;
 }
 
@@ -310,6 +398,34 @@ static int load_topology(const char *path, json_t **out)
     return 0;
 }
 
+/* DIR/result.json of a run; its target's base URL into target. */
+static int load_result(const char *dir, json_t **out, char *target, size_t cap)
+{
+    char path[4096], err[512];
+    snprintf(path, sizeof(path), "%s/result.json", dir);
+    char *data = NULL;
+    size_t len = 0;
+    if (file_read_all(path, SUGGEST_TOPO_MAX, &data, &len, err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm chaos suggest: --result %s\n", err);
+        return TS_EXIT_USAGE;
+    }
+    json_error_t je;
+    json_t *doc = json_loadb(data, len, 0, &je);
+    ts_free(data);
+    if (!json_is_object(doc) || !json_is_object(json_object_get(doc, "run")) ||
+        !json_is_object(json_object_get(doc, "outcomes"))) {
+        fprintf(stderr, "tokenstorm chaos suggest: %s: not a tokenstorm result (%s)\n", path,
+                doc ? "no run or outcomes" : je.text);
+        json_decref(doc);
+        return TS_EXIT_USAGE;
+    }
+    const char *t = jstr(json_object_get(doc, "run"), "target");
+    const char *v1 = strstr(t, "/v1/");
+    snprintf(target, cap, "%.*s", (int)(v1 ? v1 - t + 3 : (long)strlen(t)), t);
+    *out = doc;
+    return 0;
+}
+
 static int load_catalogue(const struct suggest_opts *o, struct fault_catalogue *cat)
 {
     char err[768];
@@ -399,10 +515,16 @@ static int emit(const struct suggest_opts *o, const struct pick *picks, size_t k
 
 int suggest_job(const struct suggest_opts *o)
 {
-    json_t *topo = NULL;
+    json_t *topo = NULL, *res = NULL;
     struct fault_catalogue cat = {0};
     struct pick *all = NULL, *picks = NULL;
-    int code = load_topology(o->topology, &topo);
+    char run_target[512] = "";
+    struct suggest_opts eff = *o;
+    int code = o->topology ? load_topology(o->topology, &topo) : 0;
+    if (!code && o->result)
+        code = load_result(o->result, &res, run_target, sizeof(run_target));
+    if (!eff.target)
+        eff.target = run_target[0] ? run_target : "http://127.0.0.1:9000/v1";
     if (!code)
         code = load_catalogue(o, &cat);
     if (code)
@@ -415,15 +537,16 @@ int suggest_job(const struct suggest_opts *o)
     }
     size_t n = 0;
     for (size_t i = 0; i < cat.n; i++)
-        n += score_mode(topo, &cat.modes[i], &all[n]);
+        n += score_mode(topo, res, &cat.modes[i], &all[n]);
     size_t k = rank(all, n, o->max < n ? o->max : n, picks);
     if (!k)
-        fprintf(stderr, "tokenstorm chaos suggest: no fault mode applies to this topology\n");
-    code = emit(o, picks, k);
+        fprintf(stderr, "tokenstorm chaos suggest: no fault mode applies to this target\n");
+    code = emit(&eff, picks, k);
 out:
     ts_free(all);
     ts_free(picks);
     fault_catalogue_release(&cat);
     json_decref(topo);
+    json_decref(res);
     return code;
 }

@@ -5,8 +5,10 @@
  * are (docs/CHAOS.md "Suggested experiments").
  *
  * Ranking: a mode applies when one of its `when` preconditions holds on the
- * topology. score = risk x (0.4 + 0.6 x coverage), coverage = the share of
- * its preconditions that hold, x 1.5 when a risk flag is among them
+ * topology or the run's result. score = risk x (0.4 + 0.6 x coverage),
+ * coverage = the share of its preconditions that hold among those the sources
+ * given can show, x 1.5 when a risk flag or a failure the run saw (429s, 5xx,
+ * timeouts, cut streams, KV-cache pressure) is among them
  * (concrete evidence), capped at 1. Suggestions are picked greedily, each
  * pick's score weighted by 0.7^k where k is the number already picked in
  * the same fault layer (service, middleware, infrastructure), so the list
@@ -26,11 +28,13 @@
 
 struct suggest_opts {
     const char *topology; /* --topology FILE (JSON of tokenstorm topology) */
+    const char *result;   /* --result DIR (a run's result.json); topology or result or both */
     const char *catalogues[SUGGEST_MAX_CATALOGUES]; /* --catalogue FILE */
     size_t n_catalogues;
     size_t max;            /* --max N (default 5) */
     const char *out_dir;   /* --out DIR */
-    const char *target;    /* --target: the load's target (default http://127.0.0.1:9000/v1) */
+    const char *target;    /* --target: the load's target (NULL: the result's, else
+                              http://127.0.0.1:9000/v1) */
     const char *proxy_api; /* --proxy-api (default http://127.0.0.1:9001) */
     const char *sim_admin; /* --sim-admin (default http://127.0.0.1:8000) */
     const char *rate;      /* --rate (default "4") */

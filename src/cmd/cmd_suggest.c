@@ -14,38 +14,42 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tokenstorm chaos suggest --topology FILE [options]\n"
-            "\n"
-            "Ranks the fault-mode catalogue against an application's topology (the JSON of\n"
-            "`tokenstorm topology`) by risk x coverage, spread over the service, middleware\n"
-            "and infrastructure layers, and writes the best as experiment files that\n"
-            "`tokenstorm chaos` runs as they are. See docs/CHAOS.md, \"Suggested experiments\".\n"
-            "\n"
-            "options:\n"
-            "  --topology FILE    topology.json from tokenstorm topology (required)\n"
-            "  --catalogue FILE   fault modes of your own (YAML; repeatable; an id already\n"
-            "                     known replaces the built-in mode)\n"
-            "  --max N            suggestions at most (default 5)\n"
-            "  --out DIR          write DIR/NN-MODE.yaml and DIR/suggestions.json\n"
-            "  --format F         on stdout: text (default) or json\n"
-            "experiments:\n"
-            "  --target URL       the load's target (default http://127.0.0.1:9000/v1)\n"
-            "  --proxy-api URL    the proxy's control API (default http://127.0.0.1:9001)\n"
-            "  --sim-admin URL    the simulator's admin API (default http://127.0.0.1:8000)\n"
-            "  --rate R           the load's rate (default 4)\n"
-            "  --at DUR           the fault's start after the load's (default 5s)\n"
-            "  --for DUR          every fault's length (default: the mode's)\n"
-            "  --recover DUR      load after the fault (default 10s)\n"
-            "  --load-arg ARG     appended to the load's arguments (repeatable)\n"
-            "  -v, --verbose, -h, --help\n"
-            "\n"
-            "examples:\n"
-            "  tokenstorm topology --source ./app --traces traces.jsonl --out topo\n"
-            "  tokenstorm chaos suggest --topology topo/topology.json --out experiments\n"
-            "  tokenstorm chaos experiments/01-*.yaml --out run1\n"
-            "\n"
-            "exit codes: 0 ok; 2 bad options, topology or catalogue; 3 cannot write\n");
+    fprintf(
+        f,
+        "usage: tokenstorm chaos suggest [--topology FILE] [--result DIR] [options]\n"
+        "\n"
+        "Ranks the fault-mode catalogue against an application's topology (the JSON of\n"
+        "`tokenstorm topology`) by risk x coverage, spread over the service, middleware\n"
+        "and infrastructure layers, and writes the best as experiment files that\n"
+        "`tokenstorm chaos` runs as they are. See docs/CHAOS.md, \"Suggested experiments\".\n"
+        "\n"
+        "options:\n"
+        "  --topology FILE    topology.json from tokenstorm topology\n"
+        "  --result DIR       a run's result directory (streaming, 429s, 5xx, timeouts,\n"
+        "                     cut streams, tenants, KV-cache pressure); at least one of the two\n"
+        "  --catalogue FILE   fault modes of your own (YAML; repeatable; an id already\n"
+        "                     known replaces the built-in mode)\n"
+        "  --max N            suggestions at most (default 5)\n"
+        "  --out DIR          write DIR/NN-MODE.yaml and DIR/suggestions.json\n"
+        "  --format F         on stdout: text (default) or json\n"
+        "experiments:\n"
+        "  --target URL       the load's target (default: the result's, else\n"
+        "                     http://127.0.0.1:9000/v1)\n"
+        "  --proxy-api URL    the proxy's control API (default http://127.0.0.1:9001)\n"
+        "  --sim-admin URL    the simulator's admin API (default http://127.0.0.1:8000)\n"
+        "  --rate R           the load's rate (default 4)\n"
+        "  --at DUR           the fault's start after the load's (default 5s)\n"
+        "  --for DUR          every fault's length (default: the mode's)\n"
+        "  --recover DUR      load after the fault (default 10s)\n"
+        "  --load-arg ARG     appended to the load's arguments (repeatable)\n"
+        "  -v, --verbose, -h, --help\n"
+        "\n"
+        "examples:\n"
+        "  tokenstorm topology --source ./app --traces traces.jsonl --out topo\n"
+        "  tokenstorm chaos suggest --topology topo/topology.json --out experiments\n"
+        "  tokenstorm chaos experiments/01-*.yaml --out run1\n"
+        "\n"
+        "exit codes: 0 ok; 2 bad options, topology or catalogue; 3 cannot write\n");
 }
 
 static int bad(const char *opt, const char *v)
@@ -58,6 +62,7 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
 {
     enum {
         O_TOPO = 256,
+        O_RES,
         O_CAT,
         O_MAX,
         O_OUT,
@@ -73,6 +78,7 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
     };
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
+        {"result", required_argument, NULL, O_RES},
         {"catalogue", required_argument, NULL, O_CAT},
         {"max", required_argument, NULL, O_MAX},
         {"out", required_argument, NULL, O_OUT},
@@ -90,7 +96,7 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
         {NULL, 0, NULL, 0},
     };
     *o = (struct suggest_opts){.max = 5,
-                               .target = "http://127.0.0.1:9000/v1",
+                               .target = NULL,
                                .proxy_api = "http://127.0.0.1:9001",
                                .sim_admin = "http://127.0.0.1:8000",
                                .rate = "4",
@@ -104,6 +110,9 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
         switch (c) {
         case O_TOPO:
             o->topology = optarg;
+            break;
+        case O_RES:
+            o->result = optarg;
             break;
         case O_CAT:
             if (o->n_catalogues >= SUGGEST_MAX_CATALOGUES)
@@ -167,8 +176,8 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
     }
     if (optind < argc)
         return bad("argument", argv[optind]);
-    if (!o->topology) {
-        fprintf(stderr, "tokenstorm chaos suggest: --topology FILE is required\n");
+    if (!o->topology && !o->result) {
+        fprintf(stderr, "tokenstorm chaos suggest: give --topology FILE, --result DIR or both\n");
         return TS_EXIT_USAGE;
     }
     return -1;

@@ -137,3 +137,37 @@ test('a user catalogue replaces a mode; a wrong one is refused with its position
   const b3 = await runBin(['chaos', 'suggest', '--topology', cat]);
   assert.equal(b3.code, 2);
 });
+
+test("a run's result alone: its 429s put the rate-limit mode first, aimed at its target", async () => {
+  const post = await fetch(`${sim.base}/admin/faults`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'error_rate', rate: 0.5, status: 429 }),
+  });
+  assert.equal(post.status, 201);
+  const runDir = path.join(tmp, 'run-429');
+  let r;
+  try {
+    r = await runBin(['run', '--target', `${sim.base}/v1`, '--requests', '20', '--rate', '40',
+      '--output-len', 'fixed:8', '--quiet', '--out', runDir]);
+  } finally {
+    await fetch(`${sim.base}/admin/faults`, { method: 'DELETE' });
+  }
+  assert.ok(r.code === 0 || r.code === 1, r.stderr);
+  const out = path.join(tmp, 'sug-result');
+  const s = await runBin(['chaos', 'suggest', '--result', runDir, '--out', out, '--format', 'json']);
+  assert.equal(s.code, 0, s.stderr);
+  const list = JSON.parse(s.stdout);
+  assert.equal(list[0].id, 'model-rate-limited');
+  assert.match(list[0].reason, /the run saw \d+ HTTP 429 answers/);
+  // only what a result can show: no mode that needs the code's topology alone
+  assert.ok(!list.some((x) => x.id === 'embedding-drift' || x.id === 'empty-retrieval'), JSON.stringify(list.map((x) => x.id)));
+  for (const x of list) {
+    const text = fs.readFileSync(path.join(out, x.file), 'utf8');
+    assert.ok(text.includes(`load: ["--target", "${sim.base}/v1"`), text);
+    const c = await runBin(['chaos', '--check', path.join(out, x.file)]);
+    assert.equal(c.code, 0, c.stdout + c.stderr);
+  }
+  const none = await runBin(['chaos', 'suggest']);
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /give --topology FILE, --result DIR or both/);
+});
