@@ -58,24 +58,47 @@ static int bad(const char *opt, const char *v)
     return TS_EXIT_USAGE;
 }
 
+enum suggest_opt {
+    O_TOPO = 256,
+    O_RES,
+    O_CAT,
+    O_MAX,
+    O_OUT,
+    O_FMT,
+    O_TGT,
+    O_API,
+    O_SIM,
+    O_RATE,
+    O_AT,
+    O_FOR,
+    O_REC,
+    O_LARG
+};
+
+/* The load's rate and the phase's timing options; nonzero (reported) when bad. */
+static int parse_timing(int c, const char *arg, struct suggest_opts *o)
+{
+    double rate;
+    switch (c) {
+    case O_RATE:
+        if (units_parse_rate(arg, &rate) || !(rate > 0))
+            return bad("--rate", arg);
+        o->rate = arg;
+        return 0;
+    case O_AT:
+        return units_parse_duration_ns(arg, &o->at_ns) || !o->at_ns ? bad("--at", arg) : 0;
+    case O_FOR:
+        return units_parse_duration_ns(arg, &o->for_ns) || !o->for_ns ? bad("--for", arg) : 0;
+    default:
+        return units_parse_duration_ns(arg, &o->recover_ns) || !o->recover_ns
+                   ? bad("--recover", arg)
+                   : 0;
+    }
+}
+
 static int parse_args(int argc, char **argv, struct suggest_opts *o)
 {
-    enum {
-        O_TOPO = 256,
-        O_RES,
-        O_CAT,
-        O_MAX,
-        O_OUT,
-        O_FMT,
-        O_TGT,
-        O_API,
-        O_SIM,
-        O_RATE,
-        O_AT,
-        O_FOR,
-        O_REC,
-        O_LARG
-    };
+
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
         {"result", required_argument, NULL, O_RES},
@@ -105,7 +128,6 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
     optind = 1;
     int c;
     char *end;
-    double rate;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
         case O_TOPO:
@@ -142,21 +164,11 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
             o->sim_admin = optarg;
             break;
         case O_RATE:
-            if (units_parse_rate(optarg, &rate) || !(rate > 0))
-                return bad("--rate", optarg);
-            o->rate = optarg;
-            break;
         case O_AT:
-            if (units_parse_duration_ns(optarg, &o->at_ns) || !o->at_ns)
-                return bad("--at", optarg);
-            break;
         case O_FOR:
-            if (units_parse_duration_ns(optarg, &o->for_ns) || !o->for_ns)
-                return bad("--for", optarg);
-            break;
         case O_REC:
-            if (units_parse_duration_ns(optarg, &o->recover_ns) || !o->recover_ns)
-                return bad("--recover", optarg);
+            if (parse_timing(c, optarg, o))
+                return TS_EXIT_USAGE;
             break;
         case O_LARG:
             if (o->n_load_args >= SUGGEST_MAX_LOAD_ARGS)
