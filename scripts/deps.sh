@@ -14,6 +14,8 @@ pkgs=(
     prometheus
     # headless rendering of the HTML report in tests/integration/report.test.mjs
     chromium fonts-dejavu-core
+    # topology --source parses Python with python3's ast module (also embeds the helper at build)
+    python3
 )
 # Extra groups: `scripts/deps.sh bench` adds what the benchmarks compare with.
 for group in "$@"; do

@@ -23,6 +23,7 @@ static const struct command commands[] = {
     {"sim", cmd_sim, "an OpenAI-compatible simulator of a continuous-batching LLM server"},
     {"proxy", cmd_proxy, "a chaos proxy: HTTP, SSE, LLM and RAG faults in front of a service"},
     {"chaos", cmd_chaos, "run a chaos experiment: load, fault phases, steady-state verdict"},
+    {"topology", cmd_topology, "the dependency chain from Python source and OpenTelemetry traces"},
     {"compare", cmd_compare, "compare two runs: changes, significance, regression verdict"},
     {"merge", cmd_merge, "merge the results of several processes or machines into one"},
     {"sweep", cmd_sweep, "run a series of loads: the knee, the max goodput, the critical load"},

@@ -20,5 +20,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
 int cmd_chaos(int argc, char **argv);
+int cmd_topology(int argc, char **argv);
+int cmd_chaos_suggest(int argc, char **argv); /* `chaos suggest` (cmd_suggest.c) */
 
 #endif
