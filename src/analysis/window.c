@@ -56,25 +56,33 @@ static size_t window_end(const struct wpoint *pts, size_t n, double send_end_s)
     return e;
 }
 
+/* The share of the interval (t0, t] after c: what of its counts falls after c, taken
+ * as spread evenly over it. */
+static double share_after(const struct wpoint *p, double c)
+{
+    if (p->t0 >= c)
+        return 1;
+    return p->t <= c ? 0 : (p->t - c) / (p->t - p->t0);
+}
+
 static void window_rates(const struct wpoint *pts, size_t e, double e2el_p50_s,
                          struct run_window *out)
 {
     double ramp_end = out->send_start_s + e2el_p50_s;
-    double done = 0, good = 0, tokens = 0;
+    double sent = 0, done = 0, good = 0, tokens = 0;
 
     for (size_t i = 0; i < e; i++)
-        out->sent += (uint64_t)pts[i].sent;
+        sent += share_after(&pts[i], out->send_start_s) * pts[i].sent;
+    out->sent = (uint64_t)llround(sent);
     double send_len = pts[e - 1].t - out->send_start_s;
     if (send_len > 0)
-        out->sent_rps = (double)out->sent / send_len;
+        out->sent_rps = sent / send_len;
     double len = pts[e - 1].t - ramp_end;
     if (!(len >= WINDOW_MIN_S))
         return;
     for (size_t i = 0; i < e; i++) {
-        if (pts[i].t <= ramp_end)
-            continue;
         /* the interval the ramp ends in counts for its part after the ramp */
-        double f = pts[i].t0 >= ramp_end ? 1 : (pts[i].t - ramp_end) / (pts[i].t - pts[i].t0);
+        double f = share_after(&pts[i], ramp_end);
         done += f * pts[i].completed;
         good += f * pts[i].good;
         tokens += f * pts[i].tokens;
@@ -103,6 +111,7 @@ void run_window_compute(const json_t *timeline, double warmup_s, double send_end
     out->sent_rps = out->request_throughput = out->output_throughput = NAN;
     out->request_goodput = NAN;
     warmup_s = isfinite(warmup_s) && warmup_s > 0 ? warmup_s : 0;
+    out->send_start_s = warmup_s;
     if (!cap)
         return;
     struct wpoint *pts = ts_calloc(cap, sizeof(*pts));
@@ -114,7 +123,7 @@ void run_window_compute(const json_t *timeline, double warmup_s, double send_end
         if (!isfinite(t) || t <= prev)
             continue;
         if (t <= warmup_s + 1e-9) {
-            out->send_start_s = prev = t; /* the measured window opens here */
+            prev = t; /* the measured window opens at the end of the warm-up */
             continue;
         }
         pts[n++] = (struct wpoint){t,

@@ -9,10 +9,11 @@
  * time 0) to the end of sending, and counts what ended inside it, whatever
  * the time it was sent (a closed loop's warm-up requests that end after the
  * warm-up are work done in the window). Rates are those counts over the
- * window's length. The timeline has one point a second: the window ends with
+ * window's length. The timeline has one point a second: an interval that
+ * the warm-up's end or the ramp's end falls in counts for its share after
+ * it (its counts taken as spread evenly over it); the window ends with
  * the last whole interval ending by the end of sending (half an interval of
- * slack), and the interval the ramp ends in counts for its share after the
- * ramp (completions taken as spread evenly over it).
+ * slack).
  *
  * A window shorter than WINDOW_MIN_S is too short to be steady: the rates
  * are then not given (valid false) and the whole-run ones stand.
@@ -29,7 +30,7 @@
 
 struct run_window {
     bool valid;            /* a steady window was found; the rates below are set */
-    double send_start_s;   /* the sending window: end of warm-up (or 0) ... */
+    double send_start_s;   /* the sending window: the end of the warm-up (or 0) ... */
     double send_end_s;     /* ... to the end of sending (NAN: unknown); s since time 0 */
     double start_s, end_s; /* the steady window, s since time 0 */
     size_t intervals;      /* the timeline's points in the sending window (after warm-up) */

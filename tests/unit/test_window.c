@@ -125,6 +125,31 @@ static void test_closed_loop_after_warmup(void **state)
     json_decref(tl);
 }
 
+/*
+ * The warm-up ends inside an interval (ticks at 0.5, 1.5, ...; warm-up 1 s):
+ * that interval counts for its half after the warm-up. 10 sends and 10
+ * completions a second; E2EL 0.25 s: sends over [1, 6.5], completions over
+ * [1.25, 6.5].
+ */
+static void test_warmup_inside_an_interval(void **state)
+{
+    struct run_window w;
+    json_t *tl = json_array();
+    (void)state;
+
+    for (int s = 0; s <= 6; s++)
+        json_array_append_new(tl, point(s + 0.5, 10, 10, 0, 100));
+    run_window_compute(tl, 1.0, 6.5, 0.25, &w);
+    assert_true(w.valid);
+    assert_near(w.send_start_s, 1.0, 1e-12);
+    assert_near(w.sent_rps, 10.0, 1e-12);
+    assert_int_equal(w.sent, 55);
+    assert_near(w.start_s, 1.25, 1e-12);
+    assert_near(w.end_s, 6.5, 1e-12);
+    assert_near(w.request_throughput, 10.0, 1e-12);
+    json_decref(tl);
+}
+
 /* Two seconds of sending with 2-s (then 1.5-s) requests: no steady window, no rates. */
 static void test_too_short_is_not_steady(void **state)
 {
@@ -182,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_end_of_sending_from_the_sends),
         cmocka_unit_test(test_closed_loop_after_warmup),
         cmocka_unit_test(test_ramp_inside_an_interval),
+        cmocka_unit_test(test_warmup_inside_an_interval),
         cmocka_unit_test(test_too_short_is_not_steady),
         cmocka_unit_test(test_bad_points_and_stub),
     };
