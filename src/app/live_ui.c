@@ -128,6 +128,13 @@ void live_ui_request(struct http_request *req, struct live_ui *ui)
         serve_page(req, ui);
     } else if (!strcmp(req->path, "/events") && get) {
         serve_events(req, ui);
+    } else if (!strcmp(req->path, "/status") && get) {
+        char body[128];
+        int n =
+            snprintf(body, sizeof(body), "{\"frames\":%llu,\"viewers\":%zu,\"ended\":%s}\n",
+                     (unsigned long long)ui->frames, ui->nviewers, ui->ended ? "true" : "false");
+        (void)http_respond(req, 200, "application/json", "Cache-Control: no-store\r\n", body,
+                           (size_t)n);
     } else if (!strcmp(req->path, "/stop") && !strcmp(req->method, "POST")) {
         if (!ui->ended) {
             ts_info("run: stop asked from the dashboard");

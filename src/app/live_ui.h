@@ -9,6 +9,7 @@
  *   GET /events    server-sent events: a "frame" event a second (the same
  *                  sections, drawn again) and an "end" event with the final
  *                  frame when the run is over;
+ *   GET /status    {"frames": N, "viewers": N, "ended": bool}, for scripts;
  *   POST /stop     ends the run as Ctrl-C does (results written; exit 130).
  * A frame is the HTML report of the result so far: result_build() over the
  * merged measurements and the timeline, read back as a report document and

@@ -144,8 +144,16 @@ test('the dashboard: the report\'s charts, updated every second, and a stop butt
     const hosts = requestedHosts(netlog);
     assert.ok(hosts.length > 0, 'the NetLog saw none of the page\'s requests');
     assert.deepEqual(hosts.filter((h) => !h.startsWith('127.0.0.1:')), []);
-    // the DOM once the script has run: stop the run meanwhile (the button's request)
-    const stopper = sleep(2000).then(() => fetch(`${run.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) }));
+    // the DOM once the script has run: once the page's EventSource is
+    // connected (/status counts it), stop the run (the button's request)
+    const stopper = (async () => {
+      for (let i = 0; i < 300; i++) {
+        const st = await (await fetch(`${run.base}/status`, { signal: AbortSignal.timeout(10000) })).json();
+        if (st.viewers > 0) break;
+        await sleep(100);
+      }
+      return fetch(`${run.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) });
+    })();
     const dom = await chromium(`${run.base}/`, { dom: true });
     assert.equal((await stopper).status, 202);
     assert.match(dom, /id="status">the run is over: final results</);
