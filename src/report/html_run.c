@@ -3,7 +3,9 @@
  */
 #include "report/html_run.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -300,6 +302,56 @@ static const char *const group_keys[][2] = {
     {"by_flow_step", "Per flow step"},
 };
 
+/* A number of a class's summary: the first token users see (ttfc) where the
+ * class measured it, else key as it is. */
+static json_t *class_num(const json_t *sum, const char *key, const char *ttfc_key)
+{
+    double v = ttfc_key ? report_json_num(sum, ttfc_key) : NAN;
+    if (!isfinite(v))
+        v = report_json_num(sum, key);
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/*
+ * A scenario's classes (result "classes"), one row each, as a group table:
+ * the same columns as the tenants' and steps' tables.
+ */
+static json_t *classes_table(const json_t *classes)
+{
+    json_t *t = json_object(), *c;
+    size_t i;
+
+    json_array_foreach(classes, i, c)
+    {
+        const json_t *sum = report_json_obj(c, "summary"), *slo = report_json_arr(c, "slo"), *v;
+        const char *name = report_json_str(c, "name");
+        size_t k, nslo = 0, pass = 0;
+        json_array_foreach(slo, k, v)
+        {
+            nslo++;
+            pass += json_is_true(json_object_get(v, "pass"));
+        }
+        json_t *row = json_pack(
+            "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "requests",
+            class_num(sum, "requests", NULL), "completed", class_num(sum, "completed", NULL),
+            "failed", class_num(sum, "failed", NULL), "error_rate",
+            class_num(sum, "error_rate", NULL), "request_throughput",
+            class_num(sum, "request_throughput", NULL), "ttft_p50_ms",
+            class_num(sum, "p50_ttft_ms", "p50_ttfc_ms"), "ttft_p99_ms",
+            class_num(sum, "p99_ttft_ms", "p99_ttfc_ms"), "tpot_p50_ms",
+            class_num(sum, "p50_tpot_ms", NULL), "tpot_p99_ms", class_num(sum, "p99_tpot_ms", NULL),
+            "e2el_p50_ms", class_num(sum, "p50_e2el_ms", NULL), "e2el_p99_ms",
+            class_num(sum, "p99_e2el_ms", NULL), "slo_pass",
+            nslo ? json_boolean(pass == nslo) : json_null());
+        if (!t || !row || !name || json_object_set_new(t, name, row)) {
+            json_decref(row);
+            json_decref(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
 void html_run_section(struct html_page *p, const struct report_doc *d)
 {
     int run = ++p->nrun;
@@ -320,6 +372,20 @@ void html_run_section(struct html_page *p, const struct report_doc *d)
     if (q) {
         html_emit(p, "<h3>Answer quality</h3>\n");
         html_kv_table(p, NULL, q);
+    }
+    const json_t *classes = report_json_arr(d->doc, "classes");
+    if (json_array_size(classes)) {
+        char id[64];
+        json_t *t = classes_table(classes);
+        snprintf(id, sizeof(id), "run%d-classes", run);
+        html_emit(p, "<h3>Per class</h3>\n<p class=\"sub\">Each class of the scenario file on its "
+                     "own: TTFT is the first token users see; a class of flows or RAG steps "
+                     "counts every HTTP call it made.</p>\n");
+        if (!t)
+            p->rc = p->rc ? p->rc : -ENOMEM;
+        else if (!p->rc)
+            p->rc = report_html_group_table(p->out, id, NULL, t);
+        json_decref(t);
     }
     for (size_t k = 0; k < sizeof(group_keys) / sizeof(group_keys[0]); k++) {
         const json_t *g = report_json_obj(d->doc, group_keys[k][0]);

@@ -225,3 +225,76 @@ test('html: self-contained page with the charts, rendered by headless Chromium',
   await render(bad, path.join(tmp, 'page2.png'), netlog2);
   assert.deepEqual(pageRequests(netlog2), ['http://example.invalid/pixel.png']);
 });
+
+// ---- every kind of page, in Chromium (issue 20) ----------------------------------
+
+// The DOM Chromium built from file (no script runs: the report has none).
+async function dumpDom(file) {
+  const profile = fs.mkdtempSync(path.join(tmp, 'chromium-dom-'));
+  const r = await exec(findChromium(), [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--no-first-run', `--user-data-dir=${profile}`,
+    '--host-resolver-rules=MAP * ~NOTFOUND', '--dump-dom', `file://${file}`,
+  ], { timeoutMs: 90000 });
+  assert.equal(r.code, 0, `chromium failed: ${r.stderr.slice(-2000)}`);
+  return r.stdout;
+}
+
+// The ids of the cards' titles and the charts in a DOM.
+const cardsOf = (dom) => [...dom.matchAll(/<div class="k">([^<]+)<\/div>/g)].map((m) => m[1]);
+const chartsOf = (dom) => [...dom.matchAll(/<svg class="ts-chart[^"]*" id="([^"]+)"/g)].map((m) => m[1]);
+
+test('html in Chromium: a plain run, a scenario run, a sweep and a failed run, each card and chart', async (t) => {
+  if (!findChromium()) {
+    t.skip('chromium is not installed (scripts/deps.sh installs it)');
+    return;
+  }
+  const scen = path.join(tmp, 'results', 'scenario');
+  const sweep = path.join(tmp, 'results', 'sweep');
+  const failed = path.join(tmp, 'results', 'failed');
+  const scenario = new URL('../../examples/scenarios/rag.yaml', import.meta.url).pathname;
+  const [s, w, f] = await Promise.all([
+    ts(['run', scenario, '--duration', '3s', '--out', scen, '-q'], { timeoutMs: 90000 }),
+    ts(['sweep', '--rates', '4,8', '--out', sweep, '-q', '--', '--sim-profile', 'tiny', '--duration', '2s',
+      '--output-len', 'fixed:16'], { timeoutMs: 90000 }),
+    // nothing listens on port 9 of 127.0.0.1: every request fails to connect
+    ts(['run', '--target', 'http://127.0.0.1:9/v1', '--model', 'm', '--requests', '5', '--rate', '20',
+      '--out', failed, '-q'], { timeoutMs: 90000 }),
+  ]);
+  assert.equal(s.code, 0, s.stderr);
+  assert.equal(w.code, 0, w.stderr);
+  assert.equal(f.code, 3, f.stderr);
+  const pages = {};
+  for (const [name, dir] of [['plain', runB], ['scenario', scen], ['sweep', sweep], ['failed', failed]]) {
+    const page = path.join(tmp, `kind-${name}.html`);
+    const r = await ts(['report', dir, '--format', 'html', '--out', page]);
+    assert.equal(r.code, 0, `${name}: ${r.stderr}`);
+    const png = path.join(tmp, `kind-${name}.png`);
+    await render(page, png, path.join(tmp, `kind-${name}-netlog.json`));
+    assert.ok(pngSize(png).bytes > 30000, `${name}: a near-empty screenshot`);
+    assert.deepEqual(pageRequests(path.join(tmp, `kind-${name}-netlog.json`)), [], `${name}: network requests`);
+    pages[name] = await dumpDom(page);
+  }
+  // a plain run: every headline card, the timeline and the lengths charts
+  const plain = pages.plain;
+  for (const k of ['configuration', 'requests', 'throughput', 'output tokens', 'error rate', 'TTFT p50', 'TPOT p50', 'ITL p50', 'E2EL p50'])
+    assert.ok(cardsOf(plain).includes(k), `plain: no ${k} card in ${cardsOf(plain)}`);
+  assert.ok(!cardsOf(plain).includes('SLOs passed'), 'no SLO given, no SLO card');
+  for (const c of ['run1-timeline-rate', 'run1-timeline-inflight', 'run1-timeline-tokens', 'run1-timeline-ttft',
+    'run1-lengths', 'run1-ttft-input', 'run1-e2el-output', 'dist-ttft-cdf', 'dist-itl-cdf', 'dist-e2el-cdf'])
+    assert.ok(chartsOf(plain).includes(c), `plain: no ${c}`);
+  assert.match(plain, /class="note itl"/);
+  // a scenario run: its classes' and flow steps' tables
+  assert.match(pages.scenario, /<div class="k">configuration<\/div><div class="v">scenario</);
+  assert.ok(chartsOf(pages.scenario).includes('run1-timeline-rate'));
+  assert.match(pages.scenario, /<table[^>]* id="run1-classes"/);
+  // a sweep: its cards and charts, and no green verdict without SLOs
+  for (const c of ['sweep1-latency-throughput', 'sweep1-latency-load', 'sweep1-throughput', 'sweep1-errors'])
+    assert.ok(chartsOf(pages.sweep).includes(c), `sweep: no ${c}`);
+  assert.ok(cardsOf(pages.sweep).includes('knee of the latency curve'));
+  assert.doesNotMatch(pages.sweep, /<td class="pass">pass<\/td>/);
+  // a failed run: the error rate card in red, the errors by message, no latency invented
+  assert.match(pages.failed, /<div class="card bad"><div class="k">error rate<\/div><div class="v">100\.00%/);
+  assert.match(pages.failed, /connect/i);
+  assert.doesNotMatch(pages.failed, /id="run1-lengths"/); // no successful request to sample
+});
