@@ -85,7 +85,9 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
     fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", run_summary_rps(sum),
             run_summary_output_tps(sum));
-    if (s->streams) /* the peak counts chunks: nothing to count without a stream */
+    /* the peak counts chunks: nothing to count without a stream; a class's
+     * own peak is not measured (its chunks share the run's seconds) */
+    if (s->streams && sum->max_output_tokens_per_s > 0)
         fprintf(f, " (peak %.0f tok/s)", sum->max_output_tokens_per_s);
     if (w->valid)
         fprintf(f, ", steady window %.1f-%.1f s\n", w->start_s, w->end_s);
@@ -169,6 +171,48 @@ static void print_latency(FILE *f, const struct run_stats *s, const struct run_s
     if (none_streamed)
         fprintf(f, "(no request was streamed: an answer that arrives whole has no TTFT, TTFC, ITL "
                    "or TPOT)\n");
+    else
+        fprintf(f, "(first token: the first chunk with content, reasoning or a tool call, what "
+                   "users see; TTFT (vLLM): the first chunk with choices; lag: how late the "
+                   "client sent each request after its intended time)\n");
+}
+
+/* Answer quality, when answers were scored or checked (--quality-*, references). */
+static void print_quality(FILE *f, const struct run_stats *s, const struct run_summary *sum)
+{
+    const struct quality_stats *q = &s->quality;
+    const char *sep = "";
+
+    if (!q->requests && !isfinite(sum->quality.dual_sla) && !isfinite(sum->quality.consistency))
+        return;
+    fprintf(f, "quality       ");
+    if (isfinite(sum->quality.rouge_l)) {
+        fprintf(f, "ROUGE-L %.3f, BLEU-4 %.3f", sum->quality.rouge_l, sum->quality.bleu4);
+        sep = ", ";
+    }
+    if (q->with_ref) {
+        fprintf(f, "%sexact match %.1f%% (%" PRIu64 " with a reference)", sep,
+                100.0 * (double)q->exact / (double)q->with_ref, q->with_ref);
+        sep = ", ";
+    }
+    if (q->json_checked) {
+        fprintf(f, "%sJSON valid %.1f%%", sep,
+                100.0 * (double)q->json_valid / (double)q->json_checked);
+        sep = ", ";
+    }
+    if (q->regex_checked) {
+        fprintf(f, "%sregex matched %.1f%%", sep,
+                100.0 * (double)q->regex_matched / (double)q->regex_checked);
+        sep = ", ";
+    }
+    if (isfinite(sum->quality.dual_sla)) {
+        fprintf(f, "%sdual SLA %.1f%%", sep, 100 * sum->quality.dual_sla);
+        sep = ", ";
+    }
+    if (isfinite(sum->quality.consistency))
+        fprintf(f, "%sconsistency %.3f", sep, sum->quality.consistency);
+    fprintf(f, "\n              %" PRIu64 " answers scored%s\n", q->requests,
+            q->truncated ? " (some on a cut text)" : "");
 }
 
 int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)
@@ -176,6 +220,7 @@ int report_text_summary(FILE *f, const struct run_stats *s, const struct run_sum
     print_outcomes(f, s, sum);
     print_errors(f, s);
     print_headlines(f, s, sum);
+    print_quality(f, s, sum);
     print_ttft_note(f, sum);
     print_latency(f, s, sum);
     return ferror(f) ? -EIO : 0;
