@@ -12,6 +12,8 @@ pkgs=(
     universal-ctags
     # a real Prometheus server for tests/integration/prometheus.test.mjs
     prometheus
+    # the simulator's real ANN indexes (optional in the build: sim/ann_faiss.cpp)
+    libfaiss-dev g++
     # headless rendering of the HTML report in tests/integration/report.test.mjs
     chromium fonts-dejavu-core
 )
