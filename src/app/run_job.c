@@ -291,6 +291,7 @@ struct job {
     bool has_trace_parent;
     struct workload_cfg wcfg;
     struct workload wl;
+    struct run_vector vec; /* --endpoint vector-search: queries and ground truth */
     /* the result directory (claimed: locked, checked, cleared with --force) and the files
      * the runner writes as it goes */
     struct outdir od;
@@ -335,7 +336,8 @@ static int parse_checks(struct job *j)
         return TS_EXIT_USAGE;
     }
     if (o->endpoint && workload_endpoint_parse(o->endpoint, &j->ep)) {
-        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
+        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions, embeddings or "
+                        "vector-search\n");
         return TS_EXIT_USAGE;
     }
     return 0;
@@ -353,6 +355,8 @@ static const char *no_stream_why(const struct job *j)
     }
     if (j->ep == WORKLOAD_EMBEDDINGS)
         return "--endpoint embeddings";
+    if (j->ep == WORKLOAD_VECTOR_SEARCH)
+        return "--endpoint vector-search";
     return j->o.no_stream ? "--no-stream" : "";
 }
 
@@ -562,9 +566,16 @@ static int start_simulator(struct job *j)
     scfg.host = "127.0.0.1";
     scfg.quiet = true;
     scfg.any_model = true;
+    if (j->ep == WORKLOAD_VECTOR_SEARCH) {
+        /* the simulator holds the corpus the ground truth is computed over */
+        scfg.vector_data = o->vector.data ? o->vector.data : RUN_VECTOR_DEFAULT_DATA;
+        scfg.vector_index = o->vector.index;
+        scfg.vector_seed = o->vector.seed;
+    }
     if (sim_thread_start(&scfg, &j->sim, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", j->err);
-        return TS_EXIT_FAIL;
+        /* a corpus or index the options describe wrongly is theirs to fix */
+        return strncmp(j->err, "--vector-", 9) ? TS_EXIT_FAIL : TS_EXIT_USAGE;
     }
     snprintf(j->target_buf, sizeof(j->target_buf), "http://127.0.0.1:%d/v1",
              sim_thread_port(j->sim));
@@ -615,7 +626,7 @@ static int resolve_target(struct job *j)
         return code;
     if (o->model) {
         snprintf(j->model, sizeof(j->model), "%s", o->model);
-    } else if (!j->model[0] &&
+    } else if (!j->model[0] && j->ep != WORKLOAD_VECTOR_SEARCH &&
                target_discover_model(j->models_url, j->headers, j->nheaders, o->insecure, j->model,
                                      sizeof(j->model), j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
@@ -640,6 +651,27 @@ static int build_workload(struct job *j)
     w->prompts_path = o->prompts;
     w->body_overrides = j->overrides;
     w->seed = o->seed;
+    if (j->ep == WORKLOAD_VECTOR_SEARCH && !o->scenario) {
+        if (run_vector_prepare(&o->vector, &j->vec, j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_USAGE;
+        }
+        if (run_vector_overrides(&o->vector, &j->overrides)) {
+            fprintf(stderr, "tokenstorm run: out of memory\n");
+            return TS_EXIT_FAIL;
+        }
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/vector_truth.ivecs", j->rank_dir);
+        if (strcmp(j->vec.truth_method, "file") &&
+            run_vector_write_truth(&j->vec, path, j->err, sizeof(j->err)))
+            ts_warn("%s", j->err);
+        w->body_overrides = j->overrides;
+        w->vectors = &j->vec.queries;
+        w->vector_k = o->vector.k;
+        if (!o->quiet && !o->json)
+            fprintf(stderr, "tokenstorm run: %zu query vectors, ground truth (%s) in %.2f s\n",
+                    j->vec.queries.n, j->vec.truth_method, j->vec.truth_s);
+    }
     if (!o->scenario && workload_init(&j->wl, w, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
@@ -723,6 +755,7 @@ static int configure_load(struct job *j)
         .headers = j->headers,
         .n_headers = j->nheaders,
         .workload = &j->wl,
+        .vector_truth = j->vec.truth.v ? &j->vec.truth : NULL,
         .mode = open ? RUNNER_OPEN : RUNNER_CLOSED,
         .users = o->concurrency,
         .think = o->think ? &j->think : NULL,
@@ -820,7 +853,7 @@ static int configure_extras(struct job *j)
  * trace context (OTLP spans, --header traceparent, the temperature). */
 static void configure_exports(struct job *j)
 {
-    static const char *const ep_names[] = {"chat", "completions", "embeddings"};
+    static const char *const ep_names[] = {"chat", "completions", "embeddings", "vector-search"};
     const struct run_opts *o = &j->o;
     struct runner_config *r = &j->rcfg;
     if (o->metrics_listen) {
@@ -970,6 +1003,8 @@ static void config_effective(json_t *c, const struct job *j)
     for (size_t i = 0; sets && i < o->nsim_sets; i++)
         json_array_append_new(sets, json_string(o->sim_sets[i]));
     json_object_set_new(c, "sim_set", sets);
+    if (j->ep == WORKLOAD_VECTOR_SEARCH)
+        json_object_set_new(c, "vector", run_vector_config_json(&o->vector, &j->vec));
     if (q->regex || q->json || q->target_set || q->dual_sla || q->consistency)
         json_object_set_new(c, "quality",
                             json_pack("{s:s?, s:b, s:b, s:b, s:b}", "regex", q->regex, "json",
@@ -1280,6 +1315,7 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
 out_workload:
     workload_release(&j.wl);
 out_sim:
+    run_vector_release(&j.vec);
     if (j.sim)
         sim_thread_stop(j.sim, 0);
 out_dir:

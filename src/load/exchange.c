@@ -323,6 +323,39 @@ static void describe_error_body(struct exch *x)
         set_error(x, "", "empty body");
 }
 
+/*
+ * A vector search's answer: {"data":[{"id":N,...},...]} (the simulator's
+ * /v1/vectors/search); its ids against the true neighbours give recall@k.
+ */
+static void finish_vector_body(struct exch *x)
+{
+    const struct runner_config *cfg = x->w->run->cfg;
+    const struct ivecset *truth = cfg->vector_truth;
+    struct req_record *r = &x->rec;
+    json_t *doc = json_loadb(buf_cstr(&x->body), x->body.len, 0, NULL);
+    const json_t *data = json_object_get(doc, "data");
+    if (!json_is_array(data)) {
+        x->malformed = true;
+        set_error(x, "malformed body: ", "expected an object with a \"data\" array");
+        json_decref(doc);
+        return;
+    }
+    x->saw_done = x->saw_finish = true;
+    if (truth && truth->n) {
+        int64_t ids[VECSET_MAX_K];
+        size_t k = cfg->workload->vector_k < truth->k ? cfg->workload->vector_k : truth->k, n = 0;
+        for (size_t i = 0; i < json_array_size(data) && n < VECSET_MAX_K; i++) {
+            const json_t *id = json_object_get(json_array_get(data, i), "id");
+            ids[n++] = json_is_integer(id) ? (int64_t)json_integer_value(id) : -1;
+        }
+        r->recall =
+            vec_recall(ids, n < k ? n : k, truth->v + (x->item.index % truth->n) * truth->k, k);
+        r->recall_k = (uint16_t)k;
+        r->has_recall = true;
+    }
+    json_decref(doc);
+}
+
 /* A non-streamed body (or an error body): decode it for the outcome, tokens and error text. */
 static void finish_body(struct exch *x)
 {
@@ -330,6 +363,11 @@ static void finish_body(struct exch *x)
     struct openai_chunk c;
     if (r->http_status && (r->http_status < 200 || r->http_status >= 300)) {
         describe_error_body(x);
+        return;
+    }
+    if (x->w->run->cfg->workload && x->w->run->cfg->workload->endpoint == WORKLOAD_VECTOR_SEARCH &&
+        !x->actor) {
+        finish_vector_body(x);
         return;
     }
     bool ok_status = r->http_status >= 200 && r->http_status < 300;

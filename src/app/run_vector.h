@@ -1,0 +1,76 @@
+/*
+ * run_vector.h - `tokenstorm run --endpoint vector-search`: the query
+ * vectors, the ground truth every answer's recall@k is measured against,
+ * and the simulator's corpus and index when the run starts its own.
+ *
+ * Corpus (--vector-data): a "gen:N[xD][:C[:S]]" spec (llm/vecset.h; default
+ * gen:20000x64) or a .fvecs/.npy file: the vectors the target holds. It is
+ * what the built-in simulator indexes (--vector-index, a FAISS factory
+ * string) and what an exact search runs over when no truth file is given.
+ * Queries (--vector-queries): "gen:N" (N vectors of the corpus's generator,
+ * stream 1: the same distribution, not copies; needs a generated corpus),
+ * or a .fvecs/.npy file; default gen:1000. Request i searches query i mod n.
+ * Ground truth (--vector-truth): an .ivecs/.npy file of at least k ids per
+ * query, one row per query; else computed before the load by an exact
+ * search over the corpus (FAISS's flat index when the build has FAISS,
+ * else a brute-force scan), and the time it took is reported.
+ */
+#ifndef TS_APP_RUN_VECTOR_H
+#define TS_APP_RUN_VECTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "llm/vecset.h"
+
+#define RUN_VECTOR_DEFAULT_DATA    "gen:20000x64"
+#define RUN_VECTOR_DEFAULT_QUERIES "gen:1000"
+
+struct run_vector_opts {
+    const char *data;    /* --vector-data; NULL: RUN_VECTOR_DEFAULT_DATA */
+    const char *index;   /* --vector-index (built-in simulator only); NULL: its default */
+    const char *queries; /* --vector-queries; NULL: RUN_VECTOR_DEFAULT_QUERIES */
+    const char *truth;   /* --vector-truth; NULL: computed */
+    uint32_t k;          /* --vector-k, 1..VECSET_MAX_K; 0: 10 */
+    int64_t nprobe;      /* --nprobe sent in every request; -1: not sent */
+    int64_t ef_search;   /* --ef-search sent in every request; -1: not sent */
+    uint64_t seed;       /* --vector-seed: the generated corpus's and queries' seed */
+};
+
+/* Sets the defaults (nothing given). */
+void run_vector_opts_init(struct run_vector_opts *o);
+
+struct run_vector {
+    struct vecset queries;
+    struct ivecset truth;
+    const char *truth_method; /* "file", "faiss-flat" or "scan" */
+    double truth_s;           /* seconds the exact search took (0 for a file) */
+};
+
+/*
+ * Loads or generates the queries and loads or computes the ground truth
+ * (blocking: seconds for a large corpus). Returns 0, or a negative code with
+ * "--option: message" in err; on error rv holds nothing.
+ */
+TS_MUST_CHECK int run_vector_prepare(const struct run_vector_opts *o, struct run_vector *rv,
+                                     char *err, size_t errlen);
+void run_vector_release(struct run_vector *rv);
+
+/* Writes the ground truth as an .ivecs file at path (what --vector-truth
+ * reads back). Returns 0 or -errno with a message in err. */
+TS_MUST_CHECK int run_vector_write_truth(const struct run_vector *rv, const char *path, char *err,
+                                         size_t errlen);
+
+/*
+ * Adds "nprobe" / "ef_search" (when given) to the body overrides *ov (created
+ * when NULL; keys already there win). Returns 0 or -ENOMEM.
+ */
+TS_MUST_CHECK int run_vector_overrides(const struct run_vector_opts *o, json_t **ov);
+
+/* The "vector" object of result.json's config: the options and how the truth was had. */
+json_t *run_vector_config_json(const struct run_vector_opts *o, const struct run_vector *rv);
+
+#endif
