@@ -190,6 +190,14 @@ test('run --endpoint vector-search: recall@10 rises and QPS falls with nprobe', 
     for (let j = 0; j < K; j++)
       assert.equal(saved.readInt32LE(q * (K + 1) * 4 + 4 + j * 4), truth[q * K + j], `query ${q} rank ${j}`);
   }
+  // report shows the recall line again from result.json, and the HTML page its table
+  const txt = await runBin(['report', res[8].dir], { timeoutMs: 30000 });
+  assert.equal(txt.code, 0, txt.stderr);
+  assert.match(txt.stdout, new RegExp(`vector search 400 searches at [0-9.]+/s: recall@10 mean ${recall(8).toFixed(4)}`));
+  const html = await runBin(['report', '--format', 'html', res[8].dir], { timeoutMs: 30000 });
+  assert.equal(html.code, 0, html.stderr);
+  assert.match(html.stdout, /Vector search: recall@k under load/);
+  assert.match(html.stdout, /recall_p5/);
   // the same truth from a file gives the same recall
   const fromFile = await vectorRun(['--nprobe', '8', '--vector-truth', truthPath], 'np8-file');
   assert.equal(fromFile.run.vector.truth_method, 'file');
