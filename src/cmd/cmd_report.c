@@ -262,8 +262,9 @@ static json_t *doc_digest(const struct report_doc *d)
         "tokens",       "streams",   "slo",       "quality",      "itl_by_position",
         "integrity",    "faults",    "by_tenant", "by_intent",    "by_perturbation",
         "by_flow_step", "recovered", "vllm",      "vector_search"};
-    static const char *const sweep_keys[] = {
-        "mode", "target", "slo", "steps", "knee", "max_goodput", "critical_load", "interference"};
+    static const char *const sweep_keys[] = {"mode",          "target",       "slo",
+                                             "steps",         "knee",         "max_goodput",
+                                             "critical_load", "interference", "recall_knee"};
     static const struct {
         enum stat_metric m;
         const char *key;

@@ -218,3 +218,31 @@ test('a truth file that does not fit the queries is a usage error naming it', as
   assert.equal(r2.code, 2);
   assert.match(r2.stderr, /--vector-data/);
 });
+
+test('sweep --vary nprobe: one step per value, the recall table and knee in sweep.json', async (t) => {
+  if (!faiss) return t.skip('no FAISS in this build');
+  const out = path.join(tmp, 'sweep');
+  const runOpts = ['--target', sim.base, '--endpoint', 'vector-search', '--vector-data', corpusPath,
+    '--vector-queries', queriesPath, '--vector-truth', truthPath, '--concurrency', '1', '--requests', '300'];
+  const r = await runBin(['sweep', '--vary', 'nprobe=64,1,8', '--out', out, '-q', '--', ...runOpts],
+    { timeoutMs: 240000 });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /nprobe\s+recall\s+recall p5\s+QPS/);
+  const sw = JSON.parse(fs.readFileSync(path.join(out, 'sweep.json'), 'utf8'));
+  assert.equal(sw.mode, 'nprobe');
+  assert.equal(sw.plan, 'vary');
+  assert.deepEqual(sw.steps.map((s) => s.load), [1, 8, 64]);
+  const rec = sw.steps.map((s) => s.vector_search.recall_mean);
+  assert.ok(rec[0] + 0.1 < rec[1] && rec[1] + 0.05 < rec[2], `recall ${rec}`);
+  for (const s of sw.steps) {
+    const res = JSON.parse(fs.readFileSync(path.join(out, s.dir, 'result.json'), 'utf8'));
+    assert.equal(res.run.vector.nprobe, s.load); // each step ran with its own --nprobe
+  }
+  // with three points only the middle one can be the knee
+  assert.ok(sw.recall_knee === null || sw.recall_knee.load === 8, JSON.stringify(sw.recall_knee));
+  // the varied option is the sweep's: passing it through is refused
+  const bad = await runBin(['sweep', '--vary', 'nprobe=1,8', '--out', path.join(tmp, 'sweep-bad'), '--',
+    ...runOpts, '--nprobe', '4'], { timeoutMs: 30000 });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--nprobe cannot be passed to the runs/);
+});
