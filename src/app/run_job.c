@@ -621,6 +621,18 @@ static int resolve_target(struct job *j)
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
+    if (o->vector.api && j->ep == WORKLOAD_VECTOR_SEARCH) {
+        /* template mode: the template's path on the target's host */
+        int rc = run_vector_api_load(&o->vector, &j->vec, j->err, sizeof(j->err));
+        if (!rc && run_vector_api_url(&j->vec, j->target, j->url, sizeof(j->url))) {
+            snprintf(j->err, sizeof(j->err), "--vector-api: the URL is too long");
+            rc = -EINVAL;
+        }
+        if (rc) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_USAGE;
+        }
+    }
     int code = build_headers(j);
     if (code)
         return code;
@@ -652,7 +664,11 @@ static int build_workload(struct job *j)
     w->body_overrides = j->overrides;
     w->seed = o->seed;
     if (j->ep == WORKLOAD_VECTOR_SEARCH && !o->scenario) {
-        if (run_vector_prepare(&o->vector, &j->vec, j->err, sizeof(j->err))) {
+        struct run_vector_api api = j->vec.api; /* run_vector_prepare starts afresh */
+        memset(&j->vec.api, 0, sizeof(j->vec.api));
+        int rc = run_vector_prepare(&o->vector, &j->vec, j->err, sizeof(j->err));
+        j->vec.api = api;
+        if (rc) {
             fprintf(stderr, "tokenstorm run: %s\n", j->err);
             return TS_EXIT_USAGE;
         }
@@ -665,9 +681,11 @@ static int build_workload(struct job *j)
         if (strcmp(j->vec.truth_method, "file") &&
             run_vector_write_truth(&j->vec, path, j->err, sizeof(j->err)))
             ts_warn("%s", j->err);
-        w->body_overrides = j->overrides;
+        w->body_overrides = j->vec.api.prefix ? NULL : j->overrides;
         w->vectors = &j->vec.queries;
         w->vector_k = o->vector.k;
+        w->vector_prefix = j->vec.api.prefix;
+        w->vector_suffix = j->vec.api.suffix;
         if (!o->quiet && !o->json)
             fprintf(stderr, "tokenstorm run: %zu query vectors, ground truth (%s) in %.2f s\n",
                     j->vec.queries.n, j->vec.truth_method, j->vec.truth_s);
@@ -756,6 +774,8 @@ static int configure_load(struct job *j)
         .n_headers = j->nheaders,
         .workload = &j->wl,
         .vector_truth = j->vec.truth.v ? &j->vec.truth : NULL,
+        .vector_results = j->vec.api.results,
+        .vector_id = j->vec.api.id,
         .mode = open ? RUNNER_OPEN : RUNNER_CLOSED,
         .users = o->concurrency,
         .think = o->think ? &j->think : NULL,

@@ -9,6 +9,8 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/file.h"
+#include "llm/jsonptr.h"
 #include "sim/ann.h"
 
 void run_vector_opts_init(struct run_vector_opts *o)
@@ -142,6 +144,12 @@ void run_vector_release(struct run_vector *rv)
 {
     vecset_release(&rv->queries);
     ivecset_release(&rv->truth);
+    ts_free(rv->api.path);
+    ts_free(rv->api.prefix);
+    ts_free(rv->api.suffix);
+    ts_free(rv->api.results);
+    ts_free(rv->api.id);
+    memset(&rv->api, 0, sizeof(rv->api));
 }
 
 int run_vector_write_truth(const struct run_vector *rv, const char *path, char *err, size_t errlen)
@@ -180,11 +188,207 @@ int run_vector_overrides(const struct run_vector_opts *o, json_t **ov)
 
 json_t *run_vector_config_json(const struct run_vector_opts *o, const struct run_vector *rv)
 {
-    return json_pack("{s:s,s:s?,s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:s,s:f}", "data",
-                     o->data ? o->data : RUN_VECTOR_DEFAULT_DATA, "index", o->index, "queries",
-                     o->queries ? o->queries : RUN_VECTOR_DEFAULT_QUERIES, "truth", o->truth, "k",
-                     (json_int_t)(o->k ? o->k : 10), "nprobe", (json_int_t)o->nprobe, "ef_search",
-                     (json_int_t)o->ef_search, "seed", (json_int_t)o->seed, "query_count",
-                     (json_int_t)rv->queries.n, "truth_method",
-                     rv->truth_method ? rv->truth_method : "none", "truth_seconds", rv->truth_s);
+    json_t *c =
+        json_pack("{s:s,s:s?,s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:s,s:f}", "data",
+                  o->data ? o->data : RUN_VECTOR_DEFAULT_DATA, "index", o->index, "queries",
+                  o->queries ? o->queries : RUN_VECTOR_DEFAULT_QUERIES, "truth", o->truth, "k",
+                  (json_int_t)(o->k ? o->k : 10), "nprobe", (json_int_t)o->nprobe, "ef_search",
+                  (json_int_t)o->ef_search, "seed", (json_int_t)o->seed, "query_count",
+                  (json_int_t)rv->queries.n, "truth_method",
+                  rv->truth_method ? rv->truth_method : "none", "truth_seconds", rv->truth_s);
+    if (c && o->api)
+        json_object_set_new(c, "api",
+                            json_pack("{s:s,s:s?,s:s?,s:s?}", "template", o->api, "path",
+                                      rv->api.path, "results", rv->api.results, "id", rv->api.id));
+    return c;
+}
+
+/* ---- template mode (--vector-api) ---------------------------------------- */
+
+static const struct {
+    const char *name, *doc;
+} presets[] = {
+    {"tokenstorm", "{\"path\":\"/v1/vectors/search\",\"body\":{\"vector\":\"{{vector}}\","
+                   "\"k\":\"{{k}}\",\"nprobe\":\"{{nprobe}}\",\"ef_search\":\"{{ef_search}}\"},"
+                   "\"results\":\"/data\",\"id\":\"/id\"}"},
+    {"qdrant", "{\"path\":\"/collections/{{collection}}/points/search\",\"body\":{\"vector\":"
+               "\"{{vector}}\",\"limit\":\"{{k}}\",\"params\":{\"hnsw_ef\":\"{{ef_search}}\","
+               "\"exact\":false}},\"results\":\"/result\",\"id\":\"/id\"}"},
+    {"milvus", "{\"path\":\"/v2/vectordb/entities/search\",\"body\":{\"collectionName\":"
+               "\"{{collection}}\",\"data\":[\"{{vector}}\"],\"limit\":\"{{k}}\","
+               "\"searchParams\":{\"params\":{\"nprobe\":\"{{nprobe}}\",\"ef\":"
+               "\"{{ef_search}}\"}}},\"results\":\"/data\",\"id\":\"/id\"}"},
+    {"chroma", "{\"path\":\"/api/v1/collections/{{collection}}/query\",\"body\":{"
+               "\"query_embeddings\":[\"{{vector}}\"],\"n_results\":\"{{k}}\",\"include\":"
+               "[\"distances\"]},\"results\":\"/ids/0\",\"id\":\"\"}"},
+};
+
+#define VEC_MARK "{{vector}}"
+
+/* Replaces the placeholder strings of v (in place, recursively); counts "{{vector}}". */
+static int fill_placeholders(json_t *v, const struct run_vector_opts *o, int *vectors)
+{
+    const char *key;
+    json_t *child;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, key, child)
+        {
+            if (json_is_string(child)) {
+                json_t *r = NULL;
+                const char *s = json_string_value(child);
+                if (!strcmp(s, "{{k}}"))
+                    r = json_integer(o->k ? o->k : 10);
+                else if (!strcmp(s, "{{nprobe}}"))
+                    r = o->nprobe >= 0 ? json_integer(o->nprobe) : json_null();
+                else if (!strcmp(s, "{{ef_search}}"))
+                    r = o->ef_search >= 0 ? json_integer(o->ef_search) : json_null();
+                else if (!strcmp(s, "{{collection}}"))
+                    r = json_string(o->collection ? o->collection : "bench");
+                *vectors += !strcmp(s, VEC_MARK);
+                if (r && json_object_set_new(v, key, r))
+                    return -ENOMEM;
+            } else if (fill_placeholders(child, o, vectors)) {
+                return -ENOMEM;
+            }
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, child)
+        {
+            if (json_is_string(child) && !strcmp(json_string_value(child), "{{collection}}")) {
+                if (json_array_set_new(v, i, json_string(o->collection ? o->collection : "bench")))
+                    return -ENOMEM;
+            } else if (json_is_string(child)) {
+                *vectors += !strcmp(json_string_value(child), VEC_MARK);
+            } else if (fill_placeholders(child, o, vectors)) {
+                return -ENOMEM;
+            }
+        }
+    }
+    return 0;
+}
+
+/* path with "{{collection}}" replaced, into rv->api.path. */
+static int api_path(const struct run_vector_opts *o, const char *path, struct run_vector *rv)
+{
+    const char *coll = o->collection ? o->collection : "bench";
+    const char *at = strstr(path, "{{collection}}");
+    size_t n = strlen(path) + (at ? strlen(coll) : 0) + 1;
+    rv->api.path = ts_malloc(n);
+    if (!rv->api.path)
+        return -ENOMEM;
+    if (at)
+        snprintf(rv->api.path, n, "%.*s%s%s", (int)(at - path), path, coll,
+                 at + strlen("{{collection}}"));
+    else
+        snprintf(rv->api.path, n, "%s", path);
+    return 0;
+}
+
+/* The body around its one "{{vector}}", from the filled template. */
+static int api_body(const json_t *body, struct run_vector *rv, char *err, size_t errlen)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (!text)
+        return -ENOMEM;
+    char *at = strstr(text, "\"" VEC_MARK "\"");
+    int rc = 0;
+    if (!at) {
+        ts_errf(err, errlen, "the body must hold the string \"{{vector}}\" once");
+        rc = -EINVAL;
+    } else {
+        rv->api.prefix = ts_strndup(text, (size_t)(at - text));
+        rv->api.suffix = ts_strdup(at + strlen(VEC_MARK) + 2);
+        rc = rv->api.prefix && rv->api.suffix ? 0 : -ENOMEM;
+    }
+    free(text);
+    return rc;
+}
+
+/* A template document (a preset's or a file's) into rv->api. */
+static int api_from_doc(const struct run_vector_opts *o, json_t *doc, struct run_vector *rv,
+                        char *err, size_t errlen)
+{
+    const char *path = json_string_value(json_object_get(doc, "path"));
+    const char *res = json_string_value(json_object_get(doc, "results"));
+    const char *id = json_string_value(json_object_get(doc, "id"));
+    json_t *body = json_object_get(doc, "body");
+    int vectors = 0;
+    if (!path || path[0] != '/' || strlen(path) > 1024 || !res || !id ||
+        !jsonptr_valid(res, strlen(res)) || !jsonptr_valid(id, strlen(id)) ||
+        !(json_is_object(body) || json_is_array(body))) {
+        ts_errf(err, errlen,
+                "expected {\"path\": \"/...\", \"body\": {...}, \"results\": JSON pointer, "
+                "\"id\": JSON pointer}");
+        return -EINVAL;
+    }
+    int rc = fill_placeholders(body, o, &vectors);
+    if (!rc && vectors != 1) {
+        ts_errf(err, errlen, "the body must hold the string \"{{vector}}\" once, not %d times",
+                vectors);
+        return -EINVAL;
+    }
+    if (!rc)
+        rc = api_path(o, path, rv);
+    if (!rc)
+        rc = api_body(body, rv, err, errlen);
+    if (!rc) {
+        rv->api.results = ts_strdup(res);
+        rv->api.id = ts_strdup(id);
+        rc = rv->api.results && rv->api.id ? 0 : -ENOMEM;
+    }
+    return rc;
+}
+
+int run_vector_api_load(const struct run_vector_opts *o, struct run_vector *rv, char *err,
+                        size_t errlen)
+{
+    if (!o->api)
+        return 0;
+    json_error_t jerr;
+    json_t *doc = NULL;
+    char e2[300] = "";
+    if (o->api[0] == '@') {
+        char *data = NULL;
+        size_t len = 0;
+        int rc = file_read_all(o->api + 1, RUN_VECTOR_MAX_TEMPLATE, &data, &len, e2, sizeof(e2));
+        if (rc) {
+            ts_errf(err, errlen, "--vector-api: %s", e2);
+            return rc;
+        }
+        doc = json_loadb(data, len, 0, &jerr);
+        ts_free(data);
+        if (!doc) {
+            ts_errf(err, errlen, "--vector-api %s:%d:%d: %s", o->api + 1, jerr.line, jerr.column,
+                    jerr.text);
+            return TS_PARSE;
+        }
+    } else {
+        for (size_t i = 0; !doc && i < sizeof(presets) / sizeof(presets[0]); i++)
+            if (!strcmp(o->api, presets[i].name))
+                doc = json_loads(presets[i].doc, 0, NULL);
+        if (!doc) {
+            ts_errf(err, errlen,
+                    "--vector-api: expected tokenstorm, qdrant, milvus, chroma or @FILE, got "
+                    "'%.80s'",
+                    o->api);
+            return -EINVAL;
+        }
+    }
+    int rc = api_from_doc(o, doc, rv, e2, sizeof(e2));
+    json_decref(doc);
+    if (rc)
+        ts_errf(err, errlen, "--vector-api %.200s: %s", o->api, e2);
+    return rc;
+}
+
+int run_vector_api_url(const struct run_vector *rv, const char *target, char *url, size_t n)
+{
+    const char *scheme = strstr(target, "://");
+    if (!scheme || !rv->api.path)
+        return -EINVAL;
+    const char *slash = strchr(scheme + 3, '/');
+    size_t root = slash ? (size_t)(slash - target) : strlen(target);
+    int w = snprintf(url, n, "%.*s%s", (int)root, target, rv->api.path);
+    return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
 }

@@ -29,15 +29,43 @@
 #define RUN_VECTOR_DEFAULT_DATA    "gen:20000x64"
 #define RUN_VECTOR_DEFAULT_QUERIES "gen:1000"
 
+/*
+ * Template mode (--vector-api): the request and the answer's shape for any
+ * REST vector database. A preset name, or @FILE holding
+ *   {"path": "/collections/{{collection}}/points/search",
+ *    "body": {... "{{vector}}" ... "{{k}}" ... "{{nprobe}}" ... "{{ef_search}}" ...},
+ *    "results": "/result", "id": "/id"}
+ * path: where the request goes (it replaces --target's path; "{{collection}}"
+ * is --vector-collection); body: the JSON sent, where a string value that is
+ * exactly "{{vector}}" (exactly once) becomes the query vector, "{{k}}" the
+ * k, "{{nprobe}}" / "{{ef_search}}" those options (null when not given);
+ * results: a JSON pointer (RFC 6901) to the array of hits in the answer;
+ * id: a pointer into each hit to its id ("" when the hit is the id), an
+ * integer or a string of digits. Presets: "tokenstorm" (the simulator),
+ * "qdrant" (points search, params.hnsw_ef), "milvus" (REST v2 entities
+ * search, searchParams.params.nprobe / ef), "chroma" (collection query,
+ * n_results; ids must be numeric strings), written from the published API
+ * references and not run against live servers here.
+ */
+#define RUN_VECTOR_MAX_TEMPLATE (64u << 10)
+
+struct run_vector_api {
+    char *path;            /* owned */
+    char *prefix, *suffix; /* the body around the vector; owned */
+    char *results, *id;    /* JSON pointers; owned */
+};
+
 struct run_vector_opts {
-    const char *data;    /* --vector-data; NULL: RUN_VECTOR_DEFAULT_DATA */
-    const char *index;   /* --vector-index (built-in simulator only); NULL: its default */
-    const char *queries; /* --vector-queries; NULL: RUN_VECTOR_DEFAULT_QUERIES */
-    const char *truth;   /* --vector-truth; NULL: computed */
-    uint32_t k;          /* --vector-k, 1..VECSET_MAX_K; 0: 10 */
-    int64_t nprobe;      /* --nprobe sent in every request; -1: not sent */
-    int64_t ef_search;   /* --ef-search sent in every request; -1: not sent */
-    uint64_t seed;       /* --vector-seed: the generated corpus's and queries' seed */
+    const char *data;       /* --vector-data; NULL: RUN_VECTOR_DEFAULT_DATA */
+    const char *index;      /* --vector-index (built-in simulator only); NULL: its default */
+    const char *queries;    /* --vector-queries; NULL: RUN_VECTOR_DEFAULT_QUERIES */
+    const char *truth;      /* --vector-truth; NULL: computed */
+    uint32_t k;             /* --vector-k, 1..VECSET_MAX_K; 0: 10 */
+    int64_t nprobe;         /* --nprobe sent in every request; -1: not sent */
+    int64_t ef_search;      /* --ef-search sent in every request; -1: not sent */
+    uint64_t seed;          /* --vector-seed: the generated corpus's and queries' seed */
+    const char *api;        /* --vector-api PRESET | @FILE; NULL: the simulator's native body */
+    const char *collection; /* --vector-collection, for {{collection}}; NULL: "bench" */
 };
 
 /* Sets the defaults (nothing given). */
@@ -46,8 +74,9 @@ void run_vector_opts_init(struct run_vector_opts *o);
 struct run_vector {
     struct vecset queries;
     struct ivecset truth;
-    const char *truth_method; /* "file", "faiss-flat" or "scan" */
-    double truth_s;           /* seconds the exact search took (0 for a file) */
+    const char *truth_method;  /* "file", "faiss-flat" or "scan" */
+    double truth_s;            /* seconds the exact search took (0 for a file) */
+    struct run_vector_api api; /* template mode: path NULL when off */
 };
 
 /*
@@ -58,6 +87,16 @@ struct run_vector {
 TS_MUST_CHECK int run_vector_prepare(const struct run_vector_opts *o, struct run_vector *rv,
                                      char *err, size_t errlen);
 void run_vector_release(struct run_vector *rv);
+
+/*
+ * Expands --vector-api into rv->api (nothing when o->api is NULL). Returns 0
+ * or -EINVAL / TS_PARSE / -ENOMEM with "--vector-api ...: message" in err.
+ */
+TS_MUST_CHECK int run_vector_api_load(const struct run_vector_opts *o, struct run_vector *rv,
+                                      char *err, size_t errlen);
+/* The template's URL: scheme://host[:port] of target + the template's path, into url. */
+TS_MUST_CHECK int run_vector_api_url(const struct run_vector *rv, const char *target, char *url,
+                                     size_t n);
 
 /* Writes the ground truth as an .ivecs file at path (what --vector-truth
  * reads back). Returns 0 or -errno with a message in err. */

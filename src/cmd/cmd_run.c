@@ -171,7 +171,14 @@ static void usage(FILE *out)
             "  --vector-k K           neighbours asked for and recall@K (default 10)\n"
             "  --nprobe N             IVF lists to search, sent in every request\n"
             "  --ef-search N          HNSW efSearch, sent in every request\n"
-            "  --vector-seed N        seed of generated corpus and queries (default 0)\n");
+            "  --vector-seed N        seed of generated corpus and queries (default 0)\n"
+            "  --vector-api T         any REST vector database: a preset (tokenstorm, qdrant,\n"
+            "                         milvus, chroma: written from their API references, not\n"
+            "                         run live here) or @FILE, a template {path, body with\n"
+            "                         \"{{vector}}\" \"{{k}}\" \"{{nprobe}}\" \"{{ef_search}}\",\n"
+            "                         results and id JSON pointers}; its path replaces\n"
+            "                         --target's (docs/VECTOR.md)\n"
+            "  --vector-collection C  {{collection}} in a template (default bench)\n");
     usage_rest(out);
 }
 
@@ -259,6 +266,8 @@ enum {
     O_NPROBE,
     O_EF_SEARCH,
     O_VECTOR_SEED,
+    O_VECTOR_API,
+    O_VECTOR_COLLECTION,
     O_VERSION,
     O_INTEGRITY,
     O_INTEGRITY_KEY,
@@ -347,6 +356,8 @@ static const struct option run_options[] = {
     {"nprobe", required_argument, NULL, O_NPROBE},
     {"ef-search", required_argument, NULL, O_EF_SEARCH},
     {"vector-seed", required_argument, NULL, O_VECTOR_SEED},
+    {"vector-api", required_argument, NULL, O_VECTOR_API},
+    {"vector-collection", required_argument, NULL, O_VECTOR_COLLECTION},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -734,6 +745,12 @@ static int vector_option(int c, const char *name, struct run_opts *o)
         return ARG_NEXT;
     case O_VECTOR_TRUTH:
         v->truth = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_API:
+        v->api = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_COLLECTION:
+        v->collection = optarg;
         return ARG_NEXT;
     case O_VECTOR_K:
         return parse_count("--vector-k", optarg, VECSET_MAX_K, &v->k);

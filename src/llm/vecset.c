@@ -57,6 +57,12 @@ int vecgen_parse(const char *spec, struct vecgen *g, char *err, size_t errlen)
                 spec, VECSET_MAX_N, VECSET_MAX_DIM);
         return -EINVAL;
     }
+    if (n * dim * sizeof(float) > VECSET_MAX_FILE || clusters * dim > VECSET_MAX_CENTRES) {
+        ts_errf(err, errlen,
+                "'%.80s': too large (N x D at most %zu floats, CLUSTERS x D at most %u)", spec,
+                VECSET_MAX_FILE / sizeof(float), VECSET_MAX_CENTRES);
+        return -EINVAL;
+    }
     g->n = n;
     g->dim = dim;
     g->clusters = clusters;

@@ -13,7 +13,8 @@
  * corpus's distribution without being copies of its vectors.
  * A spec reads "gen:N[xD][:C[:S]]": N vectors (1..VECSET_MAX_N), D
  * dimensions (1..VECSET_MAX_DIM, default 64), C clusters (1..65536, default
- * 64), S the spread (0 < S <= 10, default 1: clusters that overlap, so an IVF
+ * 64; N x D x 4 bytes at most VECSET_MAX_FILE, C x D at most
+ * VECSET_MAX_CENTRES), S the spread (0 < S <= 10, default 1: clusters that overlap, so an IVF
  * index's recall climbs gradually with nprobe, as on real embeddings).
  *
  * Files (a bounded read, VECSET_MAX_FILE bytes; every record checked):
@@ -36,10 +37,11 @@
 
 #include "base/err.h"
 
-#define VECSET_MAX_DIM  4096
-#define VECSET_MAX_N    (16u << 20)
-#define VECSET_MAX_FILE ((size_t)2 << 30) /* bytes of one vector file */
-#define VECSET_MAX_K    1024              /* neighbours per query */
+#define VECSET_MAX_DIM     4096
+#define VECSET_MAX_N       (16u << 20)
+#define VECSET_MAX_FILE    ((size_t)2 << 30) /* bytes of one vector file */
+#define VECSET_MAX_K       1024              /* neighbours per query */
+#define VECSET_MAX_CENTRES (16u << 20)       /* CLUSTERS x D floats of a generated corpus */
 
 /* n rows of dim floats, row-major; v owned (vecset_release). */
 struct vecset {

@@ -136,6 +136,9 @@ struct runner_config {
      * every ok answer's "data"[].id gets its recall@k, k = min(the
      * workload's k, vector_truth->k). NULL: recall is not measured. */
     const struct ivecset *vector_truth;
+    /* where an answer holds its hits and each hit its id (JSON pointers,
+     * RFC 6901; template mode); NULL: "/data" and "/id" (the simulator's) */
+    const char *vector_results, *vector_id;
     const struct runner_class *classes; /* a scenario's classes, or NULL */
     size_t nclasses;
     /* Per-thread token counters (tokenizer-backed) for generating requests;

@@ -117,7 +117,7 @@ static bool int_field(const json_t *root, const char *key, json_int_t lo, json_i
                       json_int_t *out, struct openai_error *e)
 {
     const json_t *j = json_object_get(root, key);
-    if (!j)
+    if (!j || json_is_null(j))
         return true;
     if (!json_is_integer(j) || json_integer_value(j) < lo || json_integer_value(j) > hi) {
         openai_error_set(e, 400, "invalid_request_error", key, NULL,

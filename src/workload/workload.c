@@ -72,12 +72,34 @@ static int vector_query(const struct workload *w, uint64_t index, struct buf *bo
 {
     const struct vecset *v = w->vectors;
     const float *row = v->v + (index % v->n) * v->dim;
-    int rc = buf_append_str(body, "\"vector\":[");
+    int rc = w->vector_prefix ? 0 : buf_append_str(body, "\"vector\":");
+    rc = rc ? rc : buf_append_char(body, '[');
     for (size_t d = 0; rc == 0 && d < v->dim; d++)
         rc = buf_appendf(body, d ? ",%.9g" : "%.9g", (double)row[d]);
     if (rc == 0)
-        rc = buf_appendf(body, "],\"k\":%" PRIu32, w->vector_k);
+        rc = buf_append_char(body, ']');
+    if (rc == 0 && !w->vector_prefix)
+        rc = buf_appendf(body, ",\"k\":%" PRIu32, w->vector_k);
     return rc;
+}
+
+/* Template mode: the template's text around the vector. */
+static int vector_template_item(const struct workload *w, uint64_t index, struct work_item *out)
+{
+    struct buf body;
+    buf_init(&body, WORKLOAD_MAX_BODY);
+    int rc = buf_append_str(&body, w->vector_prefix);
+    if (rc == 0)
+        rc = vector_query(w, index, &body);
+    if (rc == 0)
+        rc = buf_append_str(&body, w->vector_suffix);
+    if (rc) {
+        buf_release(&body);
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    out->body = buf_take(&body, &out->body_len);
+    return 0;
 }
 
 /* Whether e generates text (chat, completions): max tokens, streaming, ignore_eos. */
@@ -345,6 +367,8 @@ int workload_item_tc(const struct workload *w, uint64_t index, const struct tokc
     memset(out, 0, sizeof(*out));
     out->index = index;
     out->stream = w->stream;
+    if (w->endpoint == WORKLOAD_VECTOR_SEARCH && w->vector_prefix)
+        return vector_template_item(w, index, out);
     struct rng r;
     item_rng(w, index, &r);
     struct buf body;
@@ -680,6 +704,8 @@ int workload_init(struct workload *w, const struct workload_cfg *cfg, char *err,
     w->stream = cfg->stream && is_gen(cfg->endpoint);
     w->vectors = cfg->vectors;
     w->vector_k = cfg->vector_k ? cfg->vector_k : 10;
+    w->vector_prefix = cfg->vector_suffix ? cfg->vector_prefix : NULL;
+    w->vector_suffix = cfg->vector_prefix ? cfg->vector_suffix : NULL;
     const char *max_key = cfg->max_tokens_key ? cfg->max_tokens_key : "max_tokens";
 
     int rc;

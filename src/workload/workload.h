@@ -120,6 +120,10 @@ struct workload_cfg {
      * workload) and the neighbours asked for, 1..VECSET_MAX_K (0 means 10) */
     const struct vecset *vectors;
     uint32_t vector_k;
+    /* vector search in template mode: the body is vector_prefix + the vector
+     * as a JSON array + vector_suffix (borrowed, must outlive the workload;
+     * body overrides do not apply); NULL: the simulator's native body */
+    const char *vector_prefix, *vector_suffix;
 };
 
 struct workload {
@@ -129,6 +133,7 @@ struct workload {
     uint32_t embed_batch;
     const struct vecset *vectors; /* borrowed (vector search) */
     uint32_t vector_k;
+    const char *vector_prefix, *vector_suffix; /* borrowed (template mode) */
     bool stream;
     bool shuffle;
     bool has_prompts;

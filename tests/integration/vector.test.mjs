@@ -246,3 +246,34 @@ test('sweep --vary nprobe: one step per value, the recall table and knee in swee
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--nprobe cannot be passed to the runs/);
 });
+
+test('--vector-api: a template written for the simulator measures the same recall', async (t) => {
+  if (!faiss) return t.skip('no FAISS in this build');
+  const tpl = path.join(tmp, 'sim-template.json');
+  // another shape than the native body: keys reordered, k and nprobe from placeholders
+  fs.writeFileSync(tpl, JSON.stringify({
+    path: '/v1/vectors/search',
+    body: { nprobe: '{{nprobe}}', k: '{{k}}', vector: '{{vector}}', note: 'template' },
+    results: '/data', id: '/id',
+  }));
+  const native = await vectorRun(['--nprobe', '8', '--vector-truth', truthPath], 'tpl-native');
+  const viaFile = await vectorRun(['--nprobe', '8', '--vector-truth', truthPath, '--vector-api', `@${tpl}`], 'tpl-file');
+  const viaPreset = await vectorRun(['--nprobe', '8', '--vector-truth', truthPath, '--vector-api', 'tokenstorm'], 'tpl-preset');
+  assert.equal(viaFile.vector_search.recall_mean, native.vector_search.recall_mean);
+  assert.equal(viaPreset.vector_search.recall_mean, native.vector_search.recall_mean);
+  assert.equal(viaFile.run.vector.api.path, '/v1/vectors/search');
+  // an answer without the results array is malformed, and says where it looked
+  const wrong = path.join(tmp, 'wrong-template.json');
+  fs.writeFileSync(wrong, JSON.stringify({ path: '/v1/vectors/search', body: { vector: '{{vector}}' }, results: '/hits', id: '/id' }));
+  const bad = await runBin(['run', '--target', sim.base, '--endpoint', 'vector-search', '--vector-data', corpusPath,
+    '--vector-queries', queriesPath, '--vector-truth', truthPath, '--vector-api', `@${wrong}`,
+    '--requests', '5', '--concurrency', '1', '--out', path.join(tmp, 'tpl-bad'), '-q'], { timeoutMs: 60000 });
+  const res = JSON.parse(fs.readFileSync(path.join(tmp, 'tpl-bad', 'result.json'), 'utf8'));
+  assert.equal(res.outcomes.malformed, 5, JSON.stringify(res.outcomes) + bad.stderr);
+  assert.match(JSON.stringify(res.errors), /expected an array of hits at \/hits/);
+  const unknown = await runBin(['run', '--target', sim.base, '--endpoint', 'vector-search',
+    '--vector-data', corpusPath, '--vector-queries', queriesPath, '--vector-api', 'pinecone',
+    '--requests', '1', '--out', path.join(tmp, 'tpl-unknown'), '-q'], { timeoutMs: 60000 });
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /--vector-api: expected tokenstorm, qdrant, milvus, chroma or @FILE/);
+});
