@@ -340,6 +340,14 @@ static int parse_checks(struct job *j)
                         "vector-search\n");
         return TS_EXIT_USAGE;
     }
+    const struct run_vector_opts *v = &o->vector;
+    if (j->ep != WORKLOAD_VECTOR_SEARCH &&
+        (v->data || v->index || v->queries || v->truth || v->k || v->nprobe >= 0 ||
+         v->ef_search >= 0 || v->api || v->collection)) {
+        fprintf(stderr, "tokenstorm run: the --vector-*, --nprobe and --ef-search options need "
+                        "--endpoint vector-search\n");
+        return TS_EXIT_USAGE;
+    }
     return 0;
 }
 

@@ -217,6 +217,10 @@ test('a truth file that does not fit the queries is a usage error naming it', as
     '--requests', '5', '--out', path.join(tmp, 'bad2'), '-q'], { timeoutMs: 60000 });
   assert.equal(r2.code, 2);
   assert.match(r2.stderr, /--vector-data/);
+  const r3 = await runBin(['run', '--nprobe', '8', '--requests', '1', '--out', path.join(tmp, 'bad3'), '-q'],
+    { timeoutMs: 60000 });
+  assert.equal(r3.code, 2);
+  assert.match(r3.stderr, /need --endpoint vector-search/);
 });
 
 test('sweep --vary nprobe: one step per value, the recall table and knee in sweep.json', async (t) => {
