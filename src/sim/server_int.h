@@ -22,6 +22,7 @@ struct sim_req;
 struct sim_search;
 struct vstore;
 struct sim_vecs;
+struct ann_index;
 
 /* The admin API's state (admin.c), with --admin. */
 struct sim_admin {
@@ -72,6 +73,7 @@ struct sim_server {
     bool vs_timer_inited, vs_timer_closing;
     struct sim_search *vs_head, *vs_tail; /* pending searches, due in this order */
     struct sim_vecs *vecs;                /* raw-vector corpus (vecsearch.c), or NULL */
+    struct ann_index *vs_ann;             /* --vector-index over the passages, or NULL */
 
     struct sim_server_stats stats;
     uint64_t finished_by[2]; /* stop, length */

@@ -40,12 +40,8 @@ static int load_base(const struct sim_server_config *cfg, struct vecset *out, ch
 int sim_vecs_init(struct sim_server *s, const struct sim_server_config *cfg, char *err,
                   size_t errlen)
 {
-    if (!cfg->vector_data && !cfg->vector_index)
-        return 0;
-    if (!cfg->vector_data) {
-        ts_errf(err, errlen, "--vector-index needs a corpus (--vector-data gen:N[xD] or a file)");
-        return -EINVAL;
-    }
+    if (!cfg->vector_data)
+        return 0; /* an index alone is over the text store's passages (vsearch.c) */
     struct sim_vecs *v = ts_calloc(1, sizeof(*v));
     if (!v)
         return -ENOMEM;

@@ -281,3 +281,37 @@ test('--vector-api: a template written for the simulator measures the same recal
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /--vector-api: expected tokenstorm, qdrant, milvus, chroma or @FILE/);
 });
+
+test('--vector-index without --vector-data indexes the text store: same ranking as the exact scan', async (t) => {
+  if (!faiss) return t.skip('no FAISS in this build');
+  const sims = [];
+  try {
+    const exact = await startSim(['--profile', 'tiny', '--vector-latency', '0']);
+    sims.push(exact);
+    const flat = await startSim(['--profile', 'tiny', '--vector-index', 'Flat']);
+    sims.push(flat);
+    const ivf = await startSim(['--profile', 'tiny', '--vector-index', 'IVF8,Flat'], { timeoutMs: 60000 });
+    sims.push(ivf);
+    const ask = (s, extra = {}) => postJson(s.base, '/v1/vector_stores/vs_default/search',
+      { query: 'How do volcanoes erupt and what is lava?', max_num_results: 8, ...extra });
+    const want = (await ask(exact)).json.data;
+    assert.equal(want.length, 8);
+    const same = (got) => {
+      assert.deepEqual(got.map((h) => h.file_id), want.map((h) => h.file_id));
+      got.forEach((h, i) => assert.ok(Math.abs(h.score - want[i].score) < 2e-4, `${h.score} ${want[i].score}`));
+    };
+    same((await ask(flat)).json.data);
+    same((await ask(ivf, { nprobe: 8 })).json.data); // every list: exact
+    const one = await ask(ivf, { nprobe: 1 });
+    assert.equal(one.status, 200);
+    assert.ok(one.json.data.length <= 8);
+    const bad = await ask(ivf, { nprobe: -3 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'nprobe');
+    // an index FAISS cannot train on 200 passages is refused at start, naming the option
+    await assert.rejects(startSim(['--profile', 'tiny', '--vector-index', 'IVF4096,Flat'], { timeoutMs: 60000 }),
+      /--vector-index 'IVF4096,Flat' over 200 passages/);
+  } finally {
+    for (const s of sims) await s.stop();
+  }
+});
