@@ -14,6 +14,8 @@ pkgs=(
     prometheus
     # the simulator's real ANN indexes (optional in the build: sim/ann_faiss.cpp)
     libfaiss-dev g++
+    # pgvector targets of run --endpoint vector-search (optional: app/run_pg.c)
+    libpq-dev
     # headless rendering of the HTML report in tests/integration/report.test.mjs
     chromium fonts-dejavu-core
 )

@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "app/ranks.h"
+#include "app/run_pg.h"
 #include "app/run_scenario.h"
 #include "load/runner.h"
 #include "load/target.h"
@@ -343,7 +344,7 @@ static int parse_checks(struct job *j)
     const struct run_vector_opts *v = &o->vector;
     if (j->ep != WORKLOAD_VECTOR_SEARCH &&
         (v->data || v->index || v->queries || v->truth || v->k || v->nprobe >= 0 ||
-         v->ef_search >= 0 || v->api || v->collection)) {
+         v->ef_search >= 0 || v->api || v->collection || v->pg_table || v->pg_column || v->pg_id)) {
         fprintf(stderr, "tokenstorm run: the --vector-*, --nprobe and --ef-search options need "
                         "--endpoint vector-search\n");
         return TS_EXIT_USAGE;
@@ -1316,6 +1317,8 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
     job_init(&j, opts);
     if ((code = parse_checks(&j)))
         return code;
+    if (j.ep == WORKLOAD_VECTOR_SEARCH && run_pg_target(opts->target))
+        return run_pg(opts); /* pgvector through libpq: its own closed loop (app/run_pg.h) */
     if ((code = parse_resources(&j)))
         goto out_options;
     if (http_client_global_init()) {

@@ -66,6 +66,9 @@ struct run_vector_opts {
     uint64_t seed;          /* --vector-seed: the generated corpus's and queries' seed */
     const char *api;        /* --vector-api PRESET | @FILE; NULL: the simulator's native body */
     const char *collection; /* --vector-collection, for {{collection}}; NULL: "bench" */
+    /* a PostgreSQL target (app/run_pg.h): --pg-table, --pg-column, --pg-id;
+     * NULL: items, embedding, id */
+    const char *pg_table, *pg_column, *pg_id;
 };
 
 /* Sets the defaults (nothing given). */

@@ -18,6 +18,7 @@
 #include "base/units.h"
 #include "cmd/cmd.h"
 #include "app/run_job.h"
+#include "app/run_pg.h"
 #include "app/run_quality.h"
 #include "app/ranks.h"
 #include "load/runner.h"
@@ -178,7 +179,12 @@ static void usage(FILE *out)
             "                         \"{{vector}}\" \"{{k}}\" \"{{nprobe}}\" \"{{ef_search}}\",\n"
             "                         results and id JSON pointers}; its path replaces\n"
             "                         --target's (docs/VECTOR.md)\n"
-            "  --vector-collection C  {{collection}} in a template (default bench)\n");
+            "  --vector-collection C  {{collection}} in a template (default bench)\n"
+            "  --target postgresql://...  pgvector through libpq (closed loop, --concurrency\n"
+            "                         connections): SELECT ID FROM TABLE ORDER BY COLUMN <-> $1\n"
+            "                         LIMIT k, --nprobe as ivfflat.probes, --ef-search as\n"
+            "                         hnsw.ef_search\n"
+            "  --pg-table T, --pg-column C, --pg-id I  (default items, embedding, id)\n");
     usage_rest(out);
 }
 
@@ -268,6 +274,9 @@ enum {
     O_VECTOR_SEED,
     O_VECTOR_API,
     O_VECTOR_COLLECTION,
+    O_PG_TABLE,
+    O_PG_COLUMN,
+    O_PG_ID,
     O_VERSION,
     O_INTEGRITY,
     O_INTEGRITY_KEY,
@@ -358,6 +367,9 @@ static const struct option run_options[] = {
     {"vector-seed", required_argument, NULL, O_VECTOR_SEED},
     {"vector-api", required_argument, NULL, O_VECTOR_API},
     {"vector-collection", required_argument, NULL, O_VECTOR_COLLECTION},
+    {"pg-table", required_argument, NULL, O_PG_TABLE},
+    {"pg-column", required_argument, NULL, O_PG_COLUMN},
+    {"pg-id", required_argument, NULL, O_PG_ID},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -752,6 +764,15 @@ static int vector_option(int c, const char *name, struct run_opts *o)
     case O_VECTOR_COLLECTION:
         v->collection = optarg;
         return ARG_NEXT;
+    case O_PG_TABLE:
+        v->pg_table = optarg;
+        return ARG_NEXT;
+    case O_PG_COLUMN:
+        v->pg_column = optarg;
+        return ARG_NEXT;
+    case O_PG_ID:
+        v->pg_id = optarg;
+        return ARG_NEXT;
     case O_VECTOR_K:
         return parse_count("--vector-k", optarg, VECSET_MAX_K, &v->k);
     case O_VECTOR_SEED:
@@ -812,8 +833,8 @@ static int finish_args(int argc, char **argv, struct run_opts *o)
     }
     if (o->requests && !o->duration_given)
         o->duration_ns = 0; /* --requests alone: run until they are done */
-    if (!o->rate && !o->concurrency && !o->stages)
-        o->rate = 10; /* the default workload: 10 requests/s, Poisson */
+    if (!o->rate && !o->concurrency && !o->stages && !run_pg_target(o->target))
+        o->rate = 10; /* the default workload: 10 requests/s, Poisson (pgvector: closed loop) */
     if (o->stages)
         o->duration_ns = o->duration_given ? o->duration_ns : 0;
     return ARG_NEXT;
