@@ -343,8 +343,8 @@ static int parse_checks(struct job *j)
     }
     const struct run_vector_opts *v = &o->vector;
     if (j->ep != WORKLOAD_VECTOR_SEARCH &&
-        (v->data || v->index || v->queries || v->truth || v->k || v->nprobe >= 0 ||
-         v->ef_search >= 0 || v->api || v->collection || v->pg_table || v->pg_column || v->pg_id)) {
+        (v->data || v->index || v->queries || v->truth || v->k || v->has_nprobe ||
+         v->has_ef_search || v->api || v->collection || v->pg_table || v->pg_column || v->pg_id)) {
         fprintf(stderr, "tokenstorm run: the --vector-*, --nprobe and --ef-search options need "
                         "--endpoint vector-search\n");
         return TS_EXIT_USAGE;

@@ -71,11 +71,11 @@ static PGconn *pg_open(struct pg_worker *w)
     }
     const char *sets[2] = {NULL, NULL};
     char set2[64];
-    if (o->vector.nprobe >= 0) {
+    if (o->vector.has_nprobe) {
         snprintf(set, sizeof(set), "SET ivfflat.probes = %" PRId64, o->vector.nprobe);
         sets[0] = set;
     }
-    if (o->vector.ef_search >= 0) {
+    if (o->vector.has_ef_search) {
         snprintf(set2, sizeof(set2), "SET hnsw.ef_search = %" PRId64, o->vector.ef_search);
         sets[1] = set2;
     }

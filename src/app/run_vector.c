@@ -16,8 +16,6 @@
 void run_vector_opts_init(struct run_vector_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->nprobe = -1;
-    o->ef_search = -1;
 }
 
 /* A spec or a file into *out; gen:N of a file corpus is refused. */
@@ -174,14 +172,14 @@ int run_vector_write_truth(const struct run_vector *rv, const char *path, char *
 
 int run_vector_overrides(const struct run_vector_opts *o, json_t **ov)
 {
-    if (o->nprobe < 0 && o->ef_search < 0)
+    if (!o->has_nprobe && !o->has_ef_search)
         return 0;
     if (!*ov && !(*ov = json_object()))
         return -ENOMEM;
     int rc = 0;
-    if (o->nprobe >= 0 && !json_object_get(*ov, "nprobe"))
+    if (o->has_nprobe && !json_object_get(*ov, "nprobe"))
         rc |= json_object_set_new(*ov, "nprobe", json_integer(o->nprobe));
-    if (o->ef_search >= 0 && !json_object_get(*ov, "ef_search"))
+    if (o->has_ef_search && !json_object_get(*ov, "ef_search"))
         rc |= json_object_set_new(*ov, "ef_search", json_integer(o->ef_search));
     return rc ? -ENOMEM : 0;
 }
@@ -189,12 +187,13 @@ int run_vector_overrides(const struct run_vector_opts *o, json_t **ov)
 json_t *run_vector_config_json(const struct run_vector_opts *o, const struct run_vector *rv)
 {
     json_t *c =
-        json_pack("{s:s,s:s?,s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:s,s:f}", "data",
+        json_pack("{s:s,s:s?,s:s,s:s?,s:I,s:o,s:o,s:I,s:I,s:s,s:f}", "data",
                   o->data ? o->data : RUN_VECTOR_DEFAULT_DATA, "index", o->index, "queries",
                   o->queries ? o->queries : RUN_VECTOR_DEFAULT_QUERIES, "truth", o->truth, "k",
-                  (json_int_t)(o->k ? o->k : 10), "nprobe", (json_int_t)o->nprobe, "ef_search",
-                  (json_int_t)o->ef_search, "seed", (json_int_t)o->seed, "query_count",
-                  (json_int_t)rv->queries.n, "truth_method",
+                  (json_int_t)(o->k ? o->k : 10), "nprobe",
+                  o->has_nprobe ? json_integer(o->nprobe) : json_null(), "ef_search",
+                  o->has_ef_search ? json_integer(o->ef_search) : json_null(), "seed",
+                  (json_int_t)o->seed, "query_count", (json_int_t)rv->queries.n, "truth_method",
                   rv->truth_method ? rv->truth_method : "none", "truth_seconds", rv->truth_s);
     if (c && o->api)
         json_object_set_new(c, "api",
@@ -240,9 +239,9 @@ static int fill_placeholders(json_t *v, const struct run_vector_opts *o, int *ve
                 if (!strcmp(s, "{{k}}"))
                     r = json_integer(o->k ? o->k : 10);
                 else if (!strcmp(s, "{{nprobe}}"))
-                    r = o->nprobe >= 0 ? json_integer(o->nprobe) : json_null();
+                    r = o->has_nprobe ? json_integer(o->nprobe) : json_null();
                 else if (!strcmp(s, "{{ef_search}}"))
-                    r = o->ef_search >= 0 ? json_integer(o->ef_search) : json_null();
+                    r = o->has_ef_search ? json_integer(o->ef_search) : json_null();
                 else if (!strcmp(s, "{{collection}}"))
                     r = json_string(o->collection ? o->collection : "bench");
                 *vectors += !strcmp(s, VEC_MARK);

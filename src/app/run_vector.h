@@ -56,13 +56,14 @@ struct run_vector_api {
 };
 
 struct run_vector_opts {
-    const char *data;       /* --vector-data; NULL: RUN_VECTOR_DEFAULT_DATA */
-    const char *index;      /* --vector-index (built-in simulator only); NULL: its default */
-    const char *queries;    /* --vector-queries; NULL: RUN_VECTOR_DEFAULT_QUERIES */
-    const char *truth;      /* --vector-truth; NULL: computed */
-    uint32_t k;             /* --vector-k, 1..VECSET_MAX_K; 0: 10 */
-    int64_t nprobe;         /* --nprobe sent in every request; -1: not sent */
-    int64_t ef_search;      /* --ef-search sent in every request; -1: not sent */
+    const char *data;    /* --vector-data; NULL: RUN_VECTOR_DEFAULT_DATA */
+    const char *index;   /* --vector-index (built-in simulator only); NULL: its default */
+    const char *queries; /* --vector-queries; NULL: RUN_VECTOR_DEFAULT_QUERIES */
+    const char *truth;   /* --vector-truth; NULL: computed */
+    uint32_t k;          /* --vector-k, 1..VECSET_MAX_K; 0: 10 */
+    int64_t nprobe;      /* --nprobe sent in every request, when has_nprobe */
+    int64_t ef_search;   /* --ef-search sent in every request, when has_ef_search */
+    bool has_nprobe, has_ef_search;
     uint64_t seed;          /* --vector-seed: the generated corpus's and queries' seed */
     const char *api;        /* --vector-api PRESET | @FILE; NULL: the simulator's native body */
     const char *collection; /* --vector-collection, for {{collection}}; NULL: "bench" */

@@ -786,6 +786,7 @@ static int vector_option(int c, const char *name, struct run_opts *o)
             return TS_EXIT_USAGE;
         }
         *(c == O_NPROBE ? &v->nprobe : &v->ef_search) = (int64_t)n;
+        *(c == O_NPROBE ? &v->has_nprobe : &v->has_ef_search) = true;
         return ARG_NEXT;
     default:
         return ARG_NOT_MINE;

@@ -28,6 +28,7 @@ static void test_presets(void **state)
     run_vector_opts_init(&o);
     o.k = 5;
     o.ef_search = 128;
+    o.has_ef_search = true;
     o.collection = "docs";
 
     memset(&rv, 0, sizeof(rv));
