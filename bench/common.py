@@ -74,11 +74,12 @@ def pinned(core, argv):
 class Sim:
     """The simulator as a separate process pinned to SIM_CORE (a context manager)."""
 
-    def __init__(self, profile="tiny", sets=(), extra=(), name="sim"):
+    def __init__(self, profile="tiny", sets=(), extra=(), name="sim", start_s=10):
         self.argv = pinned(SIM_CORE, [TOKENSTORM, "sim", "--profile", profile,
                                       "--listen", "127.0.0.1:0", "--grace", "1s"]
                            + [x for s in sets for x in ("--set", s)] + list(extra))
         self.name = name
+        self.start_s = start_s  # a simulator that builds a vector index needs longer
         self.proc = None
         self.port = None
         self.lines = []
@@ -86,7 +87,7 @@ class Sim:
     def __enter__(self):
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + self.start_s
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:

@@ -12,6 +12,10 @@ pkgs=(
     universal-ctags
     # a real Prometheus server for tests/integration/prometheus.test.mjs
     prometheus
+    # the simulator's real ANN indexes (optional in the build: sim/ann_faiss.cpp)
+    libfaiss-dev g++
+    # pgvector targets of run --endpoint vector-search (optional: app/run_pg.c)
+    libpq-dev
     # headless rendering of the HTML report in tests/integration/report.test.mjs
     chromium fonts-dejavu-core
     # topology --source parses Python with python3's ast module (also embeds the helper at build)

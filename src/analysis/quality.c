@@ -976,7 +976,7 @@ bool quality_scores_pass(const struct quality_scores *q, const struct quality_ta
 
 /* ---- statistics ---------------------------------------------------------------- */
 
-static void dist_reset(struct quality_dist *d)
+void quality_dist_reset(struct quality_dist *d)
 {
     memset(d, 0, sizeof(*d));
     d->min_fix = UINT64_MAX;
@@ -985,11 +985,11 @@ static void dist_reset(struct quality_dist *d)
 void quality_stats_reset(struct quality_stats *qs)
 {
     memset(qs, 0, sizeof(*qs));
-    dist_reset(&qs->rouge_l);
-    dist_reset(&qs->bleu4);
+    quality_dist_reset(&qs->rouge_l);
+    quality_dist_reset(&qs->bleu4);
 }
 
-static void dist_add(struct quality_dist *d, double v)
+void quality_dist_add(struct quality_dist *d, double v)
 {
     if (!(v > 0)) /* also NAN */
         v = 0;
@@ -1005,7 +1005,7 @@ static void dist_add(struct quality_dist *d, double v)
     d->bins[fix / (QUALITY_FIX / QUALITY_BINS)]++;
 }
 
-static void dist_merge(struct quality_dist *dst, const struct quality_dist *src)
+void quality_dist_merge(struct quality_dist *dst, const struct quality_dist *src)
 {
     dst->count += src->count;
     dst->sum_fix += src->sum_fix;
@@ -1026,8 +1026,8 @@ void quality_stats_add(struct quality_stats *qs, const struct quality_scores *q)
         qs->with_ref++;
         qs->exact += q->exact;
         qs->truncated += q->truncated;
-        dist_add(&qs->rouge_l, q->rouge_l);
-        dist_add(&qs->bleu4, q->bleu4);
+        quality_dist_add(&qs->rouge_l, q->rouge_l);
+        quality_dist_add(&qs->bleu4, q->bleu4);
     }
     if (q->have & QUALITY_HAVE_REGEX) {
         qs->regex_checked++;
@@ -1051,8 +1051,8 @@ void quality_stats_merge(struct quality_stats *dst, const struct quality_stats *
     dst->regex_errors += src->regex_errors;
     dst->json_checked += src->json_checked;
     dst->json_valid += src->json_valid;
-    dist_merge(&dst->rouge_l, &src->rouge_l);
-    dist_merge(&dst->bleu4, &src->bleu4);
+    quality_dist_merge(&dst->rouge_l, &src->rouge_l);
+    quality_dist_merge(&dst->bleu4, &src->bleu4);
 }
 
 double quality_dist_mean(const struct quality_dist *d)

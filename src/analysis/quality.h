@@ -290,6 +290,13 @@ void quality_stats_add(struct quality_stats *qs, const struct quality_scores *q)
 /* Adds src into dst. Exact: merging equals adding every answer to one. */
 void quality_stats_merge(struct quality_stats *dst, const struct quality_stats *src);
 
+/* Empties d (min set so that the first score becomes the minimum). */
+void quality_dist_reset(struct quality_dist *d);
+/* Adds one score, clamped to [0, 1] (NAN counts as 0). */
+void quality_dist_add(struct quality_dist *d, double v);
+/* Adds src into dst, exactly. */
+void quality_dist_merge(struct quality_dist *dst, const struct quality_dist *src);
+
 /* Mean of d (0 when empty). */
 double quality_dist_mean(const struct quality_dist *d);
 /*

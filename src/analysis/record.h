@@ -141,6 +141,11 @@ struct req_record {
 
     /* answer quality (when the request had a reference or a check is on) */
     struct quality_scores quality;
+    /* a vector search's recall@k against the ground truth (run --endpoint
+     * vector-search): has_recall when measured (an ok answer) */
+    double recall;
+    uint16_t recall_k;
+    bool has_recall;
 
     char finish_reason[16];
     /* why it failed, one printable line, "" if none: the server's message of a

@@ -93,6 +93,7 @@ int run_stats_new(struct run_stats **out)
         return -ENOMEM;
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_init(&s->exact[i], SAMPLES_MAX);
+    quality_dist_reset(&s->recall);
     for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         int rc = hdr_new_latency(&s->hist[i]);
         if (rc < 0) {
@@ -137,6 +138,7 @@ void run_stats_reset(struct run_stats *s)
     memcpy(s->hist, hist, sizeof(hist));
     memcpy(s->itl_pos, pos, sizeof(pos));
     memcpy(s->exact, exact, sizeof(exact));
+    quality_dist_reset(&s->recall);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_clear(&s->exact[i]);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
@@ -160,6 +162,9 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_merge(&dst->exact[i], &src->exact[i]);
     quality_stats_merge(&dst->quality, &src->quality);
+    quality_dist_merge(&dst->recall, &src->recall);
+    if (src->recall_k > dst->recall_k)
+        dst->recall_k = src->recall_k;
     errtally_merge(&dst->errors, &src->errors);
     reqsample_merge(&dst->sample, &src->sample);
     dst->requests += src->requests;
@@ -386,6 +391,11 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
     /* quality counts every scored answer, cut ones too: a cut answer is a worse one */
     if (rec->quality.have)
         quality_stats_add(&s->quality, &rec->quality);
+    if (rec->has_recall && rec->outcome == REQ_OK) {
+        quality_dist_add(&s->recall, rec->recall);
+        if (rec->recall_k > s->recall_k)
+            s->recall_k = rec->recall_k;
+    }
     s->output_tokens_all += rec->output_tokens;
     s->streams += (rec->flags & REQF_STREAM) != 0;
     s->no_done += (rec->flags & REQF_NO_DONE) != 0;

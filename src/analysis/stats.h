@@ -196,6 +196,10 @@ struct run_stats {
     uint64_t token_usage[2][GENAI_BUCKETS + 1];
     /* Answer quality of ok requests that were scored (not warm-up). */
     struct quality_stats quality;
+    /* Vector searches (run --endpoint vector-search): recall@k of each ok
+     * answer (not warm-up), and k (the largest seen). */
+    struct quality_dist recall;
+    uint32_t recall_k;
     /* Failed requests (neither ok nor cut) by outcome, status and error text. */
     struct errtally errors;
     /* A uniform sample of ok requests: sizes, TTFT and E2EL (reqsample.h). */

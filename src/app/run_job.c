@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "app/ranks.h"
+#include "app/run_pg.h"
 #include "app/run_scenario.h"
 #include "load/runner.h"
 #include "load/target.h"
@@ -296,6 +297,7 @@ struct job {
     bool has_trace_parent;
     struct workload_cfg wcfg;
     struct workload wl;
+    struct run_vector vec; /* --endpoint vector-search: queries and ground truth */
     /* the result directory (claimed: locked, checked, cleared with --force) and the files
      * the runner writes as it goes */
     struct outdir od;
@@ -341,7 +343,16 @@ static int parse_checks(struct job *j)
         return TS_EXIT_USAGE;
     }
     if (o->endpoint && workload_endpoint_parse(o->endpoint, &j->ep)) {
-        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
+        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions, embeddings or "
+                        "vector-search\n");
+        return TS_EXIT_USAGE;
+    }
+    const struct run_vector_opts *v = &o->vector;
+    if (j->ep != WORKLOAD_VECTOR_SEARCH &&
+        (v->data || v->index || v->queries || v->truth || v->k || v->has_nprobe ||
+         v->has_ef_search || v->api || v->collection || v->pg_table || v->pg_column || v->pg_id)) {
+        fprintf(stderr, "tokenstorm run: the --vector-*, --nprobe and --ef-search options need "
+                        "--endpoint vector-search\n");
         return TS_EXIT_USAGE;
     }
     return 0;
@@ -359,6 +370,8 @@ static const char *no_stream_why(const struct job *j)
     }
     if (j->ep == WORKLOAD_EMBEDDINGS)
         return "--endpoint embeddings";
+    if (j->ep == WORKLOAD_VECTOR_SEARCH)
+        return "--endpoint vector-search";
     return j->o.no_stream ? "--no-stream" : "";
 }
 
@@ -568,9 +581,16 @@ static int start_simulator(struct job *j)
     scfg.host = "127.0.0.1";
     scfg.quiet = true;
     scfg.any_model = true;
+    if (j->ep == WORKLOAD_VECTOR_SEARCH) {
+        /* the simulator holds the corpus the ground truth is computed over */
+        scfg.vector_data = o->vector.data ? o->vector.data : RUN_VECTOR_DEFAULT_DATA;
+        scfg.vector_index = o->vector.index;
+        scfg.vector_seed = o->vector.seed;
+    }
     if (sim_thread_start(&scfg, &j->sim, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", j->err);
-        return TS_EXIT_FAIL;
+        /* a corpus or index the options describe wrongly is theirs to fix */
+        return strncmp(j->err, "--vector-", 9) ? TS_EXIT_FAIL : TS_EXIT_USAGE;
     }
     snprintf(j->target_buf, sizeof(j->target_buf), "http://127.0.0.1:%d/v1",
              sim_thread_port(j->sim));
@@ -616,12 +636,24 @@ static int resolve_target(struct job *j)
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
+    if (o->vector.api && j->ep == WORKLOAD_VECTOR_SEARCH) {
+        /* template mode: the template's path on the target's host */
+        int rc = run_vector_api_load(&o->vector, &j->vec, j->err, sizeof(j->err));
+        if (!rc && run_vector_api_url(&j->vec, j->target, j->url, sizeof(j->url))) {
+            snprintf(j->err, sizeof(j->err), "--vector-api: the URL is too long");
+            rc = -EINVAL;
+        }
+        if (rc) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_USAGE;
+        }
+    }
     int code = build_headers(j);
     if (code)
         return code;
     if (o->model) {
         snprintf(j->model, sizeof(j->model), "%s", o->model);
-    } else if (!j->model[0] &&
+    } else if (!j->model[0] && j->ep != WORKLOAD_VECTOR_SEARCH &&
                target_discover_model(j->models_url, j->headers, j->nheaders, o->insecure, j->model,
                                      sizeof(j->model), j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
@@ -646,6 +678,33 @@ static int build_workload(struct job *j)
     w->prompts_path = o->prompts;
     w->body_overrides = j->overrides;
     w->seed = o->seed;
+    if (j->ep == WORKLOAD_VECTOR_SEARCH && !o->scenario) {
+        struct run_vector_api api = j->vec.api; /* run_vector_prepare starts afresh */
+        memset(&j->vec.api, 0, sizeof(j->vec.api));
+        int rc = run_vector_prepare(&o->vector, &j->vec, j->err, sizeof(j->err));
+        j->vec.api = api;
+        if (rc) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_USAGE;
+        }
+        if (run_vector_overrides(&o->vector, &j->overrides)) {
+            fprintf(stderr, "tokenstorm run: out of memory\n");
+            return TS_EXIT_FAIL;
+        }
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/vector_truth.ivecs", j->rank_dir);
+        if (strcmp(j->vec.truth_method, "file") &&
+            run_vector_write_truth(&j->vec, path, j->err, sizeof(j->err)))
+            ts_warn("%s", j->err);
+        w->body_overrides = j->vec.api.prefix ? NULL : j->overrides;
+        w->vectors = &j->vec.queries;
+        w->vector_k = o->vector.k;
+        w->vector_prefix = j->vec.api.prefix;
+        w->vector_suffix = j->vec.api.suffix;
+        if (!o->quiet && !o->json)
+            fprintf(stderr, "tokenstorm run: %zu query vectors, ground truth (%s) in %.2f s\n",
+                    j->vec.queries.n, j->vec.truth_method, j->vec.truth_s);
+    }
     if (!o->scenario && workload_init(&j->wl, w, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
@@ -729,6 +788,9 @@ static int configure_load(struct job *j)
         .headers = j->headers,
         .n_headers = j->nheaders,
         .workload = &j->wl,
+        .vector_truth = j->vec.truth.v ? &j->vec.truth : NULL,
+        .vector_results = j->vec.api.results,
+        .vector_id = j->vec.api.id,
         .mode = open ? RUNNER_OPEN : RUNNER_CLOSED,
         .users = o->concurrency,
         .think = o->think ? &j->think : NULL,
@@ -843,7 +905,7 @@ static int configure_extras(struct job *j)
  * trace context (OTLP spans, --header traceparent, the temperature). */
 static void configure_exports(struct job *j)
 {
-    static const char *const ep_names[] = {"chat", "completions", "embeddings"};
+    static const char *const ep_names[] = {"chat", "completions", "embeddings", "vector-search"};
     const struct run_opts *o = &j->o;
     struct runner_config *r = &j->rcfg;
     if (o->metrics_listen) {
@@ -997,6 +1059,8 @@ static void config_effective(json_t *c, const struct job *j)
     for (size_t i = 0; sets && i < o->nsim_sets; i++)
         json_array_append_new(sets, json_string(o->sim_sets[i]));
     json_object_set_new(c, "sim_set", sets);
+    if (j->ep == WORKLOAD_VECTOR_SEARCH)
+        json_object_set_new(c, "vector", run_vector_config_json(&o->vector, &j->vec));
     if (q->regex || q->json || q->target_set || q->dual_sla || q->consistency)
         json_object_set_new(c, "quality",
                             json_pack("{s:s?, s:b, s:b, s:b, s:b}", "regex", q->regex, "json",
@@ -1281,6 +1345,8 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
     job_init(&j, opts);
     if ((code = parse_checks(&j)))
         return code;
+    if (j.ep == WORKLOAD_VECTOR_SEARCH && run_pg_target(opts->target))
+        return run_pg(opts); /* pgvector through libpq: its own closed loop (app/run_pg.h) */
     if ((code = parse_resources(&j)))
         goto out_options;
     if (http_client_global_init()) {
@@ -1310,6 +1376,7 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
 out_workload:
     workload_release(&j.wl);
 out_sim:
+    run_vector_release(&j.vec);
     if (j.sim)
         sim_thread_stop(j.sim, 0);
 out_dir:

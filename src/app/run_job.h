@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "app/ranks.h"
 #include "app/run_quality.h"
+#include "app/run_vector.h"
 #include "net/addr.h"
 
 struct option;
@@ -64,6 +65,7 @@ struct run_opts {
     bool no_kernel_timestamps; /* time stream bytes when read, not by the kernel's arrival */
     bool http_engine_curl;     /* libcurl for plain http:// too (--http-engine curl) */
     struct run_quality_opts quality;
+    struct run_vector_opts vector; /* --endpoint vector-search (app/run_vector.h) */
     /* the command's getopt_long table: result.json's command line is
      * redacted by it (abbreviated options resolve as getopt resolved them) */
     const struct option *options;

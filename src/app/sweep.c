@@ -130,7 +130,8 @@ struct job {
     char dir[SWEEP_DIR_MAX];
     char path[PATH_MAX];
     char num[32];
-    char *storage; /* a tenant's split options */
+    char vary_opt[40]; /* --vary: "--NAME" */
+    char *storage;     /* a tenant's split options */
     pid_t pid;
     int status;
     bool started, done, forwarded, timed_out;
@@ -435,7 +436,12 @@ static int run_step(const struct sweep_config *cfg, struct sweep_outcome *o, int
         job_add(j, cfg->slos[i]);
     }
     memcpy(j->num, l, sizeof(l));
-    job_add(j, mode == SWEEP_RATE ? "--rate" : "--concurrency");
+    if (cfg->vary && !probe) {
+        snprintf(j->vary_opt, sizeof(j->vary_opt), "--%s", cfg->vary);
+        job_add(j, j->vary_opt);
+    } else {
+        job_add(j, mode == SWEEP_RATE ? "--rate" : "--concurrency");
+    }
     job_add(j, j->num);
     snprintf(seed, sizeof(seed), "%llu",
              (unsigned long long)sweep_step_seed(cfg->run_args, cfg->nrun_args, seq));
@@ -492,7 +498,7 @@ static int run_plan(const struct sweep_config *cfg, struct sweep_outcome *o, cha
                     size_t errlen)
 {
     struct sweep_plan plan = cfg->plan;
-    const char *label = cfg->mode == SWEEP_RATE ? "rate" : "concurrency";
+    const char *label = cfg->vary ? cfg->vary : cfg->mode == SWEEP_RATE ? "rate" : "concurrency";
     size_t runs = 0;
     int seq = 0, rc = 0;
     double load;
@@ -641,6 +647,7 @@ int sweep_run(const struct sweep_config *cfg, struct sweep_outcome *out, char *e
 
     memset(out, 0, sizeof(*out));
     out->mode = cfg->mode;
+    out->vary = cfg->vary;
     out->plan = cfg->plan_name;
     out->target = cfg->target;
     out->slos = cfg->slos;

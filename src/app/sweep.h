@@ -94,6 +94,9 @@ struct sweep_step {
     /* answer quality, when the result has a "quality" section */
     bool has_quality;
     double rouge_l_mean, bleu4_mean, exact_match_rate;
+    /* vector search, when the result has a "vector_search" section */
+    bool has_vector;
+    double recall_mean, recall_p5, vector_qps;
 };
 
 /*
@@ -186,6 +189,10 @@ struct sweep_findings {
     const char *critical_why; /* NULL: the fit is meaningful; else why not (static) */
     bool has_quality_drop;    /* ROUGE-L fell by >= 0.05 from its best at a lower load */
     double quality_from_load, quality_from, quality_to_load, quality_to;
+    /* vector search: the knee of the cost of a query (1 / QPS) against recall@k */
+    bool has_recall_knee;
+    double recall_knee_load, recall_knee_recall, recall_knee_qps, recall_knee_p99_ms;
+    double recall_knee_score;
 };
 
 enum sweep_knee_metric {
@@ -215,7 +222,11 @@ struct sweep_analysis_cfg {
  * knee of the metric against load (analysis/knee.h, Kneedle), the SLO
  * bracket (the passing load reported with its goodput, or its throughput
  * when the runs had no --goodput), the critical-load fit of the error
- * rates, and a fall of ROUGE-L. Each part is absent when it cannot be found.
+ * rates, a fall of ROUGE-L, and for vector-search steps the recall knee:
+ * Kneedle over (recall_mean, 1 / QPS) of the steps in load order whose
+ * recall rises (a step that gains no recall is left out), the point past
+ * which each point of recall costs disproportionately much throughput.
+ * Each part is absent when it cannot be found.
  */
 void sweep_analyse(const struct sweep_step *steps, size_t n, const struct sweep_analysis_cfg *cfg,
                    struct sweep_findings *out);
@@ -231,6 +242,7 @@ struct sweep_interference {
 /* What a sweep did: the input of sweep_json_build. */
 struct sweep_outcome {
     enum sweep_mode mode;
+    const char *vary;   /* --vary's option name (sweep.json's mode), or NULL */
     const char *plan;   /* "list", "ladder", "adaptive" or "none" */
     const char *target; /* the URL passed through, or "simulator:<profile>" */
     const char *const *slos;
@@ -261,7 +273,10 @@ struct sweep_tenant {
 };
 
 struct sweep_config {
-    const char *exe;     /* the tokenstorm binary to run (resolved /proc/self/exe) */
+    const char *exe; /* the tokenstorm binary to run (resolved /proc/self/exe) */
+    /* --vary NAME=LIST: each step passes --NAME <load> to its run instead of
+     * --rate / --concurrency (the load comes from run_args); NULL: off */
+    const char *vary;
     const char *out_dir; /* created if missing */
     enum sweep_mode mode;
     const char *plan_name;  /* for sweep.json: "list", "ladder", "adaptive"; NULL = none */

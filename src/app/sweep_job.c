@@ -29,6 +29,7 @@
 struct printer {
     bool table, progress;
     enum sweep_mode mode;
+    const char *vary; /* --vary's option name, or NULL */
     int rows;
 };
 
@@ -55,6 +56,23 @@ static void on_start(const char *what, double load, void *arg)
         fprintf(stderr, "sweep: running %s\n", what);
 }
 
+/* A --vary step: the option's value against recall, QPS and latency. */
+static void vary_row(struct printer *p, const struct sweep_step *st)
+{
+    char a[24], b[24];
+
+    if (!p->rows++)
+        printf("%3s  %-20s %9s %9s %10s %10s %10s %7s %5s\n", "#", p->vary, "recall", "recall p5",
+               "QPS", "E2EL p50", "E2EL p99", "errors", "SLO");
+    printf("%3d  %-20g %9.4f %9.4f %10.1f %10s %10s %6.2f%% %5s%s\n", st->seq, st->load,
+           st->has_vector ? st->recall_mean : NAN, st->has_vector ? st->recall_p5 : NAN,
+           st->has_vector ? st->vector_qps : st->achieved_rps, ms(a, sizeof(a), st->e2el_p50_ms),
+           ms(b, sizeof(b), st->e2el_p99_ms), 100 * (isfinite(st->error_rate) ? st->error_rate : 0),
+           st->nslo ? (st->slo_pass ? "pass" : "fail") : "-",
+           st->interrupted ? " (interrupted)" : "");
+    fflush(stdout);
+}
+
 static void on_step(const struct sweep_step *st, bool probe, void *arg)
 {
     struct printer *p = arg;
@@ -62,6 +80,8 @@ static void on_step(const struct sweep_step *st, bool probe, void *arg)
 
     if (!p->table)
         return;
+    if (p->vary)
+        return vary_row(p, st);
     if (!p->rows++)
         printf("%3s  %-18s %8s %8s %9s %10s %10s %10s %10s %10s %7s %5s  %s\n", "#", "load",
                "offered", "sent", "achieved", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p99",
@@ -129,6 +149,11 @@ static void print_findings(const struct sweep_outcome *o, const char *dir)
         printf("critical load: no fit (needs %zu steps with 0 < error rate < 1, rising)\n",
                o->acfg.fit_min_points);
 tail:
+    if (f->has_recall_knee)
+        printf("recall knee: %s %g, recall %.4f at %.1f queries/s (E2EL p99 %s); past it each "
+               "point of recall costs disproportionately much throughput\n",
+               o->vary ? o->vary : "load", f->recall_knee_load, f->recall_knee_recall,
+               f->recall_knee_qps, ms(a, sizeof(a), f->recall_knee_p99_ms));
     if (f->has_quality_drop)
         printf("quality: ROUGE-L fell from %.3f at %g %s to %.3f at %g %s\n", f->quality_from,
                f->quality_from_load, unit, f->quality_to, f->quality_to_load, unit);
@@ -176,6 +201,7 @@ static void job_config(const struct sweep_job_opts *o, struct sweep_job *j)
     j->pr.table = !o->json;
     j->pr.progress = !o->quiet && !o->json;
     j->pr.mode = c->mode;
+    j->pr.vary = c->vary;
     j->cfg.on_step = on_step;
     j->cfg.on_start = on_start;
     j->cfg.arg = &j->pr;

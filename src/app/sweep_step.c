@@ -340,6 +340,19 @@ static void read_window(struct sweep_step *st, const json_t *doc, struct run_win
         st->goodput_rps = w.request_goodput;
 }
 
+static void read_vector(struct sweep_step *st, const json_t *doc)
+{
+    const json_t *v = json_object_get(doc, "vector_search");
+
+    st->recall_mean = st->recall_p5 = st->vector_qps = NAN;
+    if (!json_is_object(v))
+        return;
+    st->has_vector = true;
+    st->recall_mean = num(v, "recall_mean");
+    st->recall_p5 = num(v, "recall_p5");
+    st->vector_qps = num(v, "qps");
+}
+
 /* The summary's numbers (the fallbacks of the window's rates). */
 static void read_summary(struct sweep_step *st, const json_t *run, const json_t *sum,
                          enum sweep_mode mode)
@@ -444,6 +457,7 @@ int sweep_step_read(const json_t *doc, enum sweep_mode mode, struct sweep_step *
             st->slo_pass = false;
     }
     read_quality(st, doc);
+    read_vector(st, doc);
     st->saturation = 0;
     st->ttft_slope_ms_s = st->ttft_t = st->inflight_slope_s = st->completion_ratio = NAN;
     st->lag_slope_ms_s = NAN;
@@ -812,6 +826,33 @@ static void find_quality_drop(const struct sweep_step **s, size_t n, struct swee
     }
 }
 
+/* Kneedle over (recall, seconds per query) of the steps whose recall rises with the load. */
+static void find_recall_knee(const struct sweep_step **s, size_t n,
+                             const struct sweep_analysis_cfg *cfg, struct sweep_findings *f)
+{
+    double x[SWEEP_MAX_STEPS], y[SWEEP_MAX_STEPS];
+    size_t at[SWEEP_MAX_STEPS], m = 0;
+    struct knee k;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i]->has_vector || !isfinite(s[i]->recall_mean) || !(s[i]->vector_qps > 0))
+            continue;
+        if (m && s[i]->recall_mean <= x[m - 1])
+            continue;
+        x[m] = s[i]->recall_mean;
+        y[m] = 1.0 / s[i]->vector_qps;
+        at[m++] = i;
+    }
+    if (m < 3 || knee_find(x, y, m, cfg->knee_min_score, &k))
+        return;
+    f->has_recall_knee = true;
+    f->recall_knee_load = s[at[k.index]]->load;
+    f->recall_knee_recall = x[k.index];
+    f->recall_knee_qps = s[at[k.index]]->vector_qps;
+    f->recall_knee_p99_ms = s[at[k.index]]->e2el_p99_ms;
+    f->recall_knee_score = k.score;
+}
+
 void sweep_analyse(const struct sweep_step *steps, size_t n, const struct sweep_analysis_cfg *cfg,
                    struct sweep_findings *out)
 {
@@ -825,6 +866,7 @@ void sweep_analyse(const struct sweep_step *steps, size_t n, const struct sweep_
         find_goodput(s, m, out);
     find_critical(s, m, cfg, out);
     find_quality_drop(s, m, out);
+    find_recall_knee(s, m, cfg, out);
 }
 
 /* ---- sweep.json --------------------------------------------------------------- */
@@ -863,6 +905,11 @@ static json_t *step_json(const struct sweep_step *st)
     } else {
         rc |= tsjson_put(o, "quality", json_null());
     }
+    if (st->has_vector)
+        rc |= tsjson_put(o, "vector_search",
+                         json_pack("{s:o, s:o, s:o}", "recall_mean", tsjson_num(st->recall_mean),
+                                   "recall_p5", tsjson_num(st->recall_p5), "qps",
+                                   tsjson_num(st->vector_qps)));
     rc |= tsjson_put(o, "seq", json_integer(st->seq));
     rc |= tsjson_put(o, "requests", tsjson_count(st->requests));
     rc |= tsjson_put(o, "completed", tsjson_count(st->completed));
@@ -928,6 +975,16 @@ static json_t *findings_quality(const struct sweep_findings *f)
                      "to_load", tsjson_num(f->quality_to_load), "to", tsjson_num(f->quality_to));
 }
 
+static json_t *findings_recall_knee(const struct sweep_findings *f)
+{
+    if (!f->has_recall_knee)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "load", tsjson_num(f->recall_knee_load),
+                     "recall_mean", tsjson_num(f->recall_knee_recall), "qps",
+                     tsjson_num(f->recall_knee_qps), "e2el_p99_ms",
+                     tsjson_num(f->recall_knee_p99_ms), "score", tsjson_num(f->recall_knee_score));
+}
+
 static json_t *interference_json(const struct sweep_outcome *o)
 {
     json_t *a;
@@ -960,7 +1017,10 @@ int sweep_json_build(const struct sweep_outcome *o, json_t **out)
     rc |= tsjson_put(doc, "schema", json_string(SWEEP_SCHEMA));
     rc |= tsjson_put(doc, "tool",
                      json_pack("{s:s, s:s}", "name", "tokenstorm", "version", TS_VERSION));
-    rc |= tsjson_put(doc, "mode", json_string(o->mode == SWEEP_RATE ? "rate" : "concurrency"));
+    rc |= tsjson_put(doc, "mode",
+                     json_string(o->vary                 ? o->vary
+                                 : o->mode == SWEEP_RATE ? "rate"
+                                                         : "concurrency"));
     rc |= tsjson_put(doc, "plan", json_string(o->plan ? o->plan : "none"));
     rc |= tsjson_put(doc, "target", o->target ? json_string(o->target) : json_null());
     rc |= tsjson_put(doc, "slo", slo);
@@ -989,6 +1049,7 @@ int sweep_json_build(const struct sweep_outcome *o, json_t **out)
     rc |= tsjson_put(doc, "max_goodput", findings_goodput(&o->findings));
     rc |= tsjson_put(doc, "critical_load", findings_critical(&o->findings));
     rc |= tsjson_put(doc, "quality_drop", findings_quality(&o->findings));
+    rc |= tsjson_put(doc, "recall_knee", findings_recall_knee(&o->findings));
     rc |= tsjson_put(doc, "interference", interference_json(o));
     if (rc) {
         json_decref(doc);

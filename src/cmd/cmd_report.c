@@ -188,6 +188,21 @@ static void text_recovered(FILE *f, const json_t *doc)
         fprintf(f, "  counts: %.200s\n", counts);
 }
 
+/* A vector-search run's recall line (the rebuilt stats do not hold recall). */
+static void text_vector(FILE *f, const json_t *doc)
+{
+    const json_t *v = json_object_get(doc, "vector_search");
+    if (!json_is_object(v))
+        return;
+    fprintf(f,
+            "vector search %.0f searches at %.2f/s: recall@%.0f mean %.4f, p5 %.4f, min %.4f; "
+            "latency p50 %.2f ms, p99 %.2f ms\n",
+            report_json_num(v, "searches"), report_json_num(v, "qps"), report_json_num(v, "k"),
+            report_json_num(v, "recall_mean"), report_json_num(v, "recall_p5"),
+            report_json_num(v, "recall_min"), report_json_num(v, "latency_p50_ms"),
+            report_json_num(v, "latency_p99_ms"));
+}
+
 static int write_text(FILE *f, const struct report_docset *set)
 {
     for (size_t i = 0; i < set->n; i++) {
@@ -201,6 +216,8 @@ static int write_text(FILE *f, const struct report_docset *set)
         text_recovered(f, d->doc);
         if (report_text_summary(f, d->stats, &d->sum))
             return -EIO;
+        if (!d->stats->recall.count)
+            text_vector(f, d->doc);
         text_slos(f, d->doc);
     }
     return ferror(f) ? -EIO : 0;
@@ -241,11 +258,13 @@ static json_t *percentiles_json(const struct run_stats *s, enum stat_metric m)
 static json_t *doc_digest(const struct report_doc *d)
 {
     static const char *const run_keys[] = {
-        "run",       "summary",   "latency",         "outcomes",        "http_status", "tokens",
-        "streams",   "slo",       "quality",         "itl_by_position", "integrity",   "faults",
-        "by_tenant", "by_intent", "by_perturbation", "by_flow_step",    "recovered",   "vllm"};
-    static const char *const sweep_keys[] = {
-        "mode", "target", "slo", "steps", "knee", "max_goodput", "critical_load", "interference"};
+        "run",          "summary",   "latency",   "outcomes",     "http_status",
+        "tokens",       "streams",   "slo",       "quality",      "itl_by_position",
+        "integrity",    "faults",    "by_tenant", "by_intent",    "by_perturbation",
+        "by_flow_step", "recovered", "vllm",      "vector_search"};
+    static const char *const sweep_keys[] = {"mode",          "target",       "slo",
+                                             "steps",         "knee",         "max_goodput",
+                                             "critical_load", "interference", "recall_knee"};
     static const struct {
         enum stat_metric m;
         const char *key;

@@ -19,6 +19,7 @@
 #include "cmd/cmd.h"
 #include "cmd/cmd_common.h"
 #include "app/run_job.h"
+#include "app/run_pg.h"
 #include "app/run_quality.h"
 #include "app/ranks.h"
 #include "load/runner.h"
@@ -110,7 +111,8 @@ static void usage(FILE *out)
         "  --model NAME           model to ask for (default: the first of /v1/models)\n"
         "  --api-key KEY          bearer token (default: $OPENAI_API_KEY); never printed or saved\n"
         "  --header 'K: V'        extra request header (repeatable)\n"
-        "  --endpoint E           chat (default), completions or embeddings\n"
+        "  --endpoint E           chat (default), completions, embeddings or vector-search\n"
+        "                         (POST /v1/vectors/search; recall@k per answer, below)\n"
         "  --insecure             do not verify TLS certificates\n"
         "  --http2                use HTTP/2 where the server offers it\n"
         "load (open loop when --rate is given, else closed loop):\n"
@@ -162,6 +164,33 @@ static void usage(FILE *out)
         "                         'threshold=0.8,window=20,k=3'; slo: consistency>=0.8\n"
         "  --integrity hmac       verify chained chunk signatures (sim --sign-chunks KEY);\n"
         "                         key from --integrity-key or $TOKENSTORM_INTEGRITY_KEY\n");
+    fprintf(out,
+            "vector search (--endpoint vector-search; docs/VECTOR.md):\n"
+            "  --vector-data SPEC     the corpus: gen:N[xD][:CLUSTERS[:SPREAD]] or a .fvecs/.npy\n"
+            "                         file (default gen:20000x64); the built-in simulator holds\n"
+            "                         it, and the exact ground truth is computed over it\n"
+            "  --vector-index F       the built-in simulator's FAISS index (IVF256,Flat,\n"
+            "                         IVF256,PQ16, HNSW32, ...; default Flat)\n"
+            "  --vector-queries SPEC  gen:N (default gen:1000: the corpus's distribution) or a\n"
+            "                         .fvecs/.npy file; request i searches query i mod N\n"
+            "  --vector-truth FILE    true neighbours (.ivecs/.npy, a row per query) instead of\n"
+            "                         an exact search before the run\n"
+            "  --vector-k K           neighbours asked for and recall@K (default 10)\n"
+            "  --nprobe N             IVF lists to search, sent in every request\n"
+            "  --ef-search N          HNSW efSearch, sent in every request\n"
+            "  --vector-seed N        seed of generated corpus and queries (default 0)\n"
+            "  --vector-api T         any REST vector database: a preset (tokenstorm, qdrant,\n"
+            "                         milvus, chroma: written from their API references, not\n"
+            "                         run live here) or @FILE, a template {path, body with\n"
+            "                         \"{{vector}}\" \"{{k}}\" \"{{nprobe}}\" \"{{ef_search}}\",\n"
+            "                         results and id JSON pointers}; its path replaces\n"
+            "                         --target's (docs/VECTOR.md)\n"
+            "  --vector-collection C  {{collection}} in a template (default bench)\n"
+            "  --target postgresql://...  pgvector through libpq (closed loop, --concurrency\n"
+            "                         connections): SELECT ID FROM TABLE ORDER BY COLUMN <-> $1\n"
+            "                         LIMIT k, --nprobe as ivfflat.probes, --ef-search as\n"
+            "                         hnsw.ef_search\n"
+            "  --pg-table T, --pg-column C, --pg-id I  (default items, embedding, id)\n");
     usage_rest(out);
 }
 
@@ -241,6 +270,19 @@ enum {
     O_JSON,
     O_SIM_PROFILE,
     O_SIM_SET,
+    O_VECTOR_DATA,
+    O_VECTOR_INDEX,
+    O_VECTOR_QUERIES,
+    O_VECTOR_TRUTH,
+    O_VECTOR_K,
+    O_NPROBE,
+    O_EF_SEARCH,
+    O_VECTOR_SEED,
+    O_VECTOR_API,
+    O_VECTOR_COLLECTION,
+    O_PG_TABLE,
+    O_PG_COLUMN,
+    O_PG_ID,
     O_VERSION,
     O_INTEGRITY,
     O_INTEGRITY_KEY,
@@ -327,6 +369,19 @@ static const struct option run_options[] = {
     {"json", no_argument, NULL, O_JSON},
     {"sim-profile", required_argument, NULL, O_SIM_PROFILE},
     {"sim-set", required_argument, NULL, O_SIM_SET},
+    {"vector-data", required_argument, NULL, O_VECTOR_DATA},
+    {"vector-index", required_argument, NULL, O_VECTOR_INDEX},
+    {"vector-queries", required_argument, NULL, O_VECTOR_QUERIES},
+    {"vector-truth", required_argument, NULL, O_VECTOR_TRUTH},
+    {"vector-k", required_argument, NULL, O_VECTOR_K},
+    {"nprobe", required_argument, NULL, O_NPROBE},
+    {"ef-search", required_argument, NULL, O_EF_SEARCH},
+    {"vector-seed", required_argument, NULL, O_VECTOR_SEED},
+    {"vector-api", required_argument, NULL, O_VECTOR_API},
+    {"vector-collection", required_argument, NULL, O_VECTOR_COLLECTION},
+    {"pg-table", required_argument, NULL, O_PG_TABLE},
+    {"pg-column", required_argument, NULL, O_PG_COLUMN},
+    {"pg-id", required_argument, NULL, O_PG_ID},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -351,6 +406,7 @@ static void run_opts_defaults(struct run_opts *o)
 {
     memset(o, 0, sizeof(*o));
     run_quality_init(&o->quality);
+    run_vector_opts_init(&o->vector);
     o->seed = 1;
     o->duration_ns = 20 * TS_NS_PER_S;
     o->drain_ns = 30 * TS_NS_PER_S;
@@ -710,12 +766,65 @@ static int help_option(int c)
     }
 }
 
+/* "vector search:" in --help. */
+static int vector_option(int c, const char *name, struct run_opts *o)
+{
+    struct run_vector_opts *v = &o->vector;
+    uint64_t n;
+    switch (c) {
+    case O_VECTOR_DATA:
+        v->data = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_INDEX:
+        v->index = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_QUERIES:
+        v->queries = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_TRUTH:
+        v->truth = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_API:
+        v->api = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_COLLECTION:
+        v->collection = optarg;
+        return ARG_NEXT;
+    case O_PG_TABLE:
+        v->pg_table = optarg;
+        return ARG_NEXT;
+    case O_PG_COLUMN:
+        v->pg_column = optarg;
+        return ARG_NEXT;
+    case O_PG_ID:
+        v->pg_id = optarg;
+        return ARG_NEXT;
+    case O_VECTOR_K:
+        return parse_count("--vector-k", optarg, VECSET_MAX_K, &v->k);
+    case O_VECTOR_SEED:
+        return next_or_usage(parse_u64("--vector-seed", optarg, &v->seed));
+    case O_NPROBE:
+    case O_EF_SEARCH:
+        if (parse_u64(c == O_NPROBE ? "--nprobe" : "--ef-search", optarg, &n))
+            return TS_EXIT_USAGE;
+        if (n > 65536) {
+            fprintf(stderr, "tokenstorm run: --%s must be 0..65536\n", name);
+            return TS_EXIT_USAGE;
+        }
+        *(c == O_NPROBE ? &v->nprobe : &v->ef_search) = (int64_t)n;
+        *(c == O_NPROBE ? &v->has_nprobe : &v->has_ef_search) = true;
+        return ARG_NEXT;
+    default:
+        return ARG_NOT_MINE;
+    }
+}
+
 /* Hands option c (long name `name`) to its group; ARG_NEXT or an exit code. */
 static int parse_option(int c, const char *name, struct run_opts *o)
 {
     static int (*const groups[])(int, const char *, struct run_opts *) = {
         target_option, load_option,   workload_option,  timeout_option,
-        check_option,  output_option, shard_sim_option,
+        check_option,  output_option, shard_sim_option, vector_option,
     };
 
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
@@ -751,8 +860,8 @@ static int finish_args(int argc, char **argv, struct run_opts *o)
     }
     if (o->requests && !o->duration_given)
         o->duration_ns = 0; /* --requests alone: run until they are done */
-    if (!o->rate && !o->concurrency && !o->stages)
-        o->rate = 10; /* the default workload: 10 requests/s, Poisson */
+    if (!o->rate && !o->concurrency && !o->stages && !run_pg_target(o->target))
+        o->rate = 10; /* the default workload: 10 requests/s, Poisson (pgvector: closed loop) */
     if (o->stages)
         o->duration_ns = o->duration_given ? o->duration_ns : 0;
     return ARG_NEXT;

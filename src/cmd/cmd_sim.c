@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "base/log.h"
 #include "base/units.h"
@@ -64,6 +65,17 @@ static void usage(FILE *out)
         "  --vector-store-id ID   the store's id besides vs_default\n"
         "  --vector-latency DUR   fixed time of a search (default 2ms; 0 = none)\n"
         "  --vector-doc-latency DUR  time per passage searched (default 1us)\n"
+        "  --vector-data SPEC     a raw-vector corpus for GET /v1/vectors and POST\n"
+        "                         /v1/vectors/search ({\"vector\":[..],\"k\":10,\"nprobe\":64}):\n"
+        "                         gen:N[xD][:CLUSTERS[:SPREAD]] (clustered Gaussian data,\n"
+        "                         seeded) or a .fvecs / .npy file (docs/VECTOR.md)\n"
+        "  --vector-index F       FAISS factory string of its index: IVF256,Flat, IVF256,PQ16,\n"
+        "                         HNSW32, ... (default Flat: exact; needs a FAISS build);\n"
+        "                         without --vector-data it indexes the text store's passages\n"
+        "                         (then its search time is real, not --vector-latency)\n"
+        "  --vector-nprobe N      IVF lists searched when a request names none (default 1)\n"
+        "  --vector-ef-search N   HNSW efSearch when a request names none (default 16)\n"
+        "  --vector-seed N        seed of a generated corpus (default 0; the same in run)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let streams finish this long (default 10s)\n"
         "  --list-profiles        print the presets and every settable key, then exit\n"
         "  -q, --quiet            print nothing but errors\n"
@@ -75,6 +87,7 @@ static void usage(FILE *out)
         "  tokenstorm sim --profile llama3-70b-4xh100 --set max_num_seqs=128\n"
         "  tokenstorm sim --profile tiny --no-noise --trace-log truth.jsonl\n"
         "  tokenstorm sim --vector-docs kb.jsonl --vector-latency 20ms\n"
+        "  tokenstorm sim --vector-data gen:20000x64 --vector-index IVF256,Flat\n"
         "  curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\\n"
         "       -d "
         "'{\"model\":\"x\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'"
@@ -122,6 +135,11 @@ enum {
     OPT_VERSION,
     OPT_API_TOKEN,
     OPT_API_INSECURE,
+    OPT_VECTOR_DATA,
+    OPT_VECTOR_INDEX,
+    OPT_VECTOR_NPROBE,
+    OPT_VECTOR_EF,
+    OPT_VECTOR_SEED,
 };
 
 /* The command line, as given; build_profile and resolve_listen finish cfg. */
@@ -160,6 +178,10 @@ static const char **string_slot(struct sim_opts *o, int c)
         return &o->cfg.vector_docs_path;
     case OPT_VECTOR_ID:
         return &o->cfg.vector_store_id;
+    case OPT_VECTOR_DATA:
+        return &o->cfg.vector_data;
+    case OPT_VECTOR_INDEX:
+        return &o->cfg.vector_index;
     case OPT_SIGN:
         return &o->cfg.sign_key;
     default:
@@ -177,6 +199,28 @@ static int vector_duration(struct sim_opts *o, int c, const char *arg)
     }
     *(c == OPT_VECTOR_LATENCY ? &o->cfg.vector_latency_ns : &o->cfg.vector_doc_ns) =
         ns ? ns : SIM_DURATION_ZERO;
+    return -1;
+}
+
+/* --vector-nprobe, --vector-ef-search, --vector-seed. */
+static int vector_number(struct sim_opts *o, int c, const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    unsigned long long max = c == OPT_VECTOR_SEED ? UINT64_MAX : 65536;
+    if (errno || end == arg || *end || arg[0] == '-' || v > max) {
+        fprintf(stderr, "tokenstorm sim: --%s: expected an integer 0..%llu, got '%s'\n",
+                c == OPT_VECTOR_SEED ? "vector-seed"
+                : c == OPT_VECTOR_EF ? "vector-ef-search"
+                                     : "vector-nprobe",
+                max, arg);
+        return TS_EXIT_USAGE;
+    }
+    if (c == OPT_VECTOR_SEED)
+        o->cfg.vector_seed = v;
+    else
+        *(c == OPT_VECTOR_EF ? &o->cfg.vector_ef : &o->cfg.vector_nprobe) = (uint32_t)v;
     return -1;
 }
 
@@ -229,6 +273,10 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_VECTOR_LATENCY:
     case OPT_VECTOR_DOC_LATENCY:
         return vector_duration(o, c, arg);
+    case OPT_VECTOR_NPROBE:
+    case OPT_VECTOR_EF:
+    case OPT_VECTOR_SEED:
+        return vector_number(o, c, arg);
     case OPT_HEADER_TIMEOUT:
     case OPT_GRACE:
         return server_duration(o, c, arg);
@@ -280,6 +328,11 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"vector-store-id", required_argument, NULL, OPT_VECTOR_ID},
         {"vector-latency", required_argument, NULL, OPT_VECTOR_LATENCY},
         {"vector-doc-latency", required_argument, NULL, OPT_VECTOR_DOC_LATENCY},
+        {"vector-data", required_argument, NULL, OPT_VECTOR_DATA},
+        {"vector-index", required_argument, NULL, OPT_VECTOR_INDEX},
+        {"vector-nprobe", required_argument, NULL, OPT_VECTOR_NPROBE},
+        {"vector-ef-search", required_argument, NULL, OPT_VECTOR_EF},
+        {"vector-seed", required_argument, NULL, OPT_VECTOR_SEED},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},

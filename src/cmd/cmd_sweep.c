@@ -39,6 +39,10 @@ static void usage(FILE *out)
         "                         loads between them, then bisect around the knee and the\n"
         "                         SLO boundary\n"
         "  --mode rate|concurrency  what --ladder and --adaptive vary (default rate)\n"
+        "  --vary NAME=LIST       a run option instead of the load, e.g. nprobe=8,16,32,64:\n"
+        "                         each step passes --NAME V (the load stays what the run\n"
+        "                         options say); vector-search runs give the recall x QPS x\n"
+        "                         p99 table and the recall knee (docs/VECTOR.md)\n"
         "plan limits:\n"
         "  --max-steps N          runs at most, probes included (default: the plan's size)\n"
         "  --refine N             bisection steps after the grid (default 4 adaptive, else 0)\n"
@@ -103,6 +107,7 @@ enum {
     O_KNEE_METRIC,
     O_ERROR_LEVEL,
     O_FIT_MIN,
+    O_VARY,
     O_INTERFERENCE,
     O_INTERFERENCE_METRIC,
     O_OUT,
@@ -128,6 +133,7 @@ static const struct option sweep_options[] = {
     {"knee-metric", required_argument, NULL, O_KNEE_METRIC},
     {"error-level", required_argument, NULL, O_ERROR_LEVEL},
     {"fit-min-points", required_argument, NULL, O_FIT_MIN},
+    {"vary", required_argument, NULL, O_VARY},
     {"interference", required_argument, NULL, O_INTERFERENCE},
     {"interference-metric", required_argument, NULL, O_INTERFERENCE_METRIC},
     {"out", required_argument, NULL, O_OUT},
@@ -141,7 +147,8 @@ static const struct option sweep_options[] = {
 };
 
 struct sweep_opts {
-    const char *plan_name; /* "list", "ladder", "adaptive" */
+    const char *plan_name; /* "list", "ladder", "adaptive", "vary" */
+    char vary[32];         /* --vary's option name */
     const char *list, *ladder, *mode, *out_dir;
     bool json, quiet, force;
     long max_steps, refine, past_sat, points, sat_conc, fit_min;
@@ -190,8 +197,8 @@ static int parse_pos(const char *opt, const char *s, double *out)
 static int set_plan(struct sweep_opts *o, const char *name)
 {
     if (o->plan_name) {
-        fprintf(stderr, "tokenstorm sweep: give one plan: --rates, --concurrencies, --ladder or "
-                        "--adaptive\n");
+        fprintf(stderr, "tokenstorm sweep: give one plan: --rates, --concurrencies, --ladder, "
+                        "--adaptive or --vary\n");
         return TS_EXIT_USAGE;
     }
     o->plan_name = name;
@@ -267,6 +274,19 @@ static int plan_option(int c, struct sweep_opts *o)
     }
     case O_ADAPTIVE:
         return next_or(set_plan(o, "adaptive"));
+    case O_VARY: {
+        const char *eq = strchr(optarg, '=');
+        size_t len = eq ? (size_t)(eq - optarg) : 0;
+        if (!eq || !len || len >= sizeof(o->vary) ||
+            strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789-") != len)
+            return bad_opt("--vary", "NAME=V1,V2,... with a run option's name (e.g. nprobe)",
+                           optarg);
+        int rc = set_plan(o, "vary");
+        memcpy(o->vary, optarg, len);
+        o->vary[len] = '\0';
+        o->list = eq + 1;
+        return next_or(rc);
+    }
     case O_MODE:
         if (strcmp(optarg, "rate") && strcmp(optarg, "concurrency"))
             return bad_opt("--mode", "rate or concurrency", optarg);
@@ -467,19 +487,30 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
 /* Options the sweep sets itself may not come through `--`. */
 static int check_run_args(const struct sweep_opts *o, bool concurrency)
 {
-    static const char *const owned[] = {"--rate", "--stages", "--ramp-to",    "--out",
-                                        "--json", "--force",  "--concurrency"};
-    size_t nowned = sizeof(owned) / sizeof(owned[0]) - (concurrency ? 0 : 1);
+    char vary[40];
+    const char *own[8] = {"--out", "--json", "--force"};
+    size_t nowned = 3;
 
+    if (o->vary[0]) {
+        /* --vary: the load is the runs' own; only the varied option is the sweep's */
+        snprintf(vary, sizeof(vary), "--%s", o->vary);
+        own[nowned++] = vary;
+    } else {
+        own[nowned++] = "--rate";
+        own[nowned++] = "--stages";
+        own[nowned++] = "--ramp-to";
+        if (concurrency)
+            own[nowned++] = "--concurrency";
+    }
     for (size_t i = 0; i < o->nrun_args; i++) {
         for (size_t k = 0; k < nowned; k++) {
-            size_t l = strlen(owned[k]);
+            size_t l = strlen(own[k]);
             const char *a = o->run_args[i];
-            if (!strncmp(a, owned[k], l) && (a[l] == '\0' || a[l] == '=')) {
+            if (!strncmp(a, own[k], l) && (a[l] == '\0' || a[l] == '=')) {
                 fprintf(stderr,
                         "tokenstorm sweep: %s cannot be passed to the runs: the sweep sets it "
                         "for every step\n",
-                        owned[k]);
+                        own[k]);
                 return TS_EXIT_USAGE;
             }
         }
@@ -556,7 +587,11 @@ static int build_plan(const struct sweep_opts *o, struct sweep_config *cfg)
     cfg->plan.tolerance = o->tolerance;
     cfg->plan.past_saturation = (unsigned)o->past_sat;
     cfg->plan_name = o->plan_name;
-    if (o->plan_name && !strcmp(o->plan_name, "list"))
+    if (o->plan_name && !strcmp(o->plan_name, "vary")) {
+        rc = parse_list("--vary", o->list, true, &cfg->plan);
+        cfg->vary = o->vary;
+        cfg->plan.past_saturation = SWEEP_MAX_STEPS; /* every value: saturation is not the point */
+    } else if (o->plan_name && !strcmp(o->plan_name, "list"))
         rc = parse_list(conc ? "--concurrencies" : "--rates", o->list, conc, &cfg->plan);
     else if (o->plan_name && !strcmp(o->plan_name, "ladder"))
         rc = parse_ladder(o->ladder, conc, &cfg->plan);

@@ -4,12 +4,14 @@
  * happened into one struct req_record with exactly one outcome.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "llm/errbody.h"
+#include "llm/jsonptr.h"
 #include "llm/text.h"
 #include "load/runner_int.h"
 #include "analysis/record.h"
@@ -323,6 +325,52 @@ static void describe_error_body(struct exch *x)
         set_error(x, "", "empty body");
 }
 
+/* A hit's id: an integer, or a string of decimal digits (databases with string ids). */
+static int64_t hit_id(const json_t *id)
+{
+    if (json_is_integer(id))
+        return (int64_t)json_integer_value(id);
+    const char *s = json_string_value(id);
+    if (!s || !*s || strlen(s) > 18 || strspn(s, "0123456789") != strlen(s))
+        return -1;
+    return (int64_t)strtoll(s, NULL, 10);
+}
+
+/*
+ * A vector search's answer: {"data":[{"id":N,...},...]} (the simulator's
+ * /v1/vectors/search); its ids against the true neighbours give recall@k.
+ */
+static void finish_vector_body(struct exch *x)
+{
+    const struct runner_config *cfg = x->w->run->cfg;
+    const struct ivecset *truth = cfg->vector_truth;
+    struct req_record *r = &x->rec;
+    const char *rp = cfg->vector_results ? cfg->vector_results : "/data";
+    const char *ip = cfg->vector_id ? cfg->vector_id : "/id";
+    json_t *doc = json_loadb(buf_cstr(&x->body), x->body.len, 0, NULL);
+    json_t *data = jsonptr_get(doc, rp, strlen(rp));
+    if (!json_is_array(data)) {
+        char what[160];
+        snprintf(what, sizeof(what), "expected an array of hits at %.100s", rp);
+        x->malformed = true;
+        set_error(x, "malformed body: ", what);
+        json_decref(doc);
+        return;
+    }
+    x->saw_done = x->saw_finish = true;
+    if (truth && truth->n) {
+        int64_t ids[VECSET_MAX_K];
+        size_t k = cfg->workload->vector_k < truth->k ? cfg->workload->vector_k : truth->k, n = 0;
+        for (size_t i = 0; i < json_array_size(data) && n < VECSET_MAX_K; i++)
+            ids[n++] = hit_id(jsonptr_get(json_array_get(data, i), ip, strlen(ip)));
+        r->recall =
+            vec_recall(ids, n < k ? n : k, truth->v + (x->item.index % truth->n) * truth->k, k);
+        r->recall_k = (uint16_t)k;
+        r->has_recall = true;
+    }
+    json_decref(doc);
+}
+
 /* A non-streamed body (or an error body): decode it for the outcome, tokens and error text. */
 static void finish_body(struct exch *x)
 {
@@ -330,6 +378,11 @@ static void finish_body(struct exch *x)
     struct openai_chunk c;
     if (r->http_status && (r->http_status < 200 || r->http_status >= 300)) {
         describe_error_body(x);
+        return;
+    }
+    if (x->w->run->cfg->workload && x->w->run->cfg->workload->endpoint == WORKLOAD_VECTOR_SEARCH &&
+        !x->actor) {
+        finish_vector_body(x);
         return;
     }
     bool ok_status = r->http_status >= 200 && r->http_status < 300;

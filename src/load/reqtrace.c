@@ -52,6 +52,8 @@ static const char *operation_of(enum workload_endpoint ep)
         return "text_completion";
     case WORKLOAD_EMBEDDINGS:
         return "embeddings";
+    case WORKLOAD_VECTOR_SEARCH:
+        return "vector_search";
     }
     return "chat";
 }

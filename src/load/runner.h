@@ -137,7 +137,15 @@ struct runner_config {
     const char *url; /* the full endpoint URL */
     const char *const *headers;
     size_t n_headers;
-    const struct workload *workload;    /* read-only, shared by the workers */
+    const struct workload *workload; /* read-only, shared by the workers */
+    /* Vector search (workload endpoint WORKLOAD_VECTOR_SEARCH): the true
+     * neighbours of each query vector (row i of the workload's vectors), so
+     * every ok answer's "data"[].id gets its recall@k, k = min(the
+     * workload's k, vector_truth->k). NULL: recall is not measured. */
+    const struct ivecset *vector_truth;
+    /* where an answer holds its hits and each hit its id (JSON pointers,
+     * RFC 6901; template mode); NULL: "/data" and "/id" (the simulator's) */
+    const char *vector_results, *vector_id;
     const struct runner_class *classes; /* a scenario's classes, or NULL */
     size_t nclasses;
     /* Per-thread token counters (tokenizer-backed) for generating requests;

@@ -387,6 +387,11 @@ void html_run_section(struct html_page *p, const struct report_doc *d)
             p->rc = report_html_group_table(p->out, id, NULL, t);
         json_decref(t);
     }
+    const json_t *vs = report_json_obj(d->doc, "vector_search");
+    if (vs) {
+        html_emit(p, "<h3>Vector search: recall@k under load</h3>\n");
+        html_kv_table(p, NULL, vs);
+    }
     for (size_t k = 0; k < sizeof(group_keys) / sizeof(group_keys[0]); k++) {
         const json_t *g = report_json_obj(d->doc, group_keys[k][0]);
         char id[64];

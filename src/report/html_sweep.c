@@ -180,8 +180,13 @@ void html_sweep_section(struct html_page *p, const struct report_doc *d)
     html_emitf(p, "<section class=\"sweep\" id=\"sweep%d\"><h2>Sweep ", sw);
     html_esc(p, d->name);
     html_emit(p, "</h2>\n<p class=\"sub\">");
-    html_emitf(p, "%zu steps, %s", json_array_size(steps),
-               conc ? "closed loop (concurrency)" : "open loop (rate)");
+    if (mode && strcmp(mode, "rate") && !conc) {
+        html_emitf(p, "%zu steps, varying ", json_array_size(steps));
+        html_esc(p, mode); /* sweep --vary NAME */
+    } else {
+        html_emitf(p, "%zu steps, %s", json_array_size(steps),
+                   conc ? "closed loop (concurrency)" : "open loop (rate)");
+    }
     if (report_json_str(doc, "target")) {
         html_emit(p, " &middot; target ");
         html_esc(p, report_json_str(doc, "target"));

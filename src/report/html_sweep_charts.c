@@ -66,6 +66,8 @@ static bool sweep_points_init(struct html_page *p, struct sweep_points *sp, cons
     sp->cl = report_json_obj(doc, "critical_load");
     sp->conc = mode && !strcmp(mode, "concurrency");
     sp->load_label = sp->conc ? "concurrency (users)" : "offered load (req/s)";
+    if (mode && strcmp(mode, "rate") && !sp->conc)
+        sp->load_label = mode; /* sweep --vary NAME: its values are the x axis */
     sp->lmin = sp->lat_lo = INFINITY;
     sp->lmax = -INFINITY;
     struct html_vec **all[] = {&sp->t50,  &sp->t99,  &sp->e50,   &sp->e99,  &sp->lt50,

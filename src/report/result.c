@@ -765,6 +765,18 @@ static json_t *sample_json(const struct reqsample *sm)
                 : NULL;
 }
 
+/* The "vector_search" object: recall@k of the answers, with the load's QPS and latency. */
+static json_t *vector_search_json(const struct run_stats *s, const struct run_summary *sum)
+{
+    const struct quality_dist *d = &s->recall;
+    const struct latency_summary *l = &sum->lat[STAT_E2EL];
+    return json_pack("{s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "k", (json_int_t)s->recall_k,
+                     "searches", (json_int_t)d->count, "qps", sum->request_throughput,
+                     "latency_p50_ms", l->pct[0], "latency_p99_ms", l->pct[3], "recall_mean",
+                     quality_dist_mean(d), "recall_p5", quality_dist_percentile(d, 5), "recall_p50",
+                     quality_dist_percentile(d, 50), "recall_min", quality_dist_min(d));
+}
+
 int result_build(const struct run_stats *stats, const struct run_summary *sum,
                  const struct result_info *info, json_t **out)
 {
@@ -801,6 +813,9 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
     if ((rc = tsjson_put(doc, "timeline", section)) < 0)
         goto out_fail;
     if (info->quality && (rc = tsjson_put(doc, "quality", json_deep_copy(info->quality))) < 0)
+        goto out_fail;
+    if (stats->recall.count &&
+        (rc = tsjson_put(doc, "vector_search", vector_search_json(stats, sum))) < 0)
         goto out_fail;
     if (info->server_timeline) {
         if ((rc = tsjson_put(doc, "server_timeline", json_deep_copy(info->server_timeline))) < 0)

@@ -115,6 +115,14 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
         fputs(")\n", f);
     }
     fprintf(f, "error rate    %.2f%%\n", sum->error_rate * 100.0);
+    if (s->recall.count)
+        fprintf(f,
+                "vector search %" PRIu64 " searches at %.2f/s: recall@%" PRIu32
+                " mean %.4f, p5 %.4f, min %.4f; latency p50 %.2f ms, p99 %.2f ms\n",
+                s->recall.count, sum->request_throughput, s->recall_k,
+                quality_dist_mean(&s->recall), quality_dist_percentile(&s->recall, 5),
+                quality_dist_min(&s->recall), sum->lat[STAT_E2EL].pct[0],
+                sum->lat[STAT_E2EL].pct[3]);
     fprintf(f,
             "tokens        input %" PRIu64 ", output %" PRIu64 " (counted by %s; %" PRIu64
             " usage disagreements)\n",

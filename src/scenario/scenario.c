@@ -1193,7 +1193,8 @@ static int class_endpoint(struct sctx *c, struct fy_node *n, struct scenario_cla
     int rc = yw_str(&c->w, n, "endpoint", 64, &str);
     if (rc != 1)
         return rc;
-    rc = workload_endpoint_parse(str, &k->endpoint)
+    /* vector search runs from the command line only (run --endpoint vector-search) */
+    rc = workload_endpoint_parse(str, &k->endpoint) || k->endpoint == WORKLOAD_VECTOR_SEARCH
              ? yw_err(&c->w, val_of(c, n, "endpoint"),
                       "'endpoint' must be chat, completions or embeddings, got "
                       "'%.80s'%s",

@@ -280,6 +280,8 @@ static void on_request(struct http_request *req, void *ctx)
             return;
         return handle_embeddings(s, req);
     }
+    if (sim_vecs_route(s, req, p, get, post))
+        return;
     static const char vs_prefix[] = "/v1/vector_stores/";
     if (!strncmp(p, vs_prefix, sizeof(vs_prefix) - 1)) {
         const char *id = p + sizeof(vs_prefix) - 1;
@@ -366,6 +368,8 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->step_timer.data = s;
     s->handles++;
     if ((rc = sim_vsearch_init(s, cfg, err, errlen)))
+        goto out_timer;
+    if ((rc = sim_vecs_init(s, cfg, err, errlen)))
         goto out_timer;
     struct http_server_config hc = {
         .host = cfg->host ? cfg->host : "127.0.0.1",
@@ -489,6 +493,7 @@ void sim_server_free(struct sim_server *s)
     (void)asyncw_close(s->trace);
     answers_free(s->answers);
     sim_vsearch_release(s);
+    sim_vecs_release(s);
     dist_release(&s->output_len);
     buf_release(&s->sign_scratch);
     ts_free(s);

@@ -74,6 +74,17 @@ struct sim_server_config {
      * default (SIM_VECTOR_LATENCY_NS, SIM_VECTOR_DOC_NS), SIM_DURATION_ZERO zero */
     uint64_t vector_latency_ns;
     uint64_t vector_doc_ns;
+    /* the raw-vector corpus (GET /v1/vectors, POST /v1/vectors/search): NULL,
+     * a "gen:N[xD][:C[:S]]" spec (llm/vecset.h, generated from vector_seed)
+     * or a .fvecs/.npy file; indexed by FAISS's factory string vector_index
+     * (NULL: "Flat", exact; without FAISS an exact scan), searched with
+     * nprobe / ef_search vector_nprobe / vector_ef when a request names none
+     * (0: FAISS's defaults) */
+    const char *vector_data;
+    const char *vector_index;
+    uint64_t vector_seed;
+    uint32_t vector_nprobe;
+    uint32_t vector_ef;
 };
 
 #define SIM_VECTOR_ID_MAX     64

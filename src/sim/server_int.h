@@ -8,6 +8,7 @@
 #include "base/dist.h"
 #include "llm/openai.h"
 #include "llm/openai_encode.h"
+#include "llm/vecset.h"
 #include "net/http_server.h"
 #include "net/ptimer.h"
 #include "base/rng.h"
@@ -20,6 +21,8 @@
 struct sim_req;
 struct sim_search;
 struct vstore;
+struct sim_vecs;
+struct ann_index;
 
 /* The admin API's state (admin.c), with --admin. */
 struct sim_admin {
@@ -69,6 +72,8 @@ struct sim_server {
     struct ptimer vs_timer;                /* due time of the first pending search */
     bool vs_timer_inited, vs_timer_closing;
     struct sim_search *vs_head, *vs_tail; /* pending searches, due in this order */
+    struct sim_vecs *vecs;                /* raw-vector corpus (vecsearch.c), or NULL */
+    struct ann_index *vs_ann;             /* --vector-index over the passages, or NULL */
 
     struct sim_server_stats stats;
     uint64_t finished_by[2]; /* stop, length */
@@ -107,6 +112,16 @@ void sim_vsearch_handle(struct sim_server *s, struct http_request *req, const ch
 void sim_vsearch_close(struct sim_server *s, void (*on_closed)(struct ptimer *t));
 /* Frees the store. */
 void sim_vsearch_release(struct sim_server *s);
+
+/* vecsearch.c */
+/* Loads the raw-vector corpus and builds its index when cfg asks for one
+ * (nothing to do otherwise). On error nothing is left (message in err). */
+int sim_vecs_init(struct sim_server *s, const struct sim_server_config *cfg, char *err,
+                  size_t errlen);
+/* Answers GET /v1/vectors and POST /v1/vectors/search (true), else false. */
+bool sim_vecs_route(struct sim_server *s, struct http_request *req, const char *path, bool get,
+                    bool post);
+void sim_vecs_release(struct sim_server *s);
 
 /* gen.c */
 /* Copies header value v (NULL: "") keeping only printable ASCII but quote and

@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "sim/ann.h"
 #include "sim/server_int.h"
 #include "sim/vstore.h"
 
@@ -65,6 +66,23 @@ int sim_vsearch_init(struct sim_server *s, const struct sim_server_config *cfg, 
         return -EINVAL;
     }
     s->vsearch_ns = fixed + per_doc * vstore_count(s->vstore);
+    if (cfg->vector_index && !cfg->vector_data) {
+        /* a real index over the passages: the search's own time replaces the model's */
+        size_t dims;
+        const float *vecs = vstore_vectors(s->vstore, &dims);
+        char e2[200] = "";
+        rc = ann_index_build(cfg->vector_index, dims, vecs, vstore_count(s->vstore), 0, &s->vs_ann,
+                             e2, sizeof(e2));
+        if (rc) {
+            ts_errf(err, errlen, "--vector-index '%.128s' over %zu passages: %s", cfg->vector_index,
+                    vstore_count(s->vstore), e2);
+            vstore_free(s->vstore);
+            s->vstore = NULL;
+            return rc;
+        }
+        ann_index_set_defaults(s->vs_ann, cfg->vector_nprobe, cfg->vector_ef);
+        s->vsearch_ns = 0;
+    }
     if ((rc = ptimer_init(s->loop, &s->vs_timer))) {
         ts_errf(err, errlen, "timer: %s", uv_strerror(rc));
         vstore_free(s->vstore);
@@ -89,6 +107,59 @@ void sim_vsearch_release(struct sim_server *s)
 {
     vstore_free(s->vstore);
     s->vstore = NULL;
+    ann_index_free(s->vs_ann);
+    s->vs_ann = NULL;
+}
+
+/* An optional "nprobe" / "ef_search" of the search body: 0..max, default 0. */
+static int breadth(const json_t *root, const char *key, uint32_t max, uint32_t *out,
+                   struct openai_error *e)
+{
+    const json_t *j = json_object_get(root, key);
+    *out = 0;
+    if (!j || json_is_null(j))
+        return 0;
+    if (!json_is_integer(j) || json_integer_value(j) < 0 || json_integer_value(j) > max) {
+        openai_error_set(e, 400, "invalid_request_error", key, NULL,
+                         "'%s' must be an integer from 0 to %u.", key, max);
+        return -EINVAL;
+    }
+    *out = (uint32_t)json_integer_value(j);
+    return 0;
+}
+
+/*
+ * The passages nearest the query by the FAISS index: on unit vectors the
+ * squared L2 distance d gives the cosine 1 - d / 2 (clamped to [0, 1]).
+ */
+static int ann_rank(struct sim_server *s, const struct vstore_query *vq, struct vstore_hit *hits,
+                    size_t *n, struct openai_error *e)
+{
+    uint32_t nprobe, ef;
+    size_t dims,
+        k = vq->max_results < vstore_count(s->vstore) ? vq->max_results : vstore_count(s->vstore);
+    (void)vstore_vectors(s->vstore, &dims);
+    if (breadth(vq->root, "nprobe", ANN_MAX_NPROBE, &nprobe, e) ||
+        breadth(vq->root, "ef_search", ANN_MAX_EF, &ef, e))
+        return TS_PARSE;
+    float *q = ts_malloc(dims * sizeof(float));
+    int rc = q ? vstore_embed_query(s->vstore, vq->text, vq->len, q) : -ENOMEM;
+    int64_t ids[VSTORE_MAX_RESULTS];
+    float d[VSTORE_MAX_RESULTS];
+    char err[200];
+    if (!rc)
+        rc = ann_index_search(s->vs_ann, q, 1, k, nprobe, ef, d, ids, err, sizeof(err));
+    ts_free(q);
+    *n = 0;
+    for (size_t i = 0; !rc && i < k; i++) {
+        double score = 1.0 - (double)d[i] / 2;
+        score = score < 0 ? 0 : score > 1 ? 1 : score;
+        if (ids[i] >= 0 && score >= vq->score_threshold)
+            hits[(*n)++] = (struct vstore_hit){(uint32_t)ids[i], score};
+    }
+    if (rc)
+        openai_error_set(e, 500, "server_error", NULL, NULL, "Internal error: %s", ts_strerror(rc));
+    return rc;
 }
 
 static void search_free(struct sim_search *q)
@@ -216,8 +287,15 @@ void sim_vsearch_handle(struct sim_server *s, struct http_request *req, const ch
                              http_request_header(req, "x-request-id"));
         sim_copy_header_safe(q->traceparent, sizeof(q->traceparent),
                              http_request_header(req, "traceparent"));
-        rc =
-            vstore_search(s->vstore, vq.text, vq.len, vq.max_results, vq.score_threshold, hits, &n);
+        if (s->vs_ann && ann_rank(s, &vq, hits, &n, &e)) {
+            vstore_query_release(&vq);
+            sim_send_error(req, &e, NULL);
+            search_free(q);
+            return;
+        }
+        rc = s->vs_ann ? 0
+                       : vstore_search(s->vstore, vq.text, vq.len, vq.max_results,
+                                       vq.score_threshold, hits, &n);
     }
     if (!rc)
         rc = vstore_encode_page(&q->body, s->vstore, &vq, hits, n);

@@ -457,6 +457,17 @@ const struct vstore_doc *vstore_doc(const struct vstore *v, size_t i)
 
 /* ---- ranking ---- */
 
+const float *vstore_vectors(const struct vstore *v, size_t *dims)
+{
+    *dims = v->dims;
+    return v->vecs;
+}
+
+int vstore_embed_query(const struct vstore *v, const char *query, size_t len, float *out)
+{
+    return embed_text(query, len, out, v->dims);
+}
+
 int vstore_search(const struct vstore *v, const char *query, size_t len, size_t max_results,
                   double threshold, struct vstore_hit *hits, size_t *n)
 {

@@ -91,6 +91,12 @@ void vstore_free(struct vstore *v);
 size_t vstore_count(const struct vstore *v);
 /* Passage i (< vstore_count), owned by v. */
 const struct vstore_doc *vstore_doc(const struct vstore *v, size_t i);
+/* The passages' embeddings: vstore_count() rows of *dims floats (unit length,
+ * or zero for a text with no features), owned by v. */
+const float *vstore_vectors(const struct vstore *v, size_t *dims);
+/* Embeds query[0..len) as the passages are (dims floats into out). 0 or -ENOMEM. */
+TS_MUST_CHECK int vstore_embed_query(const struct vstore *v, const char *query, size_t len,
+                                     float *out);
 /* The topic of built-in passage i ("volcanoes", ...), or NULL past the built-in set. */
 const char *vstore_builtin_topic(size_t i);
 

@@ -44,6 +44,8 @@ const char *workload_endpoint_path(enum workload_endpoint e)
         return "/v1/completions";
     case WORKLOAD_EMBEDDINGS:
         return "/v1/embeddings";
+    case WORKLOAD_VECTOR_SEARCH:
+        return "/v1/vectors/search";
     }
     return "/v1/chat/completions";
 }
@@ -58,9 +60,52 @@ int workload_endpoint_parse(const char *s, enum workload_endpoint *out)
         *out = WORKLOAD_COMPLETIONS;
     else if (strcasecmp(s, "embeddings") == 0)
         *out = WORKLOAD_EMBEDDINGS;
+    else if (strcasecmp(s, "vector-search") == 0 || strcasecmp(s, "vector_search") == 0)
+        *out = WORKLOAD_VECTOR_SEARCH;
     else
         return -EINVAL;
     return 0;
+}
+
+/* {"vector":[row index mod n],"k":K: 9 significant digits give back the same float. */
+static int vector_query(const struct workload *w, uint64_t index, struct buf *body)
+{
+    const struct vecset *v = w->vectors;
+    const float *row = v->v + (index % v->n) * v->dim;
+    int rc = w->vector_prefix ? 0 : buf_append_str(body, "\"vector\":");
+    rc = rc ? rc : buf_append_char(body, '[');
+    for (size_t d = 0; rc == 0 && d < v->dim; d++)
+        rc = buf_appendf(body, d ? ",%.9g" : "%.9g", (double)row[d]);
+    if (rc == 0)
+        rc = buf_append_char(body, ']');
+    if (rc == 0 && !w->vector_prefix)
+        rc = buf_appendf(body, ",\"k\":%" PRIu32, w->vector_k);
+    return rc;
+}
+
+/* Template mode: the template's text around the vector. */
+static int vector_template_item(const struct workload *w, uint64_t index, struct work_item *out)
+{
+    struct buf body;
+    buf_init(&body, WORKLOAD_MAX_BODY);
+    int rc = buf_append_str(&body, w->vector_prefix);
+    if (rc == 0)
+        rc = vector_query(w, index, &body);
+    if (rc == 0)
+        rc = buf_append_str(&body, w->vector_suffix);
+    if (rc) {
+        buf_release(&body);
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    out->body = buf_take(&body, &out->body_len);
+    return 0;
+}
+
+/* Whether e generates text (chat, completions): max tokens, streaming, ignore_eos. */
+static bool is_gen(enum workload_endpoint e)
+{
+    return e == WORKLOAD_CHAT || e == WORKLOAD_COMPLETIONS;
 }
 
 /* The generator of item index: a function of (seed, index) only. */
@@ -322,6 +367,8 @@ int workload_item_tc(const struct workload *w, uint64_t index, const struct tokc
     memset(out, 0, sizeof(*out));
     out->index = index;
     out->stream = w->stream;
+    if (w->endpoint == WORKLOAD_VECTOR_SEARCH && w->vector_prefix)
+        return vector_template_item(w, index, out);
     struct rng r;
     item_rng(w, index, &r);
     struct buf body;
@@ -339,10 +386,13 @@ int workload_item_tc(const struct workload *w, uint64_t index, const struct tokc
     case WORKLOAD_EMBEDDINGS:
         rc = embedding_input(w, tc, index, &r, &body, out);
         break;
+    case WORKLOAD_VECTOR_SEARCH:
+        rc = vector_query(w, index, &body);
+        break;
     }
     if (rc)
         goto out_free;
-    if (w->endpoint != WORKLOAD_EMBEDDINGS) {
+    if (is_gen(w->endpoint)) {
         const struct prompt_entry *e = w->has_prompts ? pick(w, index) : NULL;
         if (w->fixed_max)
             out->max_tokens = w->max_tokens;
@@ -457,7 +507,8 @@ static int take_fragment(struct buf *b, char **out, size_t *len)
 
 static bool is_content_key(const char *k)
 {
-    return strcmp(k, "messages") == 0 || strcmp(k, "prompt") == 0 || strcmp(k, "input") == 0;
+    return strcmp(k, "messages") == 0 || strcmp(k, "prompt") == 0 || strcmp(k, "input") == 0 ||
+           strcmp(k, "vector") == 0;
 }
 
 /*
@@ -494,7 +545,7 @@ static int read_overrides(struct workload *w, const json_t *ov, const char *max_
                                  "body overrides: \"stream\" must be true, false or null");
             w->stream = json_is_true(v);
         }
-        if (strcmp(k, max_key) == 0 && w->endpoint != WORKLOAD_EMBEDDINGS) {
+        if (strcmp(k, max_key) == 0 && is_gen(w->endpoint)) {
             *replaced |= GEN_MAX_TOKENS;
             w->fixed_max = true;
             if (json_is_null(v))
@@ -518,7 +569,8 @@ static int build_fragments(struct workload *w, const struct workload_cfg *cfg, c
     struct buf b;
     buf_init(&b, WORKLOAD_MAX_BODY);
     int rc = buf_append_char(&b, '{');
-    if (rc == 0 && cfg->model && !(replaced & GEN_MODEL)) {
+    if (rc == 0 && cfg->model && !(replaced & GEN_MODEL) &&
+        cfg->endpoint != WORKLOAD_VECTOR_SEARCH) {
         rc = buf_append_str(&b, "\"model\":");
         if (rc == 0 && (rc = append_json_str(&b, cfg->model)) == -EINVAL)
             rc = init_fail(err, errlen, -EINVAL, "the model name is not valid UTF-8");
@@ -541,7 +593,7 @@ static int build_fragments(struct workload *w, const struct workload_cfg *cfg, c
         w->system_tokens = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
     }
 
-    if (rc == 0 && w->endpoint != WORKLOAD_EMBEDDINGS && !(replaced & GEN_MAX_TOKENS)) {
+    if (rc == 0 && is_gen(w->endpoint) && !(replaced & GEN_MAX_TOKENS)) {
         rc = buf_append_char(&b, ',');
         if (rc == 0 && (rc = append_json_str(&b, max_key)) == -EINVAL)
             rc = init_fail(err, errlen, -EINVAL, "the max tokens key is not valid UTF-8");
@@ -551,7 +603,7 @@ static int build_fragments(struct workload *w, const struct workload_cfg *cfg, c
             rc = take_fragment(&b, &w->max_key, &w->max_key_len);
     }
 
-    if (rc == 0 && w->endpoint != WORKLOAD_EMBEDDINGS) {
+    if (rc == 0 && is_gen(w->endpoint)) {
         if (cfg->ignore_eos && !(replaced & GEN_IGNORE_EOS))
             rc = buf_append_str(&b, ",\"ignore_eos\":true");
         if (rc == 0 && w->stream && !(replaced & GEN_STREAM))
@@ -649,13 +701,21 @@ int workload_init(struct workload *w, const struct workload_cfg *cfg, char *err,
     w->seed = cfg->seed;
     w->shuffle = cfg->shuffle;
     w->embed_batch = cfg->embed_batch ? cfg->embed_batch : 1;
-    w->stream = cfg->stream && cfg->endpoint != WORKLOAD_EMBEDDINGS;
+    w->stream = cfg->stream && is_gen(cfg->endpoint);
+    w->vectors = cfg->vectors;
+    w->vector_k = cfg->vector_k ? cfg->vector_k : 10;
+    w->vector_prefix = cfg->vector_suffix ? cfg->vector_prefix : NULL;
+    w->vector_suffix = cfg->vector_prefix ? cfg->vector_suffix : NULL;
     const char *max_key = cfg->max_tokens_key ? cfg->max_tokens_key : "max_tokens";
 
     int rc;
     if (cfg->endpoint != WORKLOAD_CHAT && cfg->endpoint != WORKLOAD_COMPLETIONS &&
-        cfg->endpoint != WORKLOAD_EMBEDDINGS)
+        cfg->endpoint != WORKLOAD_EMBEDDINGS && cfg->endpoint != WORKLOAD_VECTOR_SEARCH)
         return init_fail(err, errlen, -EINVAL, "unknown endpoint %d", (int)cfg->endpoint);
+    if (cfg->endpoint == WORKLOAD_VECTOR_SEARCH &&
+        (!cfg->vectors || !cfg->vectors->n || !cfg->vectors->v || w->vector_k > VECSET_MAX_K))
+        return init_fail(err, errlen, -EINVAL,
+                         "vector search needs query vectors and k from 1 to %u", VECSET_MAX_K);
     if (w->embed_batch > WORKLOAD_MAX_EMBED_BATCH)
         return init_fail(err, errlen, -EINVAL, "embeddings batch %" PRIu32 " is over %u",
                          w->embed_batch, WORKLOAD_MAX_EMBED_BATCH);

@@ -73,6 +73,7 @@
 
 #include "base/dist.h"
 #include "base/err.h"
+#include "llm/vecset.h"
 #include "workload/prompts.h"
 
 #define WORKLOAD_MAX_INPUT_TOKENS  (1u << 20) /* a synthetic text's length is clamped to 1..this */
@@ -84,6 +85,10 @@ enum workload_endpoint {
     WORKLOAD_CHAT = 0,    /* /v1/chat/completions */
     WORKLOAD_COMPLETIONS, /* /v1/completions */
     WORKLOAD_EMBEDDINGS,  /* /v1/embeddings */
+    /* /v1/vectors/search (the simulator's raw-vector search):
+     * {"vector":[...],"k":K} + the overrides (e.g. "nprobe", "ef_search");
+     * item i searches row i mod n of cfg.vectors */
+    WORKLOAD_VECTOR_SEARCH,
 };
 
 struct workload_cfg {
@@ -111,6 +116,14 @@ struct workload_cfg {
     uint64_t seed;
     /* inputs per embeddings request, 1..WORKLOAD_MAX_EMBED_BATCH (0 means 1) */
     uint32_t embed_batch;
+    /* vector search: the query vectors (borrowed: they must outlive the
+     * workload) and the neighbours asked for, 1..VECSET_MAX_K (0 means 10) */
+    const struct vecset *vectors;
+    uint32_t vector_k;
+    /* vector search in template mode: the body is vector_prefix + the vector
+     * as a JSON array + vector_suffix (borrowed, must outlive the workload;
+     * body overrides do not apply); NULL: the simulator's native body */
+    const char *vector_prefix, *vector_suffix;
 };
 
 struct workload {
@@ -118,6 +131,9 @@ struct workload {
     struct dist input, output;
     uint64_t seed;
     uint32_t embed_batch;
+    const struct vecset *vectors; /* borrowed (vector search) */
+    uint32_t vector_k;
+    const char *vector_prefix, *vector_suffix; /* borrowed (template mode) */
     bool stream;
     bool shuffle;
     bool has_prompts;
@@ -188,7 +204,8 @@ void work_item_release(struct work_item *it);
 /* The endpoint's path under the OpenAI base URL: "/v1/chat/completions", ... */
 const char *workload_endpoint_path(enum workload_endpoint e);
 
-/* Parses "chat", "completions" or "embeddings" into *out; returns 0 or -EINVAL. */
+/* Parses "chat", "completions", "embeddings" or "vector-search" into *out; returns 0 or
+ * -EINVAL. */
 TS_MUST_CHECK int workload_endpoint_parse(const char *s, enum workload_endpoint *out);
 
 #endif

@@ -3,6 +3,7 @@
  * values, including vLLM's edge cases (one-token outputs, empty role chunks,
  * a usage-only last chunk), goodput, warm-up, and exact merging.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -513,6 +514,38 @@ static void assert_stats_equal(const struct run_stats *a, const struct run_stats
         assert_true(errtally_equal(&a->errors, &b->errors));
 }
 
+/* recall@k of ok vector searches: mean, percentiles and min survive a merge. */
+static void test_recall(void **state)
+{
+    struct run_stats *a = new_stats(), *b = new_stats();
+    double vals[] = {1.0, 0.9, 0.5, 0.0};
+    for (int i = 0; i < 4; i++) {
+        struct req_record r = stream_ok();
+        r.has_recall = true;
+        r.recall = vals[i];
+        r.recall_k = 10;
+        run_stats_add_record(i < 2 ? a : b, &r, NULL);
+    }
+    struct req_record failed = stream_ok();
+    failed.outcome = REQ_HTTP_5XX;
+    failed.has_recall = true; /* a failed search has no recall to count */
+    run_stats_add_record(a, &failed, NULL);
+    struct req_record plain = stream_ok();
+    run_stats_add_record(a, &plain, NULL);
+    assert_int_equal(a->recall.count, 2);
+    assert_true(quality_dist_min(&a->recall) == 0.9); /* not the 0 of an empty minimum */
+    assert_int_equal(run_stats_merge(a, b), 0);
+    assert_int_equal(a->recall.count, 4);
+    assert_int_equal(a->recall_k, 10);
+    assert_true(fabs(quality_dist_mean(&a->recall) - 0.6) < 1e-9);
+    assert_true(quality_dist_min(&a->recall) == 0.0);
+    assert_true(quality_dist_percentile(&a->recall, 50) == 0.5);
+    run_stats_reset(a);
+    assert_int_equal(a->recall.count, 0);
+    run_stats_free(a);
+    run_stats_free(b);
+}
+
 static void test_merge_equals_recording_into_one(void **state)
 {
     struct run_stats *a = new_stats(), *b = new_stats(), *all = new_stats();
@@ -785,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_tokens_disagree),
         cmocka_unit_test(test_time_to_first_answer),
         cmocka_unit_test(test_token_method),
+        cmocka_unit_test(test_recall),
         cmocka_unit_test(test_merge_equals_recording_into_one),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_exact_samples),

@@ -640,6 +640,65 @@ static void test_json(void **state)
     ts_free(o);
 }
 
+/* --vary nprobe: recall rises, QPS falls; the knee is where recall stops paying. */
+static void test_recall_knee(void **state)
+{
+    static const double load[] = {1, 2, 4, 8, 12, 16, 32};
+    static const double recall[] = {0.3, 0.6, 0.8, 0.9, 0.88, 0.95, 0.99};
+    static const double qps[] = {3000, 2900, 2800, 2500, 2400, 1500, 500};
+    struct sweep_step s[7];
+    struct sweep_analysis_cfg cfg = {.knee_min_score = 0.1, .epsilon0 = 0.01, .fit_min_points = 3};
+    struct sweep_findings f;
+    char err[256];
+    (void)state;
+    for (int i = 0; i < 7; i++) {
+        /* each step read from a result document, as the sweep reads it */
+        json_t *doc =
+            json_pack("{s:s, s:{s:f, s:f, s:i, s:f}, s:{s:f, s:f, s:f}}", "schema",
+                      "tokenstorm.result/1", "summary", "request_throughput", qps[i], "duration",
+                      2.0, "completed", 100, "error_rate", 0.0, "vector_search", "recall_mean",
+                      recall[i], "recall_p5", recall[i] / 2, "qps", qps[i]);
+        memset(&s[i], 0, sizeof(s[i]));
+        assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &s[i], err, sizeof(err)), 0);
+        json_decref(doc);
+        s[i].load = load[i];
+        s[i].seq = i + 1;
+    }
+    assert_true(s[0].has_vector);
+    assert_near(s[2].recall_p5, 0.4, 1e-12);
+    sweep_analyse(s, 7, &cfg, &f);
+    assert_true(f.has_recall_knee);
+    /* x_n 0, .435, .725, .870, .942, 1 against y_n 0, .007, .014, .04, .2, 1
+     * (load 12 gains no recall and is left out): d peaks at load 8 */
+    assert_near(f.recall_knee_load, 8, 0);
+    assert_near(f.recall_knee_recall, 0.9, 1e-12);
+    assert_near(f.recall_knee_qps, 2500, 1e-9);
+    /* and sweep.json carries both */
+    struct sweep_outcome *o = calloc(1, sizeof(*o));
+    assert_non_null(o);
+    o->vary = "nprobe";
+    o->plan = "vary";
+    memcpy(o->steps, s, sizeof(s));
+    o->nsteps = 7;
+    o->findings = f;
+    json_t *doc;
+    assert_int_equal(sweep_json_build(o, &doc), 0);
+    assert_string_equal(json_string_value(json_object_get(doc, "mode")), "nprobe");
+    assert_near(json_number_value(json_object_get(json_object_get(doc, "recall_knee"), "load")), 8,
+                0);
+    const json_t *st0 = json_array_get(json_object_get(doc, "steps"), 0);
+    assert_near(
+        json_number_value(json_object_get(json_object_get(st0, "vector_search"), "recall_mean")),
+        0.3, 1e-12);
+    json_decref(doc);
+    /* without vector steps there is no recall knee */
+    for (int i = 0; i < 7; i++)
+        s[i].has_vector = false;
+    sweep_analyse(s, 7, &cfg, &f);
+    assert_false(f.has_recall_knee);
+    free(o);
+}
+
 static void test_split_args(void **state)
 {
     char *w[8], *storage = NULL;
@@ -715,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_plan_ladder_and_adaptive),
         cmocka_unit_test(test_analyse),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_recall_knee),
         cmocka_unit_test(test_split_args),
         cmocka_unit_test(test_args_and_deadline),
         cmocka_unit_test(test_names),

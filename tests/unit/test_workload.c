@@ -375,6 +375,55 @@ static void test_embeddings_body(void **state)
     assert_string_equal(workload_endpoint_path(WORKLOAD_EMBEDDINGS), "/v1/embeddings");
 }
 
+/* {"vector":[row i mod n],"k":K} + overrides; floats survive the text exactly. */
+static void test_vector_search_body(void **state)
+{
+    float rows[2][3] = {{0.1f, -2.5f, 3.14159274f}, {1e-7f, 0, 123456.789f}};
+    struct vecset v = {.n = 2, .dim = 3, .v = &rows[0][0]};
+    json_t *ov = json_pack("{s:i}", "nprobe", 64);
+    struct workload_cfg cfg;
+    workload_cfg_init(&cfg);
+    cfg.endpoint = WORKLOAD_VECTOR_SEARCH;
+    cfg.model = "ignored";
+    cfg.vectors = &v;
+    cfg.vector_k = 7;
+    cfg.body_overrides = ov;
+    struct workload w;
+    init_ok(&w, &cfg);
+    struct work_item it;
+    for (uint64_t i = 0; i < 4; i++) {
+        json_t *j = item_json(&w, i, &it);
+        assert_int_equal(json_object_size(j), 3); /* vector, k, nprobe: no model, no stream */
+        assert_int_equal(json_integer_value(json_object_get(j, "k")), 7);
+        assert_int_equal(json_integer_value(json_object_get(j, "nprobe")), 64);
+        const json_t *a = json_object_get(j, "vector");
+        assert_int_equal(json_array_size(a), 3);
+        for (size_t d = 0; d < 3; d++)
+            assert_true((float)json_number_value(json_array_get(a, d)) == rows[i % 2][d]);
+        assert_false(it.stream);
+        assert_int_equal(it.max_tokens, 0);
+        json_decref(j);
+        work_item_release(&it);
+    }
+    workload_release(&w);
+    assert_string_equal(workload_endpoint_path(WORKLOAD_VECTOR_SEARCH), "/v1/vectors/search");
+    enum workload_endpoint e;
+    assert_int_equal(workload_endpoint_parse("vector-search", &e), 0);
+    assert_int_equal(e, WORKLOAD_VECTOR_SEARCH);
+    /* no vectors, or k out of range: refused */
+    char err[256];
+    cfg.vectors = NULL;
+    assert_int_equal(workload_init(&w, &cfg, err, sizeof(err)), -EINVAL);
+    cfg.vectors = &v;
+    cfg.vector_k = VECSET_MAX_K + 1;
+    assert_int_equal(workload_init(&w, &cfg, err, sizeof(err)), -EINVAL);
+    /* the vector is the workload's: an override of it is refused */
+    cfg.vector_k = 1;
+    json_object_set_new(ov, "vector", json_array());
+    assert_int_equal(workload_init(&w, &cfg, err, sizeof(err)), -EINVAL);
+    json_decref(ov);
+}
+
 static void test_flags_off(void **state)
 {
     struct workload_cfg cfg;
@@ -861,6 +910,7 @@ int main(void)
         cmocka_unit_test(test_length_distributions),
         cmocka_unit_test(test_completions_body),
         cmocka_unit_test(test_embeddings_body),
+        cmocka_unit_test(test_vector_search_body),
         cmocka_unit_test(test_flags_off),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_prompts_file_cycles),
