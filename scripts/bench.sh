@@ -4,7 +4,8 @@
 #
 #   scripts/bench.sh                  all of them
 #   scripts/bench.sh fidelity locust  only those (sim_capacity, client_capacity,
-#                                     fidelity, locust, proxy_overhead)
+#                                     fidelity, locust, proxy_overhead,
+#                                     sim_published)
 #
 # Environment: BUILD (build directory, default build), PYTHON (default
 # /usr/bin/python3, Debian's, which has python3-locust), BENCH_SIM_CORE /
@@ -28,7 +29,7 @@ fi
 ninja -C "$BUILD" tokenstorm src/base/libts_base.a >/dev/null || exit 1
 mkdir -p bench/out
 
-all=(sim_capacity client_capacity fidelity locust proxy_overhead vector_nprobe)
+all=(sim_capacity client_capacity fidelity locust proxy_overhead vector_nprobe sim_published)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 
@@ -43,6 +44,7 @@ for name in "${names[@]}"; do
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=360 ;;
     proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
     vector_nprobe) cmd=("$PYTHON" bench/vector_nprobe.py); limit=600 ;;
+    sim_published) cmd=("$PYTHON" bench/sim_published.py); limit=420 ;;
     *) echo "bench.sh: unknown benchmark '$name' (${all[*]})" >&2; exit 2 ;;
     esac
     echo "== $name"

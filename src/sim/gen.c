@@ -27,6 +27,9 @@ struct sim_req {
     bool include_usage;
     bool in_engine;
     bool enc_inited;
+    bool gone;                 /* the client went away while sends were still queued */
+    uint32_t sends_pending;    /* entries of this request in the API server's send queue */
+    uint64_t last_due_ns;      /* due time of its last queued send */
     bool tool_call;            /* the answer is a call of tool_name, its arguments in text */
     const char *finish_reason; /* "stop", "length" or "tool_calls" */
     uint32_t prompt_tokens;
@@ -231,7 +234,10 @@ static void on_abort(struct http_request *req)
     else
         (void)http_respond(req, 499, NULL, NULL, NULL, 0);
     r->http = NULL;
-    req_free(r);
+    if (r->sends_pending)
+        r->gone = true; /* freed when the send queue drops its last entry */
+    else
+        req_free(r);
 }
 
 /* ---- stepping the engine in real time ---- */
@@ -406,11 +412,9 @@ static int usage_add_cached(struct buf *b, size_t from, uint32_t cached)
     return 0;
 }
 
-void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
+/* The end of the answer (the last events, or the whole non-streamed body), at now_ns. */
+static void finish_now(struct sim_server *s, struct sim_req *r, uint64_t now_ns)
 {
-    struct sim_server *s = ctx;
-    struct sim_req *r = req;
-    r->in_engine = false;
     int rc = 0;
     if (r->stream) {
         rc = openai_stream_enc_finish(&r->enc, &r->out, r->finish_reason);
@@ -451,6 +455,172 @@ void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
     trace_write(r, "finished", ts_now_ns());
     r->next_dead = s->dead;
     s->dead = r;
+}
+
+/* ---- the API server's send queue (api_ms_per_event > 0) ---- */
+
+/*
+ * The engine gives every token the time the modelled API server has sent it
+ * (one serial queue, engine.h "API server"; deliver_ns >= now_ns). Tokens
+ * due later wait in s->sendq, a FIFO ring in due order (the queue is serial,
+ * so due times never decrease), and a nanosecond timer armed for its head
+ * writes them; a request's end follows its last token. So the live server
+ * and the offline model (sim/offline.h) deliver at the same times. A timer
+ * that fires writes everything due within SIM_SEND_SLACK_NS, so a burst of
+ * events is one wake-up, not one per event.
+ */
+#define SIM_SEND_FINISH   UINT32_MAX
+#define SIM_SENDQ_MAX     (1u << 24) /* entries (24 bytes each): beyond, sends are not delayed */
+#define SIM_SEND_SLACK_NS (100u * 1000u)
+
+struct sim_send {
+    struct sim_req *r;
+    uint64_t due_ns;
+    uint32_t index; /* token index, or SIM_SEND_FINISH */
+};
+
+static int sendq_push(struct sim_server *s, struct sim_req *r, uint32_t index, uint64_t due_ns)
+{
+    if (s->sendq_len == s->sendq_cap) {
+        if (s->sendq_cap >= SIM_SENDQ_MAX)
+            return -ENOBUFS;
+        size_t cap = s->sendq_cap ? s->sendq_cap * 2 : 256;
+        struct sim_send *q = ts_malloc(cap * sizeof(*q));
+        if (!q)
+            return -ENOMEM;
+        for (size_t i = 0; i < s->sendq_len; i++)
+            q[i] = s->sendq[(s->sendq_head + i) % s->sendq_cap];
+        ts_free(s->sendq);
+        s->sendq = q;
+        s->sendq_cap = cap;
+        s->sendq_head = 0;
+    }
+    s->sendq[(s->sendq_head + s->sendq_len) % s->sendq_cap] =
+        (struct sim_send){.r = r, .due_ns = due_ns, .index = index};
+    s->sendq_len++;
+    r->sends_pending++;
+    r->last_due_ns = due_ns;
+    return 0;
+}
+
+/* Writes the queued sends due by `limit` (UINT64_MAX: all), in order. */
+static void sendq_deliver(struct sim_server *s, uint64_t limit)
+{
+    while (s->sendq_len) {
+        struct sim_send x = s->sendq[s->sendq_head];
+        if (x.due_ns > limit)
+            break;
+        s->sendq_head = (s->sendq_head + 1) % s->sendq_cap;
+        s->sendq_len--;
+        struct sim_req *r = x.r;
+        r->sends_pending--;
+        if (r->gone) {
+            if (!r->sends_pending)
+                req_free(r);
+        } else if (x.index == SIM_SEND_FINISH) {
+            finish_now(s, r, x.due_ns);
+        } else {
+            sim_gen_on_token(s, r, x.index, x.due_ns);
+        }
+    }
+}
+
+static void on_send_due(struct ptimer *t);
+
+static void sendq_arm(struct sim_server *s)
+{
+    if (!s->sendq_len || s->send_timer_closing)
+        return;
+    int rc = ptimer_start_at(&s->send_timer, s->sendq[s->sendq_head].due_ns, on_send_due);
+    if (rc) {
+        ts_error("sim: cannot arm the send timer: %s; sending at once", strerror(-rc));
+        sendq_deliver(s, UINT64_MAX);
+    }
+}
+
+static void on_send_due(struct ptimer *t)
+{
+    struct sim_server *s = t->data;
+    sendq_deliver(s, ts_now_ns() + SIM_SEND_SLACK_NS);
+    free_dead(s);
+    sendq_arm(s);
+}
+
+/* The queue cannot grow: everything queued goes now, so a stream stays in order. */
+static void sendq_overflow(struct sim_server *s)
+{
+    if (!s->sendq_overflowed)
+        ts_warn("sim: the API send queue is full (%u events): sending without its delay",
+                SIM_SENDQ_MAX);
+    s->sendq_overflowed = true;
+    sendq_deliver(s, UINT64_MAX);
+}
+
+void sim_gen_on_token_at(void *ctx, void *req, uint32_t index, uint64_t now_ns, uint64_t deliver_ns)
+{
+    struct sim_server *s = ctx;
+    struct sim_req *r = req;
+    if (deliver_ns <= now_ns && !s->sendq_len) {
+        sim_gen_on_token(ctx, req, index, now_ns);
+        return;
+    }
+    bool was_empty = !s->sendq_len;
+    if (sendq_push(s, r, index, deliver_ns) != 0) {
+        sendq_overflow(s);
+        sim_gen_on_token(ctx, req, index, now_ns);
+        return;
+    }
+    if (was_empty)
+        sendq_arm(s);
+}
+
+void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns)
+{
+    struct sim_server *s = ctx;
+    struct sim_req *r = req;
+    r->in_engine = false;
+    if (r->sends_pending) {
+        if (sendq_push(s, r, SIM_SEND_FINISH, r->last_due_ns) == 0)
+            return;
+        sendq_overflow(s);
+    }
+    finish_now(s, r, now_ns);
+}
+
+int sim_gen_send_init(struct sim_server *s)
+{
+    if (s->profile.api_ms_per_event <= 0)
+        return 0;
+    int rc = ptimer_init(s->loop, &s->send_timer);
+    if (rc)
+        return rc;
+    s->send_timer.data = s;
+    s->send_timer_inited = true;
+    s->handles++;
+    return 0;
+}
+
+void sim_gen_send_close(struct sim_server *s, void (*on_closed)(struct ptimer *t))
+{
+    if (!s->send_timer_inited || s->send_timer_closing)
+        return;
+    s->send_timer_closing = true;
+    ptimer_close(&s->send_timer, on_closed);
+}
+
+void sim_gen_send_release(struct sim_server *s)
+{
+    /* only requests whose clients went away are left (the HTTP server is closed) */
+    while (s->sendq_len) {
+        struct sim_req *r = s->sendq[s->sendq_head].r;
+        s->sendq_head = (s->sendq_head + 1) % s->sendq_cap;
+        s->sendq_len--;
+        if (--r->sends_pending == 0)
+            req_free(r);
+    }
+    ts_free(s->sendq);
+    s->sendq = NULL;
+    s->sendq_cap = 0;
 }
 
 /* ---- the request ---- */

@@ -368,7 +368,7 @@ struct field {
     X(api_ms_per_prompt_token, FIELD_DOUBLE, 0, 0, 1000,                                           \
       "API server cost per prompt token before the engine sees it (same queue), ms")               \
     X(api_ms_per_event, FIELD_DOUBLE, 0, 0, 1000,                                                  \
-      "API server cost per streamed token event (same queue; offline model only), ms")             \
+      "API server cost per streamed token event (same queue; tokens are written when sent), ms")   \
     X(num_scheduler_steps, FIELD_U32, 0, 0, SIM_SCHED_STEPS_MAX,                                   \
       "decode steps per scheduling round (vLLM multi-step); 0 or 1 = every step")                  \
     X(sched_policy, FIELD_ENUM, 0, 0, N_POLICIES - 1,                                              \

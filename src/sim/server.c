@@ -352,7 +352,14 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
         .on_finish = sim_gen_on_finish,
         .on_preempt = sim_gen_on_preempt,
     };
-    s->engine = sim_engine_new(&s->profile, &ops, s);
+    /* with an API cost per event, tokens are written when the modelled server sends them */
+    static const struct sim_engine_ops ops_at = {
+        .on_admit = sim_gen_on_admit,
+        .on_token_at = sim_gen_on_token_at,
+        .on_finish = sim_gen_on_finish,
+        .on_preempt = sim_gen_on_preempt,
+    };
+    s->engine = sim_engine_new(&s->profile, s->profile.api_ms_per_event > 0 ? &ops_at : &ops, s);
     if (!s->engine) {
         rc = -EINVAL;
         if (sim_profile_validate(&s->profile, err, errlen) == 0)
@@ -367,6 +374,10 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     }
     s->step_timer.data = s;
     s->handles++;
+    if ((rc = sim_gen_send_init(s))) {
+        ts_errf(err, errlen, "timer: %s", uv_strerror(rc));
+        goto out_timer;
+    }
     if ((rc = sim_vsearch_init(s, cfg, err, errlen)))
         goto out_timer;
     if ((rc = sim_vecs_init(s, cfg, err, errlen)))
@@ -479,6 +490,7 @@ void sim_server_shutdown(struct sim_server *s, uint64_t grace_ms,
 void sim_server_close_timer(struct sim_server *s)
 {
     sim_vsearch_close(s, on_timer_closed);
+    sim_gen_send_close(s, on_timer_closed);
     if (s->timer_closing || !s->step_timer.poll.loop)
         return;
     s->timer_closing = true;
@@ -489,6 +501,7 @@ void sim_server_free(struct sim_server *s)
 {
     if (!s)
         return;
+    sim_gen_send_release(s);
     sim_engine_free(s->engine);
     (void)asyncw_close(s->trace);
     answers_free(s->answers);

@@ -19,6 +19,7 @@
 #include "sim/server.h"
 
 struct sim_req;
+struct sim_send;
 struct sim_search;
 struct vstore;
 struct sim_vecs;
@@ -74,6 +75,12 @@ struct sim_server {
     struct sim_search *vs_head, *vs_tail; /* pending searches, due in this order */
     struct sim_vecs *vecs;                /* raw-vector corpus (vecsearch.c), or NULL */
     struct ann_index *vs_ann;             /* --vector-index over the passages, or NULL */
+
+    /* the API server's send queue (gen.c), with api_ms_per_event > 0 */
+    struct sim_send *sendq; /* ring of sends due later, in due order */
+    size_t sendq_head, sendq_len, sendq_cap;
+    struct ptimer send_timer; /* due time of the head */
+    bool send_timer_inited, send_timer_closing, sendq_overflowed;
 
     struct sim_server_stats stats;
     uint64_t finished_by[2]; /* stop, length */
@@ -132,5 +139,15 @@ void sim_gen_on_admit(void *ctx, void *req, uint64_t now_ns);
 void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns);
 void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns);
 void sim_gen_on_preempt(void *ctx, void *req, uint64_t now_ns);
+/* Instead of sim_gen_on_token when api_ms_per_event > 0: writes at deliver_ns. */
+void sim_gen_on_token_at(void *ctx, void *req, uint32_t index, uint64_t now_ns,
+                         uint64_t deliver_ns);
+/* The send queue's timer (one more in s->handles), only with api_ms_per_event > 0.
+ * Returns 0 or a negative errno. */
+int sim_gen_send_init(struct sim_server *s);
+/* Closes the send timer; on_closed counts the handle down. */
+void sim_gen_send_close(struct sim_server *s, void (*on_closed)(struct ptimer *t));
+/* Frees what the send queue still holds (after the HTTP server has closed). */
+void sim_gen_send_release(struct sim_server *s);
 
 #endif
