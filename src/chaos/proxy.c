@@ -100,6 +100,8 @@ static bool px_done(struct pxreq *x)
         return false; /* e.g. the SSE parser failing after an event already cut it */
     px_set_state(x, PX_DONE);
     atomic_fetch_sub_explicit(&x->p->in_flight, 1, memory_order_relaxed);
+    chain_outcome(&x->p->chain, x->ckey, x->out_code < 0 ? CHAIN_CUT : x->out_code,
+                  x->retry_after_ns, ts_now_ns());
     (void)proxy_trace_finish(&x->trace, &x->w->tracer, x->hits, x->nhits, ts_wall_ns());
     if (x->call_running)
         http_call_cancel(x->call);
@@ -113,6 +115,8 @@ static bool px_done(struct pxreq *x)
 /* DONE: ends the client's response cleanly. */
 static void px_end(struct pxreq *x)
 {
+    if (x->out_code < 0)
+        x->out_code = x->status;
     if (px_done(x))
         (void)http_stream_end(x->req);
 }
@@ -131,6 +135,8 @@ static void px_respond(struct pxreq *x, int status, const char *ctype, const cha
     if (x->state == PX_DONE)
         return;
     x->trace.status = status; /* before px_done: it finishes the span */
+    if (x->out_code < 0)
+        x->out_code = status;
     (void)px_done(x);
     (void)http_respond(x->req, status, ctype, extra, body, len);
 }
@@ -188,6 +194,7 @@ static void px_abort(struct pxreq *x, struct fault *f)
         snprintf(extra + n, sizeof extra - (size_t)n, "Retry-After: %llu\r\n",
                  (unsigned long long)((pa->retry_after_ns + 999999999ull) / 1000000000ull));
     px_count(x, f);
+    x->retry_after_ns = pa->retry_after_ns;
     const char *msg = pa->text[0] ? pa->text : NULL;
     if (pa->status == 429)
         px_error(x, 429, "requests", "rate_limit_exceeded",
@@ -280,6 +287,12 @@ static int up_header(void *ctx, const char *name, const char *value)
     }
     if (strpbrk(name, "\r\n") || strpbrk(value, "\r\n"))
         return 0;
+    if (strcasecmp(name, "retry-after") == 0) {
+        char *end;
+        double s = strtod(value, &end);
+        if (end != value && !*end && s > 0 && s < 86400)
+            x->retry_after_ns = (uint64_t)(s * 1e9);
+    }
     return buf_appendf(&x->head, "%s: %s\r\n", name, value);
 }
 
@@ -883,6 +896,8 @@ static void px_progress(struct pxreq *x)
 static void px_on_abort(struct http_request *req)
 {
     struct pxreq *x = req->user;
+    if (x->out_code < 0)
+        x->out_code = CHAIN_CLIENT_CLOSED;
     if (x->state != PX_DONE)
         px_cut(x);
     px_maybe_free(x);
@@ -977,6 +992,17 @@ static void body_model(const struct http_request *req, char *out, size_t n)
     json_decref(j);
 }
 
+/* Links x to the attempts before it (chain.h): its key from the
+ * idempotency header, else method, path and body. */
+static void px_chain_attempt(struct pxreq *x, uint64_t now)
+{
+    const struct http_request *req = x->req;
+    bool ex;
+    x->ckey = chain_key(req->method, req->path, req->body, req->body_len,
+                        http_request_header(req, x->p->cfg.retry_key), &ex);
+    (void)chain_attempt(&x->p->chain, x->ckey, ex, now);
+}
+
 /* A new request of worker w (in WAIT_FORWARD, counted in flight), or NULL
  * when memory runs out. */
 static struct pxreq *px_new(struct proxy_worker *w, struct http_request *req)
@@ -989,6 +1015,7 @@ static struct pxreq *px_new(struct proxy_worker *w, struct http_request *req)
     x->p = p;
     x->w = w;
     x->req = req;
+    x->out_code = -1;
     req->user = x;
     buf_init(&x->head, HEAD_MAX);
     buf_init(&x->pending, p->cfg.max_body_bytes);
@@ -1056,6 +1083,7 @@ void proxy_on_request(struct http_request *req, void *ctx)
         return;
     }
     now = ts_now_ns();
+    px_chain_attempt(x, now);
     px_roll(x, now);
     proxy_trace_begin(&x->trace, &w->tracer, req, ts_wall_ns());
     if (px_header_faults(x, now, err, sizeof err) != 0) {

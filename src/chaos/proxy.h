@@ -52,6 +52,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "chaos/chain.h"
 #include "chaos/faultset.h"
 #include "chaos/proxy_trace.h"
 #include "net/http_client.h"
@@ -80,6 +81,10 @@ struct proxy_config {
     bool otlp_all;               /* also spans of requests without a fault */
     int threads;                 /* loop threads serving clients, 1..PROXY_THREADS_MAX;
                                     0: 1 (see struct proxy_worker) */
+    uint64_t retry_window_ns;    /* attempts linked within it (chain.h); 0: CHAIN_WINDOW_NS */
+    const char *retry_key;       /* idempotency header name; NULL: CHAIN_KEY_HDR */
+    uint64_t orphan_max_ns;      /* how long upstream is still read after the client left
+                                    (orphaned work, chain.h); 0: 60 s */
 };
 
 /*
@@ -122,6 +127,7 @@ struct proxy {
      * their counters atomic. Held for a roll or a control API call. */
     pthread_mutex_t faults_mu;
     struct faultset faults;
+    struct chain chain;           /* retries and orphaned work (own lock) */
     struct proxy_worker *workers; /* n_workers (cfg.threads) */
     int n_workers;
     struct http_server api;

@@ -100,6 +100,11 @@ struct pxreq {
     uint64_t close_at;
     enum fault_cut close_how;
     struct proxy_trace trace;
+    /* retries and orphaned work (chain.h) */
+    uint64_t ckey;           /* its chain key */
+    int out_code;            /* how it ended for the client (enum chain_code or a status);
+                                -1: not yet */
+    uint64_t retry_after_ns; /* the Retry-After the client was given (0: none) */
 };
 
 /* ---- proxy.c ---- */

@@ -187,6 +187,10 @@ static int proxy_config(struct proxy *p, const struct proxy_config *cfg, char *e
         p->cfg.connect_timeout_ms = 10000;
     if (!p->cfg.threads)
         p->cfg.threads = 1;
+    if (!p->cfg.retry_key)
+        p->cfg.retry_key = CHAIN_KEY_HDR;
+    if (!p->cfg.orphan_max_ns)
+        p->cfg.orphan_max_ns = 60ull * 1000 * 1000 * 1000;
     if (p->cfg.threads < 1 || p->cfg.threads > PROXY_THREADS_MAX) {
         ts_errf(err, errlen, "--threads: expected 1..%d, got %d", PROXY_THREADS_MAX,
                 p->cfg.threads);
@@ -223,8 +227,13 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         return rc;
     proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
+    if (chain_init(&p->chain, p->cfg.retry_window_ns) != 0) {
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
     p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
     if (!p->workers) {
+        chain_release(&p->chain);
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -261,6 +270,7 @@ out_close_reaped:
     uv_close((uv_handle_t *)&p->reaped, NULL);
 out_release_faults:
     faultset_release(&p->faults);
+    chain_release(&p->chain);
     destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;
@@ -304,6 +314,7 @@ static void reaped_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
     faultset_release(&p->faults);
+    chain_release(&p->chain);
     destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;

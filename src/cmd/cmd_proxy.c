@@ -53,6 +53,12 @@ static void usage(FILE *out)
         "                         \"tokenstorm.fault\" event per fault (also "
         "OTEL_EXPORTER_OTLP_*)\n"
         "  --otlp-all             also export spans of traced requests without a fault\n"
+        "  --retry-window DUR     attempts with one key within DUR of the last one's end are\n"
+        "                         retries of one request (default 60s; retry amplification)\n"
+        "  --retry-key HEADER     the idempotency header that links attempts (default\n"
+        "                         Idempotency-Key; without it, method + path + body hash)\n"
+        "  --orphan-max DUR       after a client left, read what its upstream still sends\n"
+        "                         this long at most (default 60s; orphaned work)\n"
         "  --check                parse --faults, print them as JSON and exit\n"
         "  -q, --quiet            print nothing but errors\n"
         "  -v, --verbose          debug logging\n"
@@ -66,6 +72,7 @@ static void usage(FILE *out)
         "  curl -X POST localhost:9001/faults -d "
         "'{\"name\":\"storm\",\"type\":\"http_abort\",\"status\":429,\"probability\":0.2}'\n"
         "  curl localhost:9001/metrics\n"
+        "  curl localhost:9001/chain      # retry amplification and orphaned work, per 250 ms\n"
         "  curl localhost:9000/v1/models -H 'x-tokenstorm-fault-abort: 503'\n"
         "  tokenstorm run --target http://127.0.0.1:9000 --rate 5 --duration 30s\n");
 }
@@ -87,6 +94,9 @@ enum {
     OPT_THREADS,
     OPT_API_TOKEN,
     OPT_API_INSECURE,
+    OPT_RETRY_WINDOW,
+    OPT_RETRY_KEY,
+    OPT_ORPHAN_MAX,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
@@ -127,12 +137,24 @@ static int parse_threads(struct proxy_opts *o, const char *arg)
     return -1;
 }
 
-/* --connect-timeout, --grace. Returns -1 or the exit code. */
+/* --connect-timeout, --grace, --retry-window, --orphan-max. Returns -1 or the exit code. */
 static int parse_duration(struct proxy_opts *o, int c, const char *arg)
 {
-    if (units_parse_duration_ns(arg, c == OPT_GRACE ? &o->grace_ns : &o->connect_ns) != 0) {
+    static const struct {
+        int opt;
+        const char *name;
+    } names[] = {{OPT_GRACE, "grace"},
+                 {OPT_CONNECT_TIMEOUT, "connect-timeout"},
+                 {OPT_RETRY_WINDOW, "retry-window"},
+                 {OPT_ORPHAN_MAX, "orphan-max"}};
+    uint64_t *to[] = {&o->grace_ns, &o->connect_ns, &o->serve.cfg.retry_window_ns,
+                      &o->serve.cfg.orphan_max_ns};
+    size_t k = 0;
+    while (k < 3 && names[k].opt != c)
+        k++;
+    if (units_parse_duration_ns(arg, to[k]) != 0 || (k >= 2 && *to[k] == 0)) {
         fprintf(stderr, "tokenstorm proxy: --%s: expected a duration (\"5s\"), got '%s'\n",
-                c == OPT_GRACE ? "grace" : "connect-timeout", arg);
+                names[k].name, arg);
         return TS_EXIT_USAGE;
     }
     return -1;
@@ -169,7 +191,17 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
         return -1;
     case OPT_CONNECT_TIMEOUT:
     case OPT_GRACE:
+    case OPT_RETRY_WINDOW:
+    case OPT_ORPHAN_MAX:
         return parse_duration(o, c, arg);
+    case OPT_RETRY_KEY:
+        if (!*arg || strpbrk(arg, " :\r\n")) {
+            fprintf(stderr, "tokenstorm proxy: --retry-key: expected a header name, got '%s'\n",
+                    arg);
+            return TS_EXIT_USAGE;
+        }
+        cfg->retry_key = arg;
+        return -1;
     case OPT_CHECK:
         o->check = true;
         return -1;
@@ -222,6 +254,9 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"api-token", required_argument, NULL, OPT_API_TOKEN},
         {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
+        {"retry-window", required_argument, NULL, OPT_RETRY_WINDOW},
+        {"retry-key", required_argument, NULL, OPT_RETRY_KEY},
+        {"orphan-max", required_argument, NULL, OPT_ORPHAN_MAX},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
