@@ -37,6 +37,7 @@
 #define FAULT_HDR_LEN 18
 
 static void px_progress(struct pxreq *x);
+static void px_arm(struct pxreq *x, uint64_t at);
 
 /* ------------------------------------------------------------ lifetime */
 
@@ -68,7 +69,7 @@ static void px_free(struct pxreq *x)
         x->eq_head = e->next;
         ts_free(e);
     }
-    if (x->mode == MODE_SSE)
+    if (x->sse_on)
         sse_parser_release(&x->sse);
     stream_tap_free(x->tap);
     buf_release(&x->head);
@@ -103,6 +104,12 @@ static bool px_done(struct pxreq *x)
     chain_outcome(&x->p->chain, x->ckey, x->out_code < 0 ? CHAIN_CUT : x->out_code,
                   x->retry_after_ns, ts_now_ns());
     (void)proxy_trace_finish(&x->trace, &x->w->tracer, x->hits, x->nhits, ts_wall_ns());
+    if (x->orphan && x->call_running) {
+        px_arm(x, x->orphan_at + x->p->cfg.orphan_max_ns); /* the timer stays for the cap */
+        if (x->tstate == TIMER_OPEN)
+            return true;
+        x->orphan = false; /* no timer: no cap, so no orphan */
+    }
     if (x->call_running)
         http_call_cancel(x->call);
     if (x->tstate == TIMER_OPEN) {
@@ -160,9 +167,6 @@ static void px_error(struct pxreq *x, int status, const char *type, const char *
         px_respond(x, status, "application/json", extra, b.data, b.len);
     buf_release(&b);
 }
-
-/* Wakes px_progress at at (cuts x when the timer fails). */
-static void px_arm(struct pxreq *x, uint64_t at);
 
 /* ------------------------------------------------------------ faults */
 
@@ -386,11 +390,33 @@ static void tap_close(void *ctx, uint64_t at_ns, enum fault_cut how)
     x->close_how = how;
 }
 
-/* One upstream SSE event into the tap (MODE_SSE). */
+/* Whether an event carries a token: a non-empty "content" or "text" string
+ * (an OpenAI chat or completion chunk). */
+static bool event_has_token(const struct sse_event *ev)
+{
+    static const char *const keys[] = {"\"content\":\"", "\"text\":\""};
+    for (size_t k = 0; k < 2; k++) {
+        size_t kl = strlen(keys[k]);
+        const char *p = ev->data, *end = ev->data + ev->data_len;
+        while (p < end && (p = memmem(p, (size_t)(end - p), keys[k], kl)) != NULL) {
+            p += kl;
+            if (p < end && *p != '"')
+                return true;
+        }
+    }
+    return false;
+}
+
+/* One upstream SSE event into the tap (MODE_SSE), or counted (an orphan). */
 static int sse_on_event(void *ctx, const struct sse_event *ev)
 {
     struct pxreq *x = ctx;
     struct tap_out out = {tap_emit, tap_close, x};
+    if (x->orphan) {
+        if (event_has_token(ev))
+            x->orphan_tokens++;
+        return 0;
+    }
     if (x->state == PX_DONE || x->close_pending)
         return 0;
     return stream_tap_event(x->tap, ev, ev->arrival_ns, &out);
@@ -426,6 +452,7 @@ static int px_tap_open(struct pxreq *x, struct fault **tapf, size_t ntap)
     if (head_has_sse(x)) {
         x->mode = MODE_SSE;
         sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
+        x->sse_on = true;
     } else {
         x->mode = MODE_BODY;
     }
@@ -463,13 +490,32 @@ static void up_on_headers(struct http_call *call, long status, void *user)
     px_progress(x);
 }
 
+/* What an orphan's upstream still sends: counted (bytes; tokens through an
+ * event-stream parser). Nonzero stops the call. */
+static int px_orphan_body(struct pxreq *x, struct http_call *call, const char *data, size_t len,
+                          uint64_t now_ns)
+{
+    x->orphan_bytes += len;
+    x->orphan_last = now_ns > x->orphan_at ? now_ns : x->orphan_at;
+    if (!x->sse_on) {
+        const char *ct = http_call_header(call, "content-type");
+        if (!ct || !strcasestr(ct, "text/event-stream"))
+            return 0;
+        sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
+        x->sse_on = true;
+        x->mode = MODE_SSE;
+    }
+    return sse_parser_feed(&x->sse, data, len, now_ns) != 0;
+}
+
 /* A piece of the upstream body: parsed (MODE_SSE), collected (MODE_BODY, or
  * before the head went out) or written through. Nonzero stops the call. */
 static int up_on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
                       void *user)
 {
     struct pxreq *x = user;
-    (void)call;
+    if (x->orphan)
+        return px_orphan_body(x, call, data, len, now_ns);
     if (x->state == PX_DONE || x->state == PX_HANGING)
         return 1;
     if (x->mode == MODE_SSE) {
@@ -553,6 +599,20 @@ static void px_upstream_ended(struct pxreq *x)
     }
 }
 
+/* An orphan's upstream call ended (or was cut at the cap): its work counted
+ * when anything came, its timer closed. */
+static void px_orphan_end(struct pxreq *x)
+{
+    if (x->orphan_bytes)
+        chain_orphan(&x->p->chain, x->orphan_bytes, x->orphan_tokens, x->orphan_last - x->orphan_at,
+                     ts_now_ns());
+    x->orphan = false;
+    if (x->tstate == TIMER_OPEN) {
+        x->tstate = TIMER_CLOSING;
+        ptimer_close(&x->timer, px_timer_closed);
+    }
+}
+
 /* The upstream call is over (and freed after this returns). */
 static void up_on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
@@ -560,7 +620,9 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
     (void)call;
     x->call_running = false;
     x->call = NULL;
-    if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
+    if (x->orphan) {
+        px_orphan_end(x);
+    } else if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
         if (x->state != PX_DONE)
             px_progress(x);
     } else if (res->error != HTTP_CALL_OK) {
@@ -732,6 +794,8 @@ static void px_timer_cb(struct ptimer *t)
     struct pxreq *x = t->data;
     if (x->state != PX_DONE)
         px_progress(x);
+    else if (x->orphan && x->call_running)
+        http_call_cancel(x->call); /* the cap: up_on_done ends the orphan */
 }
 
 /* Wakes px_progress at at (cuts x when the timer fails). */
@@ -892,14 +956,32 @@ static void px_progress(struct pxreq *x)
 
 /* ------------------------------------------------------------ requests */
 
+/* The client left while x's upstream call runs: half-closes the call so
+ * the upstream sees its client gone, as it would without the proxy, and
+ * keeps reading what it still sends (orphaned work). An engine that cannot
+ * half-close (TLS upstreams) cancels the call as before. */
+static void px_orphan_begin(struct pxreq *x)
+{
+    if (!x->call_running ||
+        (x->state != PX_WAIT_HEAD && x->state != PX_HOLD_HEAD && x->state != PX_STREAMING))
+        return;
+    if (http_call_shutdown_write(x->call) != 0)
+        return;
+    x->orphan = true;
+    x->orphan_at = ts_now_ns();
+    x->orphan_last = x->orphan_at;
+}
+
 /* The client went away (http_server's abort hook). */
 static void px_on_abort(struct http_request *req)
 {
     struct pxreq *x = req->user;
     if (x->out_code < 0)
         x->out_code = CHAIN_CLIENT_CLOSED;
-    if (x->state != PX_DONE)
+    if (x->state != PX_DONE) {
+        px_orphan_begin(x);
         px_cut(x);
+    }
     px_maybe_free(x);
 }
 

@@ -105,6 +105,13 @@ struct pxreq {
     int out_code;            /* how it ended for the client (enum chain_code or a status);
                                 -1: not yet */
     uint64_t retry_after_ns; /* the Retry-After the client was given (0: none) */
+    /* Orphaned work: the client left while the upstream call ran; the call
+     * was half-closed (the upstream sees its client gone) and what still
+     * comes is counted until it ends, or orphan_at + cfg.orphan_max_ns. */
+    bool orphan;
+    bool sse_on; /* sse was initialised (MODE_SSE, or an orphan's event stream) */
+    uint64_t orphan_at, orphan_last;
+    uint64_t orphan_bytes, orphan_tokens;
 };
 
 /* ---- proxy.c ---- */

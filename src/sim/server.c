@@ -170,6 +170,11 @@ static void handle_metrics(struct sim_server *s, struct http_request *req)
         rc ? rc
            : metrics_gauge(&b, "tokenstorm_sim_cancelled_total", "Requests whose client went away.",
                            "counter", labels, (double)s->stats.cancelled);
+    rc = rc ? rc
+            : metrics_gauge(&b, "tokenstorm_sim_ignored_disconnects_total",
+                            "Requests whose client went away and whose generation went on "
+                            "(--ignore-disconnect).",
+                            "counter", labels, (double)s->stats.ignored_gone);
     if (rc)
         (void)http_respond(req, 500, NULL, NULL, NULL, 0);
     else
@@ -318,6 +323,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->profile = cfg->profile;
     s->any_model = cfg->any_model;
     s->quiet = cfg->quiet;
+    s->ignore_disconnect = cfg->ignore_disconnect;
     s->embed_dims = cfg->embed_dims ? cfg->embed_dims : 1024;
     s->started_wall_ns = ts_wall_ns();
     s->id_seed = cfg->profile.seed ^ ts_wall_ns();
@@ -373,6 +379,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
         .header_timeout_ms = cfg->header_timeout_ms,
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .max_body_bytes = cfg->max_body_bytes,
+        .eof_keeps_request = cfg->ignore_disconnect,
     };
     if ((rc = http_server_init(&s->http, loop, &hc, on_request, s))) {
         ts_errf(err, errlen, "http server: %s", rc == -EINVAL ? "bad host" : ts_strerror(rc));
