@@ -180,6 +180,8 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
     json_object_set_new(j, "duration_s", json_real((double)o->duration_ns / 1e9));
     json_object_set_new(j, "requests", json_integer((json_int_t)o->requests));
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    if (o->cancel)
+        json_object_set_new(j, "cancel", json_string(o->cancel));
     if (!o->scenario) {
         json_object_set_new(j, "input_len",
                             json_string(o->input_len ? o->input_len : "lognormal:512,0.5"));
@@ -269,7 +271,8 @@ struct job {
     struct goodput_cfg goodput;
     enum workload_endpoint ep;
     struct dist think;
-    json_t *overrides; /* --body */
+    struct run_cancel cancel; /* --cancel */
+    json_t *overrides;        /* --body */
     struct otlp_config otlp;
     /* the scenario file; sr is built by --check or, for the run, by configure_classes */
     struct scenario scn;
@@ -437,6 +440,10 @@ static int parse_resources(struct job *j)
     const struct run_opts *o = &j->o;
     if (o->think && dist_parse(&j->think, o->think, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: --think: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    if (o->cancel && run_cancel_parse(&j->cancel, o->cancel, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
     if (o->body) {
@@ -732,6 +739,7 @@ static int configure_load(struct job *j)
         .max_requests = o->requests,
         .warmup_ns = o->warmup_ns,
         .drain_ns = o->drain_ns,
+        .cancel = o->cancel ? &j->cancel : NULL,
         .workers = o->workers,
         .seed = o->seed,
         .goodput = j->goodput,
@@ -1292,6 +1300,7 @@ out_options:
     run_quality_release(&j.o.quality);
     json_decref(j.overrides);
     dist_release(&j.think);
+    run_cancel_release(&j.cancel);
     otlp_config_release(&j.otlp);
     /* last: after a failure it aborts the MPI job, so everything else goes first */
     ranks_group_leave(j.group, code);

@@ -44,6 +44,7 @@ struct run_opts {
     uint32_t concurrency, workers;
     uint64_t requests, seed;
     uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
+    const char *cancel; /* --cancel SPEC (load/cancel.h), or NULL */
     uint64_t t_connect, t_ttfb, t_idle, t_total;
     bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
     bool save_chunk_times; /* requests.jsonl lines carry chunk_us */

@@ -120,6 +120,10 @@ static void usage(FILE *out)
         "  --warmup DUR           sent but not counted (default 0s)\n"
         "  --drain DUR            at the end wait this long for requests in flight, then cut\n"
         "                         them (default 30s)\n"
+        "  --cancel SPEC          impatient users: abandon a share of the streams mid-way,\n"
+        "                         'after:uniform:0.5s-3s,share:20%%' (outcome \"cancelled\",\n"
+        "                         not an error; with --server-metrics shows whether the\n"
+        "                         server's running requests drop)\n"
         "  --workers N            load threads (default: number of cores)\n"
         "  --seed N               seed of prompts, lengths and arrivals (default 1)\n"
         "workload:\n"
@@ -213,6 +217,7 @@ enum {
     O_REQUESTS,
     O_WARMUP,
     O_DRAIN,
+    O_CANCEL,
     O_WORKERS,
     O_SEED,
     O_INPUT_LEN,
@@ -273,6 +278,7 @@ static const struct option run_options[] = {
     {"requests", required_argument, NULL, O_REQUESTS},
     {"warmup", required_argument, NULL, O_WARMUP},
     {"drain", required_argument, NULL, O_DRAIN},
+    {"cancel", required_argument, NULL, O_CANCEL},
     {"workers", required_argument, NULL, O_WORKERS},
     {"seed", required_argument, NULL, O_SEED},
     {"input-len", required_argument, NULL, O_INPUT_LEN},
@@ -428,6 +434,9 @@ static int load_option(int c, const char *name, struct run_opts *o)
     case O_DRAIN:
         o->drain_given = true;
         return next_or_usage(parse_dur("--drain", optarg, &o->drain_ns));
+    case O_CANCEL:
+        o->cancel = optarg;
+        return ARG_NEXT;
     case O_WORKERS:
         return parse_count("--workers", optarg, RUNNER_MAX_WORKERS, &o->workers);
     case O_SEED:

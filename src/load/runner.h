@@ -38,6 +38,7 @@
 
 #include "analysis/quality.h"
 #include "analysis/stats.h"
+#include "load/cancel.h"
 #include "base/asyncw.h"
 #include "base/dist.h"
 #include "base/hdr.h"
@@ -149,7 +150,9 @@ struct runner_config {
     uint64_t max_requests; /* 0 = no limit */
     uint64_t warmup_ns;
     uint64_t drain_ns; /* wait this long for in-flight requests at the end */
-    uint32_t workers;  /* 1..RUNNER_MAX_WORKERS */
+    /* --cancel: streams abandoned mid-way (load/cancel.h); NULL: none */
+    const struct run_cancel *cancel;
+    uint32_t workers; /* 1..RUNNER_MAX_WORKERS */
     uint64_t seed;
 
     struct http_client_config client;

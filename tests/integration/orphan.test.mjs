@@ -4,7 +4,10 @@
 // vLLM, and the rest of the answer from `sim --ignore-disconnect`.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startSim, startServer, sleep } from './lib.mjs';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startSim, startServer, runBin, sleep } from './lib.mjs';
 
 const procs = [];
 after(async () => { for (const p of procs) await p.stop('SIGKILL'); });
@@ -67,4 +70,27 @@ test('sim --ignore-disconnect: the rest of the answer arrives orphaned, counted 
   const m = await (await fetch(api + '/metrics', { signal: AbortSignal.timeout(5000) })).text();
   assert.match(m, new RegExp(`tokenstorm_proxy_orphaned_tokens_total ${t.orphaned.tokens}\\n`));
   assert.match(m, /tokenstorm_proxy_orphaned_seconds_count 1\n/);
+});
+
+test('run --cancel: a share of streams abandoned mid-way, "cancelled" and not errors; the simulator stops each', { timeout: 60000 }, async () => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise', '--set', 't_fix_ms=10']);
+  procs.push(sim);
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-cancel-'));
+  const r = await runBin(['run', '--target', sim.base, '--rate', '20', '--requests', '30', '--output-len', 'fixed:100',
+    '--cancel', 'after:uniform:0.2s-0.5s,share:50%', '--out', out, '--force', '--quiet', '--json', '--save-requests'], { timeoutMs: 50000 });
+  assert.equal(r.code, 0, r.stderr);
+  const res = JSON.parse(r.stdout);
+  const lines = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const cancelled = lines.filter((l) => l.outcome === 'cancelled').length;
+  assert.ok(cancelled >= 5 && cancelled <= 25, `${cancelled} of 30`);
+  assert.equal(res.outcomes.cancelled, cancelled);
+  assert.equal(res.summary.failed, 0);
+  assert.equal(res.summary.completed + cancelled, 30);
+  for (const l of lines.filter((x) => x.outcome === 'cancelled')) {
+    const ms = l.end_ms - l.start_ms;
+    assert.ok(ms >= 190 && ms < 3000, `cancelled after ${ms} ms`);
+  }
+  const m = await (await fetch(sim.base + '/metrics', { signal: AbortSignal.timeout(5000) })).text();
+  assert.match(m, new RegExp(`tokenstorm_sim_cancelled_total\\{[^}]*\\} ${cancelled}\\n`));
+  fs.rmSync(out, { recursive: true, force: true });
 });
