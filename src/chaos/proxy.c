@@ -782,6 +782,10 @@ static void px_forward(struct pxreq *x)
         goto out_release_headers;
     }
     x->call_running = true;
+    if (x->f_timeout) {
+        x->gw_at = ts_now_ns() + px_sample_ns(x, &x->f_timeout->params.delay);
+        px_arm(x, x->gw_at);
+    }
 out_release_headers:
     buf_release(&hb);
 }
@@ -801,6 +805,8 @@ static void px_timer_cb(struct ptimer *t)
 /* Wakes px_progress at at (cuts x when the timer fails). */
 static void px_arm(struct pxreq *x, uint64_t at)
 {
+    if (x->gw_at && x->gw_at < at && x->state != PX_DONE)
+        at = x->gw_at; /* the gateway timeout comes first */
     if (x->tstate == TIMER_NONE) {
         if (ptimer_init(x->w->loop, &x->timer) != 0) {
             px_cut(x);
@@ -926,10 +932,35 @@ static void px_progress_body(struct pxreq *x, uint64_t now)
         px_end(x);
 }
 
+/* http_timeout: the upstream's response did not end by gw_at; the proxy
+ * gives up on it like a gateway (504, or a cut once the head went out).
+ * Returns whether it did. */
+static bool px_gateway_timeout(struct pxreq *x, uint64_t now)
+{
+    if (!x->gw_at || now < x->gw_at || x->upstream_done ||
+        (x->state != PX_WAIT_HEAD && x->state != PX_HOLD_HEAD && x->state != PX_STREAMING))
+        return false;
+    px_count(x, x->f_timeout);
+    x->gw_at = 0;
+    if (x->state == PX_STREAMING) {
+        px_cut(x);
+    } else {
+        char extra[160];
+        snprintf(extra, sizeof extra, "x-tokenstorm-fault: %s\r\n", x->f_timeout->name);
+        px_error(x, 504, "server_error", NULL,
+                 "Gateway timeout: the upstream did not answer in time (injected by tokenstorm "
+                 "proxy).",
+                 extra);
+    }
+    return true;
+}
+
 /* Takes x as far as it can go now; arms the timer for what is due later. */
 static void px_progress(struct pxreq *x)
 {
     uint64_t now = ts_now_ns();
+    if (px_gateway_timeout(x, now))
+        return;
     switch (x->state) {
     case PX_WAIT_FORWARD:
         if (now < x->fwd_at)
@@ -1143,6 +1174,8 @@ static void px_take_faults(struct pxreq *x)
         else if (f->type == FAULT_HTTP_TRUNCATE_RESPONSE && !x->f_trunc_resp) {
             x->f_trunc_resp = f;
             x->trunc_left = f->params.bytes;
+        } else if (f->type == FAULT_HTTP_TIMEOUT && !x->f_timeout) {
+            x->f_timeout = f;
         } else if (f->type == FAULT_HTTP_DELAY_REQUEST) {
             px_count(x, f);
             x->fwd_at += px_sample_ns(x, &f->params.delay);

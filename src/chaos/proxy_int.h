@@ -77,6 +77,8 @@ struct pxreq {
     struct fault *hits[FAULTSET_HITS];
     size_t nhits;
     struct fault *f_abort, *f_trunc_resp;
+    struct fault *f_timeout; /* http_timeout: given up at gw_at (0: not forwarded yet) */
+    uint64_t gw_at;
     enum px_mode mode;
     struct stream_tap *tap;
     struct sse_parser sse; /* MODE_SSE */
