@@ -62,6 +62,7 @@ static void px_set_state(struct pxreq *x, enum px_state to)
 /* Frees x and what it holds (its hits, queued output, parser, tap, buffers). */
 static void px_free(struct pxreq *x)
 {
+    px_record_end(x);
     for (size_t i = 0; i < x->nhits; i++)
         fault_unref(x->hits[i]);
     while (x->eq_head) {
@@ -467,6 +468,7 @@ static void up_on_headers(struct http_call *call, long status, void *user)
     struct pxreq *x = user;
     struct fault *tapf[FAULTSET_HITS];
     size_t ntap;
+    px_record_head(x, call, (int)status);
     if (x->state == PX_DONE)
         return;
     px_set_state(x, PX_HOLD_HEAD);
@@ -514,6 +516,7 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
                       void *user)
 {
     struct pxreq *x = user;
+    px_record_body(x, data, len, now_ns);
     if (x->orphan)
         return px_orphan_body(x, call, data, len, now_ns);
     if (x->state == PX_DONE || x->state == PX_HANGING)
@@ -1199,6 +1202,7 @@ void proxy_on_request(struct http_request *req, void *ctx)
     }
     now = ts_now_ns();
     px_chain_attempt(x, now);
+    px_record_begin(x);
     px_roll(x, now);
     proxy_trace_begin(&x->trace, &w->tracer, req, ts_wall_ns());
     if (px_header_faults(x, now, err, sizeof err) != 0) {

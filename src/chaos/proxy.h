@@ -54,6 +54,7 @@
 #include "base/err.h"
 #include "chaos/chain.h"
 #include "chaos/faultset.h"
+#include "chaos/recorder.h"
 #include "chaos/proxy_trace.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
@@ -85,6 +86,7 @@ struct proxy_config {
     const char *retry_key;       /* idempotency header name; NULL: CHAIN_KEY_HDR */
     uint64_t orphan_max_ns;      /* how long upstream is still read after the client left
                                     (orphaned work, chain.h); 0: 60 s */
+    const struct recorder_config *record; /* --record: every exchange to files; NULL: off */
 };
 
 /*
@@ -128,6 +130,8 @@ struct proxy {
     pthread_mutex_t faults_mu;
     struct faultset faults;
     struct chain chain;           /* retries and orphaned work (own lock) */
+    struct recorder *recorder;    /* --record, or NULL */
+    _Atomic uint64_t rec_seq;     /* the recorded exchanges' ids */
     struct proxy_worker *workers; /* n_workers (cfg.threads) */
     int n_workers;
     struct http_server api;

@@ -114,6 +114,12 @@ struct pxreq {
     bool sse_on; /* sse was initialised (MODE_SSE, or an orphan's event stream) */
     uint64_t orphan_at, orphan_last;
     uint64_t orphan_bytes, orphan_tokens;
+    /* --record (proxy_record.c): the line being built, NULL when not recording */
+    json_t *rec;
+    uint64_t rec_t0, rec_last;
+    struct sse_parser rec_sse;
+    bool rec_sse_on, rec_body_cut;
+    struct buf rec_body;
 };
 
 /* ---- proxy.c ---- */
@@ -127,6 +133,17 @@ void px_count(struct pxreq *x, struct fault *f);
 
 /* A sample of d from x's generator, in ns, clamped to 0..1 h. */
 uint64_t px_sample_ns(struct pxreq *x, const struct dist *d);
+
+/* ---- proxy_record.c ---- */
+
+/* Starts x's record (when the proxy records): the request. */
+void px_record_begin(struct pxreq *x);
+/* The upstream's head. */
+void px_record_head(struct pxreq *x, struct http_call *call, int status);
+/* A piece of the upstream's body. */
+void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_ns);
+/* Writes x's record (only when the upstream answered) and drops it. */
+void px_record_end(struct pxreq *x);
 
 /* ---- proxy_shape.c ---- */
 

@@ -227,13 +227,17 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         return rc;
     proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
+    if (p->cfg.record && (rc = recorder_open(p->cfg.record, &p->recorder, err, errlen)))
+        return rc;
     if (chain_init(&p->chain, p->cfg.retry_window_ns) != 0) {
+        (void)recorder_close(p->recorder);
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
     if (!p->workers) {
         chain_release(&p->chain);
+        (void)recorder_close(p->recorder);
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -271,6 +275,9 @@ out_close_reaped:
 out_release_faults:
     faultset_release(&p->faults);
     chain_release(&p->chain);
+    if (recorder_close(p->recorder) != 0)
+        ts_warn("proxy: --record: a write failed; the recording is incomplete");
+    p->recorder = NULL;
     destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;
@@ -315,6 +322,9 @@ static void reaped_closed(uv_handle_t *h)
     struct proxy *p = h->data;
     faultset_release(&p->faults);
     chain_release(&p->chain);
+    if (recorder_close(p->recorder) != 0)
+        ts_warn("proxy: --record: a write failed; the recording is incomplete");
+    p->recorder = NULL;
     destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;

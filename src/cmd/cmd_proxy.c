@@ -59,6 +59,13 @@ static void usage(FILE *out)
         "                         Idempotency-Key; without it, method + path + body hash)\n"
         "  --orphan-max DUR       after a client left, read what its upstream still sends\n"
         "                         this long at most (default 60s; orphaned work)\n"
+        "  --record DIR           write every exchange to DIR/rec-NNNNNN.jsonl (request,\n"
+        "                         upstream status, headers, each event with its time;\n"
+        "                         Authorization, api-key and cookies redacted; docs/CHAOS.md)\n"
+        "  --redact POINTER       also redact these request body fields (repeatable; '*'\n"
+        "                         matches every element: /messages/*/content)\n"
+        "  --record-max SIZE      delete the oldest files past this (default 1G)\n"
+        "  --record-file-max SIZE a new file after this (default 64M)\n"
         "  --check                parse --faults, print them as JSON and exit\n"
         "  -q, --quiet            print nothing but errors\n"
         "  -v, --verbose          debug logging\n"
@@ -97,6 +104,10 @@ enum {
     OPT_RETRY_WINDOW,
     OPT_RETRY_KEY,
     OPT_ORPHAN_MAX,
+    OPT_RECORD,
+    OPT_REDACT,
+    OPT_RECORD_MAX,
+    OPT_RECORD_FILE_MAX,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
@@ -105,6 +116,8 @@ struct proxy_opts {
     const char *listen, *api, *otlp_endpoint, *api_token;
     uint64_t grace_ns, connect_ns;
     bool check, api_insecure;
+    struct recorder_config record;
+    const char *redact[RECORDER_MAX_REDACT];
     char host[ADDR_HOST_MAX], api_host[ADDR_HOST_MAX]; /* serve.cfg's hosts */
 };
 
@@ -194,6 +207,29 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
     case OPT_RETRY_WINDOW:
     case OPT_ORPHAN_MAX:
         return parse_duration(o, c, arg);
+    case OPT_RECORD:
+        o->record.dir = arg;
+        cfg->record = &o->record;
+        return -1;
+    case OPT_REDACT:
+        if (o->record.nredact == RECORDER_MAX_REDACT) {
+            fprintf(stderr, "tokenstorm proxy: --redact: at most %d\n", RECORDER_MAX_REDACT);
+            return TS_EXIT_USAGE;
+        }
+        o->redact[o->record.nredact++] = arg;
+        o->record.redact = o->redact;
+        return -1;
+    case OPT_RECORD_MAX:
+    case OPT_RECORD_FILE_MAX: {
+        uint64_t *to = c == OPT_RECORD_MAX ? &o->record.max_total : &o->record.max_file;
+        if (units_parse_size(arg, to) != 0 || *to < 4096) {
+            fprintf(stderr,
+                    "tokenstorm proxy: --%s: expected a size of at least 4K (\"64M\"), got '%s'\n",
+                    c == OPT_RECORD_MAX ? "record-max" : "record-file-max", arg);
+            return TS_EXIT_USAGE;
+        }
+        return -1;
+    }
     case OPT_RETRY_KEY:
         if (!*arg || strpbrk(arg, " :\r\n")) {
             fprintf(stderr, "tokenstorm proxy: --retry-key: expected a header name, got '%s'\n",
@@ -257,6 +293,10 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"retry-window", required_argument, NULL, OPT_RETRY_WINDOW},
         {"retry-key", required_argument, NULL, OPT_RETRY_KEY},
         {"orphan-max", required_argument, NULL, OPT_ORPHAN_MAX},
+        {"record", required_argument, NULL, OPT_RECORD},
+        {"redact", required_argument, NULL, OPT_REDACT},
+        {"record-max", required_argument, NULL, OPT_RECORD_MAX},
+        {"record-file-max", required_argument, NULL, OPT_RECORD_FILE_MAX},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -277,6 +317,10 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
     }
     if (optind < argc) {
         fprintf(stderr, "tokenstorm proxy: unexpected argument '%s'\n", argv[optind]);
+        return TS_EXIT_USAGE;
+    }
+    if (o->record.nredact && !o->record.dir) {
+        fprintf(stderr, "tokenstorm proxy: --redact needs --record DIR\n");
         return TS_EXIT_USAGE;
     }
     return -1;

@@ -61,6 +61,9 @@ static void usage(FILE *out)
         "  --vector-store-id ID   the store's id besides vs_default\n"
         "  --vector-latency DUR   fixed time of a search (default 2ms; 0 = none)\n"
         "  --vector-doc-latency DUR  time per passage searched (default 1us)\n"
+        "  --replay DIR           a stand-in for a recorded service: answer POSTs from a\n"
+        "                         recording (proxy --record DIR) with its timing, matched\n"
+        "                         by body hash, then model, then path (docs/SIMULATOR.md)\n"
         "  --ignore-disconnect    a client that leaves does not stop its generation (vLLM\n"
         "                         aborts it): a half-closed connection still gets the whole\n"
         "                         answer; models the server of a timeout cascade\n"
@@ -123,6 +126,7 @@ enum {
     OPT_API_TOKEN,
     OPT_API_INSECURE,
     OPT_IGNORE_DISCONNECT,
+    OPT_REPLAY,
 };
 
 /* The command line, as given; build_profile and resolve_listen finish cfg. */
@@ -227,6 +231,9 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_IGNORE_DISCONNECT:
         o->cfg.ignore_disconnect = true;
         return -1;
+    case OPT_REPLAY:
+        o->cfg.replay_dir = arg;
+        return -1;
     case OPT_NO_NOISE:
         o->no_noise = true;
         return -1;
@@ -281,6 +288,7 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"api-token", required_argument, NULL, OPT_API_TOKEN},
         {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
         {"ignore-disconnect", no_argument, NULL, OPT_IGNORE_DISCONNECT},
+        {"replay", required_argument, NULL, OPT_REPLAY},
         {"vector-docs", required_argument, NULL, OPT_VECTOR_DOCS},
         {"vector-store-id", required_argument, NULL, OPT_VECTOR_ID},
         {"vector-latency", required_argument, NULL, OPT_VECTOR_LATENCY},

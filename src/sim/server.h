@@ -63,6 +63,7 @@ struct sim_server_config {
     size_t max_body_bytes;      /* 0 = default (16 MiB) */
     uint32_t embed_dims;        /* default embedding size, 0 = 1024 */
     bool quiet;                 /* no access log lines */
+    const char *replay_dir;     /* --replay: answer POSTs from this recording (sim/replay.h) */
     bool ignore_disconnect;     /* a client that leaves does not stop its generation (as
                                    vLLM's abort would): a half-closed connection still gets
                                    the whole answer, a closed one's is generated and dropped */
