@@ -24,8 +24,10 @@
 #include "base/units.h"
 #include "app/ranks.h"
 #include "app/run_scenario.h"
+#include "llm/recording.h"
 #include "load/runner.h"
 #include "load/target.h"
+#include "workload/replay.h"
 #include "net/addr.h"
 #include "report/outdir.h"
 #include "report/result.h"
@@ -272,7 +274,12 @@ struct job {
     enum workload_endpoint ep;
     struct dist think;
     struct run_cancel cancel; /* --cancel */
-    json_t *overrides;        /* --body */
+    /* --replay: the recording, its endpoint path and its send times */
+    struct recording *rec;
+    char replay_path[64];
+    uint64_t *replay_times;
+    size_t nreplay_times;
+    json_t *overrides; /* --body */
     struct otlp_config otlp;
     /* the scenario file; sr is built by --check or, for the run, by configure_classes */
     struct scenario scn;
@@ -341,6 +348,37 @@ static int parse_checks(struct job *j)
         fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
         return TS_EXIT_USAGE;
     }
+    if (((o->speed > 0 && o->speed != 1.0) || o->loop) && !o->replay) {
+        fprintf(stderr, "tokenstorm run: --speed and --loop need --replay DIR\n");
+        return TS_EXIT_USAGE;
+    }
+    if (o->replay && (o->scenario || o->prompts || o->rate > 0 || o->stages || o->endpoint)) {
+        fprintf(stderr, "tokenstorm run: --replay sends the recorded requests at their times: "
+                        "not with a scenario, --prompts, --rate, --stages or --endpoint\n");
+        return TS_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --replay DIR: the recording and the endpoint it was sent to. */
+static int load_replay(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    char msg[512];
+    if (!o->replay)
+        return 0;
+    if (recording_load(o->replay, &j->rec, msg, sizeof msg)) {
+        fprintf(stderr, "tokenstorm run: --replay: %s\n", msg);
+        return TS_EXIT_USAGE;
+    }
+    if (j->rec->skipped)
+        ts_warn("--replay: %llu lines skipped; the first: %s", (unsigned long long)j->rec->skipped,
+                msg);
+    if (replay_endpoint(j->rec, j->replay_path, sizeof j->replay_path, &j->ep, j->err,
+                        sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -378,7 +416,7 @@ static unsigned slo_have(const struct job *j, bool known_refs)
         have |= SLO_NEEDS_CONSISTENCY;
     if (!no_stream_why(j)[0])
         have |= SLO_NEEDS_STREAM;
-    if (!known_refs || o->scenario)
+    if (!known_refs || o->scenario || o->replay)
         have |= SLO_NEEDS_REFERENCE;
     for (size_t i = 0; known_refs && j->wl.has_prompts && i < j->wl.prompts.n; i++) {
         if (j->wl.prompts.v[i].has_ref) {
@@ -647,6 +685,14 @@ static int build_workload(struct job *j)
     w->prompts_path = o->prompts;
     w->body_overrides = j->overrides;
     w->seed = o->seed;
+    if (o->replay) {
+        if (workload_init_replay(&j->wl, j->rec, j->replay_path, &j->replay_times,
+                                 &j->nreplay_times, j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_FAIL;
+        }
+        return 0;
+    }
     if (!o->scenario && workload_init(&j->wl, w, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
@@ -724,7 +770,7 @@ static int configure_load(struct job *j)
 {
     const struct run_opts *o = &j->o;
     struct runner_config *r = &j->rcfg;
-    bool open = o->rate > 0 || o->stages;
+    bool open = o->rate > 0 || o->stages || o->replay;
     *r = (struct runner_config){
         .url = j->url,
         .headers = j->headers,
@@ -762,6 +808,17 @@ static int configure_load(struct job *j)
     }
     r->arrival.rate = o->rate;
     r->arrival.stages = o->stages;
+    if (o->replay) {
+        r->arrival.times = j->replay_times;
+        r->arrival.ntimes = j->nreplay_times;
+        r->arrival.speed = o->speed > 0 ? o->speed : 1.0;
+        r->arrival.loop = o->loop;
+        r->arrival.rate = 1;                /* unused: the times are the schedule */
+        if (!o->duration_given && !o->loop) /* the recording's length, then the end */
+            r->duration_ns =
+                (uint64_t)((double)j->replay_times[j->nreplay_times - 1] / r->arrival.speed) +
+                1000000;
+    }
     if (o->ramp_to > 0) {
         r->arrival.ramp_to = o->ramp_to;
         r->arrival.ramp_ns = o->duration_ns;
@@ -1261,7 +1318,7 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
     job_init(&j, opts);
     if ((code = parse_checks(&j)))
         return code;
-    if ((code = parse_resources(&j)))
+    if ((code = parse_resources(&j)) || (code = load_replay(&j)))
         goto out_options;
     if (http_client_global_init()) {
         fprintf(stderr, "tokenstorm run: cannot initialise libcurl\n");
@@ -1301,6 +1358,8 @@ out_options:
     json_decref(j.overrides);
     dist_release(&j.think);
     run_cancel_release(&j.cancel);
+    recording_free(j.rec);
+    ts_free(j.replay_times);
     otlp_config_release(&j.otlp);
     /* last: after a failure it aborts the MPI job, so everything else goes first */
     ranks_group_leave(j.group, code);

@@ -81,6 +81,11 @@ struct runner_arrival {
     double ramp_to;                 /* > 0: linear ramp from rate to ramp_to over ramp_ns */
     uint64_t ramp_ns;
     const char *stages; /* "30s:10,1m:50,30s:0" k6-like stages, or NULL */
+    /* run --replay: recorded send times (ns from the start, ascending), or NULL */
+    const uint64_t *times;
+    size_t ntimes;
+    double speed; /* times are divided by it (> 0) */
+    bool loop;    /* the times repeat */
 };
 
 struct traffic;

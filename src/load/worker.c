@@ -758,7 +758,9 @@ static int build_arrival(struct worker *w, char *err, size_t errlen)
 {
     const struct runner_arrival *a = &w->run->cfg->arrival;
     int rc;
-    if (a->stages)
+    if (a->times)
+        rc = arrival_init_times(&w->arrival, a->times, a->ntimes, a->speed, a->loop);
+    else if (a->stages)
         rc = arrival_parse_stages(&w->arrival, &a->process, a->rate, a->stages, err, errlen);
     else if (a->ramp_ns)
         rc = arrival_init_ramp(&w->arrival, &a->process, a->rate, a->ramp_to, a->ramp_ns);

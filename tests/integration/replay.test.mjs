@@ -12,6 +12,7 @@ import { runBin, startSim, startServer } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-replay-'));
 const procs = [];
+let recorded = null; // the first test's recording, for run --replay
 after(async () => {
   for (const p of procs) await p.stop('SIGKILL');
   fs.rmSync(tmp, { recursive: true, force: true });
@@ -51,6 +52,7 @@ test('record against the simulator, replay with sim --replay: same answers and t
     for (let i = 1; i < x.events.length; i++) assert.ok(x.events[i][0] >= x.events[i - 1][0]);
   }
 
+  recorded = rec;
   const replay = await startSim(['--replay', rec]);
   procs.push(replay);
   const b = await runBin(runArgs(replay.base, path.join(tmp, 'b')), { timeoutMs: 60000 });
@@ -97,5 +99,40 @@ test('--record-file-max rotates and --record-max deletes the oldest files', { ti
   }
   // bad options are usage errors
   const bad = await runBin(['proxy', '--upstream', sim.base, '--redact', 'messages'], { timeoutMs: 10000 });
+  assert.equal(bad.code, 2);
+});
+
+test('run --replay: the recorded requests at their recorded times (--speed, --loop), each answer scored against the recorded one', { timeout: 90000 }, async () => {
+  assert.ok(recorded, 'the recording test ran first');
+  const chats = readRecording(recorded).map((l) => JSON.parse(l)).filter((x) => x.path === '/v1/chat/completions')
+    .sort((a, b) => a.offset_ms - b.offset_ms); // lines are written as exchanges end
+  const offsets = chats.map((x) => x.offset_ms - chats[0].offset_ms);
+  const replay = await startSim(['--replay', recorded]);
+  procs.push(replay);
+  const out = path.join(tmp, 'rr');
+  const r = await runBin(['run', '--target', replay.base, '--replay', recorded, '--quiet', '--json', '--save-requests',
+    '--out', out, '--force', '--slo', 'rouge_l>0.99'], { timeoutMs: 60000 });
+  assert.equal(r.code, 0, r.stderr);
+  const res = JSON.parse(r.stdout);
+  assert.equal(res.summary.completed, 8);
+  // the stand-in gives the recorded answers back: similarity 1
+  assert.equal(res.quality.with_reference, 8);
+  assert.ok(res.quality.rouge_l.mean > 0.999, JSON.stringify(res.quality));
+  assert.equal(res.quality.exact_match_rate, 1);
+  const reqs = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    .sort((a, b) => a.intended_ms - b.intended_ms);
+  for (let i = 0; i < reqs.length; i++) {
+    assert.ok(Math.abs(reqs[i].intended_ms - reqs[0].intended_ms - offsets[i]) < 1, `request ${i}: ${reqs[i].intended_ms - reqs[0].intended_ms} vs ${offsets[i]}`);
+  }
+  // against the live simulator the answers differ: the regression is measured
+  const sim = await startSim(['--profile', 'tiny', '--no-noise']);
+  procs.push(sim);
+  const live = await runBin(['run', '--target', sim.base, '--replay', recorded, '--quiet', '--json', '--out',
+    path.join(tmp, 'rl'), '--force', '--speed', '2', '--loop', '--duration', '1s'], { timeoutMs: 60000 });
+  assert.equal(live.code, 0, live.stderr);
+  const lr = JSON.parse(live.stdout);
+  assert.ok(lr.summary.completed > 8, `${lr.summary.completed}: --loop repeats the recording`);
+  assert.ok(lr.quality.rouge_l.mean < 0.9, JSON.stringify(lr.quality));
+  const bad = await runBin(['run', '--replay', recorded, '--rate', '5'], { timeoutMs: 20000 });
   assert.equal(bad.code, 2);
 });
