@@ -197,10 +197,10 @@ void chain_outcome(struct chain *c, uint64_t key, int code, uint64_t retry_after
     pthread_mutex_unlock(&c->mu);
 }
 
-void chain_orphan(struct chain *c, uint64_t bytes, uint64_t tokens, uint64_t ns, uint64_t now)
+void chain_orphan(struct chain *c, uint64_t bytes, uint64_t tokens, uint64_t ns, uint64_t left_at)
 {
     pthread_mutex_lock(&c->mu);
-    struct chain_bucket *b = bucket_at(c, now);
+    struct chain_bucket *b = bucket_at(c, left_at);
     c->orphans++;
     c->orphan_bytes += bytes;
     c->orphan_tokens += tokens;

@@ -83,7 +83,7 @@ struct chain_trig {
     uint32_t n;
 };
 
-/* What one CHAIN_BUCKET_NS of time saw (attempts by arrival, orphans by end). */
+/* What one CHAIN_BUCKET_NS of time saw (attempts by arrival, orphans by when the client left). */
 struct chain_bucket {
     uint64_t slot; /* monotonic ns / CHAIN_BUCKET_NS + 1; 0: empty */
     uint32_t attempts, distinct;
@@ -130,9 +130,11 @@ bool chain_attempt(struct chain *c, uint64_t key, bool explicit_key, uint64_t no
  * status) at now; retry_after_ns: the Retry-After it was told (0: none). */
 void chain_outcome(struct chain *c, uint64_t key, int code, uint64_t retry_after_ns, uint64_t now);
 
-/* One request's orphaned work, counted at now: bytes and tokens that came
- * from upstream after the client left, over ns. */
-void chain_orphan(struct chain *c, uint64_t bytes, uint64_t tokens, uint64_t ns, uint64_t now);
+/* One request's orphaned work: bytes and tokens that came from upstream
+ * after the client left at left_at (monotonic ns), over ns. The series
+ * counts it in the bucket of left_at (when the cascade happened), though it
+ * is known only at its end. */
+void chain_orphan(struct chain *c, uint64_t bytes, uint64_t tokens, uint64_t ns, uint64_t left_at);
 
 /* The trigger's label: "429", "cut", "client_closed", "in_flight", "other". In buf. */
 const char *chain_code_name(int code, char *buf, size_t n);

@@ -608,7 +608,7 @@ static void px_orphan_end(struct pxreq *x)
 {
     if (x->orphan_bytes)
         chain_orphan(&x->p->chain, x->orphan_bytes, x->orphan_tokens, x->orphan_last - x->orphan_at,
-                     ts_now_ns());
+                     x->orphan_at); /* in the bucket of when the client left */
     x->orphan = false;
     if (x->tstate == TIMER_OPEN) {
         x->tstate = TIMER_CLOSING;

@@ -112,7 +112,7 @@ test('run --replay: the recorded requests at their recorded times (--speed, --lo
   const out = path.join(tmp, 'rr');
   const r = await runBin(['run', '--target', replay.base, '--replay', recorded, '--quiet', '--json', '--save-requests',
     '--out', out, '--force', '--slo', 'rouge_l>0.99'], { timeoutMs: 60000 });
-  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.code, 0, r.stderr + r.stdout.slice(0, 3000));
   const res = JSON.parse(r.stdout);
   assert.equal(res.summary.completed, 8);
   // the stand-in gives the recorded answers back: similarity 1
