@@ -517,6 +517,7 @@ static int up_on_body(struct http_call *call, const char *data, size_t len, uint
 {
     struct pxreq *x = user;
     px_record_body(x, data, len, now_ns);
+    px_mirror_primary_body(x, data, len);
     if (x->orphan)
         return px_orphan_body(x, call, data, len, now_ns);
     if (x->state == PX_DONE || x->state == PX_HANGING)
@@ -623,6 +624,7 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
     (void)call;
     x->call_running = false;
     x->call = NULL;
+    px_mirror_primary_done(x, (int)res->status, res->error != HTTP_CALL_OK);
     if (x->orphan) {
         px_orphan_end(x);
     } else if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
@@ -785,6 +787,7 @@ static void px_forward(struct pxreq *x)
         goto out_release_headers;
     }
     x->call_running = true;
+    px_mirror_start(x, &spec);
     if (x->f_timeout) {
         x->gw_at = ts_now_ns() + px_sample_ns(x, &x->f_timeout->params.delay);
         px_arm(x, x->gw_at);

@@ -161,6 +161,8 @@ static int metrics_locked(struct proxy *p, struct buf *out)
     }
     if (!rc)
         rc = chain_metrics(&p->chain, out);
+    if (!rc)
+        rc = proxy_mirror_metrics(p, out);
     return rc;
 }
 

@@ -120,6 +120,7 @@ struct pxreq {
     struct sse_parser rec_sse;
     bool rec_sse_on, rec_body_cut;
     struct buf rec_body;
+    struct mirror_pair *mp; /* --mirror: this request's pair until its primary side ends */
 };
 
 /* ---- proxy.c ---- */
@@ -144,6 +145,14 @@ void px_record_head(struct pxreq *x, struct http_call *call, int status);
 void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_ns);
 /* Writes x's record (only when the upstream answered) and drops it. */
 void px_record_end(struct pxreq *x);
+
+/* ---- proxy_mirror.c ---- */
+
+/* Mirrors x (its share rolled, the queue bound kept) with the primary's spec. */
+void px_mirror_start(struct pxreq *x, const struct http_call_spec *primary);
+/* The primary's body pieces, and its end (failed: no complete answer). */
+void px_mirror_primary_body(struct pxreq *x, const char *data, size_t len);
+void px_mirror_primary_done(struct pxreq *x, int status, bool failed);
 
 /* ---- proxy_shape.c ---- */
 

@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "analysis/quality.h"
 #include "chaos/proxy_int.h"
 
 /* ------------------------------------------------------------ workers */
@@ -189,6 +190,23 @@ static int proxy_config(struct proxy *p, const struct proxy_config *cfg, char *e
         p->cfg.threads = 1;
     if (!p->cfg.retry_key)
         p->cfg.retry_key = CHAIN_KEY_HDR;
+    if (p->cfg.mirror_url) {
+        const char *m = p->cfg.mirror_url;
+        size_t n = strlen(m);
+        while (n > 8 && m[n - 1] == '/')
+            n--;
+        if ((strncmp(m, "http://", 7) && strncmp(m, "https://", 8)) || n >= sizeof p->mirror_base ||
+            strpbrk(m, " \r\n")) {
+            ts_errf(err, errlen, "--mirror: expected an http:// or https:// URL, got '%.200s'", m);
+            return -EINVAL;
+        }
+        memcpy(p->mirror_base, m, n);
+        p->mirror_base[n] = '\0';
+        if (!(p->cfg.mirror_share > 0) || p->cfg.mirror_share > 1)
+            p->cfg.mirror_share = 1;
+        if (p->cfg.mirror_max <= 0)
+            p->cfg.mirror_max = 64;
+    }
     if (!p->cfg.orphan_max_ns)
         p->cfg.orphan_max_ns = 60ull * 1000 * 1000 * 1000;
     if (p->cfg.threads < 1 || p->cfg.threads > PROXY_THREADS_MAX) {
@@ -227,6 +245,7 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         return rc;
     proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
+    proxy_mirror_stats_init(&p->mirror);
     if (p->cfg.record && (rc = recorder_open(p->cfg.record, &p->recorder, err, errlen)))
         return rc;
     if (chain_init(&p->chain, p->cfg.retry_window_ns) != 0) {
@@ -275,6 +294,9 @@ out_close_reaped:
 out_release_faults:
     faultset_release(&p->faults);
     chain_release(&p->chain);
+    for (int i = 0; i < p->n_workers; i++)
+        quality_scratch_free(p->workers[i].qs);
+    pthread_mutex_destroy(&p->mirror.mu);
     if (recorder_close(p->recorder) != 0)
         ts_warn("proxy: --record: a write failed; the recording is incomplete");
     p->recorder = NULL;
@@ -322,6 +344,9 @@ static void reaped_closed(uv_handle_t *h)
     struct proxy *p = h->data;
     faultset_release(&p->faults);
     chain_release(&p->chain);
+    for (int i = 0; i < p->n_workers; i++)
+        quality_scratch_free(p->workers[i].qs);
+    pthread_mutex_destroy(&p->mirror.mu);
     if (recorder_close(p->recorder) != 0)
         ts_warn("proxy: --record: a write failed; the recording is incomplete");
     p->recorder = NULL;

@@ -66,6 +66,12 @@ static void usage(FILE *out)
         "                         matches every element: /messages/*/content)\n"
         "  --record-max SIZE      delete the oldest files past this (default 1G)\n"
         "  --record-file-max SIZE a new file after this (default 64M)\n"
+        "  --mirror URL           shadow traffic: also send each request to URL (the client\n"
+        "                         only gets the primary's answer); both timed and compared\n"
+        "                         in /metrics (tokenstorm_proxy_mirror_*)\n"
+        "  --mirror-share P       mirror this share of the requests (default 100%%)\n"
+        "  --mirror-max N         mirror calls in flight at most; beyond, requests are not\n"
+        "                         mirrored and counted as dropped (default 64)\n"
         "  --check                parse --faults, print them as JSON and exit\n"
         "  -q, --quiet            print nothing but errors\n"
         "  -v, --verbose          debug logging\n"
@@ -108,6 +114,9 @@ enum {
     OPT_REDACT,
     OPT_RECORD_MAX,
     OPT_RECORD_FILE_MAX,
+    OPT_MIRROR,
+    OPT_MIRROR_SHARE,
+    OPT_MIRROR_MAX,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
@@ -173,6 +182,35 @@ static int parse_duration(struct proxy_opts *o, int c, const char *arg)
     return -1;
 }
 
+/* --mirror, --mirror-share, --mirror-max. Returns -1 or the exit code. */
+static int take_mirror_option(struct proxy_config *cfg, int c, const char *arg)
+{
+    if (c == OPT_MIRROR) {
+        cfg->mirror_url = arg;
+        return -1;
+    }
+    char *end;
+    double v = strtod(arg, &end);
+    bool pct = c == OPT_MIRROR_SHARE && *end == '%';
+    if (pct) {
+        v /= 100;
+        end++;
+    }
+    bool ok = end != arg && !*end &&
+              (c == OPT_MIRROR_SHARE ? v > 0 && v <= 1 : v >= 1 && v <= 100000 && v == (int)v);
+    if (!ok) {
+        fprintf(stderr, "tokenstorm proxy: --%s: expected %s, got '%s'\n",
+                c == OPT_MIRROR_SHARE ? "mirror-share" : "mirror-max",
+                c == OPT_MIRROR_SHARE ? "a share in (0%, 100%]" : "a count 1..100000", arg);
+        return TS_EXIT_USAGE;
+    }
+    if (c == OPT_MIRROR_SHARE)
+        cfg->mirror_share = v;
+    else
+        cfg->mirror_max = (int)v;
+    return -1;
+}
+
 /* One option c (with its argument arg) into o. Returns -1 to go on, or the exit code. */
 static int take_option(struct proxy_opts *o, int c, const char *arg)
 {
@@ -230,6 +268,10 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
         }
         return -1;
     }
+    case OPT_MIRROR:
+    case OPT_MIRROR_SHARE:
+    case OPT_MIRROR_MAX:
+        return take_mirror_option(&o->serve.cfg, c, arg);
     case OPT_RETRY_KEY:
         if (!*arg || strpbrk(arg, " :\r\n")) {
             fprintf(stderr, "tokenstorm proxy: --retry-key: expected a header name, got '%s'\n",
@@ -297,6 +339,9 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"redact", required_argument, NULL, OPT_REDACT},
         {"record-max", required_argument, NULL, OPT_RECORD_MAX},
         {"record-file-max", required_argument, NULL, OPT_RECORD_FILE_MAX},
+        {"mirror", required_argument, NULL, OPT_MIRROR},
+        {"mirror-share", required_argument, NULL, OPT_MIRROR_SHARE},
+        {"mirror-max", required_argument, NULL, OPT_MIRROR_MAX},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
