@@ -30,6 +30,7 @@ static const char *const outcome_names[REQ_OUTCOME_COUNT] = {
     [REQ_TIMEOUT_TOTAL] = "timeout_total",
     [REQ_RECV] = "recv",
     [REQ_CUT] = "cut",
+    [REQ_CANCELLED] = "cancelled",
     [REQ_OTHER] = "other",
 };
 
@@ -59,7 +60,7 @@ int req_outcome_from_name(const char *name)
 
 bool req_outcome_is_error(enum req_outcome o)
 {
-    return o != REQ_OK && o != REQ_CUT;
+    return o != REQ_OK && o != REQ_CUT && o != REQ_CANCELLED;
 }
 
 const char *token_source_name(enum token_source s)

@@ -42,6 +42,7 @@ enum req_outcome {
     REQ_RECV,            /* the connection broke mid-response */
     REQ_CUT,             /* still in flight when the run ended, not waited for */
     REQ_OTHER,           /* anything else (the error text says what) */
+    REQ_CANCELLED,       /* abandoned by the client on purpose mid-way (run --cancel) */
     REQ_OUTCOME_COUNT,
 };
 
@@ -51,8 +52,8 @@ const char *req_outcome_name(enum req_outcome o);
 /* The outcome named name (as req_outcome_name() spells it), or -EINVAL. */
 int req_outcome_from_name(const char *name);
 /*
- * true for the outcomes that count as errors in error_rate: all but ok and
- * cut. A cut request was ended by the client when the run stopped, so it says
+ * true for the outcomes that count as errors in error_rate: all but ok,
+ * cut and cancelled (the client's own doing). A cut request was ended by the client when the run stopped, so it says
  * nothing about the service; it is reported on its own (see docs/METRICS.md).
  */
 bool req_outcome_is_error(enum req_outcome o);

@@ -44,6 +44,10 @@ static const struct scalar_def scalars[] = {
     {"regex_match", SLO_REGEX_MATCH, SLO_KIND_RATE},
     {"dual_sla", SLO_DUAL_SLA, SLO_KIND_RATE},
     {"consistency", SLO_CONSISTENCY, SLO_KIND_SCORE},
+    {"amplification", SLO_AMPLIFICATION, SLO_KIND_NUMBER},
+    {"orphaned_tokens", SLO_ORPHANED_TOKENS, SLO_KIND_COUNT},
+    {"orphaned_bytes", SLO_ORPHANED_BYTES, SLO_KIND_COUNT},
+    {"orphaned_seconds", SLO_ORPHANED_SECONDS, SLO_KIND_NUMBER},
     {"request_goodput", SLO_GOODPUT, SLO_KIND_PER_S},
     {"throughput", SLO_REQUEST_THROUGHPUT, SLO_KIND_PER_S},
     {"output_tps", SLO_OUTPUT_THROUGHPUT, SLO_KIND_PER_S},
@@ -482,6 +486,11 @@ bool slo_eval(const struct slo *slo, const struct run_summary *sum, double *actu
         slo->latency ? latency_actual(slo, sum) : scalar_actual((enum slo_scalar)slo->metric, sum);
     if (actual)
         *actual = v;
+    return slo_holds(slo, v);
+}
+
+bool slo_holds(const struct slo *slo, double v)
+{
     if (isnan(v))
         return false;
     int c = compare(v, slo->value);
@@ -518,6 +527,7 @@ char *slo_format_value(const struct slo *slo, double v, char *buf, size_t n)
         snprintf(buf, n, "%.3f%%", v * 100.0);
         break;
     case SLO_KIND_SCORE:
+    case SLO_KIND_NUMBER:
         snprintf(buf, n, "%.3f", v);
         break;
     case SLO_KIND_PER_S:
@@ -560,6 +570,11 @@ unsigned slo_needs(const struct slo *slo)
         return SLO_NEEDS_DUAL_SLA;
     case SLO_CONSISTENCY:
         return SLO_NEEDS_CONSISTENCY;
+    case SLO_AMPLIFICATION:
+    case SLO_ORPHANED_TOKENS:
+    case SLO_ORPHANED_BYTES:
+    case SLO_ORPHANED_SECONDS:
+        return SLO_NEEDS_PROXY;
     default:
         return 0;
     }

@@ -19,7 +19,12 @@
  *            answer quality: rouge_l, bleu4 (mean scores, 0..1), exact_match,
  *            json_valid, regex_match, dual_sla (attainment), consistency
  *            (a mean similarity, 0..1) (rates and scores are fractions; %
- *            allowed; scores print as scores: "0.412", rates as "41.200%")
+ *            allowed; scores print as scores: "0.412", rates as "41.200%"),
+ *            what a chaos proxy sees (judged only by `tokenstorm chaos`, from
+ *            its proxies' GET /chain; chaos/chain.h): amplification (upstream
+ *            attempts per distinct request, a plain number), orphaned_tokens,
+ *            orphaned_bytes (counts), orphaned_seconds (a plain number: the
+ *            seconds upstream went on after clients left, summed)
  *            The aliases are the names `compare --fail-on` shows, so one
  *            vocabulary serves --slo, --fail-on, sweep and chaos hypotheses.
  *   STAT   = mean | avg | min | max | std | stddev | median | "p" PCT
@@ -63,13 +68,17 @@ enum slo_scalar {
     SLO_GOOD,
     SLO_TOTAL_INPUT_TOKENS,
     SLO_TOTAL_OUTPUT_TOKENS,
-    SLO_ROUGE_L,     /* mean ROUGE-L F of scored answers, 0..1 */
-    SLO_BLEU4,       /* mean BLEU-4, 0..1 */
-    SLO_EXACT_MATCH, /* share of exact matches, a rate */
-    SLO_JSON_VALID,  /* share of valid JSON answers, a rate */
-    SLO_REGEX_MATCH, /* share of answers matching --quality-regex, a rate */
-    SLO_DUAL_SLA,    /* windowed dual SLA attainment, a rate */
-    SLO_CONSISTENCY, /* mean pairwise similarity of repeated prompts' answers */
+    SLO_ROUGE_L,          /* mean ROUGE-L F of scored answers, 0..1 */
+    SLO_BLEU4,            /* mean BLEU-4, 0..1 */
+    SLO_EXACT_MATCH,      /* share of exact matches, a rate */
+    SLO_JSON_VALID,       /* share of valid JSON answers, a rate */
+    SLO_REGEX_MATCH,      /* share of answers matching --quality-regex, a rate */
+    SLO_DUAL_SLA,         /* windowed dual SLA attainment, a rate */
+    SLO_CONSISTENCY,      /* mean pairwise similarity of repeated prompts' answers */
+    SLO_AMPLIFICATION,    /* a proxy's attempts per distinct request (chaos only) */
+    SLO_ORPHANED_TOKENS,  /* tokens upstream sent after clients left (chaos only) */
+    SLO_ORPHANED_BYTES,   /* bytes, the same */
+    SLO_ORPHANED_SECONDS, /* seconds upstream went on after clients left, summed */
     SLO_SCALAR_COUNT,
 };
 
@@ -91,6 +100,7 @@ enum slo_kind {
     SLO_KIND_PER_S,   /* per second */
     SLO_KIND_COUNT,   /* a count */
     SLO_KIND_SCORE,   /* a score in 0..1 (ROUGE-L, BLEU-4, consistency); % allowed */
+    SLO_KIND_NUMBER,  /* a plain number, no unit (amplification, seconds summed) */
 };
 
 /* What a run must be given for an SLO to have a value (slo_needs()). */
@@ -101,6 +111,7 @@ enum slo_needs {
     SLO_NEEDS_JSON = 1 << 3,        /* the JSON check (json_valid) */
     SLO_NEEDS_DUAL_SLA = 1 << 4,    /* the windowed dual SLA (dual_sla) */
     SLO_NEEDS_CONSISTENCY = 1 << 5, /* the consistency check (consistency) */
+    SLO_NEEDS_PROXY = 1 << 7,       /* a chaos proxy's GET /chain (amplification, orphaned_*) */
     SLO_NEEDS_STREAM = 1 << 6,      /* streamed requests (ttft, ttft_uncorrected, ttfc, itl, tpot):
                                        a non-streamed answer arrives whole and has none of them */
 };
@@ -134,6 +145,9 @@ TS_MUST_CHECK int slo_parse(const char *expr, struct slo *out, char *err, size_t
  * returns true when the threshold holds. A NAN actual fails.
  */
 bool slo_eval(const struct slo *slo, const struct run_summary *sum, double *actual);
+
+/* Whether actual (in slo's canonical unit) meets slo; a NAN fails. */
+bool slo_holds(const struct slo *slo, double actual);
 
 /*
  * Formats v in slo's unit for people ("1834.21 ms", "0.300%", "5.20/s",

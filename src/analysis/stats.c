@@ -480,7 +480,7 @@ void run_stats_exact_not_kept(struct run_stats *s)
 
 uint64_t run_stats_failed(const struct run_stats *s)
 {
-    return s->requests - s->outcomes[REQ_OK] - s->outcomes[REQ_CUT];
+    return s->requests - s->outcomes[REQ_OK] - s->outcomes[REQ_CUT] - s->outcomes[REQ_CANCELLED];
 }
 
 double run_stats_error_rate(const struct run_stats *s)

@@ -268,6 +268,30 @@ static void print_window(const json_t *w, const char *label)
                json_string_value(json_object_get(p, "actual_text")),
                json_is_true(json_object_get(p, "holds")) ? "ok" : "FAIL");
     }
+    json_array_foreach(json_object_get(w, "proxies"), i, p)
+    {
+        const json_t *amp = json_object_get(p, "amplification");
+        const json_t *o = json_object_get(p, "orphaned");
+        char by[256] = "";
+        size_t n = 0;
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)json_object_get(p, "amplification_by_trigger"), k, v)
+        {
+            if (n < sizeof(by) && json_is_number(v))
+                n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s %.2f", n ? ", " : " (", k,
+                                      json_number_value(v));
+        }
+        if (n && n < sizeof(by) - 1)
+            strcat(by, ")");
+        char ampv[32] = "n/a";
+        if (json_is_number(amp))
+            snprintf(ampv, sizeof(ampv), "%.2f", json_number_value(amp));
+        printf("      proxy %s: amplification %s%s, orphaned %.0f tokens %.2f s\n",
+               json_string_value(json_object_get(p, "url")), ampv, by,
+               json_number_value(json_object_get(o, "tokens")),
+               json_number_value(json_object_get(o, "seconds")));
+    }
 }
 
 /* The windows (unless quiet) and the verdict on stdout. */
@@ -375,6 +399,34 @@ static json_t *proxies_json(struct chaos *c)
     return arr;
 }
 
+/* Adds url to ch (once, while there is room). */
+static void chains_add(struct exp_chains *ch, const char *url)
+{
+    for (size_t i = 0; i < ch->n; i++)
+        if (!strcmp(ch->url[i], url))
+            return;
+    if (ch->n < EXP_MAX_PROBES)
+        ch->url[ch->n++] = url;
+}
+
+/* What every proxy of the phases and the probes saw of the chain (GET
+ * /chain), into ch and docs (owned: json_decref each). A proxy that does
+ * not answer is warned about; probes on it do not hold. */
+static void chains_fetch(const struct chaos *c, struct exp_chains *ch, json_t **docs)
+{
+    for (size_t k = 0; k < c->npx; k++)
+        chains_add(ch, c->px[k].url);
+    for (size_t i = 0; i < c->e->nprobes; i++)
+        if (c->e->probes[i].proxy[0])
+            chains_add(ch, c->e->probes[i].proxy);
+    for (size_t i = 0; i < ch->n; i++) {
+        char err[320];
+        if (experiment_chain_fetch(ch->url[i], &docs[i], err, sizeof(err)))
+            ts_warn("chaos: %s", err);
+        ch->doc[i] = docs[i];
+    }
+}
+
 /* experiment.json before the judgement: what ran, and the rollbacks (rb, taken). */
 static json_t *doc_new(const struct chaos *c, json_t *rb, bool interrupted)
 {
@@ -420,6 +472,8 @@ static int judge(struct chaos *c, json_t *rb, bool interrupted, const char *fail
     const json_t *run;
     struct exp_requests *reqs = NULL;
     struct exp_window w[EXP_MAX_PHASES];
+    struct exp_chains ch = {0};
+    json_t *docs[EXP_MAX_PROBES] = {0};
     enum exp_verdict v = EXP_UNSTEADY;
     uint64_t start;
     double dur;
@@ -449,7 +503,9 @@ static int judge(struct chaos *c, json_t *rb, bool interrupted, const char *fail
         code = TS_EXIT_FAIL;
         goto out;
     }
-    if (experiment_judge(e, reqs, w, 0, &v, &rep)) {
+    ch.run_start_ns = start;
+    chains_fetch(c, &ch, docs);
+    if (experiment_judge_chains(e, reqs, w, 0, &ch, &v, &rep)) {
         failure = "out of memory";
         code = TS_EXIT_FAIL;
         goto out;
@@ -477,6 +533,8 @@ out:
             code = TS_EXIT_FAIL;
     }
     exp_requests_free(reqs);
+    for (size_t i = 0; i < ch.n; i++)
+        json_decref(docs[i]);
     json_decref(rep);
     json_decref(res);
     json_decref(doc);

@@ -203,8 +203,8 @@ static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e
     }
     memset(&rc_cfg, 0, sizeof(rc_cfg));
     /* consistency is refused where the probe is read */
-    unsigned have =
-        run_args_slo_have((const char *const *)e->load, e->nload) | SLO_NEEDS_CONSISTENCY;
+    unsigned have = run_args_slo_have((const char *const *)e->load, e->nload) |
+                    SLO_NEEDS_CONSISTENCY | SLO_NEEDS_PROXY;
     qo.regex = NULL; /* the pattern is the run's to compile; only the target matters here */
     if (run_quality_apply(&qo, &rc_cfg, msg, sizeof(msg)))
         return perr(c, at, "load: %s", msg);
@@ -226,7 +226,7 @@ static int load_quality(struct pctx *c, struct fy_node *at, struct experiment *e
 
 static int parse_probe(struct pctx *c, struct fy_node *n, struct exp_probe *p)
 {
-    static const char *const keys[] = {"slo", "during", "name", NULL};
+    static const char *const keys[] = {"slo", "during", "name", "proxy", NULL};
     char expr[SLO_EXPR_MAX], msg[256];
     int rc = check_keys(c, n, keys, "a probe");
     if (rc)
@@ -251,10 +251,46 @@ static int parse_probe(struct pctx *c, struct fy_node *n, struct exp_probe *p)
     }
     if ((v = getk(c, n, "name")) && (rc = get_str(c, v, p->name, sizeof(p->name), "name")))
         return rc;
+    if ((v = getk(c, n, "proxy"))) {
+        if ((rc = get_str(c, v, p->proxy, sizeof(p->proxy), "proxy")))
+            return rc;
+        if (strncmp(p->proxy, "http://", 7) && strncmp(p->proxy, "https://", 8))
+            return perr(c, v, "proxy: expected a control API URL (http://host:port)");
+        size_t l = strlen(p->proxy);
+        while (l > 8 && p->proxy[l - 1] == '/')
+            p->proxy[--l] = '\0';
+    }
     if (!p->name[0]) {
         size_t l = strnlen(p->slo.expr, sizeof(p->name) - 1);
         memcpy(p->name, p->slo.expr, l);
         p->name[l] = '\0';
+    }
+    return 0;
+}
+
+/* Probes on proxy metrics without a "proxy" judge the phases' first proxy;
+ * without one that is an error. Other probes keep no proxy. */
+static int probe_proxies(struct pctx *c, struct fy_node *root, struct experiment *e)
+{
+    const char *first = NULL;
+    for (size_t i = 0; i < e->nphases && !first; i++)
+        if (e->phases[i].target == EXP_TARGET_PROXY)
+            first = e->phases[i].url;
+    for (size_t i = 0; i < e->nprobes; i++) {
+        struct exp_probe *p = &e->probes[i];
+        bool needs = (slo_needs(&p->slo) | slo_needs(&p->during)) & SLO_NEEDS_PROXY;
+        if (!needs) {
+            p->proxy[0] = '\0';
+            continue;
+        }
+        if (p->proxy[0])
+            continue;
+        if (!first)
+            return perr(c, getk(c, root, "steady-state-hypothesis"),
+                        "probe '%s' reads a proxy's GET /chain: give it \"proxy: URL\" (no "
+                        "phase uses a proxy)",
+                        p->name);
+        snprintf(p->proxy, sizeof(p->proxy), "%s", first);
     }
     return 0;
 }
@@ -554,7 +590,7 @@ static int parse_root(struct pctx *c, struct fy_node *root, struct experiment *e
     }
     struct fy_node *ld = getk(c, root, "load");
     if ((rc = parse_load(c, ld, e)) || (rc = load_goodput(c, ld, e)) ||
-        (rc = load_quality(c, ld, e)))
+        (rc = load_quality(c, ld, e)) || (rc = probe_proxies(c, root, e)))
         return rc;
     qsort(e->phases, e->nphases, sizeof(e->phases[0]), phase_cmp);
     uint64_t d = load_duration_ns(e), end = experiment_faults_end_ns(e);
@@ -762,6 +798,118 @@ int experiment_proxy_delay(const char *api, struct scrape_hist *out, char *err, 
     if (rc)
         out->n = 0;
     return rc;
+}
+
+int experiment_chain_fetch(const char *api, json_t **out, char *err, size_t errlen)
+{
+    char url[EXP_URL_MAX + 16];
+    struct buf all;
+    json_error_t je;
+    buf_init(&all, 16u << 20);
+    struct resp r = {{0}, 0, &all};
+    snprintf(url, sizeof(url), "%s/chain", api);
+    *out = NULL;
+    int rc = http_call("GET", url, NULL, err, errlen, &r);
+    if (rc >= 0 && rc != 200) {
+        ts_errf(err, errlen, "GET %s: status %d", url, rc);
+        rc = -EPROTO;
+    } else if (rc >= 0) {
+        *out = json_loadb(all.data ? all.data : "", all.len, 0, &je);
+        rc = 0;
+        if (!json_is_array(json_object_get(*out, "series"))) {
+            ts_errf(err, errlen, "GET %s: not a chain document (%s)", url,
+                    *out ? "no series" : je.text);
+            json_decref(*out);
+            *out = NULL;
+            rc = TS_PARSE;
+        }
+    }
+    buf_release(&all);
+    return rc;
+}
+
+/* One proxy's chain over [from, to) ns: {"url", "attempts", "distinct",
+ * "amplification", "amplification_by_trigger": {T: 1 + retries/distinct},
+ * "orphaned": {...}}. */
+static json_t *chain_window(const char *url, const json_t *doc, double from, double to)
+{
+    double attempts = 0, distinct = 0, tokens = 0, bytes = 0, secs = 0, reqs = 0;
+    json_t *trig = json_object();
+    size_t i;
+    const json_t *b;
+    json_array_foreach(json_object_get(doc, "series"), i, b)
+    {
+        double t = json_number_value(json_object_get(b, "t_mono_ns"));
+        if (t < from || t >= to)
+            continue;
+        const json_t *o = json_object_get(b, "orphaned");
+        attempts += json_number_value(json_object_get(b, "attempts"));
+        distinct += json_number_value(json_object_get(b, "distinct"));
+        reqs += json_number_value(json_object_get(o, "requests"));
+        tokens += json_number_value(json_object_get(o, "tokens"));
+        bytes += json_number_value(json_object_get(o, "bytes"));
+        secs += json_number_value(json_object_get(o, "seconds"));
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)json_object_get(b, "retries"), k, v)
+        {
+            double prev = json_number_value(json_object_get(trig, k));
+            json_object_set_new(trig, k, json_real(prev + json_number_value(v)));
+        }
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(trig, k, v)
+    {
+        (void)json_real_set(v, distinct > 0 ? 1 + json_real_value(v) / distinct : NAN);
+        if (!(distinct > 0))
+            (void)json_object_set_new(trig, k, json_null());
+    }
+    return json_pack("{s:s,s:f,s:f,s:o,s:o,s:{s:f,s:f,s:f,s:f}}", "url", url, "attempts", attempts,
+                     "distinct", distinct, "amplification",
+                     distinct > 0 ? json_real(attempts / distinct) : json_null(),
+                     "amplification_by_trigger", trig ? trig : json_null(), "orphaned", "requests",
+                     reqs, "tokens", tokens, "bytes", bytes, "seconds", secs);
+}
+
+double exp_chain_actual(const struct exp_chains *chains, const struct exp_probe *p,
+                        const struct slo *s, double a_ms, double b_ms)
+{
+    const json_t *doc = NULL;
+    for (size_t i = 0; chains && i < chains->n && !doc; i++)
+        if (!strcmp(chains->url[i], p->proxy))
+            doc = chains->doc[i];
+    if (!doc)
+        return NAN;
+    double from = (double)chains->run_start_ns + a_ms * 1e6,
+           to = (double)chains->run_start_ns + b_ms * 1e6;
+    double attempts = 0, distinct = 0, tokens = 0, bytes = 0, secs = 0;
+    size_t i;
+    const json_t *b;
+    json_array_foreach(json_object_get(doc, "series"), i, b)
+    {
+        double t = json_number_value(json_object_get(b, "t_mono_ns"));
+        if (t < from || t >= to)
+            continue;
+        const json_t *o = json_object_get(b, "orphaned");
+        attempts += json_number_value(json_object_get(b, "attempts"));
+        distinct += json_number_value(json_object_get(b, "distinct"));
+        tokens += json_number_value(json_object_get(o, "tokens"));
+        bytes += json_number_value(json_object_get(o, "bytes"));
+        secs += json_number_value(json_object_get(o, "seconds"));
+    }
+    switch (s->metric) {
+    case SLO_AMPLIFICATION:
+        return distinct > 0 ? attempts / distinct : NAN;
+    case SLO_ORPHANED_TOKENS:
+        return tokens;
+    case SLO_ORPHANED_BYTES:
+        return bytes;
+    case SLO_ORPHANED_SECONDS:
+        return secs;
+    default:
+        return NAN;
+    }
 }
 
 json_t *exp_delay_json(const struct scrape_hist *before, const struct scrape_hist *after)
@@ -1082,8 +1230,8 @@ static double window_dual_sla(const struct experiment *e, const struct exp_reque
  * requests. Returns 0 and *out, or -ENOMEM.
  */
 static int eval_window(const struct experiment *e, const struct exp_requests *r,
-                       struct run_stats *st, double a, double b, bool during, bool *held,
-                       json_t **out)
+                       const struct exp_chains *chains, struct run_stats *st, double a, double b,
+                       bool during, bool *held, json_t **out)
 {
     run_stats_reset(st);
     for (size_t i = 0; i < r->n; i++) {
@@ -1111,13 +1259,29 @@ static int eval_window(const struct experiment *e, const struct exp_requests *r,
     for (size_t i = 0; !rc && i < e->nprobes; i++) {
         const struct slo *s = during ? &e->probes[i].during : &e->probes[i].slo;
         double actual = NAN;
-        bool ok = sum.requests > 0 && slo_eval(s, &sum, &actual);
+        bool ok;
+        if (slo_needs(s) & SLO_NEEDS_PROXY) {
+            actual = exp_chain_actual(chains, &e->probes[i], s, a, b);
+            ok = slo_holds(s, actual);
+        } else {
+            ok = sum.requests > 0 && slo_eval(s, &sum, &actual);
+        }
         char text[64];
         all &= ok;
         json_t *p = json_pack("{s:s,s:s,s:o,s:s,s:b}", "name", e->probes[i].name, "slo", s->expr,
                               "actual", num_or_null(actual), "actual_text",
                               slo_format_value(s, actual, text, sizeof(text)), "holds", ok);
         if (!p || json_array_append_new(probes, p))
+            rc = -ENOMEM;
+    }
+    if (!rc && chains && chains->n) {
+        json_t *px = json_array();
+        double from = (double)chains->run_start_ns + a * 1e6;
+        double to = (double)chains->run_start_ns + b * 1e6;
+        for (size_t i = 0; px && i < chains->n; i++)
+            if (chains->doc[i])
+                json_array_append_new(px, chain_window(chains->url[i], chains->doc[i], from, to));
+        if (!px || json_object_set_new(o, "proxies", px))
             rc = -ENOMEM;
     }
     if (!rc && (json_object_set_new(o, "probes", probes) ||
@@ -1138,6 +1302,14 @@ static int eval_window(const struct experiment *e, const struct exp_requests *r,
 int experiment_judge(const struct experiment *e, const struct exp_requests *reqs,
                      const struct exp_window *windows, double baseline_from_ms,
                      enum exp_verdict *verdict, json_t **report)
+{
+    return experiment_judge_chains(e, reqs, windows, baseline_from_ms, NULL, verdict, report);
+}
+
+int experiment_judge_chains(const struct experiment *e, const struct exp_requests *reqs,
+                            const struct exp_window *windows, double baseline_from_ms,
+                            const struct exp_chains *chains, enum exp_verdict *verdict,
+                            json_t **report)
 {
     struct run_stats *st = NULL;
     json_t *rep = json_object(), *phases = json_array(), *rec = json_array(), *w = NULL;
@@ -1161,13 +1333,15 @@ int experiment_judge(const struct experiment *e, const struct exp_requests *reqs
         base_end = first = last = reqs->last_ms;
     else if (first - EXP_BASELINE_GUARD_MS > baseline_from_ms)
         base_end = first - EXP_BASELINE_GUARD_MS; /* requests in flight when it is applied */
-    if ((rc = eval_window(e, reqs, st, baseline_from_ms, base_end, false, &baseline_ok, &w)) ||
+    if ((rc = eval_window(e, reqs, chains, st, baseline_from_ms, base_end, false, &baseline_ok,
+                          &w)) ||
         (rc = json_object_set_new(rep, "baseline", w) ? -ENOMEM : 0))
         goto out;
     for (size_t i = 0; i < e->nphases; i++) {
         if (windows[i].from_ms < 0)
             continue;
-        if ((rc = eval_window(e, reqs, st, windows[i].from_ms, windows[i].to_ms, true, &held, &w)))
+        if ((rc = eval_window(e, reqs, chains, st, windows[i].from_ms, windows[i].to_ms, true,
+                              &held, &w)))
             goto out;
         deviated |= !held;
         if (json_object_set_new(w, "name", json_string(e->phases[i].name)) ||
@@ -1179,7 +1353,7 @@ int experiment_judge(const struct experiment *e, const struct exp_requests *reqs
     double win = (double)e->window_ns / 1e6, step = (double)e->step_ns / 1e6;
     double recovery = NAN;
     for (double t = last; t + win <= reqs->last_ms + 1e-6; t += step) {
-        if ((rc = eval_window(e, reqs, st, t, t + win, false, &held, &w)))
+        if ((rc = eval_window(e, reqs, chains, st, t, t + win, false, &held, &w)))
             goto out;
         if (json_array_append_new(rec, w)) {
             rc = -ENOMEM;

@@ -19,6 +19,8 @@
  *       - slo: "ttft.p95<500ms"         analysis/slo.h grammar
  *         during: "ttft.p95<2s"         tolerance during the faults (default: slo)
  *         name: "..."                   optional label
+ *         proxy: http://127.0.0.1:9001  whose GET /chain judges amplification and
+ *                                       orphaned_* (default: the phases' first proxy)
  *   method:                             1..EXP_MAX_PHASES fault phases
  *     - name: abort                     required, [A-Za-z0-9_.-]{1,63}, unique
  *       at: 5s                          offset from the start of the load (> 0)
@@ -64,8 +66,9 @@ enum exp_target {
 
 struct exp_probe {
     char name[EXP_NAME_MAX];
-    struct slo slo;    /* before and after the faults */
-    struct slo during; /* during a fault phase */
+    char proxy[EXP_URL_MAX]; /* SLO_NEEDS_PROXY probes: the control API judged; else "" */
+    struct slo slo;          /* before and after the faults */
+    struct slo during;       /* during a fault phase */
 };
 
 struct exp_phase {
@@ -154,6 +157,28 @@ TS_MUST_CHECK int experiment_proxy_delay(const char *api, struct scrape_hist *ou
  */
 json_t *exp_delay_json(const struct scrape_hist *before, const struct scrape_hist *after);
 
+/* ---- what the proxies saw of the chain (chaos/chain.h) ---- */
+
+/* GET api/chain into *out (a new reference). 0, or -EIO / -EPROTO /
+ * TS_PARSE with the reason in err. */
+TS_MUST_CHECK int experiment_chain_fetch(const char *api, json_t **out, char *err, size_t errlen);
+
+/* The proxies' GET /chain documents, for the probes on amplification and
+ * orphaned work (SLO_NEEDS_PROXY): a probe reads the document of its
+ * proxy URL, buckets starting in [run_start_ns + from, run_start_ns + to)
+ * of CLOCK_MONOTONIC (so the proxies run on the load's machine). */
+struct exp_chains {
+    uint64_t run_start_ns; /* result.json's run.start_mono_ns */
+    size_t n;
+    const char *url[EXP_MAX_PROBES];
+    const json_t *doc[EXP_MAX_PROBES]; /* borrowed; NULL: could not be read */
+};
+
+/* A proxy metric over [a_ms, b_ms) of the run from chains (NAN: no document,
+ * or amplification without a distinct request in the window). */
+double exp_chain_actual(const struct exp_chains *chains, const struct exp_probe *p,
+                        const struct slo *s, double a_ms, double b_ms);
+
 /* ---- judgement ---- */
 
 /* The requests of a run (requests.jsonl), in memory. */
@@ -209,5 +234,13 @@ int exp_verdict_exit(enum exp_verdict v);
 TS_MUST_CHECK int experiment_judge(const struct experiment *e, const struct exp_requests *reqs,
                                    const struct exp_window *windows, double baseline_from_ms,
                                    enum exp_verdict *verdict, json_t **report);
+
+/* experiment_judge with the proxies' chain documents (NULL: none; probes on
+ * proxy metrics then never hold). */
+TS_MUST_CHECK int experiment_judge_chains(const struct experiment *e,
+                                          const struct exp_requests *reqs,
+                                          const struct exp_window *windows, double baseline_from_ms,
+                                          const struct exp_chains *chains,
+                                          enum exp_verdict *verdict, json_t **report);
 
 #endif

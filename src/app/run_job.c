@@ -26,8 +26,10 @@
 #include "app/ranks.h"
 #include "app/run_pg.h"
 #include "app/run_scenario.h"
+#include "llm/recording.h"
 #include "load/runner.h"
 #include "load/target.h"
+#include "workload/replay.h"
 #include "net/addr.h"
 #include "report/outdir.h"
 #include "report/result.h"
@@ -186,6 +188,8 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
     json_object_set_new(j, "duration_s", json_real((double)o->duration_ns / 1e9));
     json_object_set_new(j, "requests", json_integer((json_int_t)o->requests));
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    if (o->cancel)
+        json_object_set_new(j, "cancel", json_string(o->cancel));
     if (!o->scenario) {
         json_object_set_new(j, "input_len",
                             json_string(o->input_len ? o->input_len : "lognormal:512,0.5"));
@@ -275,6 +279,12 @@ struct job {
     struct goodput_cfg goodput;
     enum workload_endpoint ep;
     struct dist think;
+    struct run_cancel cancel; /* --cancel */
+    /* --replay: the recording, its endpoint path and its send times */
+    struct recording *rec;
+    char replay_path[64];
+    uint64_t *replay_times;
+    size_t nreplay_times;
     json_t *overrides; /* --body */
     struct otlp_config otlp;
     /* the scenario file; sr is built by --check or, for the run, by configure_classes */
@@ -355,6 +365,37 @@ static int parse_checks(struct job *j)
                         "--endpoint vector-search\n");
         return TS_EXIT_USAGE;
     }
+    if (((o->speed > 0 && o->speed != 1.0) || o->loop) && !o->replay) {
+        fprintf(stderr, "tokenstorm run: --speed and --loop need --replay DIR\n");
+        return TS_EXIT_USAGE;
+    }
+    if (o->replay && (o->scenario || o->prompts || o->rate > 0 || o->stages || o->endpoint)) {
+        fprintf(stderr, "tokenstorm run: --replay sends the recorded requests at their times: "
+                        "not with a scenario, --prompts, --rate, --stages or --endpoint\n");
+        return TS_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --replay DIR: the recording and the endpoint it was sent to. */
+static int load_replay(struct job *j)
+{
+    const struct run_opts *o = &j->o;
+    char msg[512];
+    if (!o->replay)
+        return 0;
+    if (recording_load(o->replay, &j->rec, msg, sizeof msg)) {
+        fprintf(stderr, "tokenstorm run: --replay: %s\n", msg);
+        return TS_EXIT_USAGE;
+    }
+    if (j->rec->skipped)
+        ts_warn("--replay: %llu lines skipped; the first: %s", (unsigned long long)j->rec->skipped,
+                msg);
+    if (replay_endpoint(j->rec, j->replay_path, sizeof j->replay_path, &j->ep, j->err,
+                        sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -394,7 +435,7 @@ static unsigned slo_have(const struct job *j, bool known_refs)
         have |= SLO_NEEDS_CONSISTENCY;
     if (!no_stream_why(j)[0])
         have |= SLO_NEEDS_STREAM;
-    if (!known_refs || o->scenario)
+    if (!known_refs || o->scenario || o->replay)
         have |= SLO_NEEDS_REFERENCE;
     for (size_t i = 0; known_refs && j->wl.has_prompts && i < j->wl.prompts.n; i++) {
         if (j->wl.prompts.v[i].has_ref) {
@@ -456,6 +497,10 @@ static int parse_resources(struct job *j)
     const struct run_opts *o = &j->o;
     if (o->think && dist_parse(&j->think, o->think, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: --think: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
+    if (o->cancel && run_cancel_parse(&j->cancel, o->cancel, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
     if (o->body) {
@@ -705,6 +750,14 @@ static int build_workload(struct job *j)
             fprintf(stderr, "tokenstorm run: %zu query vectors, ground truth (%s) in %.2f s\n",
                     j->vec.queries.n, j->vec.truth_method, j->vec.truth_s);
     }
+    if (o->replay) {
+        if (workload_init_replay(&j->wl, j->rec, j->replay_path, &j->replay_times,
+                                 &j->nreplay_times, j->err, sizeof(j->err))) {
+            fprintf(stderr, "tokenstorm run: %s\n", j->err);
+            return TS_EXIT_FAIL;
+        }
+        return 0;
+    }
     if (!o->scenario && workload_init(&j->wl, w, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_USAGE;
@@ -782,7 +835,7 @@ static int configure_load(struct job *j)
 {
     const struct run_opts *o = &j->o;
     struct runner_config *r = &j->rcfg;
-    bool open = o->rate > 0 || o->stages;
+    bool open = o->rate > 0 || o->stages || o->replay;
     *r = (struct runner_config){
         .url = j->url,
         .headers = j->headers,
@@ -800,6 +853,7 @@ static int configure_load(struct job *j)
         .max_requests = o->requests,
         .warmup_ns = o->warmup_ns,
         .drain_ns = o->drain_ns,
+        .cancel = o->cancel ? &j->cancel : NULL,
         .workers = o->workers,
         .seed = o->seed,
         .goodput = j->goodput,
@@ -822,6 +876,17 @@ static int configure_load(struct job *j)
     }
     r->arrival.rate = o->rate;
     r->arrival.stages = o->stages;
+    if (o->replay) {
+        r->arrival.times = j->replay_times;
+        r->arrival.ntimes = j->nreplay_times;
+        r->arrival.speed = o->speed > 0 ? o->speed : 1.0;
+        r->arrival.loop = o->loop;
+        r->arrival.rate = 1;                /* unused: the times are the schedule */
+        if (!o->duration_given && !o->loop) /* the recording's length, then the end */
+            r->duration_ns =
+                (uint64_t)((double)j->replay_times[j->nreplay_times - 1] / r->arrival.speed) +
+                1000000;
+    }
     if (o->ramp_to > 0) {
         r->arrival.ramp_to = o->ramp_to;
         r->arrival.ramp_ns = o->duration_ns;
@@ -1347,7 +1412,7 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
         return code;
     if (j.ep == WORKLOAD_VECTOR_SEARCH && run_pg_target(opts->target))
         return run_pg(opts); /* pgvector through libpq: its own closed loop (app/run_pg.h) */
-    if ((code = parse_resources(&j)))
+    if ((code = parse_resources(&j)) || (code = load_replay(&j)))
         goto out_options;
     if (http_client_global_init()) {
         fprintf(stderr, "tokenstorm run: cannot initialise libcurl\n");
@@ -1389,6 +1454,9 @@ out_options:
     run_quality_release(&j.o.quality);
     json_decref(j.overrides);
     dist_release(&j.think);
+    run_cancel_release(&j.cancel);
+    recording_free(j.rec);
+    ts_free(j.replay_times);
     otlp_config_release(&j.otlp);
     /* last: after a failure it aborts the MPI job, so everything else goes first */
     ranks_group_leave(j.group, code);

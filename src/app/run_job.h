@@ -51,6 +51,10 @@ struct run_opts {
     uint32_t concurrency, workers;
     uint64_t requests, seed;
     uint64_t duration_ns, warmup_ns, drain_ns, ramp_users_ns;
+    const char *cancel; /* --cancel SPEC (load/cancel.h), or NULL */
+    const char *replay; /* --replay DIR (workload/replay.h), or NULL */
+    double speed;       /* --speed: recorded times divided by it (0 or 1: as recorded) */
+    bool loop;          /* --loop: the recording repeats */
     uint64_t t_connect, t_ttfb, t_idle, t_total;
     bool insecure, http2, no_ignore_eos, no_stream, save_requests, json, quiet;
     bool save_chunk_times; /* requests.jsonl lines carry chunk_us */

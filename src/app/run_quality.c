@@ -242,5 +242,8 @@ const char *run_slo_lack(unsigned lack)
         return "--dual-sla";
     if (lack & SLO_NEEDS_CONSISTENCY)
         return "--consistency";
+    if (lack & SLO_NEEDS_PROXY)
+        return "chaos proxies: it is judged by `tokenstorm chaos` from a proxy's GET /chain "
+               "(docs/CHAOS.md)";
     return NULL;
 }

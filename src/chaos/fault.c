@@ -71,6 +71,7 @@ static const struct type_info types[FAULT_TYPE_COUNT] = {
     [FAULT_RAG_IRRELEVANT] = {"rag_irrelevant", FAULT_RAG, DOWN, DOWN, "pointer text"},
     [FAULT_RAG_LOWER_SCORES] = {"rag_lower_scores", FAULT_RAG, DOWN, DOWN, "pointer field factor"},
     [FAULT_RAG_LATENCY] = {"rag_latency", FAULT_RAG, DOWN, DOWN, "delay"},
+    [FAULT_HTTP_TIMEOUT] = {"http_timeout", FAULT_HTTP, UP, UP, "delay"},
 };
 
 #undef UP
@@ -842,6 +843,7 @@ static int params_required(const json_t *spec, enum fault_type t, const struct f
     switch (t) {
     case FAULT_TCP_LATENCY:
     case FAULT_HTTP_DELAY_REQUEST:
+    case FAULT_HTTP_TIMEOUT:
     case FAULT_HTTP_DELAY_HEADERS:
     case FAULT_SSE_TTFT_DELAY:
     case FAULT_SSE_JITTER:

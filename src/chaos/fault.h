@@ -60,6 +60,11 @@
  *                       429 default 1s: Retry-After header in whole seconds),
  *                       text (the error message of the OpenAI-style body)
  *   http_delay_request  delay (before the request is forwarded)    dir upstream
+ *   http_timeout        delay (a gateway's timeout: when the upstream's
+ *                       response has not ended this long after the request
+ *                       was forwarded, the proxy gives up on it, closes the
+ *                       upstream call and answers 504, or cuts a response
+ *                       already begun)                              dir upstream
  *   http_delay_headers  delay (before response headers go out)    dir downstream
  *   http_truncate_request   bytes (keep only the first N body bytes) dir upstream
  *   http_truncate_response  bytes (the response ends after N body bytes;
@@ -170,6 +175,7 @@ enum fault_type {
     FAULT_RAG_IRRELEVANT,
     FAULT_RAG_LOWER_SCORES,
     FAULT_RAG_LATENCY,
+    FAULT_HTTP_TIMEOUT,
     FAULT_TYPE_COUNT
 };
 

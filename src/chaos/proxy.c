@@ -37,6 +37,7 @@
 #define FAULT_HDR_LEN 18
 
 static void px_progress(struct pxreq *x);
+static void px_arm(struct pxreq *x, uint64_t at);
 
 /* ------------------------------------------------------------ lifetime */
 
@@ -61,6 +62,7 @@ static void px_set_state(struct pxreq *x, enum px_state to)
 /* Frees x and what it holds (its hits, queued output, parser, tap, buffers). */
 static void px_free(struct pxreq *x)
 {
+    px_record_end(x);
     for (size_t i = 0; i < x->nhits; i++)
         fault_unref(x->hits[i]);
     while (x->eq_head) {
@@ -68,7 +70,7 @@ static void px_free(struct pxreq *x)
         x->eq_head = e->next;
         ts_free(e);
     }
-    if (x->mode == MODE_SSE)
+    if (x->sse_on)
         sse_parser_release(&x->sse);
     stream_tap_free(x->tap);
     buf_release(&x->head);
@@ -100,7 +102,15 @@ static bool px_done(struct pxreq *x)
         return false; /* e.g. the SSE parser failing after an event already cut it */
     px_set_state(x, PX_DONE);
     atomic_fetch_sub_explicit(&x->p->in_flight, 1, memory_order_relaxed);
+    chain_outcome(&x->p->chain, x->ckey, x->out_code < 0 ? CHAIN_CUT : x->out_code,
+                  x->retry_after_ns, ts_now_ns());
     (void)proxy_trace_finish(&x->trace, &x->w->tracer, x->hits, x->nhits, ts_wall_ns());
+    if (x->orphan && x->call_running) {
+        px_arm(x, x->orphan_at + x->p->cfg.orphan_max_ns); /* the timer stays for the cap */
+        if (x->tstate == TIMER_OPEN)
+            return true;
+        x->orphan = false; /* no timer: no cap, so no orphan */
+    }
     if (x->call_running)
         http_call_cancel(x->call);
     if (x->tstate == TIMER_OPEN) {
@@ -113,6 +123,8 @@ static bool px_done(struct pxreq *x)
 /* DONE: ends the client's response cleanly. */
 static void px_end(struct pxreq *x)
 {
+    if (x->out_code < 0)
+        x->out_code = x->status;
     if (px_done(x))
         (void)http_stream_end(x->req);
 }
@@ -131,6 +143,8 @@ static void px_respond(struct pxreq *x, int status, const char *ctype, const cha
     if (x->state == PX_DONE)
         return;
     x->trace.status = status; /* before px_done: it finishes the span */
+    if (x->out_code < 0)
+        x->out_code = status;
     (void)px_done(x);
     (void)http_respond(x->req, status, ctype, extra, body, len);
 }
@@ -154,9 +168,6 @@ static void px_error(struct pxreq *x, int status, const char *type, const char *
         px_respond(x, status, "application/json", extra, b.data, b.len);
     buf_release(&b);
 }
-
-/* Wakes px_progress at at (cuts x when the timer fails). */
-static void px_arm(struct pxreq *x, uint64_t at);
 
 /* ------------------------------------------------------------ faults */
 
@@ -188,6 +199,7 @@ static void px_abort(struct pxreq *x, struct fault *f)
         snprintf(extra + n, sizeof extra - (size_t)n, "Retry-After: %llu\r\n",
                  (unsigned long long)((pa->retry_after_ns + 999999999ull) / 1000000000ull));
     px_count(x, f);
+    x->retry_after_ns = pa->retry_after_ns;
     const char *msg = pa->text[0] ? pa->text : NULL;
     if (pa->status == 429)
         px_error(x, 429, "requests", "rate_limit_exceeded",
@@ -280,6 +292,12 @@ static int up_header(void *ctx, const char *name, const char *value)
     }
     if (strpbrk(name, "\r\n") || strpbrk(value, "\r\n"))
         return 0;
+    if (strcasecmp(name, "retry-after") == 0) {
+        char *end;
+        double s = strtod(value, &end);
+        if (end != value && !*end && s > 0 && s < 86400)
+            x->retry_after_ns = (uint64_t)(s * 1e9);
+    }
     return buf_appendf(&x->head, "%s: %s\r\n", name, value);
 }
 
@@ -373,11 +391,33 @@ static void tap_close(void *ctx, uint64_t at_ns, enum fault_cut how)
     x->close_how = how;
 }
 
-/* One upstream SSE event into the tap (MODE_SSE). */
+/* Whether an event carries a token: a non-empty "content" or "text" string
+ * (an OpenAI chat or completion chunk). */
+static bool event_has_token(const struct sse_event *ev)
+{
+    static const char *const keys[] = {"\"content\":\"", "\"text\":\""};
+    for (size_t k = 0; k < 2; k++) {
+        size_t kl = strlen(keys[k]);
+        const char *p = ev->data, *end = ev->data + ev->data_len;
+        while (p < end && (p = memmem(p, (size_t)(end - p), keys[k], kl)) != NULL) {
+            p += kl;
+            if (p < end && *p != '"')
+                return true;
+        }
+    }
+    return false;
+}
+
+/* One upstream SSE event into the tap (MODE_SSE), or counted (an orphan). */
 static int sse_on_event(void *ctx, const struct sse_event *ev)
 {
     struct pxreq *x = ctx;
     struct tap_out out = {tap_emit, tap_close, x};
+    if (x->orphan) {
+        if (event_has_token(ev))
+            x->orphan_tokens++;
+        return 0;
+    }
     if (x->state == PX_DONE || x->close_pending)
         return 0;
     return stream_tap_event(x->tap, ev, ev->arrival_ns, &out);
@@ -413,6 +453,7 @@ static int px_tap_open(struct pxreq *x, struct fault **tapf, size_t ntap)
     if (head_has_sse(x)) {
         x->mode = MODE_SSE;
         sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
+        x->sse_on = true;
     } else {
         x->mode = MODE_BODY;
     }
@@ -427,6 +468,7 @@ static void up_on_headers(struct http_call *call, long status, void *user)
     struct pxreq *x = user;
     struct fault *tapf[FAULTSET_HITS];
     size_t ntap;
+    px_record_head(x, call, (int)status);
     if (x->state == PX_DONE)
         return;
     px_set_state(x, PX_HOLD_HEAD);
@@ -450,13 +492,34 @@ static void up_on_headers(struct http_call *call, long status, void *user)
     px_progress(x);
 }
 
+/* What an orphan's upstream still sends: counted (bytes; tokens through an
+ * event-stream parser). Nonzero stops the call. */
+static int px_orphan_body(struct pxreq *x, struct http_call *call, const char *data, size_t len,
+                          uint64_t now_ns)
+{
+    x->orphan_bytes += len;
+    x->orphan_last = now_ns > x->orphan_at ? now_ns : x->orphan_at;
+    if (!x->sse_on) {
+        const char *ct = http_call_header(call, "content-type");
+        if (!ct || !strcasestr(ct, "text/event-stream"))
+            return 0;
+        sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);
+        x->sse_on = true;
+        x->mode = MODE_SSE;
+    }
+    return sse_parser_feed(&x->sse, data, len, now_ns) != 0;
+}
+
 /* A piece of the upstream body: parsed (MODE_SSE), collected (MODE_BODY, or
  * before the head went out) or written through. Nonzero stops the call. */
 static int up_on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
                       void *user)
 {
     struct pxreq *x = user;
-    (void)call;
+    px_record_body(x, data, len, now_ns);
+    px_mirror_primary_body(x, data, len);
+    if (x->orphan)
+        return px_orphan_body(x, call, data, len, now_ns);
     if (x->state == PX_DONE || x->state == PX_HANGING)
         return 1;
     if (x->mode == MODE_SSE) {
@@ -540,6 +603,20 @@ static void px_upstream_ended(struct pxreq *x)
     }
 }
 
+/* An orphan's upstream call ended (or was cut at the cap): its work counted
+ * when anything came, its timer closed. */
+static void px_orphan_end(struct pxreq *x)
+{
+    if (x->orphan_bytes)
+        chain_orphan(&x->p->chain, x->orphan_bytes, x->orphan_tokens, x->orphan_last - x->orphan_at,
+                     x->orphan_at); /* in the bucket of when the client left */
+    x->orphan = false;
+    if (x->tstate == TIMER_OPEN) {
+        x->tstate = TIMER_CLOSING;
+        ptimer_close(&x->timer, px_timer_closed);
+    }
+}
+
 /* The upstream call is over (and freed after this returns). */
 static void up_on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
@@ -547,7 +624,10 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
     (void)call;
     x->call_running = false;
     x->call = NULL;
-    if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
+    px_mirror_primary_done(x, (int)res->status, res->error != HTTP_CALL_OK);
+    if (x->orphan) {
+        px_orphan_end(x);
+    } else if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {
         if (x->state != PX_DONE)
             px_progress(x);
     } else if (res->error != HTTP_CALL_OK) {
@@ -707,6 +787,11 @@ static void px_forward(struct pxreq *x)
         goto out_release_headers;
     }
     x->call_running = true;
+    px_mirror_start(x, &spec);
+    if (x->f_timeout) {
+        x->gw_at = ts_now_ns() + px_sample_ns(x, &x->f_timeout->params.delay);
+        px_arm(x, x->gw_at);
+    }
 out_release_headers:
     buf_release(&hb);
 }
@@ -719,11 +804,15 @@ static void px_timer_cb(struct ptimer *t)
     struct pxreq *x = t->data;
     if (x->state != PX_DONE)
         px_progress(x);
+    else if (x->orphan && x->call_running)
+        http_call_cancel(x->call); /* the cap: up_on_done ends the orphan */
 }
 
 /* Wakes px_progress at at (cuts x when the timer fails). */
 static void px_arm(struct pxreq *x, uint64_t at)
 {
+    if (x->gw_at && x->gw_at < at && x->state != PX_DONE)
+        at = x->gw_at; /* the gateway timeout comes first */
     if (x->tstate == TIMER_NONE) {
         if (ptimer_init(x->w->loop, &x->timer) != 0) {
             px_cut(x);
@@ -849,10 +938,35 @@ static void px_progress_body(struct pxreq *x, uint64_t now)
         px_end(x);
 }
 
+/* http_timeout: the upstream's response did not end by gw_at; the proxy
+ * gives up on it like a gateway (504, or a cut once the head went out).
+ * Returns whether it did. */
+static bool px_gateway_timeout(struct pxreq *x, uint64_t now)
+{
+    if (!x->gw_at || now < x->gw_at || x->upstream_done ||
+        (x->state != PX_WAIT_HEAD && x->state != PX_HOLD_HEAD && x->state != PX_STREAMING))
+        return false;
+    px_count(x, x->f_timeout);
+    x->gw_at = 0;
+    if (x->state == PX_STREAMING) {
+        px_cut(x);
+    } else {
+        char extra[160];
+        snprintf(extra, sizeof extra, "x-tokenstorm-fault: %s\r\n", x->f_timeout->name);
+        px_error(x, 504, "server_error", NULL,
+                 "Gateway timeout: the upstream did not answer in time (injected by tokenstorm "
+                 "proxy).",
+                 extra);
+    }
+    return true;
+}
+
 /* Takes x as far as it can go now; arms the timer for what is due later. */
 static void px_progress(struct pxreq *x)
 {
     uint64_t now = ts_now_ns();
+    if (px_gateway_timeout(x, now))
+        return;
     switch (x->state) {
     case PX_WAIT_FORWARD:
         if (now < x->fwd_at)
@@ -879,12 +993,32 @@ static void px_progress(struct pxreq *x)
 
 /* ------------------------------------------------------------ requests */
 
+/* The client left while x's upstream call runs: half-closes the call so
+ * the upstream sees its client gone, as it would without the proxy, and
+ * keeps reading what it still sends (orphaned work). An engine that cannot
+ * half-close (TLS upstreams) cancels the call as before. */
+static void px_orphan_begin(struct pxreq *x)
+{
+    if (!x->call_running ||
+        (x->state != PX_WAIT_HEAD && x->state != PX_HOLD_HEAD && x->state != PX_STREAMING))
+        return;
+    if (http_call_shutdown_write(x->call) != 0)
+        return;
+    x->orphan = true;
+    x->orphan_at = ts_now_ns();
+    x->orphan_last = x->orphan_at;
+}
+
 /* The client went away (http_server's abort hook). */
 static void px_on_abort(struct http_request *req)
 {
     struct pxreq *x = req->user;
-    if (x->state != PX_DONE)
+    if (x->out_code < 0)
+        x->out_code = CHAIN_CLIENT_CLOSED;
+    if (x->state != PX_DONE) {
+        px_orphan_begin(x);
         px_cut(x);
+    }
     px_maybe_free(x);
 }
 
@@ -977,6 +1111,17 @@ static void body_model(const struct http_request *req, char *out, size_t n)
     json_decref(j);
 }
 
+/* Links x to the attempts before it (chain.h): its key from the
+ * idempotency header, else method, path and body. */
+static void px_chain_attempt(struct pxreq *x, uint64_t now)
+{
+    const struct http_request *req = x->req;
+    bool ex;
+    x->ckey = chain_key(req->method, req->path, req->body, req->body_len,
+                        http_request_header(req, x->p->cfg.retry_key), &ex);
+    (void)chain_attempt(&x->p->chain, x->ckey, ex, now);
+}
+
 /* A new request of worker w (in WAIT_FORWARD, counted in flight), or NULL
  * when memory runs out. */
 static struct pxreq *px_new(struct proxy_worker *w, struct http_request *req)
@@ -989,6 +1134,7 @@ static struct pxreq *px_new(struct proxy_worker *w, struct http_request *req)
     x->p = p;
     x->w = w;
     x->req = req;
+    x->out_code = -1;
     req->user = x;
     buf_init(&x->head, HEAD_MAX);
     buf_init(&x->pending, p->cfg.max_body_bytes);
@@ -1034,6 +1180,8 @@ static void px_take_faults(struct pxreq *x)
         else if (f->type == FAULT_HTTP_TRUNCATE_RESPONSE && !x->f_trunc_resp) {
             x->f_trunc_resp = f;
             x->trunc_left = f->params.bytes;
+        } else if (f->type == FAULT_HTTP_TIMEOUT && !x->f_timeout) {
+            x->f_timeout = f;
         } else if (f->type == FAULT_HTTP_DELAY_REQUEST) {
             px_count(x, f);
             x->fwd_at += px_sample_ns(x, &f->params.delay);
@@ -1056,6 +1204,8 @@ void proxy_on_request(struct http_request *req, void *ctx)
         return;
     }
     now = ts_now_ns();
+    px_chain_attempt(x, now);
+    px_record_begin(x);
     px_roll(x, now);
     proxy_trace_begin(&x->trace, &w->tracer, req, ts_wall_ns());
     if (px_header_faults(x, now, err, sizeof err) != 0) {

@@ -52,7 +52,9 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "chaos/chain.h"
 #include "chaos/faultset.h"
+#include "chaos/recorder.h"
 #include "chaos/proxy_trace.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
@@ -80,6 +82,14 @@ struct proxy_config {
     bool otlp_all;               /* also spans of requests without a fault */
     int threads;                 /* loop threads serving clients, 1..PROXY_THREADS_MAX;
                                     0: 1 (see struct proxy_worker) */
+    uint64_t retry_window_ns;    /* attempts linked within it (chain.h); 0: CHAIN_WINDOW_NS */
+    const char *retry_key;       /* idempotency header name; NULL: CHAIN_KEY_HDR */
+    uint64_t orphan_max_ns;      /* how long upstream is still read after the client left
+                                    (orphaned work, chain.h); 0: 60 s */
+    const struct recorder_config *record; /* --record: every exchange to files; NULL: off */
+    const char *mirror_url;               /* --mirror: shadow traffic to this base URL; NULL: off */
+    double mirror_share; /* the share of requests mirrored, 0..1 (proxy_mirror.c) */
+    int mirror_max;      /* mirror calls in flight at most; over it a request is dropped */
 };
 
 /*
@@ -89,8 +99,21 @@ struct proxy_config {
  * tracer. A connection stays on the worker that accepted it. Worker 0 runs
  * on the proxy's loop; the others each on a thread with its own loop.
  */
+struct quality_scratch;
+
+/* Shadow traffic (--mirror, proxy_mirror.c): counters are atomic, the rest
+ * under mu. Index 0 is the primary, 1 the mirror. */
+struct proxy_mirror_stats {
+    pthread_mutex_t mu;
+    _Atomic uint64_t sampled, mirrored, dropped;
+    _Atomic int in_flight;
+    uint64_t compared, errors_only[2], errors_both;
+    struct prom_hist latency[2], diff, similarity;
+};
+
 struct proxy_worker {
     struct proxy *p;
+    struct quality_scratch *qs; /* --mirror: the similarity's scratch, made on first use */
     int index;
     uv_loop_t *loop;
     struct http_server front;
@@ -122,7 +145,12 @@ struct proxy {
      * their counters atomic. Held for a roll or a control API call. */
     pthread_mutex_t faults_mu;
     struct faultset faults;
-    struct proxy_worker *workers; /* n_workers (cfg.threads) */
+    struct chain chain;        /* retries and orphaned work (own lock) */
+    struct recorder *recorder; /* --record, or NULL */
+    struct proxy_mirror_stats mirror;
+    char mirror_base[PROXY_UPSTREAM_MAX]; /* --mirror's URL without a trailing '/' */
+    _Atomic uint64_t rec_seq;             /* the recorded exchanges' ids */
+    struct proxy_worker *workers;         /* n_workers (cfg.threads) */
     int n_workers;
     struct http_server api;
     struct proxy_tracer tracer; /* the workers' tracers borrow its server address, which
@@ -172,6 +200,11 @@ void proxy_shutdown(struct proxy *p, uint64_t grace_ms, void (*on_closed)(struct
 /* Appends the Prometheus text of p's counters to out. 0 or a buf error.
  * Takes faults_mu. */
 TS_MUST_CHECK int proxy_metrics(struct proxy *p, struct buf *out);
+
+/* --mirror's stats (proxy_mirror.c): set up before the workers start. */
+void proxy_mirror_stats_init(struct proxy_mirror_stats *m);
+/* Appends their Prometheus text (nothing without --mirror). 0 or a buf error. */
+TS_MUST_CHECK int proxy_mirror_metrics(struct proxy *p, struct buf *out);
 
 /* The control API's request handler (proxy_api.c); ctx is the proxy. Holds
  * faults_mu while it runs. */

@@ -10,6 +10,9 @@
  *   DELETE /faults/{name}    204; 404
  *   POST   /reset            204: every fault removed
  *   GET    /metrics          Prometheus text
+ *   GET    /chain            200 retries and orphaned work: totals and the time
+ *                            series (chain_json; ?since_ns=N: buckets from N on)
+ *   DELETE /chain            204: those counters and the series zeroed
  *
  * Errors are JSON objects {"error": "message"}. With cfg.api_token set,
  * every request but GET /health needs "Authorization: Bearer TOKEN" (401
@@ -156,6 +159,10 @@ static int metrics_locked(struct proxy *p, struct buf *out)
         rc = prom_sample(out, "tokenstorm_proxy_worker_requests_total", labels, 1,
                          (double)atomic_load(&p->workers[i].requests));
     }
+    if (!rc)
+        rc = chain_metrics(&p->chain, out);
+    if (!rc)
+        rc = proxy_mirror_metrics(p, out);
     return rc;
 }
 
@@ -197,6 +204,32 @@ static void api_method(struct http_request *req, const char *allow)
     snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
     const char *msg = "{\"error\":\"method not allowed\"}\n";
     (void)http_respond(req, 405, "application/json", extra, msg, strlen(msg));
+}
+
+/* GET /chain[?since_ns=N], DELETE /chain. */
+static void api_chain(struct proxy *p, struct http_request *req)
+{
+    if (strcmp(req->method, "DELETE") == 0) {
+        chain_reset(&p->chain);
+        (void)http_respond(req, 204, NULL, NULL, "", 0);
+        return;
+    }
+    if (strcmp(req->method, "GET") != 0) {
+        api_method(req, "GET, DELETE");
+        return;
+    }
+    uint64_t since = 0;
+    const char *q = strchr(req->url, '?');
+    if (q && strncmp(q + 1, "since_ns=", 9) == 0) {
+        char *end;
+        unsigned long long v = strtoull(q + 10, &end, 10);
+        if (end == q + 10 || (*end && *end != '&')) {
+            api_error(req, 400, "since_ns: expected a number of nanoseconds");
+            return;
+        }
+        since = v;
+    }
+    api_json(req, 200, chain_json(&p->chain, since));
 }
 
 static void api_one(struct proxy *p, struct http_request *req, const char *name)
@@ -254,6 +287,8 @@ static void api_dispatch(struct proxy *p, struct http_request *req)
             api_metrics(p, req);
         else
             api_method(req, "GET");
+    } else if (strcmp(path, "/chain") == 0) {
+        api_chain(p, req);
     } else if (strcmp(path, "/reset") == 0) {
         if (strcmp(m, "POST") == 0) {
             faultset_reset(&p->faults);

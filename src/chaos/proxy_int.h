@@ -77,6 +77,8 @@ struct pxreq {
     struct fault *hits[FAULTSET_HITS];
     size_t nhits;
     struct fault *f_abort, *f_trunc_resp;
+    struct fault *f_timeout; /* http_timeout: given up at gw_at (0: not forwarded yet) */
+    uint64_t gw_at;
     enum px_mode mode;
     struct stream_tap *tap;
     struct sse_parser sse; /* MODE_SSE */
@@ -100,6 +102,25 @@ struct pxreq {
     uint64_t close_at;
     enum fault_cut close_how;
     struct proxy_trace trace;
+    /* retries and orphaned work (chain.h) */
+    uint64_t ckey;           /* its chain key */
+    int out_code;            /* how it ended for the client (enum chain_code or a status);
+                                -1: not yet */
+    uint64_t retry_after_ns; /* the Retry-After the client was given (0: none) */
+    /* Orphaned work: the client left while the upstream call ran; the call
+     * was half-closed (the upstream sees its client gone) and what still
+     * comes is counted until it ends, or orphan_at + cfg.orphan_max_ns. */
+    bool orphan;
+    bool sse_on; /* sse was initialised (MODE_SSE, or an orphan's event stream) */
+    uint64_t orphan_at, orphan_last;
+    uint64_t orphan_bytes, orphan_tokens;
+    /* --record (proxy_record.c): the line being built, NULL when not recording */
+    json_t *rec;
+    uint64_t rec_t0, rec_last;
+    struct sse_parser rec_sse;
+    bool rec_sse_on, rec_body_cut;
+    struct buf rec_body;
+    struct mirror_pair *mp; /* --mirror: this request's pair until its primary side ends */
 };
 
 /* ---- proxy.c ---- */
@@ -113,6 +134,25 @@ void px_count(struct pxreq *x, struct fault *f);
 
 /* A sample of d from x's generator, in ns, clamped to 0..1 h. */
 uint64_t px_sample_ns(struct pxreq *x, const struct dist *d);
+
+/* ---- proxy_record.c ---- */
+
+/* Starts x's record (when the proxy records): the request. */
+void px_record_begin(struct pxreq *x);
+/* The upstream's head. */
+void px_record_head(struct pxreq *x, struct http_call *call, int status);
+/* A piece of the upstream's body. */
+void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_ns);
+/* Writes x's record (only when the upstream answered) and drops it. */
+void px_record_end(struct pxreq *x);
+
+/* ---- proxy_mirror.c ---- */
+
+/* Mirrors x (its share rolled, the queue bound kept) with the primary's spec. */
+void px_mirror_start(struct pxreq *x, const struct http_call_spec *primary);
+/* The primary's body pieces, and its end (failed: no complete answer). */
+void px_mirror_primary_body(struct pxreq *x, const char *data, size_t len);
+void px_mirror_primary_done(struct pxreq *x, int status, bool failed);
 
 /* ---- proxy_shape.c ---- */
 

@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "analysis/quality.h"
 #include "chaos/proxy_int.h"
 
 /* ------------------------------------------------------------ workers */
@@ -187,6 +188,27 @@ static int proxy_config(struct proxy *p, const struct proxy_config *cfg, char *e
         p->cfg.connect_timeout_ms = 10000;
     if (!p->cfg.threads)
         p->cfg.threads = 1;
+    if (!p->cfg.retry_key)
+        p->cfg.retry_key = CHAIN_KEY_HDR;
+    if (p->cfg.mirror_url) {
+        const char *m = p->cfg.mirror_url;
+        size_t n = strlen(m);
+        while (n > 8 && m[n - 1] == '/')
+            n--;
+        if ((strncmp(m, "http://", 7) && strncmp(m, "https://", 8)) || n >= sizeof p->mirror_base ||
+            strpbrk(m, " \r\n")) {
+            ts_errf(err, errlen, "--mirror: expected an http:// or https:// URL, got '%.200s'", m);
+            return -EINVAL;
+        }
+        memcpy(p->mirror_base, m, n);
+        p->mirror_base[n] = '\0';
+        if (!(p->cfg.mirror_share > 0) || p->cfg.mirror_share > 1)
+            p->cfg.mirror_share = 1;
+        if (p->cfg.mirror_max <= 0)
+            p->cfg.mirror_max = 64;
+    }
+    if (!p->cfg.orphan_max_ns)
+        p->cfg.orphan_max_ns = 60ull * 1000 * 1000 * 1000;
     if (p->cfg.threads < 1 || p->cfg.threads > PROXY_THREADS_MAX) {
         ts_errf(err, errlen, "--threads: expected 1..%d, got %d", PROXY_THREADS_MAX,
                 p->cfg.threads);
@@ -223,8 +245,18 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
         return rc;
     proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
+    proxy_mirror_stats_init(&p->mirror);
+    if (p->cfg.record && (rc = recorder_open(p->cfg.record, &p->recorder, err, errlen)))
+        return rc;
+    if (chain_init(&p->chain, p->cfg.retry_window_ns) != 0) {
+        (void)recorder_close(p->recorder);
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
     p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
     if (!p->workers) {
+        chain_release(&p->chain);
+        (void)recorder_close(p->recorder);
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -261,6 +293,13 @@ out_close_reaped:
     uv_close((uv_handle_t *)&p->reaped, NULL);
 out_release_faults:
     faultset_release(&p->faults);
+    chain_release(&p->chain);
+    for (int i = 0; i < p->n_workers; i++)
+        quality_scratch_free(p->workers[i].qs);
+    pthread_mutex_destroy(&p->mirror.mu);
+    if (recorder_close(p->recorder) != 0)
+        ts_warn("proxy: --record: a write failed; the recording is incomplete");
+    p->recorder = NULL;
     destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;
@@ -304,6 +343,13 @@ static void reaped_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
     faultset_release(&p->faults);
+    chain_release(&p->chain);
+    for (int i = 0; i < p->n_workers; i++)
+        quality_scratch_free(p->workers[i].qs);
+    pthread_mutex_destroy(&p->mirror.mu);
+    if (recorder_close(p->recorder) != 0)
+        ts_warn("proxy: --record: a write failed; the recording is incomplete");
+    p->recorder = NULL;
     destroy_mutexes(p);
     ts_free(p->workers);
     p->workers = NULL;

@@ -53,6 +53,25 @@ static void usage(FILE *out)
         "                         \"tokenstorm.fault\" event per fault (also "
         "OTEL_EXPORTER_OTLP_*)\n"
         "  --otlp-all             also export spans of traced requests without a fault\n"
+        "  --retry-window DUR     attempts with one key within DUR of the last one's end are\n"
+        "                         retries of one request (default 60s; retry amplification)\n"
+        "  --retry-key HEADER     the idempotency header that links attempts (default\n"
+        "                         Idempotency-Key; without it, method + path + body hash)\n"
+        "  --orphan-max DUR       after a client left, read what its upstream still sends\n"
+        "                         this long at most (default 60s; orphaned work)\n"
+        "  --record DIR           write every exchange to DIR/rec-NNNNNN.jsonl (request,\n"
+        "                         upstream status, headers, each event with its time;\n"
+        "                         Authorization, api-key and cookies redacted; docs/CHAOS.md)\n"
+        "  --redact POINTER       also redact these request body fields (repeatable; '*'\n"
+        "                         matches every element: /messages/*/content)\n"
+        "  --record-max SIZE      delete the oldest files past this (default 1G)\n"
+        "  --record-file-max SIZE a new file after this (default 64M)\n"
+        "  --mirror URL           shadow traffic: also send each request to URL (the client\n"
+        "                         only gets the primary's answer); both timed and compared\n"
+        "                         in /metrics (tokenstorm_proxy_mirror_*)\n"
+        "  --mirror-share P       mirror this share of the requests (default 100%%)\n"
+        "  --mirror-max N         mirror calls in flight at most; beyond, requests are not\n"
+        "                         mirrored and counted as dropped (default 64)\n"
         "  --check                parse --faults, print them as JSON and exit\n"
         "  -q, --quiet            print nothing but errors\n"
         "  -v, --verbose          debug logging\n"
@@ -66,6 +85,7 @@ static void usage(FILE *out)
         "  curl -X POST localhost:9001/faults -d "
         "'{\"name\":\"storm\",\"type\":\"http_abort\",\"status\":429,\"probability\":0.2}'\n"
         "  curl localhost:9001/metrics\n"
+        "  curl localhost:9001/chain      # retry amplification and orphaned work, per 250 ms\n"
         "  curl localhost:9000/v1/models -H 'x-tokenstorm-fault-abort: 503'\n"
         "  tokenstorm run --target http://127.0.0.1:9000 --rate 5 --duration 30s\n");
 }
@@ -87,6 +107,16 @@ enum {
     OPT_THREADS,
     OPT_API_TOKEN,
     OPT_API_INSECURE,
+    OPT_RETRY_WINDOW,
+    OPT_RETRY_KEY,
+    OPT_ORPHAN_MAX,
+    OPT_RECORD,
+    OPT_REDACT,
+    OPT_RECORD_MAX,
+    OPT_RECORD_FILE_MAX,
+    OPT_MIRROR,
+    OPT_MIRROR_SHARE,
+    OPT_MIRROR_MAX,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
@@ -95,6 +125,8 @@ struct proxy_opts {
     const char *listen, *api, *otlp_endpoint, *api_token;
     uint64_t grace_ns, connect_ns;
     bool check, api_insecure;
+    struct recorder_config record;
+    const char *redact[RECORDER_MAX_REDACT];
     char host[ADDR_HOST_MAX], api_host[ADDR_HOST_MAX]; /* serve.cfg's hosts */
 };
 
@@ -127,14 +159,55 @@ static int parse_threads(struct proxy_opts *o, const char *arg)
     return -1;
 }
 
-/* --connect-timeout, --grace. Returns -1 or the exit code. */
+/* --connect-timeout, --grace, --retry-window, --orphan-max. Returns -1 or the exit code. */
 static int parse_duration(struct proxy_opts *o, int c, const char *arg)
 {
-    if (units_parse_duration_ns(arg, c == OPT_GRACE ? &o->grace_ns : &o->connect_ns) != 0) {
+    static const struct {
+        int opt;
+        const char *name;
+    } names[] = {{OPT_GRACE, "grace"},
+                 {OPT_CONNECT_TIMEOUT, "connect-timeout"},
+                 {OPT_RETRY_WINDOW, "retry-window"},
+                 {OPT_ORPHAN_MAX, "orphan-max"}};
+    uint64_t *to[] = {&o->grace_ns, &o->connect_ns, &o->serve.cfg.retry_window_ns,
+                      &o->serve.cfg.orphan_max_ns};
+    size_t k = 0;
+    while (k < 3 && names[k].opt != c)
+        k++;
+    if (units_parse_duration_ns(arg, to[k]) != 0 || (k >= 2 && *to[k] == 0)) {
         fprintf(stderr, "tokenstorm proxy: --%s: expected a duration (\"5s\"), got '%s'\n",
-                c == OPT_GRACE ? "grace" : "connect-timeout", arg);
+                names[k].name, arg);
         return TS_EXIT_USAGE;
     }
+    return -1;
+}
+
+/* --mirror, --mirror-share, --mirror-max. Returns -1 or the exit code. */
+static int take_mirror_option(struct proxy_config *cfg, int c, const char *arg)
+{
+    if (c == OPT_MIRROR) {
+        cfg->mirror_url = arg;
+        return -1;
+    }
+    char *end;
+    double v = strtod(arg, &end);
+    bool pct = c == OPT_MIRROR_SHARE && *end == '%';
+    if (pct) {
+        v /= 100;
+        end++;
+    }
+    bool ok = end != arg && !*end &&
+              (c == OPT_MIRROR_SHARE ? v > 0 && v <= 1 : v >= 1 && v <= 100000 && v == (int)v);
+    if (!ok) {
+        fprintf(stderr, "tokenstorm proxy: --%s: expected %s, got '%s'\n",
+                c == OPT_MIRROR_SHARE ? "mirror-share" : "mirror-max",
+                c == OPT_MIRROR_SHARE ? "a share in (0%, 100%]" : "a count 1..100000", arg);
+        return TS_EXIT_USAGE;
+    }
+    if (c == OPT_MIRROR_SHARE)
+        cfg->mirror_share = v;
+    else
+        cfg->mirror_max = (int)v;
     return -1;
 }
 
@@ -169,7 +242,44 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
         return -1;
     case OPT_CONNECT_TIMEOUT:
     case OPT_GRACE:
+    case OPT_RETRY_WINDOW:
+    case OPT_ORPHAN_MAX:
         return parse_duration(o, c, arg);
+    case OPT_RECORD:
+        o->record.dir = arg;
+        cfg->record = &o->record;
+        return -1;
+    case OPT_REDACT:
+        if (o->record.nredact == RECORDER_MAX_REDACT) {
+            fprintf(stderr, "tokenstorm proxy: --redact: at most %d\n", RECORDER_MAX_REDACT);
+            return TS_EXIT_USAGE;
+        }
+        o->redact[o->record.nredact++] = arg;
+        o->record.redact = o->redact;
+        return -1;
+    case OPT_RECORD_MAX:
+    case OPT_RECORD_FILE_MAX: {
+        uint64_t *to = c == OPT_RECORD_MAX ? &o->record.max_total : &o->record.max_file;
+        if (units_parse_size(arg, to) != 0 || *to < 4096) {
+            fprintf(stderr,
+                    "tokenstorm proxy: --%s: expected a size of at least 4K (\"64M\"), got '%s'\n",
+                    c == OPT_RECORD_MAX ? "record-max" : "record-file-max", arg);
+            return TS_EXIT_USAGE;
+        }
+        return -1;
+    }
+    case OPT_MIRROR:
+    case OPT_MIRROR_SHARE:
+    case OPT_MIRROR_MAX:
+        return take_mirror_option(&o->serve.cfg, c, arg);
+    case OPT_RETRY_KEY:
+        if (!*arg || strpbrk(arg, " :\r\n")) {
+            fprintf(stderr, "tokenstorm proxy: --retry-key: expected a header name, got '%s'\n",
+                    arg);
+            return TS_EXIT_USAGE;
+        }
+        cfg->retry_key = arg;
+        return -1;
     case OPT_CHECK:
         o->check = true;
         return -1;
@@ -222,6 +332,16 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"api-token", required_argument, NULL, OPT_API_TOKEN},
         {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
+        {"retry-window", required_argument, NULL, OPT_RETRY_WINDOW},
+        {"retry-key", required_argument, NULL, OPT_RETRY_KEY},
+        {"orphan-max", required_argument, NULL, OPT_ORPHAN_MAX},
+        {"record", required_argument, NULL, OPT_RECORD},
+        {"redact", required_argument, NULL, OPT_REDACT},
+        {"record-max", required_argument, NULL, OPT_RECORD_MAX},
+        {"record-file-max", required_argument, NULL, OPT_RECORD_FILE_MAX},
+        {"mirror", required_argument, NULL, OPT_MIRROR},
+        {"mirror-share", required_argument, NULL, OPT_MIRROR_SHARE},
+        {"mirror-max", required_argument, NULL, OPT_MIRROR_MAX},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -242,6 +362,10 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
     }
     if (optind < argc) {
         fprintf(stderr, "tokenstorm proxy: unexpected argument '%s'\n", argv[optind]);
+        return TS_EXIT_USAGE;
+    }
+    if (o->record.nredact && !o->record.dir) {
+        fprintf(stderr, "tokenstorm proxy: --redact needs --record DIR\n");
         return TS_EXIT_USAGE;
     }
     return -1;

@@ -128,6 +128,15 @@ static void usage(FILE *out)
         "  --warmup DUR           sent but not counted (default 0s)\n"
         "  --drain DUR            at the end wait this long for requests in flight, then cut\n"
         "                         them (default 30s)\n"
+        "  --replay DIR           send a recording's requests (proxy --record DIR) at their\n"
+        "                         recorded times; each answer is scored against the recorded\n"
+        "                         one (rouge_l, bleu4, exact_match: docs/QUALITY.md)\n"
+        "  --speed F              --replay: F times as fast (default 1)\n"
+        "  --loop                 --replay: start again at the end (until --duration)\n"
+        "  --cancel SPEC          impatient users: abandon a share of the streams mid-way,\n"
+        "                         'after:uniform:0.5s-3s,share:20%%' (outcome \"cancelled\",\n"
+        "                         not an error; with --server-metrics shows whether the\n"
+        "                         server's running requests drop)\n"
         "  --workers N            load threads (default: number of cores)\n"
         "  --seed N               seed of prompts, lengths and arrivals (default 1)\n"
         "workload:\n"
@@ -248,6 +257,10 @@ enum {
     O_REQUESTS,
     O_WARMUP,
     O_DRAIN,
+    O_CANCEL,
+    O_REPLAY,
+    O_SPEED,
+    O_LOOP,
     O_WORKERS,
     O_SEED,
     O_INPUT_LEN,
@@ -324,6 +337,10 @@ static const struct option run_options[] = {
     {"requests", required_argument, NULL, O_REQUESTS},
     {"warmup", required_argument, NULL, O_WARMUP},
     {"drain", required_argument, NULL, O_DRAIN},
+    {"cancel", required_argument, NULL, O_CANCEL},
+    {"replay", required_argument, NULL, O_REPLAY},
+    {"speed", required_argument, NULL, O_SPEED},
+    {"loop", no_argument, NULL, O_LOOP},
     {"workers", required_argument, NULL, O_WORKERS},
     {"seed", required_argument, NULL, O_SEED},
     {"input-len", required_argument, NULL, O_INPUT_LEN},
@@ -410,6 +427,7 @@ static void run_opts_defaults(struct run_opts *o)
     o->seed = 1;
     o->duration_ns = 20 * TS_NS_PER_S;
     o->drain_ns = 30 * TS_NS_PER_S;
+    o->speed = 1.0;
     o->t_connect = 10 * TS_NS_PER_S;
     o->t_ttfb = 300 * TS_NS_PER_S;
     o->t_idle = 120 * TS_NS_PER_S;
@@ -496,6 +514,27 @@ static int load_option(int c, const char *name, struct run_opts *o)
     case O_DRAIN:
         o->drain_given = true;
         return next_or_usage(parse_dur("--drain", optarg, &o->drain_ns));
+    case O_CANCEL:
+        o->cancel = optarg;
+        return ARG_NEXT;
+    case O_REPLAY:
+        o->replay = optarg;
+        return ARG_NEXT;
+    case O_SPEED: {
+        char *end;
+        o->speed = strtod(optarg, &end);
+        if (end == optarg || *end || !(o->speed > 0 && o->speed <= 1e6)) {
+            fprintf(stderr,
+                    "tokenstorm run: --speed: expected a factor > 0 (2: twice as fast), "
+                    "got '%s'\n",
+                    optarg);
+            return TS_EXIT_USAGE;
+        }
+        return ARG_NEXT;
+    }
+    case O_LOOP:
+        o->loop = true;
+        return ARG_NEXT;
     case O_WORKERS:
         return parse_count("--workers", optarg, RUNNER_MAX_WORKERS, &o->workers);
     case O_SEED:
@@ -860,7 +899,7 @@ static int finish_args(int argc, char **argv, struct run_opts *o)
     }
     if (o->requests && !o->duration_given)
         o->duration_ns = 0; /* --requests alone: run until they are done */
-    if (!o->rate && !o->concurrency && !o->stages && !run_pg_target(o->target))
+    if (!o->rate && !o->concurrency && !o->stages && !o->replay && !run_pg_target(o->target))
         o->rate = 10; /* the default workload: 10 requests/s, Poisson (pgvector: closed loop) */
     if (o->stages)
         o->duration_ns = o->duration_given ? o->duration_ns : 0;

@@ -76,6 +76,12 @@ static void usage(FILE *out)
         "  --vector-nprobe N      IVF lists searched when a request names none (default 1)\n"
         "  --vector-ef-search N   HNSW efSearch when a request names none (default 16)\n"
         "  --vector-seed N        seed of a generated corpus (default 0; the same in run)\n"
+        "  --replay DIR           a stand-in for a recorded service: answer POSTs from a\n"
+        "                         recording (proxy --record DIR) with its timing, matched\n"
+        "                         by body hash, then model, then path (docs/SIMULATOR.md)\n"
+        "  --ignore-disconnect    a client that leaves does not stop its generation (vLLM\n"
+        "                         aborts it): a half-closed connection still gets the whole\n"
+        "                         answer; models the server of a timeout cascade\n"
         "  --grace DUR            on SIGINT/SIGTERM, let streams finish this long (default 10s)\n"
         "  --list-profiles        print the presets and every settable key, then exit\n"
         "  -q, --quiet            print nothing but errors\n"
@@ -140,6 +146,8 @@ enum {
     OPT_VECTOR_NPROBE,
     OPT_VECTOR_EF,
     OPT_VECTOR_SEED,
+    OPT_IGNORE_DISCONNECT,
+    OPT_REPLAY,
 };
 
 /* The command line, as given; build_profile and resolve_listen finish cfg. */
@@ -267,6 +275,12 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_API_INSECURE:
         o->api_insecure = true;
         return -1;
+    case OPT_IGNORE_DISCONNECT:
+        o->cfg.ignore_disconnect = true;
+        return -1;
+    case OPT_REPLAY:
+        o->cfg.replay_dir = arg;
+        return -1;
     case OPT_NO_NOISE:
         o->no_noise = true;
         return -1;
@@ -324,6 +338,8 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"admin", no_argument, NULL, OPT_ADMIN},
         {"api-token", required_argument, NULL, OPT_API_TOKEN},
         {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
+        {"ignore-disconnect", no_argument, NULL, OPT_IGNORE_DISCONNECT},
+        {"replay", required_argument, NULL, OPT_REPLAY},
         {"vector-docs", required_argument, NULL, OPT_VECTOR_DOCS},
         {"vector-store-id", required_argument, NULL, OPT_VECTOR_ID},
         {"vector-latency", required_argument, NULL, OPT_VECTOR_LATENCY},

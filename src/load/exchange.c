@@ -438,13 +438,15 @@ static void classify(struct exch *x, const struct http_call_result *res)
     }
     if (x->cut)
         o = REQ_CUT;
+    if (x->cancelled && !x->cut && !(x->saw_done && x->saw_finish))
+        o = REQ_CANCELLED;
     if (o == REQ_RECV && x->saw_done && x->saw_finish)
         o = REQ_OK; /* the connection broke after the whole answer arrived */
     else if (o == REQ_RECV && x->sse_mode && r->first_byte_ns) {
         o = REQ_TRUNCATED; /* the stream had begun: the answer was cut */
         set_error(x, "connection closed mid-stream: ", res->error_text);
     }
-    if (o == REQ_OK || (res->error == HTTP_CALL_ERR_ABORTED && !x->cut)) {
+    if (o == REQ_OK || (res->error == HTTP_CALL_ERR_ABORTED && !x->cut && o != REQ_CANCELLED)) {
         if (st == 429)
             o = REQ_HTTP_429;
         else if (st >= 500)
@@ -468,7 +470,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
         r->flags |= REQF_STREAM;
     /* integrity counts judge streams that began (a 2xx event stream) and were
      * not cut by the client: a refused connection or a 503 is no stream */
-    if (x->item.stream && x->sse_mode && o != REQ_CUT) {
+    if (x->item.stream && x->sse_mode && o != REQ_CUT && o != REQ_CANCELLED) {
         if (!x->saw_done)
             r->flags |= REQF_NO_DONE;
         if (!x->saw_finish)
@@ -582,6 +584,13 @@ static const struct http_call_ops exch_ops = {
     .on_body = on_body,
     .on_done = on_done,
 };
+
+void exch_cancel(struct exch *x)
+{
+    x->cancelled = true;
+    if (x->call)
+        http_call_cancel(x->call);
+}
 
 void exch_cut(struct exch *x)
 {
@@ -729,6 +738,13 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
     };
     r->start_ns = ts_now_ns();
     int rc = http_client_request(&w->client, &spec, &exch_ops, x, &x->call);
+    uint64_t after = !rc && cfg->cancel && x->item.stream
+                         ? run_cancel_after_ns(cfg->cancel, cfg->seed, r->id)
+                         : 0;
+    if (after) {
+        x->cancel_at = r->start_ns + after;
+        worker_cancel_arm(w, x->cancel_at);
+    }
     if (rc) {
         r->end_ns = ts_now_ns();
         r->outcome = REQ_OTHER;

@@ -38,6 +38,7 @@
 
 #include "analysis/quality.h"
 #include "analysis/stats.h"
+#include "load/cancel.h"
 #include "base/asyncw.h"
 #include "base/dist.h"
 #include "base/hdr.h"
@@ -87,6 +88,11 @@ struct runner_arrival {
     double ramp_to;                 /* > 0: linear ramp from rate to ramp_to over ramp_ns */
     uint64_t ramp_ns;
     const char *stages; /* "30s:10,1m:50,30s:0" k6-like stages, or NULL */
+    /* run --replay: recorded send times (ns from the start, ascending), or NULL */
+    const uint64_t *times;
+    size_t ntimes;
+    double speed; /* times are divided by it (> 0) */
+    bool loop;    /* the times repeat */
 };
 
 struct traffic;
@@ -164,7 +170,9 @@ struct runner_config {
     uint64_t max_requests; /* 0 = no limit */
     uint64_t warmup_ns;
     uint64_t drain_ns; /* wait this long for in-flight requests at the end */
-    uint32_t workers;  /* 1..RUNNER_MAX_WORKERS */
+    /* --cancel: streams abandoned mid-way (load/cancel.h); NULL: none */
+    const struct run_cancel *cancel;
+    uint32_t workers; /* 1..RUNNER_MAX_WORKERS */
     uint64_t seed;
 
     struct http_client_config client;

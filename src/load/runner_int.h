@@ -103,6 +103,9 @@ struct worker {
     atomic_uint cmd_bits;
     struct http_client client;
     struct ptimer timer;
+    uv_timer_t cancel_timer; /* --cancel: the earliest cancel_at of the requests in flight */
+    uint64_t cancel_armed;   /* when it fires; 0: not armed */
+    bool cancel_inited;
     struct openai_decoder decoder; /* chunks are decoded synchronously: one per worker */
     struct rng rng;                /* think times */
     int handles;
@@ -172,6 +175,8 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
 void worker_release(struct worker *w);
 void *worker_main(void *arg);
 void worker_request_done(struct worker *w, struct exch *x, uint32_t user);
+/* --cancel: makes sure the worker's cancel timer fires by at (ns). */
+void worker_cancel_arm(struct worker *w, uint64_t at);
 /* Posts a command to a worker (thread-safe). */
 void worker_post(struct worker *w, unsigned bits);
 
@@ -200,7 +205,9 @@ struct exch {
     bool saw_error;
     bool saw_tool_calls; /* a tool call arrived (its arguments are not in the answer text) */
     bool malformed;
-    bool cut; /* cancelled by the runner at the end */
+    bool cut;           /* cancelled by the runner at the end */
+    bool cancelled;     /* abandoned on purpose (--cancel) */
+    uint64_t cancel_at; /* when it is to be abandoned (--cancel); 0: never */
     bool sse_mode;
     struct reqtrace trace; /* its trace and span ids, response id and model */
     struct buf answer;     /* the answer's text, when quality is measured */
@@ -250,6 +257,8 @@ void exch_fail_flush(struct worker *w);
 void worker_send_due(struct worker *w);
 /* Records a finished request into the worker's stats (and requests.jsonl) and frees it. */
 void exch_finish(struct exch *x);
+/* Abandons a request in flight as "cancelled" (--cancel). */
+void exch_cancel(struct exch *x);
 /* Cancels a request in flight as "cut". */
 void exch_cut(struct exch *x);
 

@@ -606,12 +606,42 @@ static void on_ptimer_closed(struct ptimer *t)
     w->handles--;
 }
 
+/* --cancel: abandons the requests whose time came; re-arms for the next. */
+static void on_cancel_timer(uv_timer_t *h)
+{
+    struct worker *w = h->data;
+    uint64_t now = ts_now_ns(), next = 0;
+    w->cancel_armed = 0;
+    for (struct exch *x = w->inflight; x; x = x->next) {
+        if (!x->cancel_at || x->cancelled || x->cut || !x->call)
+            continue;
+        if (x->cancel_at <= now)
+            exch_cancel(x);
+        else if (!next || x->cancel_at < next)
+            next = x->cancel_at;
+    }
+    if (next)
+        worker_cancel_arm(w, next);
+}
+
+void worker_cancel_arm(struct worker *w, uint64_t at)
+{
+    if (!w->cancel_inited || w->closing || (w->cancel_armed && w->cancel_armed <= at))
+        return;
+    uint64_t now = ts_now_ns();
+    uint64_t ms = at > now ? (at - now + TS_NS_PER_MS - 1) / TS_NS_PER_MS : 0;
+    if (uv_timer_start(&w->cancel_timer, on_cancel_timer, ms, 0) == 0)
+        w->cancel_armed = at;
+}
+
 static void on_client_closed(struct http_client *c, void *arg)
 {
     struct worker *w = arg;
     w->handles--;
     exch_fail_flush(w); /* the check handle closes now: complete what it would have */
     ptimer_close(&w->timer, on_ptimer_closed);
+    if (w->cancel_inited)
+        uv_close((uv_handle_t *)&w->cancel_timer, on_handle_closed);
     uv_close((uv_handle_t *)&w->cmd, on_handle_closed);
     if (w->check_inited) {
         uv_close((uv_handle_t *)&w->check, on_handle_closed);
@@ -693,6 +723,8 @@ void worker_release(struct worker *w)
             } else {
                 if (w->timer_inited)
                     ptimer_close(&w->timer, on_ptimer_closed);
+                if (w->cancel_inited)
+                    uv_close((uv_handle_t *)&w->cancel_timer, on_handle_closed);
                 if (w->cmd_inited)
                     uv_close((uv_handle_t *)&w->cmd, on_handle_closed);
             }
@@ -726,7 +758,9 @@ static int build_arrival(struct worker *w, char *err, size_t errlen)
 {
     const struct runner_arrival *a = &w->run->cfg->arrival;
     int rc;
-    if (a->stages)
+    if (a->times)
+        rc = arrival_init_times(&w->arrival, a->times, a->ntimes, a->speed, a->loop);
+    else if (a->stages)
         rc = arrival_parse_stages(&w->arrival, &a->process, a->rate, a->stages, err, errlen);
     else if (a->ramp_ns)
         rc = arrival_init_ramp(&w->arrival, &a->process, a->rate, a->ramp_to, a->ramp_ns);
@@ -848,6 +882,13 @@ int worker_init(struct worker *w, struct runner *run, uint32_t index, char *err,
     }
     w->timer.data = w;
     w->timer_inited = true;
+    w->handles++;
+    if ((rc = uv_timer_init(&w->loop, &w->cancel_timer))) {
+        ts_errf(err, errlen, "timer: %s", uv_strerror(rc));
+        return rc;
+    }
+    w->cancel_timer.data = w;
+    w->cancel_inited = true;
     w->handles++;
     struct http_client_config ccfg = run->cfg->client;
     ccfg.between_reads = between_reads;

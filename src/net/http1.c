@@ -123,9 +123,10 @@ struct h1_conn {
     bool msg_done;   /* the response ended */
     bool got_bytes;  /* the current call received any */
     bool closing;
-    bool bad_status; /* the status line's code is not 100..999 */
-    int events;      /* what the poll watches */
-    uint64_t rx_ns;  /* the time of the bytes being parsed */
+    bool bad_status;  /* the status line's code is not 100..999 */
+    bool half_closed; /* http_call_shutdown_write sent our FIN: never reused */
+    int events;       /* what the poll watches */
+    uint64_t rx_ns;   /* the time of the bytes being parsed */
     http_parser parser;
 };
 
@@ -452,7 +453,7 @@ static int conn_read(struct h1_conn *conn)
         return -1;
     }
     if (conn->msg_done) {
-        bool reusable = used == (size_t)n && conn->state == H1_RECEIVING &&
+        bool reusable = used == (size_t)n && conn->state == H1_RECEIVING && !conn->half_closed &&
                         http_should_keep_alive(&conn->parser);
         conn_ended(conn, reusable);
         return -1;
@@ -1425,6 +1426,21 @@ static int header_match(void *ctx, const char *name, const char *value)
     return 1;
 }
 
+/* http_call_shutdown_write: our FIN once the whole request is out. */
+static int h1_call_shutdown_write(struct http_call *base)
+{
+    struct h1_call *call = (struct h1_call *)base;
+    struct h1_conn *conn = call->conn;
+    if (!conn || conn->fd < 0 || call->sent < call->req_len + call->body_len)
+        return -EAGAIN;
+    if (conn->half_closed)
+        return 0;
+    if (shutdown(conn->fd, SHUT_WR) != 0)
+        return -errno;
+    conn->half_closed = true;
+    return 0;
+}
+
 static const char *h1_call_header(struct http_call *base, const char *name)
 {
     struct header_find f = {name, NULL};
@@ -1517,4 +1533,5 @@ const struct http_engine_ops http_engine_h1 = {
     .call_free = h1_call_free,
     .call_header = h1_call_header,
     .call_headers_each = h1_call_headers_each,
+    .call_shutdown_write = h1_call_shutdown_write,
 };

@@ -625,6 +625,15 @@ void http_call_cancel(struct http_call *call)
     hc_client_defer(call->client, call);
 }
 
+int http_call_shutdown_write(struct http_call *call)
+{
+    if (!call || call->finished)
+        return -EAGAIN;
+    if (!call->engine->call_shutdown_write)
+        return -ENOTSUP;
+    return call->engine->call_shutdown_write(call);
+}
+
 const char *http_call_header(struct http_call *call, const char *name)
 {
     if (!call || !name)

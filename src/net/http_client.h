@@ -287,6 +287,16 @@ TS_MUST_CHECK int http_client_request(struct http_client *c, const struct http_c
  * Must not be called after on_done returned (the call is freed). */
 void http_call_cancel(struct http_call *call);
 
+/*
+ * Half-closes the call's connection (a FIN after the request): the server
+ * sees its client gone, as when a caller hangs up, while whatever it still
+ * sends is read and handed to on_body as usual; the connection is not
+ * kept alive after it. Use from on_headers or on_body. Returns 0,
+ * -EAGAIN (the request is not fully sent yet, or no connection), -ENOTSUP
+ * (the libcurl engine: TLS, HTTP/2, proxies), or a negative errno.
+ */
+TS_MUST_CHECK int http_call_shutdown_write(struct http_call *call);
+
 /* Returns the value of the first response header called name (case
  * insensitive, no colon) of the final response, or NULL. Use from on_headers,
  * on_body or on_done; the string is valid until on_done returns. */

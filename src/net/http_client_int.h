@@ -126,6 +126,8 @@ struct http_engine_ops {
     const char *(*call_header)(struct http_call *call, const char *name);
     int (*call_headers_each)(struct http_call *call,
                              int (*fn)(void *ctx, const char *name, const char *value), void *ctx);
+    /* Optional (NULL: -ENOTSUP): http_call_shutdown_write. */
+    int (*call_shutdown_write)(struct http_call *call);
 };
 
 extern const struct http_engine_ops http_engine_h1;

@@ -126,6 +126,9 @@ struct http_server_config {
     uint64_t body_timeout_ms;   /* 60000: from end of headers to end of body */
     size_t write_high_water;    /* 256 KiB: TS_AGAIN above it */
     size_t max_write_queue;     /* 64 * write_high_water: a stream beyond is cut */
+    bool eof_keeps_request;     /* the client's half-close (EOF) during a request does not
+                                   abort it: the response goes on and the connection
+                                   closes after it (a server that ignores disconnects) */
     bool reuse_port;            /* SO_REUSEPORT: servers on several loops (threads) may
                                    listen on the same host:port; the kernel spreads new
                                    connections over them by a hash of the addresses */

@@ -661,6 +661,15 @@ void hs_conn_on_eof(struct http_conn *c, int err)
     if (c->closing)
         return;
     c->peer_eof = true;
+    if (c->req_active && !c->lingering && err == UV_EOF && c->server->cfg.eof_keeps_request) {
+        /* a half-close mid-request: the handler goes on (a server that does
+         * not notice its client left); the connection closes after it */
+        c->input_done = true;
+        c->resp_close = true;
+        c->req.keep_alive = false;
+        hs_in_clear(c);
+        return;
+    }
     if (c->req_active || c->lingering || err != UV_EOF) {
         hs_conn_cut(c, true);
         return;

@@ -195,6 +195,8 @@ static const char *outcome_class(enum req_outcome o)
         return "stream";
     case REQ_CUT:
         return "cut at the end";
+    case REQ_CANCELLED:
+        return "cancelled by the client";
     default:
         return "other";
     }

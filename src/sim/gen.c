@@ -223,17 +223,23 @@ static void on_abort(struct http_request *req)
 {
     struct sim_req *r = req->user;
     struct sim_server *s = r->s;
-    if (r->in_engine) {
+    bool goes_on = s->ignore_disconnect && r->in_engine;
+    if (r->in_engine && !goes_on) {
         sim_engine_cancel(s->engine, r);
         r->in_engine = false;
     }
-    s->stats.cancelled++;
-    trace_write(r, "cancelled", ts_now_ns());
+    if (goes_on)
+        s->stats.ignored_gone++;
+    else
+        s->stats.cancelled++;
+    trace_write(r, goes_on ? "client_gone" : "cancelled", ts_now_ns());
     if (r->stream)
         (void)http_stream_end(req);
     else
         (void)http_respond(req, 499, NULL, NULL, NULL, 0);
-    r->http = NULL;
+    r->http = NULL; /* a generation that goes on writes nowhere, and finishes as usual */
+    if (goes_on)
+        return;
     if (r->sends_pending)
         r->gone = true; /* freed when the send queue drops its last entry */
     else
@@ -330,6 +336,10 @@ static void stream_write(struct sim_req *r)
 {
     if (!r->out.len)
         return;
+    if (!r->http) { /* its client left (ignore_disconnect) */
+        buf_reset(&r->out);
+        return;
+    }
     if (r->signer && sign_events(r))
         ts_warn("sim: %s: cannot sign a chunk", r->id);
     int rc = http_stream_write(r->http, r->out.data, r->out.len);
@@ -427,8 +437,9 @@ static void finish_now(struct sim_server *s, struct sim_req *r, uint64_t now_ns)
             rc = openai_stream_enc_done(&r->out);
         if (!rc)
             stream_write(r);
-        (void)http_stream_end(r->http);
-    } else {
+        if (r->http)
+            (void)http_stream_end(r->http);
+    } else if (r->http) {
         struct buf body;
         buf_init(&body, SIM_MAX_TEXT * 2);
         int64_t created = (int64_t)(ts_wall_ns() / TS_NS_PER_S);

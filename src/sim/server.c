@@ -2,6 +2,7 @@
  * server.c - lifecycle, routing and the simple endpoints of the simulator.
  * Generation requests (chat, completions) live in gen.c.
  */
+#include "sim/replay.h"
 #include "sim/server_int.h"
 
 #include <stdio.h>
@@ -170,6 +171,11 @@ static void handle_metrics(struct sim_server *s, struct http_request *req)
         rc ? rc
            : metrics_gauge(&b, "tokenstorm_sim_cancelled_total", "Requests whose client went away.",
                            "counter", labels, (double)s->stats.cancelled);
+    rc = rc ? rc
+            : metrics_gauge(&b, "tokenstorm_sim_ignored_disconnects_total",
+                            "Requests whose client went away and whose generation went on "
+                            "(--ignore-disconnect).",
+                            "counter", labels, (double)s->stats.ignored_gone);
     if (rc)
         (void)http_respond(req, 500, NULL, NULL, NULL, 0);
     else
@@ -265,6 +271,12 @@ static void on_request(struct http_request *req, void *ctx)
     bool post = !strcmp(req->method, "POST");
     if (sim_admin_route(s, req))
         return;
+    if (s->replay && post) {
+        if (sim_admin_intercept(s, req, false))
+            return;
+        sim_replay_handle(s->replay, s->loop, req);
+        return;
+    }
     if (!strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/completions")) {
         if (!post)
             return wrong_method(req, "POST");
@@ -320,6 +332,11 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->profile = cfg->profile;
     s->any_model = cfg->any_model;
     s->quiet = cfg->quiet;
+    s->ignore_disconnect = cfg->ignore_disconnect;
+    if (cfg->replay_dir && sim_replay_open(cfg->replay_dir, &s->replay, err, errlen)) {
+        ts_free(s);
+        return -EINVAL;
+    }
     s->embed_dims = cfg->embed_dims ? cfg->embed_dims : 1024;
     s->started_wall_ns = ts_wall_ns();
     s->id_seed = cfg->profile.seed ^ ts_wall_ns();
@@ -388,6 +405,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
         .header_timeout_ms = cfg->header_timeout_ms,
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .max_body_bytes = cfg->max_body_bytes,
+        .eof_keeps_request = cfg->ignore_disconnect,
     };
     if ((rc = http_server_init(&s->http, loop, &hc, on_request, s))) {
         ts_errf(err, errlen, "http server: %s", rc == -EINVAL ? "bad host" : ts_strerror(rc));
@@ -421,6 +439,7 @@ out_dist:
     dist_release(&s->output_len);
 out_free:
     buf_release(&s->sign_scratch);
+    sim_replay_free(s->replay);
     ts_free(s);
     *out = NULL;
     return rc;
@@ -509,6 +528,7 @@ void sim_server_free(struct sim_server *s)
     sim_vecs_release(s);
     dist_release(&s->output_len);
     buf_release(&s->sign_scratch);
+    sim_replay_free(s->replay);
     ts_free(s);
 }
 

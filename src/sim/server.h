@@ -63,6 +63,10 @@ struct sim_server_config {
     size_t max_body_bytes;      /* 0 = default (16 MiB) */
     uint32_t embed_dims;        /* default embedding size, 0 = 1024 */
     bool quiet;                 /* no access log lines */
+    const char *replay_dir;     /* --replay: answer POSTs from this recording (sim/replay.h) */
+    bool ignore_disconnect;     /* a client that leaves does not stop its generation (as
+                                   vLLM's abort would): a half-closed connection still gets
+                                   the whole answer, a closed one's is generated and dropped */
     const char *sign_key;       /* sign every stream event (llm/sign.h); NULL = off */
     bool admin;                 /* the admin API for chaos faults (sim/admin.h) */
     const char *admin_token;    /* bearer token the admin API needs (net/ctlauth.h);
@@ -118,7 +122,8 @@ void sim_server_free(struct sim_server *s);
 struct sim_server_stats {
     uint64_t requests;        /* generation requests accepted by the engine */
     uint64_t finished;        /* completed */
-    uint64_t cancelled;       /* client went away */
+    uint64_t cancelled;       /* client went away (its generation stopped) */
+    uint64_t ignored_gone;    /* client went away, generation went on (ignore_disconnect) */
     uint64_t rejected_429;    /* waiting queue full */
     uint64_t rejected_400;    /* bad request or context too long */
     uint64_t tokens_sent;     /* content chunks written */

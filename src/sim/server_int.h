@@ -55,6 +55,8 @@ struct sim_server {
     uint32_t embed_dims;
     bool any_model;
     bool quiet;
+    bool ignore_disconnect;
+    struct sim_replay *replay; /* --replay, or NULL */
     uint64_t started_wall_ns;
     uint64_t id_seed;
     uint64_t next_id;

@@ -293,8 +293,45 @@ static int staged_next(struct arrival *a, struct rng *r, uint64_t *t_ns)
     return TS_CLOSED;
 }
 
+int arrival_init_times(struct arrival *a, const uint64_t *times, size_t n, double speed, bool loop)
+{
+    memset(a, 0, sizeof *a);
+    if (!n || !(speed > 0) || !isfinite(speed))
+        return -EINVAL;
+    a->times = ts_malloc(n * sizeof *a->times);
+    if (!a->times)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (i && times[i] < times[i - 1]) {
+            ts_free(a->times);
+            a->times = NULL;
+            return -EINVAL;
+        }
+        a->times[i] = (uint64_t)((double)times[i] / speed);
+    }
+    a->ntimes = n;
+    if (loop) {
+        uint64_t last = a->times[n - 1];
+        a->period_ns = last + (n > 1 ? last / (n - 1) : 1000000000ull);
+        if (!a->period_ns)
+            a->period_ns = 1;
+    }
+    return dist_init_fixed(&a->unit_gap, 1.0);
+}
+
 int arrival_next(struct arrival *a, struct rng *r, uint64_t *t_ns)
 {
+    if (a->times) {
+        if (!a->period_ns && a->count >= a->ntimes)
+            return TS_CLOSED;
+        uint64_t lap = a->count / a->ntimes;
+        double t = (double)a->times[a->count % a->ntimes] + (double)lap * (double)a->period_ns;
+        if (!(t < T_NS_LIMIT))
+            return TS_CLOSED;
+        a->count++;
+        *t_ns = (uint64_t)t;
+        return 0;
+    }
     if (a->stages)
         return staged_next(a, r, t_ns);
 
@@ -393,5 +430,8 @@ void arrival_release(struct arrival *a)
     ts_free(a->stages);
     a->stages = NULL;
     a->nstages = 0;
+    ts_free(a->times);
+    a->times = NULL;
+    a->ntimes = 0;
     dist_release(&a->unit_gap);
 }

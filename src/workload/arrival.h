@@ -67,6 +67,11 @@ struct arrival {
     struct dist unit_gap; /* increment of operational time, mean 1 */
     double rate;          /* homogeneous rate; 0 for staged processes */
 
+    /* Recorded times (arrival_init_times): owned, ascending; NULL otherwise. */
+    uint64_t *times;
+    size_t ntimes;
+    uint64_t period_ns; /* loop: the schedule repeats every period_ns; 0: it ends */
+
     /* Staged processes. */
     struct arrival_stage *stages; /* owned copy; NULL for homogeneous */
     size_t nstages;
@@ -118,6 +123,15 @@ TS_MUST_CHECK int arrival_init_ramp(struct arrival *a, const struct arrival_proc
 TS_MUST_CHECK int arrival_init_stages(struct arrival *a, const struct arrival_process *p,
                                       double start_rate, const struct arrival_stage *stages,
                                       size_t n);
+
+/*
+ * Recorded send times (run --replay): times[0..n) in ns from the start,
+ * ascending (copied), divided by speed (> 0). loop: the schedule repeats
+ * every last time + the mean gap (1 s for one time), else it ends after n.
+ * Returns 0, -EINVAL or -ENOMEM.
+ */
+TS_MUST_CHECK int arrival_init_times(struct arrival *a, const uint64_t *times, size_t n,
+                                     double speed, bool loop);
 
 /*
  * arrival_process_parse(spec) + arrival_init(rate), for --arrival with

@@ -369,6 +369,19 @@ int workload_item_tc(const struct workload *w, uint64_t index, const struct tokc
     out->stream = w->stream;
     if (w->endpoint == WORKLOAD_VECTOR_SEARCH && w->vector_prefix)
         return vector_template_item(w, index, out);
+    if (w->replay) {
+        const struct replay_item *it = &w->replay[index % w->nreplay];
+        out->body = ts_malloc(it->body_len + 1);
+        if (!out->body)
+            return -ENOMEM;
+        memcpy(out->body, it->body, it->body_len + 1);
+        out->body_len = it->body_len;
+        out->stream = it->stream;
+        out->max_tokens = it->max_tokens;
+        out->prompt_tokens = it->prompt_tokens;
+        out->reference = it->reference;
+        return 0;
+    }
     struct rng r;
     item_rng(w, index, &r);
     struct buf body;
@@ -756,6 +769,11 @@ out_release:
 
 void workload_release(struct workload *w)
 {
+    for (size_t i = 0; i < w->nreplay; i++) {
+        ts_free(w->replay[i].body);
+        ts_free(w->replay[i].reference);
+    }
+    ts_free(w->replay);
     dist_release(&w->input);
     dist_release(&w->output);
     ts_free(w->head);

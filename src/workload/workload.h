@@ -126,8 +126,19 @@ struct workload_cfg {
     const char *vector_prefix, *vector_suffix;
 };
 
+/* A recorded request (run --replay, workload/replay.h). */
+struct replay_item {
+    char *body; /* owned */
+    size_t body_len;
+    bool stream;
+    uint32_t max_tokens, prompt_tokens;
+    char *reference; /* the recorded answer, or NULL; owned */
+};
+
 struct workload {
     enum workload_endpoint endpoint;
+    struct replay_item *replay; /* run --replay: item i is replay[i % nreplay]; else NULL */
+    size_t nreplay;
     struct dist input, output;
     uint64_t seed;
     uint32_t embed_batch;

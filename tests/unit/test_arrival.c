@@ -361,6 +361,33 @@ static void test_deterministic(void **state)
     arrival_release(&b);
 }
 
+/* Recorded times (run --replay): divided by the speed; they end, or repeat with --loop. */
+static void test_times(void **state)
+{
+    (void)state;
+    const uint64_t rec[] = {0, 100, 300};
+    struct arrival a;
+    struct rng r;
+    uint64_t t;
+    rng_seed(&r, 1);
+    assert_int_equal(arrival_init_times(&a, rec, 3, 2.0, false), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(arrival_next(&a, &r, &t), 0);
+        assert_int_equal(t, rec[i] / 2);
+    }
+    assert_int_equal(arrival_next(&a, &r, &t), TS_CLOSED);
+    arrival_release(&a);
+    assert_int_equal(arrival_init_times(&a, rec, 3, 1.0, true), 0);
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(arrival_next(&a, &r, &t), 0);
+        assert_int_equal(t, rec[i % 3] + (uint64_t)(i / 3) * 450); /* period: 300 + mean gap 150 */
+    }
+    arrival_release(&a);
+    const uint64_t unsorted[] = {5, 1};
+    assert_int_equal(arrival_init_times(&a, unsorted, 2, 1.0, false), -EINVAL);
+    assert_int_equal(arrival_init_times(&a, rec, 3, 0.0, false), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_stages_start_at_zero_then_rise),
         cmocka_unit_test(test_parse_stages),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_times),
     };
     return cmocka_run_group_tests_name("arrival", tests, NULL, NULL);
 }

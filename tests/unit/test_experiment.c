@@ -395,6 +395,90 @@ static void test_delay(void **state)
     assert_int_equal(none.n, 0);
 }
 
+/* A probe on a proxy's retry amplification: judged from its GET /chain
+ * buckets by run time (the run started at 100 s of monotonic time), its
+ * proxy defaulting to the phases' first; without any proxy it is refused. */
+static void test_chain_probe(void **state)
+{
+    (void)state;
+    static const char *const text =
+        "title: amp\n"
+        "hypothesis:\n"
+        "  probes:\n"
+        "    - {slo: \"amplification<1.5\", during: \"amplification<2.5\"}\n"
+        "    - {slo: \"orphaned_tokens<=0\", proxy: \"http://127.0.0.1:2/\"}\n"
+        "method:\n"
+        "  - {name: a, at: 5s, for: 3s, proxy: \"http://127.0.0.1:1\", fault: {type: http_abort}}\n"
+        "load: [\"--duration\", \"20s\"]\n";
+    struct experiment *e;
+    struct exp_requests *r;
+    char err[512] = "";
+    assert_int_equal(experiment_parse(text, strlen(text), "a.yaml", &e, err, sizeof(err)), 0);
+    assert_string_equal(e->probes[0].proxy, "http://127.0.0.1:1");
+    assert_string_equal(e->probes[1].proxy, "http://127.0.0.1:2");
+    /* the buckets: 2 attempts per request during 5-8 s (within 2.5, not 1.5),
+     * 3 from 8 to 10 s, 1 after; tokens orphaned at 6 s on the second proxy */
+    json_t *s1 = json_array(), *s2 = json_array();
+    for (int i = 0; i < 80; i++) {
+        double t = i * 250.0;
+        int att = t >= 5000 && t < 8000 ? 2 : t >= 8000 && t < 10000 ? 3 : 1;
+        json_array_append_new(
+            s1, json_pack("{s:f,s:i,s:i,s:{s:i},s:{s:i,s:i,s:i,s:f}}", "t_mono_ns", 100e9 + t * 1e6,
+                          "attempts", 4 * att, "distinct", 4, "retries", "429", 4 * (att - 1),
+                          "orphaned", "requests", 0, "bytes", 0, "tokens", 0, "seconds", 0.0));
+        json_array_append_new(s2, json_pack("{s:f,s:i,s:i,s:{s:i,s:i,s:i,s:f}}", "t_mono_ns",
+                                            100e9 + t * 1e6, "attempts", 1, "distinct", 1,
+                                            "orphaned", "requests", t == 6000, "bytes", 0, "tokens",
+                                            t == 6000 ? 50 : 0, "seconds", 0.0));
+    }
+    json_t *d1 = json_pack("{s:o}", "series", s1), *d2 = json_pack("{s:o}", "series", s2);
+    struct exp_chains ch = {.run_start_ns = 100000000000ull, .n = 2};
+    ch.url[0] = "http://127.0.0.1:1";
+    ch.url[1] = "http://127.0.0.1:2";
+    ch.doc[0] = d1;
+    ch.doc[1] = d2;
+    assert_true(exp_chain_actual(&ch, &e->probes[0], &e->probes[0].slo, 5000, 8000) == 2.0);
+    assert_true(exp_chain_actual(&ch, &e->probes[1], &e->probes[1].slo, 5000, 8000) == 50.0);
+    assert_true(isnan(exp_chain_actual(NULL, &e->probes[0], &e->probes[0].slo, 0, 1000)));
+
+    char *path = write_requests(shape_steady);
+    assert_int_equal(exp_requests_load(path, &r, err, sizeof(err)), 0);
+    unlink(path);
+    struct exp_window w[1] = {{5000, 8000}};
+    json_t *rep = NULL;
+    enum exp_verdict v;
+    assert_int_equal(experiment_judge_chains(e, r, w, 0, &ch, &v, &rep), 0);
+    /* broke during (50 tokens orphaned), then 3 attempts per request until 10 s */
+    assert_int_equal(v, EXP_DEVIATED);
+    double rec = json_number_value(json_object_get(rep, "recovery_s"));
+    assert_true(rec >= 2.0 && rec <= 3.0);
+    json_t *ph = json_array_get(json_object_get(rep, "phases"), 0);
+    json_t *px = json_array_get(json_object_get(ph, "proxies"), 0);
+    assert_true(json_real_value(json_object_get(px, "amplification")) == 2.0);
+    assert_true(json_real_value(json_object_get(json_object_get(px, "amplification_by_trigger"),
+                                                "429")) == 2.0);
+    json_decref(rep);
+    /* the same without the documents: the proxy probes never hold */
+    assert_int_equal(experiment_judge(e, r, w, 0, &v, &rep), 0);
+    assert_int_equal(v, EXP_UNSTEADY);
+    json_decref(rep);
+    json_decref(d1);
+    json_decref(d2);
+    exp_requests_free(r);
+    experiment_free(e);
+
+    static const char *const noproxy =
+        "title: amp\n"
+        "hypothesis:\n"
+        "  probes: [{slo: \"amplification<1.5\"}]\n"
+        "method:\n"
+        "  - {name: a, at: 5s, for: 3s, sim: \"http://127.0.0.1:1\", fault: {type: stall}}\n"
+        "load: [\"--duration\", \"20s\"]\n";
+    assert_int_not_equal(experiment_parse(noproxy, strlen(noproxy), "b.yaml", &e, err, sizeof(err)),
+                         0);
+    assert_non_null(strstr(err, "proxy: URL"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_judge),
         cmocka_unit_test(test_goodput),
         cmocka_unit_test(test_apply_unreachable),
+        cmocka_unit_test(test_chain_probe),
     };
     return cmocka_run_group_tests_name("experiment", tests, NULL, NULL);
 }

@@ -1,0 +1,137 @@
+/*
+ * proxy_record.c - one exchange into the proxy's recording (`--record`,
+ * chaos/recorder.h): the request as it came (secrets redacted), what the
+ * upstream answered (status, headers, each event with its offset, or the
+ * body), written as one line when the request is freed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "chaos/proxy_int.h"
+#include "chaos/recorder.h"
+#include "llm/recording.h"
+
+/* Headers as an object, secret values redacted. */
+static json_t *headers_json(const struct http_header *h, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < n; i++)
+        json_object_set_new(
+            o, h[i].name,
+            json_string(recorder_secret_header(h[i].name) ? "[redacted]" : h[i].value));
+    return o;
+}
+
+/* A body as a JSON value (redacted by the recorder's pointers), or a string. */
+static json_t *body_json(const struct recorder *r, const char *body, size_t len)
+{
+    if (!len)
+        return json_null();
+    json_t *j = json_loadb(body, len, JSON_DECODE_ANY, NULL);
+    if (j) {
+        if (r)
+            recorder_redact_all(r, j);
+        return j;
+    }
+    return json_stringn_nocheck(body, len);
+}
+
+void px_record_begin(struct pxreq *x)
+{
+    struct proxy *p = x->p;
+    const struct http_request *req = x->req;
+    char hash[17];
+    if (!p->recorder)
+        return;
+    uint64_t now = ts_now_ns(), start = recorder_start_ns(p->recorder);
+    recording_body_hash(req->body, req->body_len, hash);
+    x->rec_t0 = now;
+    x->rec = json_pack("{s:i,s:I,s:f,s:I,s:s,s:s,s:o,s:o,s:s}", "v", 1, "id",
+                       (json_int_t)atomic_fetch_add(&p->rec_seq, 1), "offset_ms",
+                       now > start ? (double)(now - start) / 1e6 : 0.0, "wall_ms",
+                       (json_int_t)(ts_wall_ns() / 1000000), "method", req->method, "path",
+                       req->url, "headers", headers_json(req->headers, req->header_count), "body",
+                       body_json(p->recorder, req->body, req->body_len), "body_hash", hash);
+    buf_init(&x->rec_body, p->cfg.max_body_bytes);
+}
+
+/* One upstream event into the record. */
+static int rec_on_event(void *ctx, const struct sse_event *ev)
+{
+    struct pxreq *x = ctx;
+    json_t *events = json_object_get(x->rec, "events");
+    if (!events || json_array_size(events) >= RECORDING_EVENTS_MAX)
+        return 0;
+    double ms = ev->arrival_ns > x->rec_t0 ? (double)(ev->arrival_ns - x->rec_t0) / 1e6 : 0;
+    json_t *e = json_pack("[f,s#]", ms, ev->data, (int)ev->data_len);
+    if (e && ev->type_len && strncmp(ev->type, "message", ev->type_len) != 0)
+        json_array_append_new(e, json_stringn_nocheck(ev->type, ev->type_len));
+    json_array_append_new(events, e);
+    return 0;
+}
+
+/* Appends a response header (http_call_headers_each). */
+static int rec_header(void *ctx, const char *name, const char *value)
+{
+    json_t *o = ctx;
+    json_object_set_new(o, name, json_string(recorder_secret_header(name) ? "[redacted]" : value));
+    return 0;
+}
+
+void px_record_head(struct pxreq *x, struct http_call *call, int status)
+{
+    if (!x->rec)
+        return;
+    json_t *h = json_object();
+    if (h)
+        (void)http_call_headers_each(call, rec_header, h);
+    json_object_set_new(x->rec, "status", json_integer(status));
+    json_object_set_new(x->rec, "response_headers", h ? h : json_object());
+    const char *ct = http_call_header(call, "content-type");
+    if (ct && strcasestr(ct, "text/event-stream")) {
+        sse_parser_init(&x->rec_sse, 1u << 20, rec_on_event, x);
+        x->rec_sse_on = true;
+        json_object_set_new(x->rec, "events", json_array());
+    }
+}
+
+void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_ns)
+{
+    if (!x->rec)
+        return;
+    x->rec_last = now_ns;
+    if (x->rec_sse_on) {
+        if (sse_parser_feed(&x->rec_sse, data, len, now_ns) != 0)
+            x->rec_body_cut = true; /* an event over 1 MiB */
+    } else if (buf_append(&x->rec_body, data, len) != 0)
+        x->rec_body_cut = true;
+}
+
+void px_record_end(struct pxreq *x)
+{
+    struct proxy *p = x->p;
+    if (!x->rec)
+        return;
+    if (x->rec_sse_on) {
+        (void)sse_parser_finish(&x->rec_sse, NULL);
+        sse_parser_release(&x->rec_sse);
+    }
+    if (json_object_get(x->rec, "status")) { /* the upstream answered */
+        if (!x->rec_sse_on)
+            json_object_set_new(x->rec, "response_body",
+                                body_json(NULL, x->rec_body.data, x->rec_body.len));
+        uint64_t end = x->rec_last > x->rec_t0 ? x->rec_last : x->rec_t0;
+        json_object_set_new(x->rec, "end_ms", json_real((double)(end - x->rec_t0) / 1e6));
+        json_object_set_new(x->rec, "outcome",
+                            json_string(x->rec_body_cut                      ? "body_too_large"
+                                        : x->upstream_done                   ? "ok"
+                                        : x->out_code == CHAIN_CLIENT_CLOSED ? "client_closed"
+                                                                             : "cut"));
+        (void)recorder_write(p->recorder, x->rec);
+    } else {
+        json_decref(x->rec); /* never reached the upstream: nothing to replay */
+    }
+    x->rec = NULL;
+    buf_release(&x->rec_body);
+}

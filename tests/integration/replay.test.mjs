@@ -1,0 +1,138 @@
+// Record and replay: `tokenstorm proxy --record DIR` in front of the
+// simulator writes every exchange (secrets and --redact fields hidden, the
+// directory bounded); `tokenstorm sim --replay DIR` serves the recording as
+// a stand-in, and the same run against it gets the same answers, tokens and
+// timing within a tolerance.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runBin, startSim, startServer } from './lib.mjs';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-replay-'));
+const procs = [];
+let recorded = null; // the first test's recording, for run --replay
+after(async () => {
+  for (const p of procs) await p.stop('SIGKILL');
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const runArgs = (target, out) => ['run', '--target', target, '--model', 'tokenstorm/tiny', '--requests', '8', '--rate', '20',
+  '--output-len', 'uniform:10-40', '--seed', '5', '--api-key', 'sk-test-very-secret', '--quiet', '--json',
+  '--save-requests', '--out', out, '--force'];
+
+function readRecording(dir) {
+  return fs.readdirSync(dir).filter((f) => /^rec-\d{6}\.jsonl$/.test(f)).sort()
+    .flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').trim().split('\n').filter(Boolean));
+}
+
+test('record against the simulator, replay with sim --replay: same answers and tokens, timing within tolerance', { timeout: 90000 }, async () => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise', '--set', 't_fix_ms=5']);
+  procs.push(sim);
+  const rec = path.join(tmp, 'rec');
+  const proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--no-api',
+    '--record', rec, '--redact', '/messages/*/content']);
+  procs.push(proxy);
+  const a = await runBin(runArgs(proxy.base, path.join(tmp, 'a')), { timeoutMs: 60000 });
+  assert.equal(a.code, 0, a.stderr);
+  await proxy.stop('SIGTERM'); // flushes the recording
+  const lines = readRecording(rec);
+  const text = lines.join('\n');
+  assert.ok(!text.includes('sk-test-very-secret'), 'the API key reached the recording');
+  const chats = lines.map((l) => JSON.parse(l)).filter((x) => x.path === '/v1/chat/completions');
+  assert.equal(chats.length, 8);
+  for (const x of chats) {
+    assert.equal(x.v, 1);
+    assert.equal(x.headers.Authorization ?? x.headers.authorization, '[redacted]');
+    assert.equal(x.body.messages[0].content, '[redacted]');
+    assert.match(x.body_hash, /^[0-9a-f]{16}$/);
+    assert.equal(x.status, 200);
+    assert.ok(x.events.length > 10 && x.events.at(-1)[1] === '[DONE]');
+    for (let i = 1; i < x.events.length; i++) assert.ok(x.events[i][0] >= x.events[i - 1][0]);
+  }
+
+  recorded = rec;
+  const replay = await startSim(['--replay', rec]);
+  procs.push(replay);
+  const b = await runBin(runArgs(replay.base, path.join(tmp, 'b')), { timeoutMs: 60000 });
+  assert.equal(b.code, 0, b.stderr);
+  const ra = JSON.parse(a.stdout).summary;
+  const rb = JSON.parse(b.stdout).summary;
+  assert.equal(rb.completed, 8);
+  assert.equal(rb.total_output_tokens, ra.total_output_tokens);
+  // timing: each answer's end to end within 50% + 100 ms of the recorded run's
+  const reqs = (d) => fs.readFileSync(path.join(tmp, d, 'requests.jsonl'), 'utf8').trim().split('\n')
+    .map((l) => JSON.parse(l)).sort((x, y) => x.id - y.id);
+  const qa = reqs('a');
+  const qb = reqs('b');
+  for (let i = 0; i < qa.length; i++) {
+    const ea = qa[i].end_ms - qa[i].start_ms;
+    const eb = qb[i].end_ms - qb[i].start_ms;
+    assert.equal(qb[i].output_tokens, qa[i].output_tokens, `request ${i}`);
+    assert.ok(Math.abs(eb - ea) <= 0.5 * ea + 100, `request ${i}: ${ea} ms recorded, ${eb} ms replayed`);
+  }
+  // a request that matches nothing: an OpenAI-style 404
+  const res = await fetch(replay.base + '/v1/embeddings', { method: 'POST', body: '{"input":"x"}', signal: AbortSignal.timeout(5000) });
+  assert.equal(res.status, 404);
+  assert.match(await res.text(), /no recorded exchange/);
+});
+
+test('--record-file-max rotates and --record-max deletes the oldest files', { timeout: 60000 }, async () => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise']);
+  procs.push(sim);
+  const rec = path.join(tmp, 'rot');
+  const proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--no-api',
+    '--record', rec, '--record-file-max', '4K', '--record-max', '16K']);
+  procs.push(proxy);
+  const r = await runBin(['run', '--target', proxy.base, '--requests', '30', '--rate', '50', '--output-len', 'fixed:8',
+    '--quiet', '--out', path.join(tmp, 'rotrun'), '--force'], { timeoutMs: 50000 });
+  assert.equal(r.code, 0, r.stderr);
+  await proxy.stop('SIGTERM');
+  const files = fs.readdirSync(rec).filter((f) => /^rec-\d{6}\.jsonl$/.test(f)).sort();
+  assert.ok(files.length >= 2, files.join(' '));
+  assert.notEqual(files[0], 'rec-000001.jsonl'); // the oldest went
+  const total = files.reduce((s, f) => s + fs.statSync(path.join(rec, f)).size, 0);
+  assert.ok(total <= 16 * 1024 + 4096, `${total} bytes`);
+  for (const f of files) { // whole lines only
+    for (const l of fs.readFileSync(path.join(rec, f), 'utf8').trim().split('\n')) JSON.parse(l);
+  }
+  // bad options are usage errors
+  const bad = await runBin(['proxy', '--upstream', sim.base, '--redact', 'messages'], { timeoutMs: 10000 });
+  assert.equal(bad.code, 2);
+});
+
+test('run --replay: the recorded requests at their recorded times (--speed, --loop), each answer scored against the recorded one', { timeout: 90000 }, async () => {
+  assert.ok(recorded, 'the recording test ran first');
+  const chats = readRecording(recorded).map((l) => JSON.parse(l)).filter((x) => x.path === '/v1/chat/completions')
+    .sort((a, b) => a.offset_ms - b.offset_ms); // lines are written as exchanges end
+  const offsets = chats.map((x) => x.offset_ms - chats[0].offset_ms);
+  const replay = await startSim(['--replay', recorded]);
+  procs.push(replay);
+  const out = path.join(tmp, 'rr');
+  const r = await runBin(['run', '--target', replay.base, '--replay', recorded, '--quiet', '--json', '--save-requests',
+    '--out', out, '--force', '--slo', 'rouge_l>0.99'], { timeoutMs: 60000 });
+  assert.equal(r.code, 0, r.stderr + r.stdout.slice(0, 3000));
+  const res = JSON.parse(r.stdout);
+  assert.equal(res.summary.completed, 8);
+  // the stand-in gives the recorded answers back: similarity 1
+  assert.equal(res.quality.with_reference, 8);
+  assert.ok(res.quality.rouge_l.mean > 0.999, JSON.stringify(res.quality));
+  assert.equal(res.quality.exact_match_rate, 1);
+  const reqs = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    .sort((a, b) => a.intended_ms - b.intended_ms);
+  for (let i = 0; i < reqs.length; i++) {
+    assert.ok(Math.abs(reqs[i].intended_ms - reqs[0].intended_ms - offsets[i]) < 1, `request ${i}: ${reqs[i].intended_ms - reqs[0].intended_ms} vs ${offsets[i]}`);
+  }
+  // against the live simulator the answers differ: the regression is measured
+  const sim = await startSim(['--profile', 'tiny', '--no-noise']);
+  procs.push(sim);
+  const live = await runBin(['run', '--target', sim.base, '--replay', recorded, '--quiet', '--json', '--out',
+    path.join(tmp, 'rl'), '--force', '--speed', '2', '--loop', '--duration', '1s'], { timeoutMs: 60000 });
+  assert.equal(live.code, 0, live.stderr);
+  const lr = JSON.parse(live.stdout);
+  assert.ok(lr.summary.completed > 8, `${lr.summary.completed}: --loop repeats the recording`);
+  assert.ok(lr.quality.rouge_l.mean < 0.9, JSON.stringify(lr.quality));
+  const bad = await runBin(['run', '--replay', recorded, '--rate', '5'], { timeoutMs: 20000 });
+  assert.equal(bad.code, 2);
+});
