@@ -273,6 +273,11 @@ static void on_request(struct http_request *req, void *ctx)
         return sim_gen_handle(s, req,
                               p[4] == 'c' && p[5] == 'h' ? OPENAI_CHAT : OPENAI_COMPLETIONS);
     }
+    if (!strcmp(p, "/v1/realtime") || !strcmp(p, "/realtime")) {
+        if (strcmp(req->method, "GET"))
+            return wrong_method(req, "GET");
+        return sim_rt_handle(s, req);
+    }
     if (!strcmp(p, "/v1/embeddings")) {
         if (!post)
             return wrong_method(req, "POST");

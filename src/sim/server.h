@@ -105,14 +105,15 @@ void sim_server_free(struct sim_server *s);
 
 /* Counters for tests and progress lines. */
 struct sim_server_stats {
-    uint64_t requests;        /* generation requests accepted by the engine */
-    uint64_t finished;        /* completed */
-    uint64_t cancelled;       /* client went away */
-    uint64_t rejected_429;    /* waiting queue full */
-    uint64_t rejected_400;    /* bad request or context too long */
-    uint64_t tokens_sent;     /* content chunks written */
-    uint64_t embeddings;      /* embedding requests answered */
-    uint64_t vector_searches; /* vector store searches answered */
+    uint64_t requests;          /* generation requests accepted by the engine */
+    uint64_t finished;          /* completed */
+    uint64_t cancelled;         /* client went away */
+    uint64_t rejected_429;      /* waiting queue full */
+    uint64_t rejected_400;      /* bad request or context too long */
+    uint64_t tokens_sent;       /* content chunks written */
+    uint64_t embeddings;        /* embedding requests answered */
+    uint64_t vector_searches;   /* vector store searches answered */
+    uint64_t realtime_sessions; /* /v1/realtime WebSocket sessions opened */
 };
 void sim_server_stats(const struct sim_server *s, struct sim_server_stats *st);
 

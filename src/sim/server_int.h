@@ -18,6 +18,7 @@
 #include "sim/server.h"
 
 struct sim_req;
+struct sim_rt;
 struct sim_search;
 struct vstore;
 
@@ -117,5 +118,29 @@ void sim_gen_on_admit(void *ctx, void *req, uint64_t now_ns);
 void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns);
 void sim_gen_on_finish(void *ctx, void *req, uint64_t now_ns);
 void sim_gen_on_preempt(void *ctx, void *req, uint64_t now_ns);
+/*
+ * A realtime response (realtime.c): q's answer goes into the engine and its
+ * tokens and end to rt (sim_rt_on_token, sim_rt_on_finish). request_id (may
+ * be NULL) goes into the trace log. Returns 0 with *out (finished by the
+ * engine, or by sim_gen_cancel_rt), or a negative error with *e the error
+ * to report (nothing submitted).
+ */
+int sim_gen_submit_rt(struct sim_server *s, struct sim_rt *rt, const struct openai_request *q,
+                      const char *request_id, struct sim_req **out, struct openai_error *e);
+/* Takes a realtime response out of the engine and frees it (not from its own callbacks). */
+void sim_gen_cancel_rt(struct sim_req *r);
+/* The response's id ("resp_..."). */
+const char *sim_gen_req_id(const struct sim_req *r);
+
+/* realtime.c */
+struct sim_rt_usage {
+    uint32_t prompt_tokens, output_tokens, cached_tokens;
+};
+/* GET /v1/realtime: the WebSocket upgrade and the session. */
+void sim_rt_handle(struct sim_server *s, struct http_request *req);
+/* Token index of the session's response, written at once (the engine's step). */
+void sim_rt_on_token(struct sim_rt *rt, uint32_t index, const char *text, size_t len);
+/* The response ended ("stop" or "length"); the engine frees it after the step. */
+void sim_rt_on_finish(struct sim_rt *rt, const char *finish_reason, const struct sim_rt_usage *u);
 
 #endif
