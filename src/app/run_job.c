@@ -284,6 +284,8 @@ struct job {
     const char *target;
     char model[256];
     char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
+    bool realtime;               /* --endpoint realtime: the chat requests over WebSocket */
+    char rt_url[TARGET_URL_MAX]; /* its ws:// URL */
     char auth[1024];
     const char *headers[RUN_MAX_HEADERS + 2]; /* the API key, Content-Type and o.headers */
     size_t nheaders;
@@ -334,8 +336,14 @@ static int parse_checks(struct job *j)
         fprintf(stderr, "tokenstorm run: --%s\n", j->err);
         return TS_EXIT_USAGE;
     }
-    if (o->endpoint && workload_endpoint_parse(o->endpoint, &j->ep)) {
-        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions or embeddings\n");
+    j->realtime = o->endpoint && !strcasecmp(o->endpoint, "realtime");
+    if (o->endpoint && !j->realtime && workload_endpoint_parse(o->endpoint, &j->ep)) {
+        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions, embeddings or "
+                        "realtime\n");
+        return TS_EXIT_USAGE;
+    }
+    if (j->realtime && o->no_stream) {
+        fprintf(stderr, "tokenstorm run: --endpoint realtime always streams: drop --no-stream\n");
         return TS_EXIT_USAGE;
     }
     return 0;
@@ -621,6 +629,10 @@ static int resolve_target(struct job *j)
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_FAIL;
     }
+    if (j->realtime && target_realtime_url(j->url, j->model, j->rt_url, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --endpoint realtime: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -720,6 +732,7 @@ static int configure_load(struct job *j)
     bool open = o->rate > 0 || o->stages;
     *r = (struct runner_config){
         .url = j->url,
+        .realtime_url = j->realtime ? j->rt_url : NULL,
         .headers = j->headers,
         .n_headers = j->nheaders,
         .workload = &j->wl,
@@ -829,7 +842,7 @@ static void configure_exports(struct job *j)
             .port = o->metrics_port,
             .linger_ns = o->metrics_linger_ns,
             .info = {.model = j->model,
-                     .endpoint = ep_names[j->ep],
+                     .endpoint = j->realtime ? "realtime" : ep_names[j->ep],
                      .url = j->url,
                      .stream = j->wcfg.stream,
                      .goodput = goodput_cfg_enabled(&j->goodput)},

@@ -48,6 +48,8 @@ static void usage(FILE *out)
         "  --admin                the admin API for chaos faults: POST/GET/DELETE\n"
         "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
         "                         docs/CHAOS.md)\n"
+        "  --api-key KEY          every /v1 request (and the /v1/realtime upgrade) needs\n"
+        "                         'Authorization: Bearer KEY' (401 otherwise), as OpenAI's\n"
         "  --api-token TOKEN      the admin API needs 'Authorization: Bearer TOKEN' (also\n"
         "                         TOKENSTORM_API_TOKEN); required with --admin on an\n"
         "                         address other machines can reach\n"
@@ -118,6 +120,7 @@ enum {
     OPT_VECTOR_DOC_LATENCY,
     OPT_VERSION,
     OPT_API_TOKEN,
+    OPT_API_KEY,
     OPT_API_INSECURE,
 };
 
@@ -217,6 +220,9 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_API_TOKEN:
         o->api_token = arg;
         return -1;
+    case OPT_API_KEY:
+        o->cfg.api_key = arg;
+        return -1;
     case OPT_API_INSECURE:
         o->api_insecure = true;
         return -1;
@@ -272,6 +278,7 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"sign-chunks", required_argument, NULL, OPT_SIGN},
         {"admin", no_argument, NULL, OPT_ADMIN},
         {"api-token", required_argument, NULL, OPT_API_TOKEN},
+        {"api-key", required_argument, NULL, OPT_API_KEY},
         {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
         {"vector-docs", required_argument, NULL, OPT_VECTOR_DOCS},
         {"vector-store-id", required_argument, NULL, OPT_VECTOR_ID},

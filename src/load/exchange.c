@@ -18,8 +18,7 @@
 #define EXCH_MAX_BODY       (64u << 20) /* a non-streamed body */
 #define EXCH_MAX_ERROR_BODY (64u << 10) /* kept of an error body */
 
-/* Keeps the first error of a request: prefix followed by detail. */
-static void set_error(struct exch *x, const char *prefix, const char *detail)
+void exch_set_error(struct exch *x, const char *prefix, const char *detail)
 {
     if (x->rec.error[0])
         return;
@@ -60,7 +59,7 @@ static void keep_chunk_time(struct exch *x, uint64_t at)
         x->chunk_ns[x->n_chunk_ns++] = at;
 }
 
-static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
+void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
 {
     struct req_record *r = &x->rec;
     if (c->flags & OPENAI_CHUNK_DONE) {
@@ -71,7 +70,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
     if (c->flags & OPENAI_CHUNK_ERROR) {
         char msg[REQ_ERROR_MAX];
         x->saw_error = true;
-        set_error(x, "", errbody_format(&c->error, msg, sizeof(msg)) ? msg : "error event");
+        exch_set_error(x, "", errbody_format(&c->error, msg, sizeof(msg)) ? msg : "error event");
     }
     if (c->id) {
         if (!x->have_id) {
@@ -142,10 +141,10 @@ static int on_sse_event(void *ctx, const struct sse_event *ev)
         (void)chunk_verify(x->verifier, ev->id, ev->id_len, ev->data, ev->data_len);
     if (openai_decode_chunk(&x->w->decoder, ev->data, ev->data_len, &c)) {
         x->malformed = true;
-        set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
+        exch_set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
         return 0; /* go on: later chunks may still be fine */
     }
-    on_chunk(x, &c, ev->arrival_ns);
+    exch_on_chunk(x, &c, ev->arrival_ns);
     return 0;
 }
 
@@ -166,7 +165,7 @@ static int on_body(struct http_call *call, const char *data, size_t len, uint64_
     if (x->sse_mode) {
         if (buf_append(&x->rx, data, len)) {
             x->malformed = true;
-            set_error(x, "stream: ", "more than 4 MiB unparsed");
+            exch_set_error(x, "stream: ", "more than 4 MiB unparsed");
             return 1;
         }
         if (x->nseg == sizeof(x->rx_seg) / sizeof(x->rx_seg[0]))
@@ -190,7 +189,7 @@ static int on_body(struct http_call *call, const char *data, size_t len, uint64_
     if (x->body.len + len > cap)
         len = cap > x->body.len ? cap - x->body.len : 0;
     if (len && buf_append(&x->body, data, len)) {
-        set_error(x, "", "response body over the limit");
+        exch_set_error(x, "", "response body over the limit");
         return 1;
     }
     return 0;
@@ -224,9 +223,8 @@ static void rx_parse(struct exch *x)
     buf_reset(&x->rx);
     if (rc && !x->malformed) {
         x->malformed = true;
-        set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
-        if (x->call)
-            http_call_cancel(x->call); /* the stream cannot be read further */
+        exch_set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
+        x->tp->cancel(x); /* the stream cannot be read further */
     }
 }
 
@@ -318,9 +316,9 @@ static void describe_error_body(struct exch *x)
 {
     char msg[REQ_ERROR_MAX];
     if (errbody_describe(buf_cstr(&x->body), x->body.len, msg, sizeof(msg)))
-        set_error(x, "", msg);
+        exch_set_error(x, "", msg);
     else
-        set_error(x, "", "empty body");
+        exch_set_error(x, "", "empty body");
 }
 
 /* A non-streamed body (or an error body): decode it for the outcome, tokens and error text. */
@@ -335,13 +333,13 @@ static void finish_body(struct exch *x)
     bool ok_status = r->http_status >= 200 && r->http_status < 300;
     if (openai_decode_body(&x->w->decoder, buf_cstr(&x->body), x->body.len, &c)) {
         x->malformed = ok_status;
-        set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
+        exch_set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
         return;
     }
     if (c.flags & OPENAI_CHUNK_ERROR) {
         char msg[REQ_ERROR_MAX];
         x->saw_error = ok_status;
-        set_error(x, "", errbody_format(&c.error, msg, sizeof(msg)) ? msg : "error body");
+        exch_set_error(x, "", errbody_format(&c.error, msg, sizeof(msg)) ? msg : "error body");
         return;
     }
     reqtrace_note(&x->trace, c.id, c.model);
@@ -381,7 +379,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
     enum req_outcome o = outcome_of_transport(res->error);
     if (res->error == HTTP_CALL_ERR_DECODE) {
         x->malformed = true;
-        set_error(x, "", res->error_text);
+        exch_set_error(x, "", res->error_text);
     }
     if (x->cut)
         o = REQ_CUT;
@@ -389,7 +387,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
         o = REQ_OK; /* the connection broke after the whole answer arrived */
     else if (o == REQ_RECV && x->sse_mode && r->first_byte_ns) {
         o = REQ_TRUNCATED; /* the stream had begun: the answer was cut */
-        set_error(x, "connection closed mid-stream: ", res->error_text);
+        exch_set_error(x, "connection closed mid-stream: ", res->error_text);
     }
     if (o == REQ_OK || (res->error == HTTP_CALL_ERR_ABORTED && !x->cut)) {
         if (st == 429)
@@ -398,8 +396,8 @@ static void classify(struct exch *x, const struct http_call_result *res)
             o = REQ_HTTP_5XX;
         else if (st >= 400)
             o = REQ_HTTP_4XX;
-        else if (st < 200 || st >= 300)
-            o = REQ_OTHER;
+        else if ((st < 200 || st >= 300) && !(st == 101 && x->tp == &exch_rt_transport))
+            o = REQ_OTHER; /* a realtime stream begins with 101 Switching Protocols */
         else if (x->saw_error)
             o = REQ_STREAM_ERROR;
         else if (x->malformed)
@@ -410,7 +408,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
             o = REQ_OK;
     }
     if (o != REQ_OK && !r->error[0])
-        set_error(x, "", res->error != HTTP_CALL_OK ? res->error_text : NULL);
+        exch_set_error(x, "", res->error != HTTP_CALL_OK ? res->error_text : NULL);
     if (x->item.stream)
         r->flags |= REQF_STREAM;
     /* integrity counts judge streams that began (a 2xx event stream) and were
@@ -478,7 +476,6 @@ static void count_tokens(struct exch *x)
 static void on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
     struct exch *x = user;
-    struct worker *w = x->w;
     struct req_record *r = &x->rec;
     if (x->nseg)
         rx_parse(x); /* bytes of this loop pass that were not parsed yet */
@@ -516,12 +513,17 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
         r->sig.forged = (uint32_t)v->forged;
         r->sig.unsigned_events = (uint32_t)v->unsigned_events;
     }
+    x->call = NULL;
+    exch_complete(x, res);
+}
+
+void exch_complete(struct exch *x, const struct http_call_result *res)
+{
     classify(x, res);
     if (x->keep_answer)
         score_answer(x);
     count_tokens(x);
-    x->call = NULL;
-    worker_request_done(w, x, x->user);
+    worker_request_done(x->w, x, x->user);
 }
 
 static const struct http_call_ops exch_ops = {
@@ -533,9 +535,25 @@ static const struct http_call_ops exch_ops = {
 void exch_cut(struct exch *x)
 {
     x->cut = true;
+    x->tp->cancel(x);
+}
+
+static int sse_start(struct exch *x, const struct http_call_spec *spec)
+{
+    return http_client_request(&x->w->client, spec, &exch_ops, x, &x->call);
+}
+
+static void sse_cancel(struct exch *x)
+{
     if (x->call)
         http_call_cancel(x->call);
 }
+
+const struct exch_transport exch_sse_transport = {
+    .name = "sse",
+    .start = sse_start,
+    .cancel = sse_cancel,
+};
 
 /* Adds a finished request's record to the worker's stats (the run's, its
  * class's and its flow step's) and to requests.jsonl. */
@@ -601,6 +619,8 @@ static struct exch *exch_new(struct worker *w, uint64_t index, uint64_t intended
     }
     x->w = w;
     x->user = user;
+    x->tp = &exch_sse_transport;
+    realtime_decoder_init(&x->rtdec);
     struct req_record *r = &x->rec;
     r->id = index;
     r->worker = w->index;
@@ -673,11 +693,11 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
         .total_timeout_ms = timeout_ns && !timeout_ms ? 1 : timeout_ms,
     };
     r->start_ns = ts_now_ns();
-    int rc = http_client_request(&w->client, &spec, &exch_ops, x, &x->call);
+    int rc = x->tp->start(x, &spec);
     if (rc) {
         r->end_ns = ts_now_ns();
         r->outcome = REQ_OTHER;
-        set_error(x, "cannot send: ", ts_strerror(rc));
+        exch_set_error(x, "cannot send: ", ts_strerror(rc));
         fail_later(x);
     }
 }
@@ -696,12 +716,16 @@ int exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t 
         r->start_ns = ts_now_ns();
         r->end_ns = r->start_ns;
         r->outcome = REQ_OTHER;
-        set_error(x, "cannot build the request: ", ts_strerror(rc));
+        exch_set_error(x, "cannot build the request: ", ts_strerror(rc));
         fail_later(x);
         return 0;
     }
     x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
-    exch_send(x, "POST", cfg->url, NULL, 0, 0);
+    if (cfg->realtime_url) {
+        x->tp = &exch_rt_transport;
+        x->item.stream = true; /* a realtime response is always a stream */
+    }
+    exch_send(x, "POST", cfg->realtime_url ? cfg->realtime_url : cfg->url, NULL, 0, 0);
     return 0;
 }
 
@@ -804,6 +828,7 @@ void exch_finish(struct exch *x)
     atomic_fetch_sub(&w->in_flight_now, 1);
     rx_unlink(x);
     sse_parser_release(&x->sse);
+    realtime_decoder_release(&x->rtdec);
     buf_release(&x->rx);
     buf_release(&x->answer);
     ts_free(x->verifier);

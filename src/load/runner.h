@@ -128,6 +128,10 @@ struct runner_class_result {
 
 struct runner_config {
     const char *url; /* the full endpoint URL */
+    /* ws:// URL of an OpenAI Realtime endpoint: the plain run's requests go
+     * over WebSocket (one response.create per connection) instead of SSE;
+     * NULL = SSE at url */
+    const char *realtime_url;
     const char *const *headers;
     size_t n_headers;
     const struct workload *workload;    /* read-only, shared by the workers */

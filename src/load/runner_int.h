@@ -10,12 +10,14 @@
 
 #include "base/rng.h"
 #include "llm/openai_chunk.h"
+#include "llm/realtime.h"
 #include "llm/sign.h"
 #include "analysis/record.h"
 #include "scenario/traffic.h"
 #include "load/runner.h"
 #include "net/ptimer.h"
 #include "net/sse.h"
+#include "net/ws_client.h"
 
 struct runner;
 struct exch;
@@ -175,12 +177,34 @@ void worker_request_done(struct worker *w, struct exch *x, uint32_t user);
 void worker_post(struct worker *w, unsigned bits);
 
 /* exchange.c: one request on the wire */
+/*
+ * How a request's stream travels: SSE over HTTP (exchange.c) or OpenAI
+ * Realtime events over WebSocket (exchange_rt.c). Both feed the same
+ * measurement (exch_on_chunk) and end in exch_complete, so TTFT, ITL,
+ * tokens and outcomes mean the same on both.
+ */
+struct exch_transport {
+    const char *name; /* "sse", "realtime" */
+    /* Sends x with spec's URL, headers, body and timeout. 0, or a negative
+     * error (nothing started: the caller records the failure). */
+    int (*start)(struct exch *x, const struct http_call_spec *spec);
+    /* Ends x early; its completion follows from a loop callback. */
+    void (*cancel)(struct exch *x);
+};
+extern const struct exch_transport exch_sse_transport;
+extern const struct exch_transport exch_rt_transport;
+
 struct exch {
     struct worker *w;
     struct exch *prev, *next;
     struct req_record rec;
     struct work_item item;
+    const struct exch_transport *tp;
     struct http_call *call;
+    struct ws_call *ws;            /* realtime: the connection */
+    struct realtime_decoder rtdec; /* realtime: the last event */
+    bool rt_created;               /* realtime: response.created came */
+    uint64_t rt_done_ns;           /* realtime: when response.done came (E2E ends there) */
     struct sse_parser sse;
     struct buf body;                 /* non-streamed responses and error bodies */
     struct chunk_verifier *verifier; /* --integrity hmac */
@@ -251,5 +275,12 @@ void worker_send_due(struct worker *w);
 void exch_finish(struct exch *x);
 /* Cancels a request in flight as "cut". */
 void exch_cut(struct exch *x);
+/* The shared measurement of one decoded event that arrived at `at`. */
+void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at);
+/* Keeps the first error of a request: prefix followed by detail. */
+void exch_set_error(struct exch *x, const char *prefix, const char *detail);
+/* The transport ended (res): classifies, counts tokens, scores, and hands x
+ * to worker_request_done. */
+void exch_complete(struct exch *x, const struct http_call_result *res);
 
 #endif

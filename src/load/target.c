@@ -51,6 +51,34 @@ int target_resolve(const char *target, enum workload_endpoint ep, char endpoint_
     return 0;
 }
 
+int target_realtime_url(const char *chat_url, const char *model, char out[TARGET_URL_MAX],
+                        char *err, size_t errlen)
+{
+    static const char suffix[] = "/chat/completions";
+    if (!strncmp(chat_url, "https://", 8)) {
+        ts_errf(err, errlen, "wss:// (TLS) is not supported yet: use an http:// target");
+        return -EINVAL;
+    }
+    size_t len = strlen(chat_url);
+    if (strncmp(chat_url, "http://", 7) || !ends_with(chat_url, len, suffix)) {
+        ts_errf(err, errlen, "'%s' is not a chat completions URL", chat_url);
+        return -EINVAL;
+    }
+    char *m = curl_easy_escape(NULL, model, 0);
+    if (!m) {
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int n = snprintf(out, TARGET_URL_MAX, "ws://%.*s/realtime?model=%s",
+                     (int)(len - 7 - (sizeof(suffix) - 1)), chat_url + 7, m);
+    curl_free(m);
+    if (n < 0 || n >= TARGET_URL_MAX) {
+        ts_errf(err, errlen, "the realtime URL is too long");
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static size_t collect(char *p, size_t size, size_t n, void *arg)
 {
     struct buf *b = arg;

@@ -388,6 +388,7 @@ static void on_connect(uv_connect_t *r, int status)
     }
     c->res.connect_ns = ts_now_ns();
     c->st = ST_HANDSHAKE;
+    (void)uv_tcp_nodelay(&c->tcp, 1); /* small frames must not wait for ACKs (Nagle) */
     if (c->total_timeout_ms)
         (void)uv_timer_start(&c->timer, on_timer, c->total_timeout_ms, 0);
     else

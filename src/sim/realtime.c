@@ -601,7 +601,6 @@ static bool rt_refused(struct sim_server *s, struct http_request *req, const cha
     const char *upgrade = http_request_header(req, "upgrade");
     *key = http_request_header(req, "sec-websocket-key");
     const char *version = http_request_header(req, "sec-websocket-version");
-    const char *auth = http_request_header(req, "authorization");
     if (!upgrade || strcasecmp(upgrade, "websocket")) {
         openai_error_set(&e, 426, "invalid_request_error", NULL, "upgrade_required",
                          "The realtime API is served over WebSocket: send an Upgrade request.");
@@ -613,13 +612,6 @@ static bool rt_refused(struct sim_server *s, struct http_request *req, const cha
                          "Bad WebSocket handshake: Sec-WebSocket-Key and Sec-WebSocket-Version "
                          "13 are required.");
         sim_send_error(req, &e, "Sec-WebSocket-Version: 13\r\n");
-        return true;
-    }
-    if (!auth || strncasecmp(auth, "Bearer ", 7) || !auth[7]) {
-        openai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
-                         "You didn't provide an API key: send 'Authorization: Bearer KEY' with "
-                         "the upgrade.");
-        sim_send_error(req, &e, NULL);
         return true;
     }
     return sim_admin_intercept(s, req, false);

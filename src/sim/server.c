@@ -13,6 +13,7 @@
 #include "llm/embed.h"
 #include "llm/openai_encode.h"
 #include "llm/text.h"
+#include "net/ctlauth.h"
 #include "telemetry/prom.h"
 
 /* vLLM's buckets (vllm/engine/metrics.py), in seconds. */
@@ -265,6 +266,15 @@ static void on_request(struct http_request *req, void *ctx)
     bool post = !strcmp(req->method, "POST");
     if (sim_admin_route(s, req))
         return;
+    if (s->api_key && (!strncmp(p, "/v1/", 4) || !strcmp(p, "/realtime")) &&
+        !ctlauth_allows(req, s->api_key)) {
+        struct openai_error e;
+        openai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                         "Incorrect API key provided: send 'Authorization: Bearer KEY' with the "
+                         "key the simulator was started with (--api-key).");
+        sim_send_error(req, &e, "WWW-Authenticate: Bearer\r\n");
+        return;
+    }
     if (!strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/completions")) {
         if (!post)
             return wrong_method(req, "POST");
@@ -322,6 +332,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->loop = loop;
     s->profile = cfg->profile;
     s->any_model = cfg->any_model;
+    s->api_key = cfg->api_key;
     s->quiet = cfg->quiet;
     s->embed_dims = cfg->embed_dims ? cfg->embed_dims : 1024;
     s->started_wall_ns = ts_wall_ns();

@@ -67,6 +67,8 @@ struct sim_server_config {
     bool admin;                 /* the admin API for chaos faults (sim/admin.h) */
     const char *admin_token;    /* bearer token the admin API needs (net/ctlauth.h);
                                    NULL: none; borrowed */
+    const char *api_key;        /* bearer token every /v1 request (and the realtime
+                                   upgrade) needs, as OpenAI's API key; NULL: none; borrowed */
     /* the vector store (POST /v1/vector_stores/{id}/search, sim/vstore.h) */
     const char *vector_docs_path; /* passages instead of the built-in ones; NULL: built-in */
     const char *vector_store_id;  /* answered besides "vs_default" (1..64 of [A-Za-z0-9_-]) */

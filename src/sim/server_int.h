@@ -51,6 +51,7 @@ struct sim_server {
     struct dist output_len;
     uint32_t embed_dims;
     bool any_model;
+    const char *api_key; /* --api-key (borrowed), or NULL */
     bool quiet;
     uint64_t started_wall_ns;
     uint64_t id_seed;

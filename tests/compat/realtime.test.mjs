@@ -141,13 +141,26 @@ test('the beta event names with OpenAI-Beta: realtime=v1', async () => {
   rt.close();
 });
 
-test('an upgrade without a bearer token is refused with 401', async () => {
-  const WS = (await import('ws')).default;
-  const ws = new WS(`ws://127.0.0.1:${sim.port}/v1/realtime?model=${model}`);
-  const status = await new Promise((resolve) => {
-    ws.on('unexpected-response', (req, res) => resolve(res.statusCode));
-    ws.on('open', () => resolve(101));
-    ws.on('error', () => {});
-  });
-  assert.equal(status, 401);
+test('with sim --api-key the upgrade needs the bearer token: 401 without, session with it', async () => {
+  const keyed = await startSim(['--profile', 'tiny', '--no-noise', '--api-key', 'sk-right']);
+  try {
+    const WS = (await import('ws')).default;
+    const url = `ws://127.0.0.1:${keyed.port}/v1/realtime?model=${encodeURIComponent(model)}`;
+    const statusOf = (headers) => new Promise((resolve) => {
+      const ws = new WS(url, { headers });
+      ws.on('unexpected-response', (req, res) => resolve(res.statusCode));
+      ws.on('open', () => { ws.close(); resolve(101); });
+      ws.on('error', () => {});
+    });
+    assert.equal(await statusOf({}), 401);
+    assert.equal(await statusOf({ Authorization: 'Bearer sk-wrong' }), 401);
+    // the SDK sends the client's key as the bearer token
+    const c = new OpenAI({ baseURL: keyed.base + '/v1', apiKey: 'sk-right', maxRetries: 0 });
+    const rt = new OpenAIRealtimeWS({ model, options: { createConnection: () => net.connect({ host: '127.0.0.1', port: keyed.port }) } }, c);
+    const created = await waitFor(rt, 'session.created');
+    assert.equal(created.session.model, model);
+    rt.close();
+  } finally {
+    await keyed.stop('SIGKILL');
+  }
 });
