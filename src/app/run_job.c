@@ -1038,7 +1038,7 @@ struct report {
 static json_t *report_config(const struct job *j, const struct runner_result *res)
 {
     const struct runner_config *r = &j->rcfg;
-    json_t *conf = config_json(&j->o, j->url, j->model, j->sim_profile);
+    json_t *conf = config_json(&j->o, j->realtime ? j->rt_url : j->url, j->model, j->sim_profile);
     if (!conf)
         return NULL;
     char id[32];

@@ -151,7 +151,9 @@ static void rt_close_check(struct exch *x, const struct ws_call_result *res)
     uint16_t code = res->close_code;
     if (res->status != 101 || x->cut)
         return;
-    if (code && code != WS_CLOSE_NORMAL && code != WS_CLOSE_NO_STATUS) {
+    /* 1006 is no close frame at all: the cut itself is the failure (truncated) */
+    if (code && code != WS_CLOSE_NORMAL && code != WS_CLOSE_NO_STATUS &&
+        code != WS_CLOSE_ABNORMAL) {
         char msg[96];
         x->rec.flags |= REQF_BAD_CLOSE;
         snprintf(msg, sizeof(msg), "the server closed with %u%s", code,
@@ -191,7 +193,7 @@ static void rt_finished(struct ws_call *call, const struct ws_call_result *res, 
     h.status = res->status;
     h.start_ns = res->start_ns;
     h.end_ns = res->end_ns;
-    if (h.error == HTTP_CALL_OK && res->status == 101 && !x->saw_done && !x->cut) {
+    if (h.error == HTTP_CALL_OK && res->status == 101 && !x->saw_done && !x->saw_error && !x->cut) {
         /* closed cleanly before the answer ended: the user saw a cut answer */
         h.error = HTTP_CALL_ERR_RECV;
         h.error_text = "closed before response.done";

@@ -1,0 +1,100 @@
+// `tokenstorm run --endpoint realtime` against misbehaving Realtime servers
+// built on the `ws` package: what the client counts when events come after
+// response.done, out of order, with a bad close code, cut, or malformed.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { WebSocketServer } from 'ws';
+import { runBin } from '../integration/lib.mjs';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-rt-integrity-'));
+process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
+
+const ev = (type, extra = {}) => JSON.stringify({ type, event_id: 'e', ...extra });
+const created = (id) => ev('response.created', { response: { id, status: 'in_progress' } });
+const delta = (id, d) => ev('response.output_text.delta', { response_id: id, item_id: 'i', delta: d });
+const done = (id, n, status = 'completed') => ev('response.done', {
+  response: { id, status, usage: { input_tokens: 7, output_tokens: n, total_tokens: 7 + n } } });
+
+// A server whose answer to response.create is script(ws); runs `tokenstorm run` against it.
+async function runAgainst(script, requests = 2) {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => wss.on('listening', r));
+  wss.on('connection', (ws) => {
+    ws.send(ev('session.created', { session: { id: 'sess_1' } }));
+    ws.on('message', (m) => { if (JSON.parse(m.toString()).type === 'response.create') script(ws); });
+  });
+  const out = path.join(tmp, String(Math.random()).slice(2));
+  const r = await runBin(['run', '--target', `http://127.0.0.1:${wss.address().port}`, '--model', 'm',
+    '--endpoint', 'realtime', '--requests', String(requests), '--concurrency', '1', '--output-len', 'fixed:3',
+    '--save-requests', '--out', out, '-q'], { timeoutMs: 30000 });
+  await new Promise((res) => wss.close(res));
+  const result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+  const reqs = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  return { r, result, reqs };
+}
+
+test('a well-behaved server: ok, tokens from usage, a clean close', async () => {
+  const { r, result, reqs } = await runAgainst((ws) => {
+    ws.send(created('r1')); ws.send(delta('r1', 'a')); ws.send(delta('r1', 'b')); ws.send(delta('r1', 'c'));
+    ws.send(done('r1', 3));
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(result.outcomes.ok, 2);
+  assert.equal(result.summary.total_output_tokens, 6);
+  assert.equal(reqs[0].content_chunks, 3);
+  assert.equal(result.streams.bad_close, 0);
+});
+
+test('a delta after response.done is counted (after_done)', async () => {
+  const { result } = await runAgainst((ws) => {
+    ws.send(created('r1')); ws.send(delta('r1', 'a')); ws.send(done('r1', 1)); ws.send(delta('r1', 'late'));
+  });
+  // the client closes at response.done; a delta already on the wire is still read
+  assert.ok(result.streams.after_done >= 1, JSON.stringify(result.streams));
+});
+
+test('a delta before response.created is out of order', async () => {
+  const { result } = await runAgainst((ws) => {
+    ws.send(delta('r1', 'a')); ws.send(created('r1')); ws.send(delta('r1', 'b')); ws.send(done('r1', 2));
+  });
+  assert.equal(result.streams.out_of_order, 2);
+  assert.equal(result.outcomes.ok, 2);
+});
+
+test('a close with 1011 mid-answer: truncated, bad_close, the code in the error', async () => {
+  const { r, result, reqs } = await runAgainst((ws) => {
+    ws.send(created('r1')); ws.send(delta('r1', 'a')); ws.close(1011, 'boom');
+  });
+  assert.equal(r.code, 3);
+  assert.equal(result.outcomes.truncated, 2);
+  assert.equal(result.streams.bad_close, 2);
+  assert.equal(result.streams.no_done, 2);
+  assert.match(reqs[0].error, /closed with 1011 before response.done/);
+});
+
+test('a connection cut without a close frame mid-answer is truncated', async () => {
+  const { result, reqs } = await runAgainst((ws) => {
+    ws.send(created('r1')); ws.send(delta('r1', 'a'));
+    setTimeout(() => ws.terminate(), 20);
+  });
+  assert.equal(result.outcomes.truncated, 2);
+  assert.match(reqs[0].error, /without a close frame/);
+});
+
+test('a failed response and an error event are stream errors', async () => {
+  const { result, reqs } = await runAgainst((ws) => {
+    ws.send(ev('error', { error: { type: 'server_error', code: 'overloaded', message: 'too busy' } }));
+  });
+  assert.equal(result.outcomes.stream_error, 2);
+  assert.match(reqs[0].error, /too busy/);
+});
+
+test('a malformed event is counted as malformed', async () => {
+  const { result } = await runAgainst((ws) => {
+    ws.send(created('r1')); ws.send('{not json'); ws.send(delta('r1', 'a')); ws.send(done('r1', 1));
+  });
+  assert.equal(result.outcomes.malformed, 2);
+});
