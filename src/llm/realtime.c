@@ -71,7 +71,7 @@ int realtime_decode(struct realtime_decoder *d, const char *data, size_t len,
     ev->error.code_num = -1;
     json_decref(d->root);
     json_error_t jerr;
-    d->root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    d->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!d->root) {
         snprintf(d->errmsg, sizeof(d->errmsg), "%s", jerr.text);
         return TS_PARSE;
