@@ -248,6 +248,8 @@ static int append_fields(struct buf *out, const struct req_record *rec, uint64_t
         rc = rc ? rc : append_bool(out, "out_of_order", rec->flags & REQF_OUT_OF_ORDER);
         rc = rc ? rc : append_bool(out, "bad_close", rec->flags & REQF_BAD_CLOSE);
     }
+    if (rec->flags & REQF_FELL_BACK)
+        rc = rc ? rc : append_bool(out, "fell_back_sse", true);
     rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
     rc = rc ? rc : append_bool(out, "reasoning", rec->flags & REQF_REASONING);
     rc = rc ? rc : append_quality(out, &rec->quality);

@@ -93,6 +93,8 @@ enum req_flags {
     REQF_AFTER_DONE = 1 << 9,     /* realtime: a delta came after response.done */
     REQF_OUT_OF_ORDER = 1 << 10,  /* realtime: a delta before response.created, or a
                                    * second response.created / response.done */
+    REQF_FELL_BACK = 1 << 12,     /* --transport auto: sent over SSE, the WebSocket
+                                   * upgrade having been refused */
     REQF_BAD_CLOSE = 1 << 11,     /* realtime: the server closed with a code other
                                    * than 1000 (or none) */
 };

@@ -342,6 +342,14 @@ static int parse_checks(struct job *j)
                         "realtime\n");
         return TS_EXIT_USAGE;
     }
+    if (o->transport && strcmp(o->transport, "auto") && strcmp(o->transport, "websocket")) {
+        fprintf(stderr, "tokenstorm run: --transport: expected websocket or auto\n");
+        return TS_EXIT_USAGE;
+    }
+    if (o->transport && !j->realtime) {
+        fprintf(stderr, "tokenstorm run: --transport needs --endpoint realtime\n");
+        return TS_EXIT_USAGE;
+    }
     if (j->realtime && o->no_stream) {
         fprintf(stderr, "tokenstorm run: --endpoint realtime always streams: drop --no-stream\n");
         return TS_EXIT_USAGE;
@@ -733,6 +741,7 @@ static int configure_load(struct job *j)
     *r = (struct runner_config){
         .url = j->url,
         .realtime_url = j->realtime ? j->rt_url : NULL,
+        .realtime_fallback = j->realtime && o->transport && !strcmp(o->transport, "auto"),
         .headers = j->headers,
         .n_headers = j->nheaders,
         .workload = &j->wl,

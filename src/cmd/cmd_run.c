@@ -107,6 +107,8 @@ static void usage(FILE *out)
         "  --endpoint E           chat (default), completions, embeddings, or realtime: the chat\n"
         "                         requests as OpenAI Realtime response.create events over\n"
         "                         WebSocket (ws://, /v1/realtime next to the target's chat URL)\n"
+        "  --transport T          realtime: websocket (default), or auto: SSE to the chat URL\n"
+        "                         when the upgrade is refused (400/404/405/426/501), counted\n"
         "  --insecure             do not verify TLS certificates\n"
         "  --http2                use HTTP/2 where the server offers it\n"
         "load (open loop when --rate is given, else closed loop):\n"
@@ -202,6 +204,7 @@ enum {
     O_API_KEY,
     O_HEADER,
     O_ENDPOINT,
+    O_TRANSPORT,
     O_INSECURE,
     O_HTTP2,
     O_RATE,
@@ -262,6 +265,7 @@ static const struct option run_options[] = {
     {"api-key", required_argument, NULL, O_API_KEY},
     {"header", required_argument, NULL, O_HEADER},
     {"endpoint", required_argument, NULL, O_ENDPOINT},
+    {"transport", required_argument, NULL, O_TRANSPORT},
     {"insecure", no_argument, NULL, O_INSECURE},
     {"http2", no_argument, NULL, O_HTTP2},
     {"rate", required_argument, NULL, O_RATE},
@@ -372,6 +376,9 @@ static int target_option(int c, const char *name, struct run_opts *o)
         return ARG_NEXT;
     case O_ENDPOINT:
         o->endpoint = optarg;
+        return ARG_NEXT;
+    case O_TRANSPORT:
+        o->transport = optarg;
         return ARG_NEXT;
     case O_INSECURE:
         o->insecure = true;

@@ -532,6 +532,26 @@ static const struct http_call_ops exch_ops = {
     .on_done = on_done,
 };
 
+static void exch_send(struct exch *x, const char *method, const char *url, const char *const *extra,
+                      size_t nextra, uint64_t timeout_ns);
+
+void exch_fallback_sse(struct exch *x)
+{
+    struct req_record *r = &x->rec;
+    uint64_t start = r->start_ns;
+    x->w->rt_refused = true;
+    x->tp = &exch_sse_transport;
+    x->sse_mode = false;
+    x->malformed = x->saw_error = x->saw_done = x->saw_finish = false;
+    buf_reset(&x->body);
+    r->http_status = 0;
+    r->first_byte_ns = 0;
+    r->error[0] = '\0';
+    r->flags |= REQF_FELL_BACK;
+    exch_send(x, "POST", x->w->run->cfg->url, NULL, 0, 0);
+    r->start_ns = start; /* the refused upgrade is part of this request's time */
+}
+
 void exch_cut(struct exch *x)
 {
     x->cut = true;
@@ -721,11 +741,15 @@ int exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t 
         return 0;
     }
     x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
+    bool sse = !cfg->realtime_url || (cfg->realtime_fallback && w->rt_refused);
     if (cfg->realtime_url) {
-        x->tp = &exch_rt_transport;
         x->item.stream = true; /* a realtime response is always a stream */
+        if (sse)
+            x->rec.flags |= REQF_FELL_BACK;
+        else
+            x->tp = &exch_rt_transport;
     }
-    exch_send(x, "POST", cfg->realtime_url ? cfg->realtime_url : cfg->url, NULL, 0, 0);
+    exch_send(x, "POST", sse ? cfg->url : cfg->realtime_url, NULL, 0, 0);
     return 0;
 }
 

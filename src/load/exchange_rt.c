@@ -168,6 +168,12 @@ static void rt_finished(struct ws_call *call, const struct ws_call_result *res, 
     struct req_record *r = &x->rec;
     (void)call;
     x->ws = NULL;
+    long st = res->status;
+    if (x->w->run->cfg->realtime_fallback && !x->cut &&
+        (st == 400 || st == 404 || st == 405 || st == 426 || st == 501)) {
+        exch_fallback_sse(x);
+        return;
+    }
     /* E2E ends with response.done: the close handshake after it is not the answer's */
     r->end_ns = x->rt_done_ns ? x->rt_done_ns : res->end_ns ? res->end_ns : ts_now_ns();
     if (!r->http_status)

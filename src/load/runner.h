@@ -132,6 +132,10 @@ struct runner_config {
      * over WebSocket (one response.create per connection) instead of SSE;
      * NULL = SSE at url */
     const char *realtime_url;
+    /* --transport auto: a request whose upgrade is refused (400, 404, 405,
+     * 426, 501) is sent again as SSE to url, and so is every later request
+     * of that worker; each is flagged REQF_FELL_BACK */
+    bool realtime_fallback;
     const char *const *headers;
     size_t n_headers;
     const struct workload *workload;    /* read-only, shared by the workers */

@@ -102,6 +102,7 @@ struct worker {
     /* requests that failed before reaching the wire, completed on the next
      * check pass (exch_fail_flush), never inside the call that started them */
     struct exch *failed_head, *failed_tail;
+    bool rt_refused; /* --transport auto: the realtime upgrade was refused once */
     atomic_uint cmd_bits;
     struct http_client client;
     struct ptimer timer;
@@ -275,6 +276,9 @@ void worker_send_due(struct worker *w);
 void exch_finish(struct exch *x);
 /* Cancels a request in flight as "cut". */
 void exch_cut(struct exch *x);
+/* --transport auto: sends x again over SSE to the run's chat URL (the
+ * realtime upgrade was refused); its latency still counts from the first try. */
+void exch_fallback_sse(struct exch *x);
 /* The shared measurement of one decoded event that arrived at `at`. */
 void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at);
 /* Keeps the first error of a request: prefix followed by detail. */

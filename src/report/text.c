@@ -117,6 +117,11 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
                 "realtime      %" PRIu64 " with deltas after response.done, %" PRIu64
                 " with events out of order, %" PRIu64 " closed with an unexpected code\n",
                 s->after_done, s->out_of_order, s->bad_close);
+    if (s->fell_back)
+        fprintf(f,
+                "transport     %" PRIu64
+                " requests went over SSE: the WebSocket upgrade was refused (--transport auto)\n",
+                s->fell_back);
     if (s->integrity.streams)
         fprintf(f,
                 "integrity     %" PRIu64 " signed streams, %" PRIu64 " with problems: %" PRIu64

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import http from 'node:http';
 import { startSim, runBin, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-realtime-'));
@@ -95,4 +96,56 @@ test('realtime: the embedded simulator needs no target', async () => {
   const result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
   assert.equal(result.summary.completed, 8);
   assert.equal(result.summary.total_output_tokens, 40);
+});
+
+// A chat-only server: the upgrade to /v1/realtime gets 404, chat streams SSE.
+function chatOnlyServer() {
+  const srv = http.createServer((req, res) => {
+    if (req.url.startsWith('/v1/realtime')) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'no realtime here', type: 'invalid_request_error' } }));
+      return;
+    }
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const c = (delta, finish) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.write(c({ role: 'assistant', content: 'a' }, null));
+      res.write(c({ content: 'b' }, null));
+      res.write(c({}, 'stop'));
+      res.end(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } })}\n\ndata: [DONE]\n\n`);
+    });
+  });
+  srv.on('upgrade', (req, socket) => {
+    socket.end('HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 52\r\nConnection: close\r\n\r\n{"error":{"message":"no realtime here","type":"x"}}\n');
+  });
+  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve(srv)));
+}
+
+test('realtime --transport auto: a refused upgrade falls back to SSE, counted', async () => {
+  const srv = await chatOnlyServer();
+  try {
+    const base = `http://127.0.0.1:${srv.address().port}`;
+    const out = path.join(tmp, 'auto');
+    const r = await run(['--target', base, '--model', 'm', '--endpoint', 'realtime', '--transport', 'auto',
+      '--requests', '6', '--concurrency', '2', '--workers', '1', '--save-requests', '--out', out, '-q']);
+    assert.equal(r.code, 0, r.stderr);
+    const result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+    assert.equal(result.outcomes.ok, 6);
+    assert.equal(result.streams.fell_back_sse, 6);
+    assert.equal(result.summary.total_output_tokens, 12);
+    const reqs = readJsonl(path.join(out, 'requests.jsonl'));
+    assert.ok(reqs.every((q) => q.fell_back_sse === true && q.http_status === 200));
+    // without auto the same server fails every request with the server's 404
+    const out2 = path.join(tmp, 'noauto');
+    const r2 = await run(['--target', base, '--model', 'm', '--endpoint', 'realtime', '--requests', '2',
+      '--out', out2, '-q']);
+    assert.equal(r2.code, 3);
+    assert.match(r2.stderr, /no realtime here/);
+    // --transport is refused without --endpoint realtime, and with a bad value
+    assert.equal((await run(['--target', base, '--transport', 'auto', '--requests', '1'])).code, 2);
+    assert.equal((await run(['--target', base, '--endpoint', 'realtime', '--transport', 'x', '--requests', '1'])).code, 2);
+  } finally {
+    srv.close();
+  }
 });
