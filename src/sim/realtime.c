@@ -36,7 +36,9 @@
 
 struct sim_rt {
     struct sim_server *s;
-    struct http_request *http; /* NULL once finished */
+    struct sim_rt *prev, *next; /* s->rt_sessions */
+    bool going_away;            /* the server stops: close with 1001 when idle */
+    struct http_request *http;  /* NULL once finished */
     struct ws_conn ws;
     bool beta;
     char session_id[40];
@@ -112,6 +114,12 @@ static void rt_send_session(struct sim_rt *rt, const char *type)
 
 static void rt_free(struct sim_rt *rt)
 {
+    if (rt->prev)
+        rt->prev->next = rt->next;
+    else if (rt->s->rt_sessions == rt)
+        rt->s->rt_sessions = rt->next;
+    if (rt->next)
+        rt->next->prev = rt->prev;
     ws_conn_release(&rt->ws);
     json_decref(rt->instructions);
     json_decref(rt->max_output);
@@ -323,6 +331,8 @@ static void rt_response_create(struct sim_rt *rt, const json_t *ev, const char *
                  client_event, "Conversation already has an active response in progress.");
         return;
     }
+    if (rt->going_away)
+        return; /* our close is out: nothing new starts */
     const json_t *resp = json_object_get(ev, "response");
     if (resp && !json_is_object(resp)) {
         rt_error(rt, "invalid_request_error", "invalid_type", "response", client_event,
@@ -473,6 +483,17 @@ static void rt_send_done(struct sim_rt *rt, const char *status, json_t *details,
     if (!rt->resp_oob && had_tokens && json_array_size(rt->items) < RT_MAX_ITEMS)
         json_array_append_new(rt->items, json_pack("{s:s, s:s%}", "role", "assistant", "content",
                                                    buf_cstr(&rt->text), rt->text.len));
+    if (rt->going_away)
+        (void)ws_conn_close(&rt->ws, WS_CLOSE_GOING_AWAY, "server shutting down");
+}
+
+void sim_rt_shutdown(struct sim_server *s)
+{
+    for (struct sim_rt *rt = s->rt_sessions; rt; rt = rt->next) {
+        rt->going_away = true;
+        if (!rt->active && rt->http)
+            (void)ws_conn_close(&rt->ws, WS_CLOSE_GOING_AWAY, "server shutting down");
+    }
 }
 
 void sim_rt_on_finish(struct sim_rt *rt, const char *finish_reason, const struct sim_rt_usage *u)
@@ -701,5 +722,9 @@ void sim_rt_handle(struct sim_server *s, struct http_request *req)
         return;
     }
     s->stats.realtime_sessions++;
+    rt->next = s->rt_sessions;
+    if (rt->next)
+        rt->next->prev = rt;
+    s->rt_sessions = rt;
     rt_send_session(rt, "session.created");
 }

@@ -474,6 +474,7 @@ void sim_server_shutdown(struct sim_server *s, uint64_t grace_ms,
     s->shutting_down = true;
     s->on_closed = on_closed;
     s->on_closed_arg = arg;
+    sim_rt_shutdown(s);
     if (s->admin.kv_timer_inited) {
         s->handles++;
         uv_close((uv_handle_t *)&s->admin.kv_timer, on_admin_timer_closed);

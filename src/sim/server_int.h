@@ -57,8 +57,9 @@ struct sim_server {
     uint64_t id_seed;
     uint64_t next_id;
 
-    struct sim_req *dead; /* finished requests, freed after the step */
-    char sign_key[256];   /* --sign-chunks */
+    struct sim_req *dead;       /* finished requests, freed after the step */
+    struct sim_rt *rt_sessions; /* open realtime sessions (realtime.c) */
+    char sign_key[256];         /* --sign-chunks */
     size_t sign_key_len;
     struct buf sign_scratch;
 
@@ -137,6 +138,9 @@ const char *sim_gen_req_id(const struct sim_req *r);
 struct sim_rt_usage {
     uint32_t prompt_tokens, output_tokens, cached_tokens;
 };
+/* Shutdown: every session is closed with 1001, at once or, when a response
+ * is in flight, after its response.done (within the server's grace). */
+void sim_rt_shutdown(struct sim_server *s);
 /* GET /v1/realtime: the WebSocket upgrade and the session. */
 void sim_rt_handle(struct sim_server *s, struct http_request *req);
 /* Token index of the session's response, written at once (the engine's step). */

@@ -164,3 +164,27 @@ test('with sim --api-key the upgrade needs the bearer token: 401 without, sessio
     await keyed.stop('SIGKILL');
   }
 });
+
+test('on SIGTERM the simulator ends the response in flight, then closes with 1001', async () => {
+  const own = await startSim(['--profile', 'tiny', '--no-noise', '--grace', '5s']);
+  try {
+    const c = new OpenAI({ baseURL: own.base + '/v1', apiKey: 'sk-test-not-a-secret', maxRetries: 0 });
+    const rt = new OpenAIRealtimeWS({ model, options: { createConnection: () => net.connect({ host: '127.0.0.1', port: own.port }) } }, c);
+    const events = [];
+    rt.on('event', (e) => events.push(e.type));
+    await waitFor(rt, 'session.created');
+    const idle = new OpenAIRealtimeWS({ model, options: { createConnection: () => net.connect({ host: '127.0.0.1', port: own.port }) } }, c);
+    await waitFor(idle, 'session.created');
+    const firstDelta = waitFor(rt, 'response.output_text.delta');
+    ask(rt, 'Go on.', { max_output_tokens: 300, ignore_eos: true });
+    await firstDelta;
+    const closed = (s) => new Promise((resolve) => s.socket.on('close', (code) => resolve(code)));
+    const [busyClosed, idleClosed] = [closed(rt), closed(idle)];
+    own.proc.kill('SIGTERM');
+    assert.equal(await idleClosed, 1001);
+    assert.equal(await busyClosed, 1001);
+    assert.ok(events.includes('response.done'), 'the response in flight finished first');
+  } finally {
+    await own.stop('SIGKILL');
+  }
+});
