@@ -28,7 +28,7 @@ fi
 ninja -C "$BUILD" tokenstorm src/base/libts_base.a >/dev/null || exit 1
 mkdir -p bench/out
 
-all=(sim_capacity client_capacity fidelity locust proxy_overhead)
+all=(sim_capacity client_capacity fidelity locust proxy_overhead realtime_vs_sse)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 
@@ -42,6 +42,7 @@ for name in "${names[@]}"; do
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=360 ;;
     proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
+    realtime_vs_sse) cmd=("$PYTHON" bench/realtime_vs_sse.py); limit=240 ;;
     *) echo "bench.sh: unknown benchmark '$name' (${all[*]})" >&2; exit 2 ;;
     esac
     echo "== $name"
