@@ -90,6 +90,7 @@ int realtime_decode(struct realtime_decoder *d, const char *data, size_t len,
             return TS_PARSE;
         }
         ev->kind = REALTIME_EV_DELTA;
+        ev->sig = str(d->root, "sig");
         ev->delta = json_string_value(delta);
         ev->delta_len = json_string_length(delta);
     } else if (!strcmp(t, "response.output_text.done") || !strcmp(t, "response.text.done")) {

@@ -39,6 +39,7 @@ struct realtime_event {
     const char *response_id; /* response_id, or response.id; NULL if absent */
     const char *delta;       /* REALTIME_EV_DELTA: the text */
     size_t delta_len;
+    const char *sig;           /* "sig": SEQ.PREV.MAC over the delta (llm/sign.h), or NULL */
     const char *status;        /* REALTIME_EV_RESPONSE_DONE: "completed", "incomplete", "cancelled",
                             "failed", or NULL */
     const char *reason;        /* its status_details.reason, or NULL */

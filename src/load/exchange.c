@@ -503,18 +503,25 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     }
     if (x->sse_mode)
         r->last_chunk_ns = x->last_choice_ns;
-    if (x->verifier && x->sse_mode) {
-        const struct chunk_verifier *v = x->verifier;
-        r->flags |= REQF_SIGNED;
-        r->sig.ok = (uint32_t)v->ok;
-        r->sig.missing = (uint32_t)v->missing;
-        r->sig.duplicates = (uint32_t)v->duplicates;
-        r->sig.reorders = (uint32_t)v->reorders;
-        r->sig.forged = (uint32_t)v->forged;
-        r->sig.unsigned_events = (uint32_t)v->unsigned_events;
-    }
+    if (x->sse_mode)
+        exch_sig_record(x);
     x->call = NULL;
     exch_complete(x, res);
+}
+
+void exch_sig_record(struct exch *x)
+{
+    const struct chunk_verifier *v = x->verifier;
+    struct req_record *r = &x->rec;
+    if (!v)
+        return;
+    r->flags |= REQF_SIGNED;
+    r->sig.ok = (uint32_t)v->ok;
+    r->sig.missing = (uint32_t)v->missing;
+    r->sig.duplicates = (uint32_t)v->duplicates;
+    r->sig.reorders = (uint32_t)v->reorders;
+    r->sig.forged = (uint32_t)v->forged;
+    r->sig.unsigned_events = (uint32_t)v->unsigned_events;
 }
 
 void exch_complete(struct exch *x, const struct http_call_result *res)

@@ -57,6 +57,9 @@ static void rt_delta(struct exch *x, const struct realtime_event *ev, uint64_t a
         x->rec.flags |= REQF_AFTER_DONE;
     if (!x->rt_created)
         x->rec.flags |= REQF_OUT_OF_ORDER;
+    if (x->verifier)
+        (void)chunk_verify(x->verifier, ev->sig, ev->sig ? strlen(ev->sig) : 0, ev->delta,
+                           ev->delta_len);
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.index = 0;
@@ -191,6 +194,8 @@ static void rt_finished(struct ws_call *call, const struct ws_call_result *res, 
             exch_set_error(x, "upgrade refused: ", msg);
     }
     r->last_chunk_ns = x->last_choice_ns;
+    if (res->status == 101)
+        exch_sig_record(x);
     rt_close_check(x, res);
     struct http_call_result h;
     memset(&h, 0, sizeof(h));

@@ -283,6 +283,8 @@ void exch_fallback_sse(struct exch *x);
 void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at);
 /* Keeps the first error of a request: prefix followed by detail. */
 void exch_set_error(struct exch *x, const char *prefix, const char *detail);
+/* --integrity hmac: the verifier's counts into the record (REQF_SIGNED). */
+void exch_sig_record(struct exch *x);
 /* The transport ended (res): classifies, counts tokens, scores, and hands x
  * to worker_request_done. */
 void exch_complete(struct exch *x, const struct http_call_result *res);

@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "llm/openai_request.h"
+#include "llm/sign.h"
 #include "net/ws.h"
 #include "sim/server_int.h"
 
@@ -57,6 +58,7 @@ struct sim_rt {
     struct buf ev;         /* scratch for a delta event */
     uint64_t nevents;
     uint64_t nitems;
+    struct chunk_signer signer; /* --sign-chunks: each response's deltas, chained */
 };
 
 static bool model_known(const struct sim_server *s, const char *model)
@@ -376,6 +378,8 @@ static void rt_response_create(struct sim_rt *rt, const json_t *ev, const char *
     rt->resp_max = max ? json_incref((json_t *)max)
                        : (rt->max_output ? json_incref(rt->max_output) : json_string("inf"));
     buf_reset(&rt->text);
+    if (rt->s->sign_key_len && chunk_signer_init(&rt->signer, rt->s->sign_key, rt->s->sign_key_len))
+        ts_warn("sim: realtime %s: cannot sign the deltas", rt->resp_id);
     json_t *r = rt_response_json(rt, "in_progress", NULL, NULL, NULL);
     json_t *out = r ? json_pack("{s:s, s:o}", "type", "response.created", "response", r) : NULL;
     if (out)
@@ -426,7 +430,15 @@ void sim_rt_on_token(struct sim_rt *rt, uint32_t index, const char *text, size_t
     if (!rc)
         rc = openai_json_escape(b, text, len);
     if (!rc)
-        rc = buf_append_str(b, "\"}");
+        rc = buf_append_char(b, '"');
+    if (!rc && rt->s->sign_key_len) {
+        char sig[SIGN_ID_MAX];
+        rc = chunk_sign(&rt->signer, text, len, sig);
+        if (!rc)
+            rc = buf_appendf(b, ",\"sig\":\"%s\"", sig);
+    }
+    if (!rc)
+        rc = buf_append_char(b, '}');
     if (!rc)
         rc = ws_conn_send_text(&rt->ws, b->data, b->len);
     if (rc && rc != TS_CLOSED)

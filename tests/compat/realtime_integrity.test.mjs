@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import crypto from 'node:crypto';
 import { WebSocketServer } from 'ws';
 import { runBin } from '../integration/lib.mjs';
 
@@ -19,7 +20,7 @@ const done = (id, n, status = 'completed') => ev('response.done', {
   response: { id, status, usage: { input_tokens: 7, output_tokens: n, total_tokens: 7 + n } } });
 
 // A server whose answer to response.create is script(ws); runs `tokenstorm run` against it.
-async function runAgainst(script, requests = 2) {
+async function runAgainst(script, requests = 2, extra = []) {
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   await new Promise((r) => wss.on('listening', r));
   wss.on('connection', (ws) => {
@@ -29,7 +30,7 @@ async function runAgainst(script, requests = 2) {
   const out = path.join(tmp, String(Math.random()).slice(2));
   const r = await runBin(['run', '--target', `http://127.0.0.1:${wss.address().port}`, '--model', 'm',
     '--endpoint', 'realtime', '--requests', String(requests), '--concurrency', '1', '--output-len', 'fixed:3',
-    '--save-requests', '--out', out, '-q'], { timeoutMs: 30000 });
+    '--save-requests', '--out', out, '-q', ...extra], { timeoutMs: 30000 });
   await new Promise((res) => wss.close(res));
   const result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
   const reqs = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
@@ -97,4 +98,34 @@ test('a malformed event is counted as malformed', async () => {
     ws.send(created('r1')); ws.send('{not json'); ws.send(delta('r1', 'a')); ws.send(done('r1', 1));
   });
   assert.equal(result.outcomes.malformed, 2);
+});
+
+// llm/sign.h's chain: MAC = HMAC-SHA256(key, PREV || be64(SEQ) || DATA), id SEQ.PREV.MAC in hex
+function signer(key) {
+  let prev = Buffer.alloc(32);
+  let seq = 0n;
+  return (data) => {
+    const be = Buffer.alloc(8);
+    be.writeBigUInt64BE(seq);
+    const mac = crypto.createHmac('sha256', key).update(Buffer.concat([prev, be, Buffer.from(data)])).digest();
+    const id = `${seq}.${prev.toString('hex')}.${mac.toString('hex')}`;
+    prev = mac;
+    seq += 1n;
+    return id;
+  };
+}
+
+test('signed deltas: a dropped and a repeated delta are seen by --integrity hmac', async () => {
+  const { r, result } = await runAgainst((ws) => {
+    const sign = signer('k3y');
+    const d = ['a', 'b', 'c', 'd'].map((t) => JSON.stringify({ type: 'response.output_text.delta', response_id: 'r1', delta: t, sig: sign(t) }));
+    ws.send(created('r1'));
+    ws.send(d[0]); ws.send(d[1]); ws.send(d[1]); ws.send(d[3]); // c dropped, b twice
+    ws.send(done('r1', 4));
+  }, 1, ['--integrity', 'hmac', '--integrity-key', 'k3y']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(result.integrity.streams_violated, 1);
+  assert.equal(result.integrity.chunks_ok, 2); // a, b; d arrives after a gap (counted missing)
+  assert.equal(result.integrity.missing, 1);
+  assert.equal(result.integrity.duplicates, 1);
 });

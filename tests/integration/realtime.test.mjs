@@ -149,3 +149,24 @@ test('realtime --transport auto: a refused upgrade falls back to SSE, counted', 
     srv.close();
   }
 });
+
+test('realtime --integrity hmac: every delta signed and verified; a wrong key shows as forgeries', async () => {
+  const signed = await startSim(['--profile', 'tiny', '--no-noise', '--sign-chunks', 'k3y']);
+  try {
+    const base = ['--target', signed.base, '--endpoint', 'realtime', '--rate', '20', '--requests', '6',
+      '--output-len', 'fixed:9', '-q', '--integrity', 'hmac'];
+    const good = await run([...base, '--integrity-key', 'k3y', '--out', path.join(tmp, 'rsig1')]);
+    assert.equal(good.code, 0, good.stderr);
+    const g = JSON.parse(fs.readFileSync(path.join(tmp, 'rsig1', 'result.json'), 'utf8'));
+    assert.equal(g.integrity.streams, 6);
+    assert.equal(g.integrity.streams_violated, 0);
+    assert.equal(g.integrity.chunks_ok, 6 * 9); // one signature per delta
+    const bad = await run([...base, '--integrity-key', 'wrong', '--out', path.join(tmp, 'rsig2')]);
+    assert.equal(bad.code, 0, bad.stderr);
+    const b = JSON.parse(fs.readFileSync(path.join(tmp, 'rsig2', 'result.json'), 'utf8'));
+    assert.equal(b.integrity.streams_violated, 6);
+    assert.equal(b.integrity.forged, 6 * 9);
+  } finally {
+    await signed.stop('SIGKILL');
+  }
+});
