@@ -156,34 +156,44 @@ static void on_headers(struct http_call *call, long status, void *user)
     x->sse_mode = status >= 200 && status < 300 && ct && !strncasecmp(ct, "text/event-stream", 17);
 }
 
+int exch_rx_push(struct exch *x, const char *data, size_t len, uint64_t now_ns, bool message)
+{
+    if (buf_append(&x->rx, data, len)) {
+        x->malformed = true;
+        exch_set_error(x, "stream: ", "more than 4 MiB unparsed");
+        return TS_TOOBIG;
+    }
+    if (x->nseg == sizeof(x->rx_seg) / sizeof(x->rx_seg[0])) {
+        if (message) { /* each message must stay whole: parse what is held first */
+            buf_truncate(&x->rx, x->rx.len - len);
+            exch_rx_parse(x);
+            return exch_rx_push(x, data, len, now_ns, message);
+        }
+        x->nseg--; /* merge with the last read: its events get the later time */
+    }
+    x->rx_seg[x->nseg].end = x->rx.len;
+    x->rx_seg[x->nseg].ns = now_ns;
+    x->nseg++;
+    if (!x->rx_queued) {
+        struct worker *w = x->w;
+        x->rx_queued = true;
+        x->rx_prev = NULL;
+        x->rx_next = w->rx_head;
+        if (w->rx_head)
+            w->rx_head->rx_prev = x;
+        w->rx_head = x;
+    }
+    return 0;
+}
+
 static int on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
                    void *user)
 {
     struct exch *x = user;
     if (!x->rec.first_byte_ns)
         x->rec.first_byte_ns = now_ns;
-    if (x->sse_mode) {
-        if (buf_append(&x->rx, data, len)) {
-            x->malformed = true;
-            exch_set_error(x, "stream: ", "more than 4 MiB unparsed");
-            return 1;
-        }
-        if (x->nseg == sizeof(x->rx_seg) / sizeof(x->rx_seg[0]))
-            x->nseg--; /* merge with the last read: its events get the later time */
-        x->rx_seg[x->nseg].end = x->rx.len;
-        x->rx_seg[x->nseg].ns = now_ns;
-        x->nseg++;
-        if (!x->rx_queued) {
-            struct worker *w = x->w;
-            x->rx_queued = true;
-            x->rx_prev = NULL;
-            x->rx_next = w->rx_head;
-            if (w->rx_head)
-                w->rx_head->rx_prev = x;
-            w->rx_head = x;
-        }
-        return 0;
-    }
+    if (x->sse_mode)
+        return exch_rx_push(x, data, len, now_ns, false) ? 1 : 0;
     size_t cap =
         x->rec.http_status >= 200 && x->rec.http_status < 300 ? EXCH_MAX_BODY : EXCH_MAX_ERROR_BODY;
     if (x->body.len + len > cap)
@@ -209,14 +219,15 @@ static void rx_unlink(struct exch *x)
     x->rx_queued = false;
 }
 
-/* Feeds what this request received, read by read, each with its arrival time. */
-static void rx_parse(struct exch *x)
+/* Feeds what this request received, read by read (SSE) or message by
+ * message (realtime), each with its arrival time. */
+void exch_rx_parse(struct exch *x)
 {
     rx_unlink(x);
     size_t from = 0;
     int rc = 0;
     for (unsigned i = 0; i < x->nseg && !rc; i++) {
-        rc = sse_parser_feed(&x->sse, x->rx.data + from, x->rx_seg[i].end - from, x->rx_seg[i].ns);
+        rc = x->tp->feed(x, x->rx.data + from, x->rx_seg[i].end - from, x->rx_seg[i].ns);
         from = x->rx_seg[i].end;
     }
     x->nseg = 0;
@@ -268,7 +279,7 @@ void exch_rx_flush(struct worker *w)
     unsigned n = 0;
     exch_fail_flush(w);
     while (w->rx_head) {
-        rx_parse(w->rx_head);
+        exch_rx_parse(w->rx_head);
         if (++n % 8 == 0) {
             worker_send_due(w);
             if (ts_now_ns() - start > TS_NS_PER_MS)
@@ -478,7 +489,7 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     struct exch *x = user;
     struct req_record *r = &x->rec;
     if (x->nseg)
-        rx_parse(x); /* bytes of this loop pass that were not parsed yet */
+        exch_rx_parse(x); /* bytes of this loop pass that were not parsed yet */
     r->end_ns = res->end_ns ? res->end_ns : ts_now_ns();
     if (!r->http_status)
         r->http_status = (int)res->status;
@@ -565,6 +576,11 @@ void exch_cut(struct exch *x)
     x->tp->cancel(x);
 }
 
+static int sse_feed(struct exch *x, const char *p, size_t n, uint64_t at)
+{
+    return sse_parser_feed(&x->sse, p, n, at);
+}
+
 static int sse_start(struct exch *x, const struct http_call_spec *spec)
 {
     return http_client_request(&x->w->client, spec, &exch_ops, x, &x->call);
@@ -580,6 +596,7 @@ const struct exch_transport exch_sse_transport = {
     .name = "sse",
     .start = sse_start,
     .cancel = sse_cancel,
+    .feed = sse_feed,
 };
 
 /* Adds a finished request's record to the worker's stats (the run's, its

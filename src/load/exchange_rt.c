@@ -77,8 +77,7 @@ static void rt_delta(struct exch *x, const struct realtime_event *ev, uint64_t a
 }
 
 /* response.done: the finish reason, usage, and the end of the answer. */
-static void rt_done(struct exch *x, struct ws_call *call, const struct realtime_event *ev,
-                    uint64_t at)
+static void rt_done(struct exch *x, const struct realtime_event *ev, uint64_t at)
 {
     struct req_record *r = &x->rec;
     if (x->saw_done || !x->rt_created)
@@ -104,20 +103,33 @@ static void rt_done(struct exch *x, struct ws_call *call, const struct realtime_
     if (!x->rt_done_ns)
         x->rt_done_ns = at;
     r->last_chunk_ns = x->last_choice_ns;
-    ws_call_close(call, WS_CLOSE_NORMAL);
+    if (x->ws)
+        ws_call_close(x->ws, WS_CLOSE_NORMAL);
 }
 
+static void rt_cancel(struct exch *x);
+
+/* Time first, decode later: the message waits with its arrival time for
+ * the worker's check pass (exch_rx_parse), as SSE bytes do. */
 static void rt_message(struct ws_call *call, const char *data, size_t len, uint64_t at, void *user)
 {
     struct exch *x = user;
-    struct realtime_event ev;
+    (void)call;
     if (!x->rec.first_byte_ns)
         x->rec.first_byte_ns = at;
+    if (exch_rx_push(x, data, len, at, true))
+        rt_cancel(x);
+}
+
+/* One realtime message, decoded and measured. */
+static int rt_feed(struct exch *x, const char *data, size_t len, uint64_t at)
+{
+    struct realtime_event ev;
     x->rec.last_event_ns = at;
     if (realtime_decode(&x->rtdec, data, len, &ev)) {
         x->malformed = true;
         exch_set_error(x, "malformed event: ", x->rtdec.errmsg);
-        return;
+        return 0; /* go on: later events may still be fine */
     }
     switch (ev.kind) {
     case REALTIME_EV_RESPONSE_CREATED:
@@ -129,7 +141,7 @@ static void rt_message(struct ws_call *call, const char *data, size_t len, uint6
         rt_delta(x, &ev, at);
         break;
     case REALTIME_EV_RESPONSE_DONE:
-        rt_done(x, call, &ev, at);
+        rt_done(x, &ev, at);
         break;
     case REALTIME_EV_ERROR: {
         struct openai_chunk c;
@@ -139,13 +151,14 @@ static void rt_message(struct ws_call *call, const char *data, size_t len, uint6
         c.error = ev.error;
         c.created = -1;
         exch_on_chunk(x, &c, at);
-        if (!x->rt_created) /* the response was refused: nothing more will come */
-            ws_call_close(call, WS_CLOSE_NORMAL);
+        if (!x->rt_created && x->ws) /* the response was refused: nothing more will come */
+            ws_call_close(x->ws, WS_CLOSE_NORMAL);
         break;
     }
     default:
         break;
     }
+    return 0;
 }
 
 /* What the close said, when it says something went wrong. */
@@ -171,6 +184,8 @@ static void rt_finished(struct ws_call *call, const struct ws_call_result *res, 
     struct req_record *r = &x->rec;
     (void)call;
     x->ws = NULL;
+    if (x->nseg)
+        exch_rx_parse(x); /* messages of this loop pass not parsed yet */
     long st = res->status;
     if (x->w->run->cfg->realtime_fallback && !x->cut &&
         (st == 400 || st == 404 || st == 405 || st == 426 || st == 501)) {
@@ -247,4 +262,5 @@ const struct exch_transport exch_rt_transport = {
     .name = "realtime",
     .start = rt_start,
     .cancel = rt_cancel,
+    .feed = rt_feed,
 };

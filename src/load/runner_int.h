@@ -191,6 +191,10 @@ struct exch_transport {
     int (*start)(struct exch *x, const struct http_call_spec *spec);
     /* Ends x early; its completion follows from a loop callback. */
     void (*cancel)(struct exch *x);
+    /* Parses what arrived at `at` (held by exch_rx_push, fed by exch_rx_parse
+     * after the loop's poll pass): SSE bytes, or one whole realtime message.
+     * 0, or a negative error: the stream cannot be read further. */
+    int (*feed)(struct exch *x, const char *p, size_t n, uint64_t at);
 };
 extern const struct exch_transport exch_sse_transport;
 extern const struct exch_transport exch_rt_transport;
@@ -283,6 +287,13 @@ void exch_fallback_sse(struct exch *x);
 void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at);
 /* Keeps the first error of a request: prefix followed by detail. */
 void exch_set_error(struct exch *x, const char *prefix, const char *detail);
+/* Holds len received bytes with their arrival time for exch_rx_parse (the
+ * worker's check pass): time first, decode later. message: the bytes are one
+ * whole message and stay apart from the others. 0 or TS_TOOBIG (the request
+ * is malformed). */
+int exch_rx_push(struct exch *x, const char *data, size_t len, uint64_t now_ns, bool message);
+/* Parses what x holds now (exch_rx_push), in arrival order. */
+void exch_rx_parse(struct exch *x);
 /* --integrity hmac: the verifier's counts into the record (REQF_SIGNED). */
 void exch_sig_record(struct exch *x);
 /* The transport ended (res): classifies, counts tokens, scores, and hands x

@@ -10,6 +10,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+
 #include <curl/curl.h>
 #include <http_parser.h>
 
@@ -346,6 +351,27 @@ static void eof_now(struct ws_call *c, ssize_t nread)
     }
 }
 
+/*
+ * When the kernel received the last packet read (SIOCGSTAMPNS, on the
+ * monotonic clock), or now: a burst of messages on many connections is read
+ * one connection after the other, and the kernel's stamp keeps the later
+ * ones from being timed late, as the HTTP engine's recvmsg stamps do.
+ */
+static uint64_t read_time(struct ws_call *c)
+{
+    uint64_t now = ts_now_ns();
+    uv_os_fd_t fd;
+    struct timespec ts;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) || ioctl(fd, SIOCGSTAMPNS, &ts))
+        return now;
+    uint64_t real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t wall = ts_wall_ns();
+    if (real > wall || wall - real > now)
+        return now; /* the clocks moved: do not trust it */
+    uint64_t stamp = now - (wall - real);
+    return stamp <= now && stamp >= c->res.connect_ns ? stamp : now;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     struct ws_call *c = s->data;
@@ -357,7 +383,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     if (!nread)
         return;
-    c->read_at = ts_now_ns();
+    c->read_at = read_time(c);
     if (c->st == ST_HANDSHAKE) {
         handshake_read(c, b->base, (size_t)nread);
         return;
@@ -389,6 +415,10 @@ static void on_connect(uv_connect_t *r, int status)
     c->res.connect_ns = ts_now_ns();
     c->st = ST_HANDSHAKE;
     (void)uv_tcp_nodelay(&c->tcp, 1); /* small frames must not wait for ACKs (Nagle) */
+    uv_os_fd_t fd;
+    int one = 1;
+    if (!uv_fileno((uv_handle_t *)&c->tcp, &fd))
+        (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)); /* see read_time */
     if (c->total_timeout_ms)
         (void)uv_timer_start(&c->timer, on_timer, c->total_timeout_ms, 0);
     else
