@@ -1,11 +1,7 @@
-""
-    "Helpers shared by the benchmarks: start the simulator pinned to a core,
-    scrape its /
-    metrics,
-    read / proc, build and run the C client,
-    write results.
+"""Helpers shared by the benchmarks: start the simulator pinned to a core,
+scrape its /metrics, read /proc, build and run the C client, write results.
 
-    Loopback only; every wait is bounded. Python 3.9+, standard library only.
+Loopback only; every wait is bounded. Python 3.9+, standard library only.
 """
 
 import json
@@ -28,9 +24,9 @@ SIM_CORE = os.environ.get("BENCH_SIM_CORE", "0")
 CLIENT_CORE = os.environ.get("BENCH_CLIENT_CORE", "1")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-#A tiny - latency engine that offers far more tokens / s than one core can send:
-#step = t_fix + t_w + b *batch = 1.05 ms + 0.002 ms per stream, no KV cost,
-#a KV cache that never fills, room for 16k streams in one batch.
+# A tiny-latency engine that offers far more tokens/s than one core can send:
+# step = t_fix + t_w + b * batch = 1.05 ms + 0.002 ms per stream, no KV cost,
+# a KV cache that never fills, room for 16k streams in one batch.
 FAST_ENGINE = [
     "b_ms_per_token=0.002",
     "k_kv_ms_per_token=0",
@@ -62,8 +58,9 @@ def ensure_built():
                         "-I" + os.path.join(ROOT, "src"), src, lib, "-o", SSELOAD],
                        check=True)
 
-#On a shared machine, run the measured processes at the highest nice
-#priority(root only) so that other work on the cores disturbs them less.
+
+# On a shared machine, run the measured processes at the highest nice
+# priority (root only) so that other work on the cores disturbs them less.
 NICE = os.environ.get("BENCH_NICE", "-20" if os.geteuid() == 0 else "0")
 
 
@@ -102,7 +99,7 @@ class Sim:
         if not self.port:
             self.__exit__(None, None, None)
             raise RuntimeError("simulator did not start: " + "".join(self.lines))
-#keep draining its output so it never blocks on a full pipe
+        # keep draining its output so it never blocks on a full pipe
         threading.Thread(target=self._drain, daemon=True).start()
         return self
 
@@ -207,20 +204,17 @@ def proc_rss_kb(pid):
 
 def run_sseload(sim, streams, warmup=3, duration=15, max_tokens=30000, ramp_timeout=40):
     """Runs bench/out/sseload pinned to CLIENT_CORE against sim with `streams`
-    streams;
-scrapes the simulator 's /metrics at the window' s edges.Returns the
-    client's JSON with the scrapes under "metrics_start"/"metrics_end".""" argv =
-    pinned(CLIENT_CORE,
-           [
-               SSELOAD, "--port", str(sim.port), "--streams", str(streams), "--warmup", str(warmup),
-               "--duration", str(duration), "--max-tokens", str(max_tokens), "--watch-pid",
-               str(sim.pid), "--ramp-timeout", str(ramp_timeout)
-           ]) p = subprocess.Popen(argv, stdout = subprocess.PIPE, text = True) res,
-                                                                           scrapes = None,
-{
-}
-timer = threading.Timer(warmup + duration + ramp_timeout + 30, p.kill) timer.start()
-try:
+    streams; scrapes the simulator's /metrics at the window's edges. Returns
+    the client's JSON with the scrapes under "metrics_start"/"metrics_end"."""
+    argv = pinned(CLIENT_CORE, [SSELOAD, "--port", str(sim.port), "--streams", str(streams),
+                                "--warmup", str(warmup), "--duration", str(duration),
+                                "--max-tokens", str(max_tokens), "--watch-pid", str(sim.pid),
+                                "--ramp-timeout", str(ramp_timeout)])
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    res, scrapes = None, {}
+    timer = threading.Timer(warmup + duration + ramp_timeout + 30, p.kill)
+    timer.start()
+    try:
         for line in p.stdout:
             line = line.strip()
             if line in ("window-start", "window-end"):
@@ -235,7 +229,7 @@ try:
         raise RuntimeError("sseload failed (exit %s)" % p.returncode)
     res["metrics_start"] = scrapes.get("window-start", "")
     res["metrics_end"] = scrapes.get("window-end", "")
-#CPU that neither process used on the two cores : other work on the machine
+    # CPU that neither process used on the two cores: other work on the machine
     res["other_cpu_s"] = round(scrapes.get("window-end-busy", 0) - scrapes.get(
         "window-start-busy", 0) - res.get("server_cpu_s", 0) - res.get("client_cpu_s", 0), 2)
     return res
@@ -361,8 +355,7 @@ def sampled_run(argv, sim, window, timeout, period=0.5, **popen_kw):
         a, b = win[0], win[-1]
         dt = b["t"] - a["t"]
         ev = (b["tokens"] - a["tokens"]) + EVENTS_PER_REQUEST * (b["finished"] - a["finished"])
-        out.update(
-            {"win_s": round(dt, 2), "events": ev, "events_per_s": round(ev / dt),
+        out.update({"win_s": round(dt, 2), "events": ev, "events_per_s": round(ev / dt),
                     "cpu_s_win": round(b["cpu"] - a["cpu"], 3),
                     "running_mean": round(sum(s["running"] for s in win) / len(win)),
                     "running_max": max(s["running"] for s in win),

@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """fidelity: how closely the client's timestamps match the simulator's truth.
 
 The simulator runs as its own process on core 0 with --trace-log (per request,
@@ -50,7 +50,8 @@ def measure(streams, tok_per_s, length, duration, keep=None, endpoint="chat"):
     step_ms = 1000.0 / tok_per_s
     sets = c.FAST_ENGINE + ["t_w_ms=%g" % (step_ms - 0.05)]
     c.wait_quiet()
-try : with c.Sim(sets=sets, extra=["--trace-log", trace]) as sim:
+    try:
+        with c.Sim(sets=sets, extra=["--trace-log", trace]) as sim:
             busy0 = c.cores_busy_s()
             sim0 = c.proc_cpu_s(sim.pid)
             t = c.Timed(c.pinned(c.CLIENT_CORE, [
@@ -71,7 +72,8 @@ try : with c.Sim(sets=sets, extra=["--trace-log", trace]) as sim:
         truth = {}
         with open(trace) as f:
             for line in f:
-    try : r = json.loads(line)
+                try:
+                    r = json.loads(line)
                 except ValueError:
                     continue
                 if r.get("status") == "finished" and r.get("token_ns"):
@@ -105,52 +107,48 @@ try : with c.Sim(sets=sets, extra=["--trace-log", trace]) as sim:
 
 
 def run_lag(work):
-        try : with open(os.path.join(work, "result.json")) as f:
+    try:
+        with open(os.path.join(work, "result.json")) as f:
             lag = json.load(f)["latency"]["lag"]
-        return
-            {
-            k: lag.get(k) for k in ("p50", "p99", "max")
-            }
-except(OSError, ValueError, KeyError)
-    : return None
+        return {k: lag.get(k) for k in ("p50", "p99", "max")}
+    except (OSError, ValueError, KeyError):
+        return None
 
-      def main()
-    : ap = argparse.ArgumentParser(
-                       description = __doc__.split(
-                           "\n\n")[0]) ap.add_argument("--streams", type = int, default = 1000) ap
-               .add_argument("--tokens-per-s", type = float, default = 20,
-                             help = "token rate of each stream (sets the engine's step)") ap
-               .add_argument("--length", type = int, default = 100,
-                             help = "output tokens per request") ap
-               .add_argument("--duration", type = float, default = 10) ap
-               .add_argument("--endpoint", default = "chat", choices = ("chat", "realtime")) ap
-               .add_argument("--keep", metavar = "DIR",
-                             help = "keep the trace log, requests.jsonl and result.json in DIR") a =
-          ap.parse_args() c.ensure_built() c.log(
-              "fidelity: %d streams at %g tokens/s each, %d tokens per request" %
-              (a.streams, a.tokens_per_s, a.length)) m =
-              measure(a.streams, a.tokens_per_s, a.length, a.duration, a.keep, a.endpoint) f,
-      l = m["first_token_error_ms"],
-      m["last_token_error_ms"] print(
-          "fidelity  streams=%d  %d requests joined (%d unmatched)  |client - sim write| ms: "
-          "first token p50 %.3f p99 %.3f max %.3f; last token p50 %.3f p99 %.3f max %.3f" %
-          (a.streams, f["count"], m["requests_unmatched"], f["p50"], f["p99"], f["max"], l["p50"],
-           l["p99"], l["max"])) if m["other_cpu_s"] > 1
-    : c.log("fidelity: warning: other processes used about %.1f CPU-s on the cores" %
-            m["other_cpu_s"]) sys.stdout.flush() c
-          .write_result("fidelity" if a.endpoint == "chat" else "fidelity_" + a.endpoint, {
-              "sim" : {
-                  "profile" : "tiny",
-                  "set" : c.FAST_ENGINE + ["t_w_ms=%g" % (1000 / a.tokens_per_s - 0.05)],
-                  "core" : c.SIM_CORE
-              },
-              "client" : {
-                  "command" : "tokenstorm run --workers 1 --endpoint %s --concurrency %d" %
-                      (a.endpoint, a.streams),
-                  "core" : c.CLIENT_CORE
-              },
-              "result" : m,
-          })
 
-              if __name__
-          == "__main__" : main()
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--tokens-per-s", type=float, default=20,
+                    help="token rate of each stream (sets the engine's step)")
+    ap.add_argument("--length", type=int, default=100, help="output tokens per request")
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--endpoint", default="chat", choices=("chat", "realtime"))
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep the trace log, requests.jsonl and result.json in DIR")
+    a = ap.parse_args()
+    c.ensure_built()
+    c.log("fidelity: %d streams at %g tokens/s each, %d tokens per request"
+          % (a.streams, a.tokens_per_s, a.length))
+    m = measure(a.streams, a.tokens_per_s, a.length, a.duration, a.keep, a.endpoint)
+    f, l = m["first_token_error_ms"], m["last_token_error_ms"]
+    print("fidelity  streams=%d  %d requests joined (%d unmatched)  |client - sim write| ms: "
+          "first token p50 %.3f p99 %.3f max %.3f; last token p50 %.3f p99 %.3f max %.3f"
+          % (a.streams, f["count"], m["requests_unmatched"], f["p50"], f["p99"], f["max"],
+             l["p50"], l["p99"], l["max"]))
+    if m["other_cpu_s"] > 1:
+        c.log("fidelity: warning: other processes used about %.1f CPU-s on the cores"
+              % m["other_cpu_s"])
+    sys.stdout.flush()
+    c.write_result("fidelity" if a.endpoint == "chat" else "fidelity_" + a.endpoint, {
+        "sim": {"profile": "tiny", "set": c.FAST_ENGINE + ["t_w_ms=%g" % (1000 / a.tokens_per_s
+                                                                           - 0.05)],
+                "core": c.SIM_CORE},
+        "client": {"command": "tokenstorm run --workers 1 --endpoint %s --concurrency %d"
+                   % (a.endpoint, a.streams),
+                   "core": c.CLIENT_CORE},
+        "result": m,
+    })
+
+
+if __name__ == "__main__":
+    main()

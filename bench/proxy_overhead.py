@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """proxy_overhead: the latency `tokenstorm proxy` adds per SSE event, no fault.
 
 The simulator (tiny profile, engine step 50 ms, so 20 tokens/s per stream,
@@ -103,8 +103,7 @@ def bucket_quantiles(before, after):
     les = sorted(after)
     cum = [after[le] - before.get(le, 0) for le in les]
     n = cum[-1] if cum else 0
-    out = {
-    "count" : n}
+    out = {"count": n}
     for q in (0.5, 0.99, 0.999):
         le = next((le for le, k in zip(les, cum) if k >= q * n), None) if n else None
         out["p%g_le" % (q * 100)] = None if le is None else (
@@ -181,7 +180,7 @@ def run(streams, duration, proxy_core, work, threads=1):
                 unmatched += 1
                 continue
             recv = r["recv_ns"]
-#events : role chunk, one per token, finish chunk, [DONE]
+            # events: role chunk, one per token, finish chunk, [DONE]
             if len(recv) != len(tok) + 3:
                 bad += 1
                 continue
@@ -190,34 +189,25 @@ def run(streams, duration, proxy_core, work, threads=1):
     ev = res["events"] or 1
     us = lambda cpu: round(cpu / ev * 1e6, 2) if cpu is not None else None
     return {
-    "streams" : streams,
-                "via"
-        : ("proxy (core %s%s)" %
-           (proxy_core, ", %d thr" % threads if threads > 1 else "") if px else "direct"),
-          "proxy_core" : proxy_core,
-                         "proxy_threads" : threads if px else None,
-                                           "latency_us" : quantiles(lat),
-                                                          "responses_joined" : joined,
-                                                                               "responses_unmatched"
-        : unmatched,
-          "responses_bad_event_count" : bad,
-                                        "events_per_s" : round(res["events_per_s"]),
-                                                         "errors" : res["errors"],
-                                                                    "window_s"
-        : res["window_s"],
-          "sim_cpu_s" : res.get("server_cpu_s"),
-          "client_cpu_s" : res["client_cpu_s"],
-                           "proxy_cpu_s" : round(proxy_cpu, 2) if px else None,
-#the proxy's own view: kernel receive time of the upstream bytes -> write to the client
-                                           "proxy_forward_delay_us"
-        : (bucket_quantiles(edge["window-start"][2], edge["window-end"][2]) if px else None),
-          "cpu_us_per_event":
-    {
-        "sim" : us(res.get("server_cpu_s")),
-                "client" : us(res["client_cpu_s"]),
-                           "proxy" : us(proxy_cpu) if px else None
-    }
-    , "other_cpu_s" : round(busy - res.get("server_cpu_s", 0) - res["client_cpu_s"] - proxy_cpu, 2),
+        "streams": streams,
+        "via": ("proxy (core %s%s)" % (proxy_core, ", %d thr" % threads if threads > 1 else "")
+                if px else "direct"),
+        "proxy_core": proxy_core,
+        "proxy_threads": threads if px else None,
+        "latency_us": quantiles(lat),
+        "responses_joined": joined, "responses_unmatched": unmatched,
+        "responses_bad_event_count": bad,
+        "events_per_s": round(res["events_per_s"]), "errors": res["errors"],
+        "window_s": res["window_s"],
+        "sim_cpu_s": res.get("server_cpu_s"), "client_cpu_s": res["client_cpu_s"],
+        "proxy_cpu_s": round(proxy_cpu, 2) if px else None,
+        # the proxy's own view: kernel receive time of the upstream bytes -> write to the client
+        "proxy_forward_delay_us": (bucket_quantiles(edge["window-start"][2], edge["window-end"][2])
+                                   if px else None),
+        "cpu_us_per_event": {"sim": us(res.get("server_cpu_s")), "client": us(res["client_cpu_s"]),
+                             "proxy": us(proxy_cpu) if px else None},
+        "other_cpu_s": round(busy - res.get("server_cpu_s", 0) - res["client_cpu_s"]
+                             - proxy_cpu, 2),
     }
 
 
@@ -282,12 +272,11 @@ def main():
         added = []
         for m in runs[1:]:
             l = m["latency_us"]
-            x = {
-k: round(l[k] - d[k], 1) for k in ("p50", "p90", "p99", "p99.9", "mean")}
+            x = {k: round(l[k] - d[k], 1) for k in ("p50", "p90", "p99", "p99.9", "mean")}
             x["proxy_core"] = m["proxy_core"]
             x["proxy_threads"] = m["proxy_threads"]
             x["target_p99_us"] = TARGET_US
-#other work on the cores in either run spoils the comparison
+            # other work on the cores in either run spoils the comparison
             x["other_cpu_s"] = max(runs[0]["other_cpu_s"], m["other_cpu_s"])
             noisy = x["other_cpu_s"] > 0.05 * a.duration + 0.5
             x["verdict"] = ("not met" if x["p50"] > TARGET_US or (x["p99"] > TARGET_US

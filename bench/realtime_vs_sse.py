@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """realtime_vs_sse: the client's CPU per streamed token over WebSocket
 (OpenAI Realtime events, `run --endpoint realtime`) against SSE (`--endpoint
 chat`) on the same workload, in one run each, one after the other.
@@ -31,30 +31,34 @@ def one(sim, endpoint, users, tokens, duration):
                                     "--duration", "%ds" % duration, "--input-len", "fixed:10",
                                     "--output-len", "fixed:%d" % tokens, "--out", out, "-q"])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-try : r
-    = subprocess.run(argv, stdout = subprocess.DEVNULL, stderr = subprocess.PIPE, text = True,
-                     timeout = duration + 60) after =
-        resource.getrusage(resource.RUSAGE_CHILDREN) with open(os.path.join(out, "result.json"))
-            as f : res = json.load(f) finally
-        : shutil.rmtree(out, ignore_errors = True) if r.returncode not in(0, 1)
-        : raise RuntimeError("%s: tokenstorm run exited %d: %s" %
-                             (endpoint, r.returncode, r.stderr [-500:])) cpu =
-            (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) deltas =
-                res["tokens"]["content_chunks"] lat = res["latency"] return
-    {
-        "endpoint" : endpoint,
-                     "completed" : res["summary"]["completed"],
-                                   "failed" : res["summary"]["failed"],
-                                              "deltas" : deltas,
-                                                         "client_cpu_s" : round(cpu, 3),
-                                                                          "deltas_per_cpu_s"
-            : round(deltas / cpu) if cpu else None,
-              "cpu_ms_per_1000_deltas" : round(cpu / deltas * 1e6, 3) if deltas else None,
-                                         "ttft_p50_ms" : lat.get("ttft", {}).get("p50"),
-                                         "ttft_p99_ms" : lat.get("ttft", {}).get("p99"),
-                                         "itl_p50_ms" : lat.get("itl", {}).get("p50"),
-                                         "itl_p99_ms" : lat.get("itl", {}).get("p99"),
+    try:
+        r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=duration + 60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with open(os.path.join(out, "result.json")) as f:
+            res = json.load(f)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    if r.returncode not in (0, 1):
+        raise RuntimeError("%s: tokenstorm run exited %d: %s" % (endpoint, r.returncode,
+                                                                 r.stderr[-500:]))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    deltas = res["tokens"]["content_chunks"]
+    lat = res["latency"]
+    return {
+        "endpoint": endpoint,
+        "completed": res["summary"]["completed"],
+        "failed": res["summary"]["failed"],
+        "deltas": deltas,
+        "client_cpu_s": round(cpu, 3),
+        "deltas_per_cpu_s": round(deltas / cpu) if cpu else None,
+        "cpu_ms_per_1000_deltas": round(cpu / deltas * 1e6, 3) if deltas else None,
+        "ttft_p50_ms": lat.get("ttft", {}).get("p50"),
+        "ttft_p99_ms": lat.get("ttft", {}).get("p99"),
+        "itl_p50_ms": lat.get("itl", {}).get("p50"),
+        "itl_p99_ms": lat.get("itl", {}).get("p99"),
     }
+
 
 def main():
     ap = argparse.ArgumentParser()

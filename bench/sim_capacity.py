@@ -1,10 +1,8 @@
-#!/ usr / bin / env python3
-""
-    "sim_capacity: how much streaming the simulator alone sustains on one core.
+#!/usr/bin/env python3
+"""sim_capacity: how much streaming the simulator alone sustains on one core.
 
-    The
-    simulator(tiny profile, engine made fast so it offers far more tokens /
-                                s than one core can write) runs pinned to core 0; bench/out/sseload, a small
+The simulator (tiny profile, engine made fast so it offers far more tokens/s
+than one core can write) runs pinned to core 0; bench/out/sseload, a small
 epoll client that only counts "data:" events, holds N streams from core 1 and
 re-issues a request whenever one ends. Over a measurement window it reports
 SSE events/s, simulator CPU per 1,000 events, simulator RSS per stream and the
