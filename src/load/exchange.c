@@ -12,6 +12,7 @@
 #include "llm/errbody.h"
 #include "llm/text.h"
 #include "load/runner_int.h"
+#include "load/target.h"
 #include "analysis/record.h"
 
 #define EXCH_MAX_EVENT      (4u << 20)  /* one SSE event */
@@ -830,7 +831,22 @@ int exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *r
     /* sessions and flows need the answer; the rest when quality is measured */
     x->keep_answer = t->sessions || t->has_flow || t->source == TRAFFIC_DATASET ||
                      x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
-    exch_send(x, x->treq.method ? x->treq.method : "POST", x->treq.url,
+    const char *url = x->treq.url;
+    char rt_url[TARGET_URL_MAX];
+    if (t->realtime && !t->has_flow) {
+        char err[256];
+        x->tp = &exch_rt_transport;
+        x->item.stream = true;
+        if (target_realtime_url(url, t->model ? t->model : "", rt_url, err, sizeof(err))) {
+            r->start_ns = r->end_ns = ts_now_ns();
+            r->outcome = REQ_OTHER;
+            exch_set_error(x, "endpoint realtime: ", err);
+            fail_later(x);
+            return 0;
+        }
+        url = rt_url;
+    }
+    exch_send(x, x->treq.method ? x->treq.method : "POST", url,
               (const char *const *)x->treq.headers, x->treq.nheaders, x->treq.timeout_ns);
     return 0;
 }

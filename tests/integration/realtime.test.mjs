@@ -170,3 +170,48 @@ test('realtime --integrity hmac: every delta signed and verified; a wrong key sh
     await signed.stop('SIGKILL');
   }
 });
+
+test('scenario: a realtime class beside a chat class; a realtime flow is refused', async () => {
+  const file = path.join(tmp, 'mix.yaml');
+  fs.writeFileSync(file, `name: rt-mix
+seed: 5
+classes:
+  - name: voice
+    endpoint: realtime
+    users: 3
+    requests: 9
+    input_tokens: fixed:20
+    output_tokens: fixed:6
+  - name: web
+    endpoint: chat
+    users: 2
+    requests: 4
+    input_tokens: fixed:20
+    output_tokens: fixed:4
+`);
+  const out = path.join(tmp, 'mix');
+  const r = await run([file, '--save-requests', '--out', out, '-q']);
+  assert.equal(r.code, 0, r.stderr);
+  const reqs = readJsonl(path.join(out, 'requests.jsonl'));
+  const voice = reqs.filter((q) => q.class === 'voice');
+  const web = reqs.filter((q) => q.class === 'web');
+  assert.equal(voice.length, 9);
+  assert.equal(web.length, 4);
+  assert.ok(voice.every((q) => q.http_status === 101 && q.outcome === 'ok' && q.output_tokens === 6));
+  assert.ok(web.every((q) => q.http_status === 200 && q.outcome === 'ok'));
+  const bad = path.join(tmp, 'flow.yaml');
+  fs.writeFileSync(bad, `name: bad
+classes:
+  - name: a
+    endpoint: realtime
+    users: 1
+    flow:
+      steps:
+        - name: s
+          kind: chat
+          body: {messages: [{role: user, content: hi}]}
+`);
+  const b = await run([bad, '--check']);
+  assert.equal(b.code, 2);
+  assert.match(b.stderr, /realtime' is for plain and session classes/);
+});
