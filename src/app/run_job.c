@@ -25,6 +25,7 @@
 #include "app/ranks.h"
 #include "app/run_scenario.h"
 #include "load/runner.h"
+#include "llm/wsframes.h"
 #include "load/target.h"
 #include "net/addr.h"
 #include "report/outdir.h"
@@ -153,9 +154,10 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
 {
     json_t *j = json_pack("{s:s, s:s, s:s?, s:s?}", "target", url, "model", model,
                           "simulator_profile", sim_profile, "endpoint",
-                          o->scenario   ? NULL
-                          : o->endpoint ? o->endpoint
-                                        : "chat");
+                          o->scenario    ? NULL
+                          : o->ws_frames ? "ws-frames"
+                          : o->endpoint  ? o->endpoint
+                                         : "chat");
     if (!j)
         return NULL;
     if (o->scenario) {
@@ -286,6 +288,8 @@ struct job {
     char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
     bool realtime;               /* --endpoint realtime: the chat requests over WebSocket */
     char rt_url[TARGET_URL_MAX]; /* its ws:// URL */
+    struct wsframes_spec wsf;    /* --ws-frames */
+    bool has_wsf;
     char auth[1024];
     const char *headers[RUN_MAX_HEADERS + 2]; /* the API key, Content-Type and o.headers */
     size_t nheaders;
@@ -322,6 +326,23 @@ static void job_init(struct job *j, const struct run_opts *opts)
     otlp_config_init(&j->otlp);
 }
 
+/* --ws-frames SPEC.json: the spec read and checked (file, line and column). */
+static int load_ws_frames(struct job *j)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = file_read_all(j->o.ws_frames, WSFRAMES_MAX_SPEC, &text, &len, j->err, sizeof(j->err));
+    if (!rc)
+        rc = wsframes_spec_parse(&j->wsf, text, len, j->o.ws_frames, j->err, sizeof(j->err));
+    ts_free(text);
+    if (rc) {
+        fprintf(stderr, "tokenstorm run: --ws-frames: %s\n", j->err);
+        return rc;
+    }
+    j->has_wsf = true;
+    return 0;
+}
+
 /* --slo, --goodput, --endpoint: checked before anything is set up. */
 static int parse_checks(struct job *j)
 {
@@ -336,7 +357,15 @@ static int parse_checks(struct job *j)
         fprintf(stderr, "tokenstorm run: --%s\n", j->err);
         return TS_EXIT_USAGE;
     }
-    j->realtime = o->endpoint && !strcasecmp(o->endpoint, "realtime");
+    j->realtime = (o->endpoint && !strcasecmp(o->endpoint, "realtime")) || o->ws_frames;
+    if (o->ws_frames && o->endpoint && strcasecmp(o->endpoint, "realtime") &&
+        strcasecmp(o->endpoint, "chat")) {
+        fprintf(stderr, "tokenstorm run: --ws-frames sends chat requests: drop --endpoint %s\n",
+                o->endpoint);
+        return TS_EXIT_USAGE;
+    }
+    if (o->ws_frames && load_ws_frames(j))
+        return TS_EXIT_USAGE;
     if (o->endpoint && !j->realtime && workload_endpoint_parse(o->endpoint, &j->ep)) {
         fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions, embeddings or "
                         "realtime\n");
@@ -637,7 +666,10 @@ static int resolve_target(struct job *j)
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_FAIL;
     }
-    if (j->realtime && target_realtime_url(j->url, j->model, j->rt_url, j->err, sizeof(j->err))) {
+    if (j->has_wsf) {
+        snprintf(j->rt_url, sizeof(j->rt_url), "%s", j->wsf.url);
+    } else if (j->realtime &&
+               target_realtime_url(j->url, j->model, j->rt_url, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: --endpoint realtime: %s\n", j->err);
         return TS_EXIT_USAGE;
     }
@@ -742,6 +774,7 @@ static int configure_load(struct job *j)
         .url = j->url,
         .realtime_url = j->realtime ? j->rt_url : NULL,
         .realtime_fallback = j->realtime && o->transport && !strcmp(o->transport, "auto"),
+        .wsframes = j->has_wsf ? &j->wsf : NULL,
         .headers = j->headers,
         .n_headers = j->nheaders,
         .workload = &j->wl,
@@ -851,7 +884,9 @@ static void configure_exports(struct job *j)
             .port = o->metrics_port,
             .linger_ns = o->metrics_linger_ns,
             .info = {.model = j->model,
-                     .endpoint = j->realtime ? "realtime" : ep_names[j->ep],
+                     .endpoint = j->has_wsf    ? "ws-frames"
+                                 : j->realtime ? "realtime"
+                                               : ep_names[j->ep],
                      .url = j->url,
                      .stream = j->wcfg.stream,
                      .goodput = goodput_cfg_enabled(&j->goodput)},
@@ -1315,6 +1350,8 @@ out_options:
     json_decref(j.overrides);
     dist_release(&j.think);
     otlp_config_release(&j.otlp);
+    if (j.has_wsf)
+        wsframes_spec_release(&j.wsf);
     /* last: after a failure it aborts the MPI job, so everything else goes first */
     ranks_group_leave(j.group, code);
     return code;

@@ -109,6 +109,9 @@ static void usage(FILE *out)
         "                         WebSocket (ws://, /v1/realtime next to the target's chat URL)\n"
         "  --transport T          realtime: websocket (default), or auto: SSE to the chat URL\n"
         "                         when the upgrade is refused (400/404/405/426/501), counted\n"
+        "  --ws-frames SPEC.json  a WebSocket gateway's own JSON frames: the URL, the request\n"
+        "                         frame's template and JSON pointers to the delta, end,\n"
+        "                         usage and error (docs/REALTIME.md)\n"
         "  --insecure             do not verify TLS certificates\n"
         "  --http2                use HTTP/2 where the server offers it\n"
         "load (open loop when --rate is given, else closed loop):\n"
@@ -205,6 +208,7 @@ enum {
     O_HEADER,
     O_ENDPOINT,
     O_TRANSPORT,
+    O_WS_FRAMES,
     O_INSECURE,
     O_HTTP2,
     O_RATE,
@@ -266,6 +270,7 @@ static const struct option run_options[] = {
     {"header", required_argument, NULL, O_HEADER},
     {"endpoint", required_argument, NULL, O_ENDPOINT},
     {"transport", required_argument, NULL, O_TRANSPORT},
+    {"ws-frames", required_argument, NULL, O_WS_FRAMES},
     {"insecure", no_argument, NULL, O_INSECURE},
     {"http2", no_argument, NULL, O_HTTP2},
     {"rate", required_argument, NULL, O_RATE},
@@ -379,6 +384,9 @@ static int target_option(int c, const char *name, struct run_opts *o)
         return ARG_NEXT;
     case O_TRANSPORT:
         o->transport = optarg;
+        return ARG_NEXT;
+    case O_WS_FRAMES:
+        o->ws_frames = optarg;
         return ARG_NEXT;
     case O_INSECURE:
         o->insecure = true;

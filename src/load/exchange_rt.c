@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "llm/errbody.h"
+#include "llm/wsframes.h"
 #include "load/runner_int.h"
 #include "net/ws.h"
 
@@ -39,7 +40,11 @@ static void rt_open(struct ws_call *c, void *user)
              (unsigned long long)x->rec.id);
     struct buf ev;
     buf_init(&ev, WORKLOAD_MAX_BODY + 4096);
-    int rc = realtime_request_from_chat(x->item.body, x->item.body_len, rid, &ev, err, sizeof(err));
+    const struct wsframes_spec *wsf = x->w->run->cfg->wsframes;
+    int rc = wsf ? wsframes_request(wsf, x->item.body, x->item.body_len, rid, &ev, err, sizeof(err))
+                 : realtime_request_from_chat(x->item.body, x->item.body_len, rid, &ev, err,
+                                              sizeof(err));
+    x->rt_created = wsf != NULL; /* a gateway's frames have no response.created */
     if (!rc)
         rc = ws_call_send_text(c, ev.data, ev.len);
     buf_release(&ev);
@@ -122,11 +127,33 @@ static void rt_message(struct ws_call *call, const char *data, size_t len, uint6
 }
 
 /* One realtime message, decoded and measured. */
+/* --ws-frames: usage seen in any frame; the end marker on a delta frame. */
+static void wsf_after(struct exch *x, const struct realtime_event *ev, bool end, uint64_t at)
+{
+    if (ev->usage.present) {
+        struct openai_chunk c;
+        memset(&c, 0, sizeof(c));
+        c.usage = ev->usage;
+        c.flags = OPENAI_CHUNK_USAGE;
+        c.created = -1;
+        exch_on_chunk(x, &c, at);
+    }
+    if (end && ev->kind == REALTIME_EV_DELTA) {
+        struct realtime_event done = *ev;
+        done.kind = REALTIME_EV_RESPONSE_DONE;
+        done.status = "completed";
+        rt_done(x, &done, at);
+    }
+}
+
 static int rt_feed(struct exch *x, const char *data, size_t len, uint64_t at)
 {
     struct realtime_event ev;
+    const struct wsframes_spec *wsf = x->w->run->cfg->wsframes;
+    bool end = false;
     x->rec.last_event_ns = at;
-    if (realtime_decode(&x->rtdec, data, len, &ev)) {
+    if (wsf ? wsframes_decode(wsf, &x->rtdec, data, len, &ev, &end)
+            : realtime_decode(&x->rtdec, data, len, &ev)) {
         x->malformed = true;
         exch_set_error(x, "malformed event: ", x->rtdec.errmsg);
         return 0; /* go on: later events may still be fine */
@@ -151,13 +178,16 @@ static int rt_feed(struct exch *x, const char *data, size_t len, uint64_t at)
         c.error = ev.error;
         c.created = -1;
         exch_on_chunk(x, &c, at);
-        if (!x->rt_created && x->ws) /* the response was refused: nothing more will come */
+        /* the response was refused (or a gateway's error): nothing more will come */
+        if ((!x->rt_created || wsf) && x->ws)
             ws_call_close(x->ws, WS_CLOSE_NORMAL);
         break;
     }
     default:
         break;
     }
+    if (wsf)
+        wsf_after(x, &ev, end, at);
     return 0;
 }
 

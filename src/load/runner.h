@@ -136,6 +136,9 @@ struct runner_config {
      * 426, 501) is sent again as SSE to url, and so is every later request
      * of that worker; each is flagged REQF_FELL_BACK */
     bool realtime_fallback;
+    /* --ws-frames: the realtime transport speaks this generic JSON-frames
+     * format (llm/wsframes.h) at realtime_url instead of OpenAI's events */
+    const struct wsframes_spec *wsframes;
     const char *const *headers;
     size_t n_headers;
     const struct workload *workload;    /* read-only, shared by the workers */

@@ -129,3 +129,80 @@ test('signed deltas: a dropped and a repeated delta are seen by --integrity hmac
   assert.equal(result.integrity.missing, 1);
   assert.equal(result.integrity.duplicates, 1);
 });
+
+// --ws-frames: a gateway with its own JSON frames, described by a spec file.
+async function gateway(script) {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => wss.on('listening', r));
+  const seen = [];
+  wss.on('connection', (ws, req) => {
+    ws.on('message', (m) => { const f = JSON.parse(m.toString()); seen.push({ f, auth: req.headers.authorization }); script(ws, f); });
+  });
+  return { wss, seen, url: `ws://127.0.0.1:${wss.address().port}/gen?x=1` };
+}
+
+async function runFrames(gw, spec, extra = []) {
+  const file = path.join(tmp, `spec-${Math.random().toString(36).slice(2)}.json`);
+  fs.writeFileSync(file, typeof spec === 'string' ? spec : JSON.stringify({ url: gw.url, ...spec }));
+  const out = path.join(tmp, String(Math.random()).slice(2));
+  const r = await runBin(['run', '--ws-frames', file, '--target', 'http://127.0.0.1:1', '--model', 'gw-model',
+    '--api-key', 'sk-gw', '--requests', '2', '--concurrency', '1', '--output-len', 'fixed:3', '--input-len', 'fixed:8',
+    '--save-requests', '--out', out, '-q', ...extra], { timeoutMs: 30000 });
+  let result = null;
+  try { result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8')); } catch { /* refused */ }
+  return { r, result };
+}
+
+test('--ws-frames: the request from the template, deltas, end and usage by pointer', async () => {
+  const gw = await gateway((ws, f) => {
+    ws.send(JSON.stringify({ t: 'x' })); ws.send(JSON.stringify({ t: 'y' }));
+    ws.send(JSON.stringify({ t: 'z', last: true, meta: { n: 3 } }));
+  });
+  try {
+    const { r, result } = await runFrames(gw, {
+      request: { op: 'gen', text: '{{prompt}}', max: '{{max_tokens}}', id: '{{request_id}}', model: '{{model}}', keep: ['{{model}}', 7] },
+      delta: '/t', end: '/last', usage: '/meta/n',
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(result.outcomes.ok, 2);
+    assert.equal(result.summary.total_output_tokens, 6);
+    assert.equal(result.tokens.content_chunks, 6);
+    const f = gw.seen[0].f;
+    assert.equal(f.op, 'gen');
+    assert.equal(typeof f.text, 'string');
+    assert.ok(f.text.length > 0);
+    assert.equal(f.max, 3);
+    assert.equal(f.model, 'gw-model');
+    assert.deepEqual(f.keep, ['gw-model', 7]);
+    assert.match(f.id, /^ts-[0-9a-f]+-\d+$/);
+    assert.equal(gw.seen[0].auth, 'Bearer sk-gw');
+  } finally { gw.wss.close(); }
+});
+
+test('--ws-frames: end by value, an error frame, a cut before the end, a bad spec', async () => {
+  let gw = await gateway((ws) => {
+    ws.send(JSON.stringify({ type: 'tok', v: 'a' })); ws.send(JSON.stringify({ type: 'end' }));
+  });
+  try {
+    const { r, result } = await runFrames(gw, { request: {}, delta: '/v', end: { pointer: '/type', equals: 'end' } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(result.outcomes.ok, 2);
+    assert.equal(result.summary.total_output_tokens, 2); // no usage: the deltas are counted
+  } finally { gw.wss.close(); }
+  gw = await gateway((ws) => { ws.send(JSON.stringify({ err: { message: 'quota gone' } })); });
+  try {
+    const { result } = await runFrames(gw, { request: {}, delta: '/v', end: '/done', error: '/err' });
+    assert.equal(result.outcomes.stream_error, 2);
+  } finally { gw.wss.close(); }
+  gw = await gateway((ws) => { ws.send(JSON.stringify({ v: 'a' })); setTimeout(() => ws.close(1000), 10); });
+  try {
+    const { result } = await runFrames(gw, { request: {}, delta: '/v', end: '/done' });
+    assert.equal(result.outcomes.truncated, 2);
+  } finally { gw.wss.close(); }
+  const { r } = await runFrames(null, '{"url": "ws://127.0.0.1:1/x", "request": {}, "delta": "v", "end": "/e"}');
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /'delta' must be a JSON pointer/);
+  const bad = await runFrames(null, '{"url": "ws://x", \n "request": {},}');
+  assert.equal(bad.r.code, 2);
+  assert.match(bad.r.stderr, /spec-.*\.json:2:\d+/);
+});

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "llm/realtime.h"
+#include "llm/wsframes.h"
 #include "net/ws.h"
 
 struct digest {
@@ -22,6 +23,10 @@ struct digest {
     size_t n;
     struct realtime_decoder dec;
 };
+
+/* a --ws-frames spec every message is also decoded with */
+static struct wsframes_spec spec;
+static bool spec_ready;
 
 static int sink(struct ws_conn *ws, const void *p, size_t n, void *ctx)
 {
@@ -43,6 +48,10 @@ static void on_message(struct ws_conn *ws, int op, const uint8_t *p, size_t n, v
     struct realtime_event ev;
     if (realtime_decode(&d->dec, (const char *)p, n, &ev) == 0 && ev.kind == REALTIME_EV_DELTA &&
         ev.delta_len && !ev.delta)
+        abort();
+    bool end;
+    if (spec_ready && wsframes_decode(&spec, &d->dec, (const char *)p, n, &ev, &end) == 0 &&
+        ev.kind == REALTIME_EV_DELTA && !ev.delta)
         abort();
 }
 
@@ -71,8 +80,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (!spec_ready) {
+        static const char s[] = "{\"url\":\"ws://h/x\",\"request\":{},\"delta\":\"/delta\","
+                                "\"end\":{\"pointer\":\"/type\",\"equals\":\"response.done\"},"
+                                "\"usage\":\"/response/usage/output_tokens\",\"error\":\"/error\"}";
+        char err[256];
+        spec_ready = wsframes_spec_parse(&spec, s, sizeof(s) - 1, "fuzz", err, sizeof(err)) == 0;
+        if (!spec_ready)
+            abort();
+    }
     if (size < 1)
         return 0;
+    /* the input as a spec too: it must parse or be refused, never crash or leak */
+    struct wsframes_spec other;
+    char err[256];
+    if (wsframes_spec_parse(&other, (const char *)data, size, "fuzz", err, sizeof(err)) == 0)
+        wsframes_spec_release(&other);
     bool server = data[0] & 1;
     size_t step = (size_t)(data[0] >> 1) + 1;
     struct digest whole, parts;
