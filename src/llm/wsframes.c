@@ -72,8 +72,9 @@ int wsframes_spec_parse(struct wsframes_spec *s, const char *text, size_t len, c
         }
     }
     const char *url = json_string_value(json_object_get(root, "url"));
-    if (!rc && (!url || strncmp(url, "ws://", 5) || strlen(url) >= sizeof(s->url))) {
-        ts_errf(err, errlen, "%s: 'url' must be a ws:// URL (wss:// is not supported yet)", name);
+    if (!rc && (!url || (strncmp(url, "ws://", 5) && strncmp(url, "wss://", 6)) ||
+                strlen(url) >= sizeof(s->url))) {
+        ts_errf(err, errlen, "%s: 'url' must be a ws:// or wss:// URL", name);
         rc = -EINVAL;
     }
     if (!rc && !json_object_get(root, "request")) {

@@ -6,7 +6,7 @@
  * usage and error are.
  *
  * The spec, a JSON object:
- *   url      "ws://host:port/path?query"                          (required)
+ *   url      "ws://host:port/path?query" or wss://                (required)
  *   request  any JSON value; a string that is exactly one of the
  *            placeholders below is replaced by its value        (required)
  *              "{{messages}}"   the chat messages (an array)

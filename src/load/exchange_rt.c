@@ -229,6 +229,7 @@ static void rt_finished(struct ws_call *call, const struct ws_call_result *res, 
     uint64_t start = res->start_ns;
     r->connect_us = (uint32_t)(since(res->connect_ns, start) / 1000);
     r->sent_us = (uint32_t)(since(res->sent_ns, start) / 1000);
+    r->tls_us = (uint32_t)(since(res->tls_ns, start) / 1000);
     r->ttfb_us = (uint32_t)(since(res->upgrade_ns, start) / 1000);
     if (res->status != 101 && res->body_len && buf_append(&x->body, res->body, res->body_len))
         buf_reset(&x->body);
@@ -278,6 +279,7 @@ static int rt_start(struct exch *x, const struct http_call_spec *spec)
         .total_timeout_ms = spec->total_timeout_ms,
         .max_message = RT_MAX_MESSAGE,
         .mask_seed = x->w->run->run_id ^ (x->rec.id * 0x9e3779b97f4a7c15ull),
+        .insecure = x->w->run->cfg->client.insecure,
     };
     return ws_call_open(&x->w->loop, &ws, &rt_ops, x, &x->ws);
 }

@@ -55,12 +55,10 @@ int target_realtime_url(const char *chat_url, const char *model, char out[TARGET
                         char *err, size_t errlen)
 {
     static const char suffix[] = "/chat/completions";
-    if (!strncmp(chat_url, "https://", 8)) {
-        ts_errf(err, errlen, "wss:// (TLS) is not supported yet: use an http:// target");
-        return -EINVAL;
-    }
     size_t len = strlen(chat_url);
-    if (strncmp(chat_url, "http://", 7) || !ends_with(chat_url, len, suffix)) {
+    bool tls = !strncmp(chat_url, "https://", 8);
+    size_t skip = tls ? 8 : 7;
+    if ((!tls && strncmp(chat_url, "http://", 7)) || !ends_with(chat_url, len, suffix)) {
         ts_errf(err, errlen, "'%s' is not a chat completions URL", chat_url);
         return -EINVAL;
     }
@@ -69,8 +67,8 @@ int target_realtime_url(const char *chat_url, const char *model, char out[TARGET
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    int n = snprintf(out, TARGET_URL_MAX, "ws://%.*s/realtime?model=%s",
-                     (int)(len - 7 - (sizeof(suffix) - 1)), chat_url + 7, m);
+    int n = snprintf(out, TARGET_URL_MAX, "%s://%.*s/realtime?model=%s", tls ? "wss" : "ws",
+                     (int)(len - skip - (sizeof(suffix) - 1)), chat_url + skip, m);
     curl_free(m);
     if (n < 0 || n >= TARGET_URL_MAX) {
         ts_errf(err, errlen, "the realtime URL is too long");

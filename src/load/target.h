@@ -22,8 +22,8 @@
 /*
  * The ws:// URL of the OpenAI Realtime endpoint next to a chat completions
  * URL (".../v1/chat/completions" -> "ws://.../v1/realtime?model=MODEL",
- * the model percent-encoded). Returns 0, or -EINVAL with err (an https://
- * target: wss:// is not supported yet; not a chat URL; too long).
+ * https:// -> wss://, the model percent-encoded). Returns 0, or -EINVAL
+ * with err (not a chat URL; too long).
  */
 TS_MUST_CHECK int target_realtime_url(const char *chat_url, const char *model,
                                       char out[TARGET_URL_MAX], char *err, size_t errlen);

@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "base/rng.h"
 #include "net/ws.h"
+#include "net/ws_tls.h"
 
 #define HEAD_MAX      (16 * 1024)
 #define BODY_MAX      (16 * 1024)
@@ -68,6 +69,9 @@ struct ws_call {
     size_t head_bytes;
     struct ws_conn ws;
     bool ws_inited;
+    struct ws_tls *tls; /* wss:// */
+    bool tls_on, tls_ready, insecure;
+    struct buf plain; /* wss://: what one read decrypted to */
     uint64_t read_at;
     size_t max_message;
     uint32_t connect_timeout_ms, total_timeout_ms;
@@ -99,6 +103,8 @@ static void maybe_finish(struct ws_call *c)
     }
     c->ops->on_done(c, &c->res, c->user);
 out_free:
+    ws_tls_free(c->tls);
+    buf_release(&c->plain);
     if (c->ws_inited)
         ws_conn_release(&c->ws);
     buf_release(&c->req);
@@ -166,7 +172,7 @@ static void on_written(uv_write_t *w, int status)
         end_call(c, HTTP_CALL_ERR_SEND, "write: %s", uv_strerror(status));
         return;
     }
-    if (!c->res.sent_ns)
+    if (!c->res.sent_ns && (!c->tls_on || c->tls_ready)) /* on wss://, after the handshake */
         c->res.sent_ns = ts_now_ns();
     start_write(c);
 }
@@ -187,16 +193,22 @@ static void start_write(struct ws_call *c)
     c->writing = true;
 }
 
+/* Bytes to send: encrypted first on wss://. 0 or a negative error. */
+static int net_send(struct ws_call *c, const void *data, size_t len)
+{
+    int rc = c->tls ? ws_tls_write(c->tls, data, len, &c->out) : buf_append(&c->out, data, len);
+    if (!rc)
+        start_write(c);
+    return rc;
+}
+
 static int ws_write(struct ws_conn *ws, const void *data, size_t len, void *ctx)
 {
     struct ws_call *c = ctx;
     (void)ws;
     if (c->st == ST_ENDING)
         return TS_CLOSED;
-    int rc = buf_append(&c->out, data, len);
-    if (!rc)
-        start_write(c);
-    return rc;
+    return net_send(c, data, len);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -372,6 +384,37 @@ static uint64_t read_time(struct ws_call *c)
     return stamp <= now && stamp >= c->res.connect_ns ? stamp : now;
 }
 
+static void process(struct ws_call *c, const char *data, size_t len);
+
+/* wss://: ciphertext in; the handshake's end sends the upgrade request; the
+ * plaintext goes on to process(). */
+static void tls_read(struct ws_call *c, const char *data, size_t len)
+{
+    char err[256];
+    bool ready = false;
+    buf_reset(&c->plain);
+    int rc = ws_tls_feed(c->tls, data, len, &c->plain, &c->out, &ready, err, sizeof(err));
+    start_write(c);
+    if (rc == TS_CLOSED) {
+        eof_now(c, UV_EOF);
+        return;
+    }
+    if (rc) {
+        end_call(c, HTTP_CALL_ERR_TLS, "%s", err);
+        return;
+    }
+    if (ready && !c->tls_ready) {
+        c->tls_ready = true;
+        c->res.tls_ns = ts_now_ns();
+        if ((rc = net_send(c, c->req.data, c->req.len))) {
+            end_call(c, HTTP_CALL_ERR_SEND, "cannot send the upgrade: %s", ts_strerror(rc));
+            return;
+        }
+    }
+    if (c->plain.len)
+        process(c, c->plain.data, c->plain.len);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     struct ws_call *c = s->data;
@@ -384,11 +427,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (!nread)
         return;
     c->read_at = read_time(c);
+    if (c->tls)
+        tls_read(c, b->base, (size_t)nread);
+    else
+        process(c, b->base, (size_t)nread);
+}
+
+/* Plaintext from the server: the upgrade's answer, then frames. */
+static void process(struct ws_call *c, const char *data, size_t len)
+{
     if (c->st == ST_HANDSHAKE) {
-        handshake_read(c, b->base, (size_t)nread);
+        handshake_read(c, data, len);
         return;
     }
-    int rc = ws_conn_feed(&c->ws, b->base, (size_t)nread);
+    int rc = ws_conn_feed(&c->ws, data, len);
     if (rc == TS_CLOSED && ws_conn_close_received(&c->ws)) {
         if (!c->res.close_by_peer && c->st == ST_OPEN)
             c->res.close_by_peer = true;
@@ -424,10 +476,14 @@ static void on_connect(uv_connect_t *r, int status)
     else
         (void)uv_timer_stop(&c->timer);
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (!rc)
+    char err[256] = "";
+    if (!rc && c->tls_on)
+        rc = ws_tls_new(c->host, c->insecure, &c->out, &c->tls, err, sizeof(err));
+    else if (!rc)
         rc = buf_append(&c->out, c->req.data, c->req.len);
     if (rc) {
-        end_call(c, HTTP_CALL_ERR_OTHER, "cannot start: %s", ts_strerror(rc));
+        end_call(c, c->tls_on ? HTTP_CALL_ERR_TLS : HTTP_CALL_ERR_OTHER, "cannot start: %s",
+                 err[0] ? err : ts_strerror(rc));
         return;
     }
     start_write(c);
@@ -466,8 +522,9 @@ static int split_url(struct ws_call *c, const char *url, struct buf *target)
         (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) ||
          curl_url_get(u, CURLUPART_HOST, &host, 0) || curl_url_get(u, CURLUPART_PATH, &path, 0)))
         rc = -EINVAL;
-    if (!rc && strcasecmp(scheme, "ws"))
-        rc = strcasecmp(scheme, "wss") ? -EINVAL : -EPROTONOSUPPORT;
+    if (!rc && strcasecmp(scheme, "ws") && strcasecmp(scheme, "wss"))
+        rc = -EINVAL;
+    c->tls_on = !rc && !strcasecmp(scheme, "wss");
     if (!rc && curl_url_get(u, CURLUPART_PORT, &port, 0))
         port = NULL;
     (void)curl_url_get(u, CURLUPART_QUERY, &query, 0);
@@ -477,7 +534,7 @@ static int split_url(struct ws_call *c, const char *url, struct buf *target)
             snprintf(c->host, sizeof(c->host), "%.*s", (int)(hl - 2), host + 1);
         else
             snprintf(c->host, sizeof(c->host), "%s", host);
-        snprintf(c->port, sizeof(c->port), "%s", port ? port : "80");
+        snprintf(c->port, sizeof(c->port), "%s", port ? port : c->tls_on ? "443" : "80");
         rc = buf_appendf(target, "%s%s%s", path, query ? "?" : "", query ? query : "");
     }
     curl_free(scheme);
@@ -557,6 +614,8 @@ int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec, const struct 
     c->max_message = spec->max_message ? spec->max_message : (4u << 20);
     c->connect_timeout_ms = spec->connect_timeout_ms ? spec->connect_timeout_ms : 10000;
     c->total_timeout_ms = spec->total_timeout_ms;
+    c->insecure = spec->insecure;
+    buf_init(&c->plain, SIZE_MAX / 4);
     c->res.start_ns = ts_now_ns();
     c->creq.data = c;
     c->wreq.data = c;

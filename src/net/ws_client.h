@@ -9,7 +9,8 @@
  *     ... ws_call_close(call, 1000) when done, or ws_call_cancel(call)
  *     ... on_done(call, &res)    once, always last; the call is freed after
  *
- * Only ws:// for now (wss:// is refused with -EPROTONOSUPPORT). Every
+ * ws:// and wss:// (TLS by OpenSSL over memory BIOs, net/ws_tls.h: SNI,
+ * the certificate's chain and name checked unless spec->insecure). Every
  * callback runs from a libuv callback, never inside a ws_call_* call; after
  * on_done returns the call is gone. Limits: the response head 16 KiB, a
  * refusal's body 16 KiB (kept for the error text), a message
@@ -37,6 +38,7 @@ struct ws_call_spec {
     uint32_t total_timeout_ms;   /* 0: none */
     size_t max_message;          /* 0: 4 MiB */
     uint64_t mask_seed;          /* seeds the frame masks and the key */
+    bool insecure;               /* wss://: do not check the server's certificate */
 };
 
 struct ws_call_result {
@@ -49,6 +51,7 @@ struct ws_call_result {
     bool close_by_peer;  /* the peer sent its close first */
     uint64_t start_ns;   /* ws_call_open */
     uint64_t connect_ns; /* TCP connected (absolute, ts_now_ns clock) */
+    uint64_t tls_ns;     /* wss://: the TLS handshake done (0 for ws://) */
     uint64_t sent_ns;    /* upgrade request handed to the kernel */
     uint64_t upgrade_ns; /* the 101 head arrived */
     uint64_t end_ns;
@@ -64,7 +67,7 @@ struct ws_call_ops {
 
 /*
  * Starts a connection. Returns 0 with *out, or -EINVAL (bad URL, too many
- * headers), -EPROTONOSUPPORT (wss://) or -ENOMEM; on error no callback runs.
+ * headers, not ws:// or wss://) or -ENOMEM; on error no callback runs.
  */
 TS_MUST_CHECK int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec,
                                const struct ws_call_ops *ops, void *user, struct ws_call **out);

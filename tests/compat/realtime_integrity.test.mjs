@@ -206,3 +206,46 @@ test('--ws-frames: end by value, an error frame, a cut before the end, a bad spe
   assert.equal(bad.r.code, 2);
   assert.match(bad.r.stderr, /spec-.*\.json:2:\d+/);
 });
+
+// wss://: a TLS WebSocket server (node's https + ws) with a certificate made here.
+test('wss://: the chain checked against SSL_CERT_FILE, refused when untrusted, --insecure skips it', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const https = await import('node:https');
+  const key = path.join(tmp, 'key.pem');
+  const cert = path.join(tmp, 'cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
+    '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) });
+  const wss = new WebSocketServer({ server });
+  wss.on('connection', (ws) => {
+    ws.send(ev('session.created', { session: { id: 's' } }));
+    ws.on('message', () => { ws.send(created('r1')); ws.send(delta('r1', 'a')); ws.send(delta('r1', 'b')); ws.send(done('r1', 2)); });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const target = `https://127.0.0.1:${server.address().port}`;
+  const go = async (extra, env) => {
+    const out = path.join(tmp, String(Math.random()).slice(2));
+    const r = await runBin(['run', '--target', target, '--model', 'm', '--endpoint', 'realtime', '--requests', '2',
+      '--concurrency', '1', '--save-requests', '--out', out, '-q', ...extra], { timeoutMs: 30000, env: { ...process.env, ...env } });
+    const result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+    const reqs = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    return { r, result, reqs };
+  };
+  try {
+    const trusted = await go([], { SSL_CERT_FILE: cert });
+    assert.equal(trusted.r.code, 0, trusted.r.stderr);
+    assert.equal(trusted.result.outcomes.ok, 2);
+    assert.match(trusted.result.run.target, /^wss:\/\/127\.0\.0\.1:\d+\/v1\/realtime\?model=m$/);
+    assert.ok(trusted.reqs[0].tls_ms > 0 && trusted.reqs[0].tls_ms <= trusted.reqs[0].ttfb_ms);
+    const untrusted = await go([], { SSL_CERT_FILE: '/nonexistent' });
+    assert.equal(untrusted.r.code, 3);
+    assert.equal(untrusted.result.outcomes.tls, 2);
+    assert.match(untrusted.reqs[0].error, /certificate/);
+    const insecure = await go(['--insecure'], { SSL_CERT_FILE: '/nonexistent' });
+    assert.equal(insecure.r.code, 0, insecure.r.stderr);
+    assert.equal(insecure.result.outcomes.ok, 2);
+  } finally {
+    wss.close();
+    server.close();
+  }
+});

@@ -357,9 +357,7 @@ static void test_client_bad_urls(void **state)
     assert_int_equal(uv_loop_init(&loop), 0);
     struct client_log log;
     struct ws_call *call;
-    struct ws_call_spec spec = {.url = "wss://127.0.0.1:1/x"};
-    assert_int_equal(ws_call_open(&loop, &spec, &cl_ops, &log, &call), -EPROTONOSUPPORT);
-    spec.url = "http://127.0.0.1:1/x";
+    struct ws_call_spec spec = {.url = "http://127.0.0.1:1/x"};
     assert_int_equal(ws_call_open(&loop, &spec, &cl_ops, &log, &call), -EINVAL);
     /* nothing listens: a connect error, on_done once */
     memset(&log, 0, sizeof(log));
