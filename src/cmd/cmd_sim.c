@@ -51,7 +51,7 @@ static void usage(FILE *out)
         "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
         "                         docs/CHAOS.md)\n"
         "  --api-key KEY          every /v1 request (and the /v1/realtime upgrade) needs\n"
-        "                         'Authorization: Bearer KEY' (401 otherwise), as OpenAI's\n"
+        "                         'Authorization: Bearer KEY', else 401 as OpenAI answers\n"
         "  --api-token TOKEN      the admin API needs 'Authorization: Bearer TOKEN' (also\n"
         "                         TOKENSTORM_API_TOKEN); required with --admin on an\n"
         "                         address other machines can reach\n"
