@@ -212,3 +212,32 @@ classes:
   assert.equal(b.code, 2);
   assert.match(b.stderr, /realtime' is for plain and session classes/);
 });
+
+test('realtime: the simulator\'s admin faults apply (error_rate on the upgrade, stall between deltas)', async () => {
+  const s = await startSim(['--profile', 'tiny', '--no-noise', '--admin']);
+  try {
+    const admin = s.base + '/admin/faults';
+    const post = (body) => fetch(admin, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    assert.equal((await post({ type: 'error_rate', rate: 1, status: 503 })).status, 201);
+    const out = path.join(tmp, 'adm1');
+    let r = await run(['--target', s.base, '--endpoint', 'realtime', '--requests', '3', '--output-len', 'fixed:4', '--out', out, '-q']);
+    assert.equal(r.code, 3);
+    const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+    assert.equal(res.outcomes.http_5xx, 3);
+    assert.equal((await fetch(admin + '/error_rate', { method: 'DELETE' })).status, 204);
+    // a stall of the engine holds the deltas of a response in flight
+    const out2 = path.join(tmp, 'adm2');
+    const running = run(['--target', s.base, '--endpoint', 'realtime', '--requests', '1', '--output-len', 'fixed:2000',
+      '--save-requests', '--out', out2, '-q']);
+    await sleep(300);
+    assert.equal((await post({ type: 'stall', for: '600ms' })).status, 201);
+    r = await running;
+    assert.equal(r.code, 0, r.stderr);
+    const q = readJsonl(path.join(out2, 'requests.jsonl'))[0];
+    assert.equal(q.outcome, 'ok');
+    // a 600 ms gap: between deltas, or before the first if the run started late
+    assert.ok(Math.max(q.itl_max_ms, q.ttft_ms) >= 400, `longest gap ${q.itl_max_ms} ms, TTFT ${q.ttft_ms} ms`);
+  } finally {
+    await s.stop('SIGKILL');
+  }
+});
