@@ -13,7 +13,10 @@ by the request id the client sent (X-Request-Id: ts-<run_id>-<index>), and
 (the client's first_chunk is the role chunk, written in the same write as
 token 0; its last_chunk is the finish chunk, written right after the last
 token). Reports p50/p99/max of both. Target: p99 under 1 ms.
-Usage: fidelity.py [--streams 1000] [--tokens-per-s 20] [--length 100]
+With --endpoint realtime the same requests go over WebSocket (OpenAI
+Realtime events; the first chunk is the first text delta, the last chunk the
+last delta) and the result is written as fidelity_realtime.
+Usage: fidelity.py [--streams 1000] [--tokens-per-s 20] [--length 100] [--endpoint realtime]
 """
 
 import argparse
@@ -40,7 +43,7 @@ def quantiles(xs, qs=(0.5, 0.9, 0.99, 0.999)):
     return out
 
 
-def measure(streams, tok_per_s, length, duration, keep=None):
+def measure(streams, tok_per_s, length, duration, keep=None, endpoint="chat"):
     work = keep or tempfile.mkdtemp(prefix="bench-fid-", dir=c.OUT)
     os.makedirs(work, exist_ok=True)
     trace = os.path.join(work, "trace.jsonl")
@@ -53,6 +56,7 @@ def measure(streams, tok_per_s, length, duration, keep=None):
             sim0 = c.proc_cpu_s(sim.pid)
             t = c.Timed(c.pinned(c.CLIENT_CORE, [
                 c.TOKENSTORM, "run", "--target", sim.url, "--workers", "1",
+                "--endpoint", endpoint,
                 "--concurrency", str(streams), "--ramp-users", "2s",
                 "--warmup", "%gs" % (length / tok_per_s + 1), "--duration", "%gs" % duration,
                 "--output-len", "fixed:%d" % length, "--input-len", "fixed:10",
@@ -118,13 +122,14 @@ def main():
                     help="token rate of each stream (sets the engine's step)")
     ap.add_argument("--length", type=int, default=100, help="output tokens per request")
     ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--endpoint", default="chat", choices=("chat", "realtime"))
     ap.add_argument("--keep", metavar="DIR",
                     help="keep the trace log, requests.jsonl and result.json in DIR")
     a = ap.parse_args()
     c.ensure_built()
     c.log("fidelity: %d streams at %g tokens/s each, %d tokens per request"
           % (a.streams, a.tokens_per_s, a.length))
-    m = measure(a.streams, a.tokens_per_s, a.length, a.duration, a.keep)
+    m = measure(a.streams, a.tokens_per_s, a.length, a.duration, a.keep, a.endpoint)
     f, l = m["first_token_error_ms"], m["last_token_error_ms"]
     print("fidelity  streams=%d  %d requests joined (%d unmatched)  |client - sim write| ms: "
           "first token p50 %.3f p99 %.3f max %.3f; last token p50 %.3f p99 %.3f max %.3f"
@@ -134,11 +139,12 @@ def main():
         c.log("fidelity: warning: other processes used about %.1f CPU-s on the cores"
               % m["other_cpu_s"])
     sys.stdout.flush()
-    c.write_result("fidelity", {
+    c.write_result("fidelity" if a.endpoint == "chat" else "fidelity_" + a.endpoint, {
         "sim": {"profile": "tiny", "set": c.FAST_ENGINE + ["t_w_ms=%g" % (1000 / a.tokens_per_s
                                                                            - 0.05)],
                 "core": c.SIM_CORE},
-        "client": {"command": "tokenstorm run --workers 1 --concurrency %d" % a.streams,
+        "client": {"command": "tokenstorm run --workers 1 --endpoint %s --concurrency %d"
+                   % (a.endpoint, a.streams),
                    "core": c.CLIENT_CORE},
         "result": m,
     })

@@ -29,7 +29,7 @@ fi
 ninja -C "$BUILD" tokenstorm src/base/libts_base.a >/dev/null || exit 1
 mkdir -p bench/out
 
-all=(sim_capacity client_capacity fidelity locust proxy_overhead vector_nprobe sim_published)
+all=(sim_capacity client_capacity fidelity locust proxy_overhead vector_nprobe sim_published realtime_vs_sse)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 
@@ -45,6 +45,7 @@ for name in "${names[@]}"; do
     proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
     vector_nprobe) cmd=("$PYTHON" bench/vector_nprobe.py); limit=600 ;;
     sim_published) cmd=("$PYTHON" bench/sim_published.py); limit=420 ;;
+    realtime_vs_sse) cmd=("$PYTHON" bench/realtime_vs_sse.py); limit=240 ;;
     *) echo "bench.sh: unknown benchmark '$name' (${all[*]})" >&2; exit 2 ;;
     esac
     echo "== $name"

@@ -8,6 +8,10 @@ pkgs=(
     libuv1-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev
     libfyaml-dev libssl-dev libpcre2-dev zlib1g-dev libcmocka-dev
     clang libclang-rt-14-dev clang-format curl
+    # WebSocket framing for the realtime endpoint (sim, run, proxy): no hand-written frame parser
+    libwslay-dev
+    # a self-signed certificate for the wss:// test (tests/compat/realtime_integrity.test.mjs)
+    openssl
     # function lengths for scripts/check-functions.sh
     universal-ctags
     # a real Prometheus server for tests/integration/prometheus.test.mjs

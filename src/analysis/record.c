@@ -244,6 +244,13 @@ static int append_fields(struct buf *out, const struct req_record *rec, uint64_t
     rc = rc ? rc : append_bool(out, "no_done", rec->flags & REQF_NO_DONE);
     rc = rc ? rc : append_bool(out, "no_finish", rec->flags & REQF_NO_FINISH);
     rc = rc ? rc : append_bool(out, "id_changed", rec->flags & REQF_ID_CHANGED);
+    if (rec->flags & (REQF_AFTER_DONE | REQF_OUT_OF_ORDER | REQF_BAD_CLOSE)) {
+        rc = rc ? rc : append_bool(out, "after_done", rec->flags & REQF_AFTER_DONE);
+        rc = rc ? rc : append_bool(out, "out_of_order", rec->flags & REQF_OUT_OF_ORDER);
+        rc = rc ? rc : append_bool(out, "bad_close", rec->flags & REQF_BAD_CLOSE);
+    }
+    if (rec->flags & REQF_FELL_BACK)
+        rc = rc ? rc : append_bool(out, "fell_back_sse", true);
     rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
     rc = rc ? rc : append_bool(out, "reasoning", rec->flags & REQF_REASONING);
     rc = rc ? rc : append_quality(out, &rec->quality);

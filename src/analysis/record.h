@@ -91,6 +91,13 @@ enum req_flags {
     REQF_REUSED_CONN = 1 << 6,    /* sent on a kept-alive connection */
     REQF_SIGNED = 1 << 7,         /* chunk signatures were checked (--integrity hmac) */
     REQF_REASONING = 1 << 8,      /* the stream carried reasoning deltas */
+    REQF_AFTER_DONE = 1 << 9,     /* realtime: a delta came after response.done */
+    REQF_OUT_OF_ORDER = 1 << 10,  /* realtime: a delta before response.created, or a
+                                   * second response.created / response.done */
+    REQF_FELL_BACK = 1 << 12,     /* --transport auto: sent over SSE, the WebSocket
+                                   * upgrade having been refused */
+    REQF_BAD_CLOSE = 1 << 11,     /* realtime: the server closed with a code other
+                                   * than 1000 (or none) */
 };
 
 struct req_record {

@@ -177,6 +177,10 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->no_done += src->no_done;
     dst->no_finish += src->no_finish;
     dst->id_changed += src->id_changed;
+    dst->after_done += src->after_done;
+    dst->out_of_order += src->out_of_order;
+    dst->bad_close += src->bad_close;
+    dst->fell_back += src->fell_back;
     dst->usage_mismatch += src->usage_mismatch;
     dst->integrity.streams += src->integrity.streams;
     dst->integrity.violated += src->integrity.violated;
@@ -401,6 +405,10 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
     s->no_done += (rec->flags & REQF_NO_DONE) != 0;
     s->no_finish += (rec->flags & REQF_NO_FINISH) != 0;
     s->id_changed += (rec->flags & REQF_ID_CHANGED) != 0;
+    s->after_done += (rec->flags & REQF_AFTER_DONE) != 0;
+    s->out_of_order += (rec->flags & REQF_OUT_OF_ORDER) != 0;
+    s->bad_close += (rec->flags & REQF_BAD_CLOSE) != 0;
+    s->fell_back += (rec->flags & REQF_FELL_BACK) != 0;
     s->usage_mismatch += (rec->flags & REQF_USAGE_MISMATCH) != 0;
     if (rec->flags & REQF_SIGNED) {
         s->integrity.streams++;

@@ -157,6 +157,10 @@ struct run_stats {
     uint64_t no_done;                      /* REQF_NO_DONE */
     uint64_t no_finish;                    /* REQF_NO_FINISH */
     uint64_t id_changed;                   /* REQF_ID_CHANGED */
+    uint64_t after_done;                   /* REQF_AFTER_DONE (realtime) */
+    uint64_t out_of_order;                 /* REQF_OUT_OF_ORDER (realtime) */
+    uint64_t bad_close;                    /* REQF_BAD_CLOSE (realtime) */
+    uint64_t fell_back;                    /* REQF_FELL_BACK (realtime, --transport auto) */
     uint64_t usage_mismatch;               /* REQF_USAGE_MISMATCH */
     uint64_t reused_conn;                  /* REQF_REUSED_CONN */
     uint64_t warmup_requests;              /* REQF_WARMUP records (kept out of the rest) */

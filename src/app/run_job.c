@@ -28,6 +28,7 @@
 #include "app/run_scenario.h"
 #include "llm/recording.h"
 #include "load/runner.h"
+#include "llm/wsframes.h"
 #include "load/target.h"
 #include "workload/replay.h"
 #include "net/addr.h"
@@ -161,9 +162,10 @@ static json_t *config_json(const struct run_opts *o, const char *url, const char
 {
     json_t *j = json_pack("{s:s, s:s, s:s?, s:s?}", "target", url, "model", model,
                           "simulator_profile", sim_profile, "endpoint",
-                          o->scenario   ? NULL
-                          : o->endpoint ? o->endpoint
-                                        : "chat");
+                          o->scenario    ? NULL
+                          : o->ws_frames ? "ws-frames"
+                          : o->endpoint  ? o->endpoint
+                                         : "chat");
     if (!j)
         return NULL;
     if (o->scenario) {
@@ -300,6 +302,10 @@ struct job {
     const char *target;
     char model[256];
     char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
+    bool realtime;               /* --endpoint realtime: the chat requests over WebSocket */
+    char rt_url[TARGET_URL_MAX]; /* its ws:// URL */
+    struct wsframes_spec wsf;    /* --ws-frames */
+    bool has_wsf;
     char auth[1024];
     const char *headers[RUN_MAX_HEADERS + 2]; /* the API key, Content-Type and o.headers */
     size_t nheaders;
@@ -338,6 +344,23 @@ static void job_init(struct job *j, const struct run_opts *opts)
     otlp_config_init(&j->otlp);
 }
 
+/* --ws-frames SPEC.json: the spec read and checked (file, line and column). */
+static int load_ws_frames(struct job *j)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = file_read_all(j->o.ws_frames, WSFRAMES_MAX_SPEC, &text, &len, j->err, sizeof(j->err));
+    if (!rc)
+        rc = wsframes_spec_parse(&j->wsf, text, len, j->o.ws_frames, j->err, sizeof(j->err));
+    ts_free(text);
+    if (rc) {
+        fprintf(stderr, "tokenstorm run: --ws-frames: %s\n", j->err);
+        return rc;
+    }
+    j->has_wsf = true;
+    return 0;
+}
+
 /* --slo, --goodput, --endpoint: checked before anything is set up. */
 static int parse_checks(struct job *j)
 {
@@ -352,9 +375,30 @@ static int parse_checks(struct job *j)
         fprintf(stderr, "tokenstorm run: --%s\n", j->err);
         return TS_EXIT_USAGE;
     }
-    if (o->endpoint && workload_endpoint_parse(o->endpoint, &j->ep)) {
-        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions, embeddings or "
-                        "vector-search\n");
+    j->realtime = (o->endpoint && !strcasecmp(o->endpoint, "realtime")) || o->ws_frames;
+    if (o->ws_frames && o->endpoint && strcasecmp(o->endpoint, "realtime") &&
+        strcasecmp(o->endpoint, "chat")) {
+        fprintf(stderr, "tokenstorm run: --ws-frames sends chat requests: drop --endpoint %s\n",
+                o->endpoint);
+        return TS_EXIT_USAGE;
+    }
+    if (o->ws_frames && load_ws_frames(j))
+        return TS_EXIT_USAGE;
+    if (o->endpoint && !j->realtime && workload_endpoint_parse(o->endpoint, &j->ep)) {
+        fprintf(stderr, "tokenstorm run: --endpoint: expected chat, completions, embeddings, "
+                        "vector-search or realtime\n");
+        return TS_EXIT_USAGE;
+    }
+    if (o->transport && strcmp(o->transport, "auto") && strcmp(o->transport, "websocket")) {
+        fprintf(stderr, "tokenstorm run: --transport: expected websocket or auto\n");
+        return TS_EXIT_USAGE;
+    }
+    if (o->transport && !j->realtime) {
+        fprintf(stderr, "tokenstorm run: --transport needs --endpoint realtime\n");
+        return TS_EXIT_USAGE;
+    }
+    if (j->realtime && o->no_stream) {
+        fprintf(stderr, "tokenstorm run: --endpoint realtime always streams: drop --no-stream\n");
         return TS_EXIT_USAGE;
     }
     const struct run_vector_opts *v = &o->vector;
@@ -704,6 +748,13 @@ static int resolve_target(struct job *j)
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
         return TS_EXIT_FAIL;
     }
+    if (j->has_wsf) {
+        snprintf(j->rt_url, sizeof(j->rt_url), "%s", j->wsf.url);
+    } else if (j->realtime &&
+               target_realtime_url(j->url, j->model, j->rt_url, j->err, sizeof(j->err))) {
+        fprintf(stderr, "tokenstorm run: --endpoint realtime: %s\n", j->err);
+        return TS_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -838,6 +889,9 @@ static int configure_load(struct job *j)
     bool open = o->rate > 0 || o->stages || o->replay;
     *r = (struct runner_config){
         .url = j->url,
+        .realtime_url = j->realtime ? j->rt_url : NULL,
+        .realtime_fallback = j->realtime && o->transport && !strcmp(o->transport, "auto"),
+        .wsframes = j->has_wsf ? &j->wsf : NULL,
         .headers = j->headers,
         .n_headers = j->nheaders,
         .workload = &j->wl,
@@ -979,7 +1033,9 @@ static void configure_exports(struct job *j)
             .port = o->metrics_port,
             .linger_ns = o->metrics_linger_ns,
             .info = {.model = j->model,
-                     .endpoint = ep_names[j->ep],
+                     .endpoint = j->has_wsf    ? "ws-frames"
+                                 : j->realtime ? "realtime"
+                                               : ep_names[j->ep],
                      .url = j->url,
                      .stream = j->wcfg.stream,
                      .goodput = goodput_cfg_enabled(&j->goodput)},
@@ -1181,7 +1237,7 @@ struct report {
 static json_t *report_config(const struct job *j, const struct runner_result *res)
 {
     const struct runner_config *r = &j->rcfg;
-    json_t *conf = config_json(&j->o, j->url, j->model, j->sim_profile);
+    json_t *conf = config_json(&j->o, j->realtime ? j->rt_url : j->url, j->model, j->sim_profile);
     if (!conf)
         return NULL;
     char id[32];
@@ -1458,6 +1514,8 @@ out_options:
     recording_free(j.rec);
     ts_free(j.replay_times);
     otlp_config_release(&j.otlp);
+    if (j.has_wsf)
+        wsframes_spec_release(&j.wsf);
     /* last: after a failure it aborts the MPI job, so everything else goes first */
     ranks_group_leave(j.group, code);
     return code;

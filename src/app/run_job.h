@@ -41,6 +41,8 @@ struct run_opts {
     struct shard shard;        /* --shard i/N; {0, 0} = the whole run */
     uint64_t start_at_ns;      /* --start-at, wall clock; 0 = now */
     const char *otlp_endpoint; /* --otlp-endpoint URL */
+    const char *transport;     /* --transport: NULL, "websocket" or "auto" (realtime only) */
+    const char *ws_frames;     /* --ws-frames SPEC.json: generic JSON frames over WebSocket */
     const char *headers[RUN_MAX_HEADERS];
     size_t nheaders;
     const char *slos[RUN_MAX_SLOS];

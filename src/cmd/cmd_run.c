@@ -111,8 +111,16 @@ static void usage(FILE *out)
         "  --model NAME           model to ask for (default: the first of /v1/models)\n"
         "  --api-key KEY          bearer token (default: $OPENAI_API_KEY); never printed or saved\n"
         "  --header 'K: V'        extra request header (repeatable)\n"
-        "  --endpoint E           chat (default), completions, embeddings or vector-search\n"
-        "                         (POST /v1/vectors/search; recall@k per answer, below)\n"
+        "  --endpoint E           chat (default), completions, embeddings, vector-search\n"
+        "                         (POST /v1/vectors/search; recall@k per answer, below), or\n"
+        "                         realtime: the chat requests as OpenAI Realtime\n"
+        "                         response.create events over WebSocket (ws://, /v1/realtime\n"
+        "                         next to the target's chat URL)\n"
+        "  --transport T          realtime: websocket (default), or auto: SSE to the chat URL\n"
+        "                         when the upgrade is refused (400/404/405/426/501), counted\n"
+        "  --ws-frames SPEC.json  a WebSocket gateway's own JSON frames: the URL, the request\n"
+        "                         frame's template and JSON pointers to the delta, end,\n"
+        "                         usage and error (docs/REALTIME.md)\n"
         "  --insecure             do not verify TLS certificates\n"
         "  --http2                use HTTP/2 where the server offers it\n"
         "load (open loop when --rate is given, else closed loop):\n"
@@ -244,6 +252,8 @@ enum {
     O_API_KEY,
     O_HEADER,
     O_ENDPOINT,
+    O_TRANSPORT,
+    O_WS_FRAMES,
     O_INSECURE,
     O_HTTP2,
     O_RATE,
@@ -324,6 +334,8 @@ static const struct option run_options[] = {
     {"api-key", required_argument, NULL, O_API_KEY},
     {"header", required_argument, NULL, O_HEADER},
     {"endpoint", required_argument, NULL, O_ENDPOINT},
+    {"transport", required_argument, NULL, O_TRANSPORT},
+    {"ws-frames", required_argument, NULL, O_WS_FRAMES},
     {"insecure", no_argument, NULL, O_INSECURE},
     {"http2", no_argument, NULL, O_HTTP2},
     {"rate", required_argument, NULL, O_RATE},
@@ -456,6 +468,12 @@ static int target_option(int c, const char *name, struct run_opts *o)
         return ARG_NEXT;
     case O_ENDPOINT:
         o->endpoint = optarg;
+        return ARG_NEXT;
+    case O_TRANSPORT:
+        o->transport = optarg;
+        return ARG_NEXT;
+    case O_WS_FRAMES:
+        o->ws_frames = optarg;
         return ARG_NEXT;
     case O_INSECURE:
         o->insecure = true;

@@ -28,8 +28,9 @@ static void usage(FILE *out)
         "                                 server's results; see its --help)\n\n"
         "An OpenAI-compatible simulator of a continuous-batching LLM server (vLLM-like):\n"
         "/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health,\n"
-        "/metrics. Latency follows an engine model with a token budget, KV-cache blocks,\n"
-        "queueing and preemption, so load curves have the knees a GPU server has.\n\n"
+        "/metrics, and /v1/realtime (OpenAI Realtime over WebSocket, text). Latency\n"
+        "follows an engine model with a token budget, KV-cache blocks, queueing and\n"
+        "preemption, so load curves have the knees a GPU server has.\n\n"
         "options:\n"
         "  --listen HOST:PORT     where to listen (default 127.0.0.1:8000; port 0 = any)\n"
         "  --profile NAME         model/hardware preset (default " SIM_DEFAULT_PROFILE
@@ -48,10 +49,13 @@ static void usage(FILE *out)
         "                         token's send time, finish\n"
         "  --header-timeout DUR   cut clients whose headers take longer (default 10s)\n"
         "  --sign-chunks KEY      put a chained HMAC-SHA256 signature on every stream event\n"
-        "                         (in the SSE id field; run --integrity hmac checks it)\n"
+        "                         (in the SSE id field, a realtime delta's \"sig\"; run\n"
+        "                         --integrity hmac checks it)\n"
         "  --admin                the admin API for chaos faults: POST/GET/DELETE\n"
         "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
         "                         docs/CHAOS.md)\n"
+        "  --api-key KEY          every /v1 request (and the /v1/realtime upgrade) needs\n"
+        "                         'Authorization: Bearer KEY', else 401 as OpenAI answers\n"
         "  --api-token TOKEN      the admin API needs 'Authorization: Bearer TOKEN' (also\n"
         "                         TOKENSTORM_API_TOKEN); required with --admin on an\n"
         "                         address other machines can reach\n"
@@ -140,6 +144,7 @@ enum {
     OPT_VECTOR_DOC_LATENCY,
     OPT_VERSION,
     OPT_API_TOKEN,
+    OPT_API_KEY,
     OPT_API_INSECURE,
     OPT_VECTOR_DATA,
     OPT_VECTOR_INDEX,
@@ -272,6 +277,9 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_API_TOKEN:
         o->api_token = arg;
         return -1;
+    case OPT_API_KEY:
+        o->cfg.api_key = arg;
+        return -1;
     case OPT_API_INSECURE:
         o->api_insecure = true;
         return -1;
@@ -337,6 +345,7 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"sign-chunks", required_argument, NULL, OPT_SIGN},
         {"admin", no_argument, NULL, OPT_ADMIN},
         {"api-token", required_argument, NULL, OPT_API_TOKEN},
+        {"api-key", required_argument, NULL, OPT_API_KEY},
         {"api-insecure", no_argument, NULL, OPT_API_INSECURE},
         {"ignore-disconnect", no_argument, NULL, OPT_IGNORE_DISCONNECT},
         {"replay", required_argument, NULL, OPT_REPLAY},

@@ -14,14 +14,14 @@
 #include "llm/jsonptr.h"
 #include "llm/text.h"
 #include "load/runner_int.h"
+#include "load/target.h"
 #include "analysis/record.h"
 
 #define EXCH_MAX_EVENT      (4u << 20)  /* one SSE event */
 #define EXCH_MAX_BODY       (64u << 20) /* a non-streamed body */
 #define EXCH_MAX_ERROR_BODY (64u << 10) /* kept of an error body */
 
-/* Keeps the first error of a request: prefix followed by detail. */
-static void set_error(struct exch *x, const char *prefix, const char *detail)
+void exch_set_error(struct exch *x, const char *prefix, const char *detail)
 {
     if (x->rec.error[0])
         return;
@@ -62,7 +62,7 @@ static void keep_chunk_time(struct exch *x, uint64_t at)
         x->chunk_ns[x->n_chunk_ns++] = at;
 }
 
-static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
+void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
 {
     struct req_record *r = &x->rec;
     if (c->flags & OPENAI_CHUNK_DONE) {
@@ -73,7 +73,7 @@ static void on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
     if (c->flags & OPENAI_CHUNK_ERROR) {
         char msg[REQ_ERROR_MAX];
         x->saw_error = true;
-        set_error(x, "", errbody_format(&c->error, msg, sizeof(msg)) ? msg : "error event");
+        exch_set_error(x, "", errbody_format(&c->error, msg, sizeof(msg)) ? msg : "error event");
     }
     if (c->id) {
         if (!x->have_id) {
@@ -144,10 +144,10 @@ static int on_sse_event(void *ctx, const struct sse_event *ev)
         (void)chunk_verify(x->verifier, ev->id, ev->id_len, ev->data, ev->data_len);
     if (openai_decode_chunk(&x->w->decoder, ev->data, ev->data_len, &c)) {
         x->malformed = true;
-        set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
+        exch_set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
         return 0; /* go on: later chunks may still be fine */
     }
-    on_chunk(x, &c, ev->arrival_ns);
+    exch_on_chunk(x, &c, ev->arrival_ns);
     return 0;
 }
 
@@ -159,40 +159,50 @@ static void on_headers(struct http_call *call, long status, void *user)
     x->sse_mode = status >= 200 && status < 300 && ct && !strncasecmp(ct, "text/event-stream", 17);
 }
 
+int exch_rx_push(struct exch *x, const char *data, size_t len, uint64_t now_ns, bool message)
+{
+    if (buf_append(&x->rx, data, len)) {
+        x->malformed = true;
+        exch_set_error(x, "stream: ", "more than 4 MiB unparsed");
+        return TS_TOOBIG;
+    }
+    if (x->nseg == sizeof(x->rx_seg) / sizeof(x->rx_seg[0])) {
+        if (message) { /* each message must stay whole: parse what is held first */
+            buf_truncate(&x->rx, x->rx.len - len);
+            exch_rx_parse(x);
+            return exch_rx_push(x, data, len, now_ns, message);
+        }
+        x->nseg--; /* merge with the last read: its events get the later time */
+    }
+    x->rx_seg[x->nseg].end = x->rx.len;
+    x->rx_seg[x->nseg].ns = now_ns;
+    x->nseg++;
+    if (!x->rx_queued) {
+        struct worker *w = x->w;
+        x->rx_queued = true;
+        x->rx_prev = NULL;
+        x->rx_next = w->rx_head;
+        if (w->rx_head)
+            w->rx_head->rx_prev = x;
+        w->rx_head = x;
+    }
+    return 0;
+}
+
 static int on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
                    void *user)
 {
     struct exch *x = user;
     if (!x->rec.first_byte_ns)
         x->rec.first_byte_ns = now_ns;
-    if (x->sse_mode) {
-        if (buf_append(&x->rx, data, len)) {
-            x->malformed = true;
-            set_error(x, "stream: ", "more than 4 MiB unparsed");
-            return 1;
-        }
-        if (x->nseg == sizeof(x->rx_seg) / sizeof(x->rx_seg[0]))
-            x->nseg--; /* merge with the last read: its events get the later time */
-        x->rx_seg[x->nseg].end = x->rx.len;
-        x->rx_seg[x->nseg].ns = now_ns;
-        x->nseg++;
-        if (!x->rx_queued) {
-            struct worker *w = x->w;
-            x->rx_queued = true;
-            x->rx_prev = NULL;
-            x->rx_next = w->rx_head;
-            if (w->rx_head)
-                w->rx_head->rx_prev = x;
-            w->rx_head = x;
-        }
-        return 0;
-    }
+    if (x->sse_mode)
+        return exch_rx_push(x, data, len, now_ns, false) ? 1 : 0;
     size_t cap =
         x->rec.http_status >= 200 && x->rec.http_status < 300 ? EXCH_MAX_BODY : EXCH_MAX_ERROR_BODY;
     if (x->body.len + len > cap)
         len = cap > x->body.len ? cap - x->body.len : 0;
     if (len && buf_append(&x->body, data, len)) {
-        set_error(x, "", "response body over the limit");
+        exch_set_error(x, "", "response body over the limit");
         return 1;
     }
     return 0;
@@ -212,23 +222,23 @@ static void rx_unlink(struct exch *x)
     x->rx_queued = false;
 }
 
-/* Feeds what this request received, read by read, each with its arrival time. */
-static void rx_parse(struct exch *x)
+/* Feeds what this request received, read by read (SSE) or message by
+ * message (realtime), each with its arrival time. */
+void exch_rx_parse(struct exch *x)
 {
     rx_unlink(x);
     size_t from = 0;
     int rc = 0;
     for (unsigned i = 0; i < x->nseg && !rc; i++) {
-        rc = sse_parser_feed(&x->sse, x->rx.data + from, x->rx_seg[i].end - from, x->rx_seg[i].ns);
+        rc = x->tp->feed(x, x->rx.data + from, x->rx_seg[i].end - from, x->rx_seg[i].ns);
         from = x->rx_seg[i].end;
     }
     x->nseg = 0;
     buf_reset(&x->rx);
     if (rc && !x->malformed) {
         x->malformed = true;
-        set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
-        if (x->call)
-            http_call_cancel(x->call); /* the stream cannot be read further */
+        exch_set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
+        x->tp->cancel(x); /* the stream cannot be read further */
     }
 }
 
@@ -272,7 +282,7 @@ void exch_rx_flush(struct worker *w)
     unsigned n = 0;
     exch_fail_flush(w);
     while (w->rx_head) {
-        rx_parse(w->rx_head);
+        exch_rx_parse(w->rx_head);
         if (++n % 8 == 0) {
             worker_send_due(w);
             if (ts_now_ns() - start > TS_NS_PER_MS)
@@ -320,9 +330,9 @@ static void describe_error_body(struct exch *x)
 {
     char msg[REQ_ERROR_MAX];
     if (errbody_describe(buf_cstr(&x->body), x->body.len, msg, sizeof(msg)))
-        set_error(x, "", msg);
+        exch_set_error(x, "", msg);
     else
-        set_error(x, "", "empty body");
+        exch_set_error(x, "", "empty body");
 }
 
 /* A hit's id: an integer, or a string of decimal digits (databases with string ids). */
@@ -353,7 +363,7 @@ static void finish_vector_body(struct exch *x)
         char what[160];
         snprintf(what, sizeof(what), "expected an array of hits at %.100s", rp);
         x->malformed = true;
-        set_error(x, "malformed body: ", what);
+        exch_set_error(x, "malformed body: ", what);
         json_decref(doc);
         return;
     }
@@ -388,13 +398,13 @@ static void finish_body(struct exch *x)
     bool ok_status = r->http_status >= 200 && r->http_status < 300;
     if (openai_decode_body(&x->w->decoder, buf_cstr(&x->body), x->body.len, &c)) {
         x->malformed = ok_status;
-        set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
+        exch_set_error(x, "malformed body: ", openai_decoder_errmsg(&x->w->decoder));
         return;
     }
     if (c.flags & OPENAI_CHUNK_ERROR) {
         char msg[REQ_ERROR_MAX];
         x->saw_error = ok_status;
-        set_error(x, "", errbody_format(&c.error, msg, sizeof(msg)) ? msg : "error body");
+        exch_set_error(x, "", errbody_format(&c.error, msg, sizeof(msg)) ? msg : "error body");
         return;
     }
     reqtrace_note(&x->trace, c.id, c.model);
@@ -434,7 +444,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
     enum req_outcome o = outcome_of_transport(res->error);
     if (res->error == HTTP_CALL_ERR_DECODE) {
         x->malformed = true;
-        set_error(x, "", res->error_text);
+        exch_set_error(x, "", res->error_text);
     }
     if (x->cut)
         o = REQ_CUT;
@@ -444,7 +454,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
         o = REQ_OK; /* the connection broke after the whole answer arrived */
     else if (o == REQ_RECV && x->sse_mode && r->first_byte_ns) {
         o = REQ_TRUNCATED; /* the stream had begun: the answer was cut */
-        set_error(x, "connection closed mid-stream: ", res->error_text);
+        exch_set_error(x, "connection closed mid-stream: ", res->error_text);
     }
     if (o == REQ_OK || (res->error == HTTP_CALL_ERR_ABORTED && !x->cut && o != REQ_CANCELLED)) {
         if (st == 429)
@@ -453,8 +463,8 @@ static void classify(struct exch *x, const struct http_call_result *res)
             o = REQ_HTTP_5XX;
         else if (st >= 400)
             o = REQ_HTTP_4XX;
-        else if (st < 200 || st >= 300)
-            o = REQ_OTHER;
+        else if ((st < 200 || st >= 300) && !(st == 101 && x->tp == &exch_rt_transport))
+            o = REQ_OTHER; /* a realtime stream begins with 101 Switching Protocols */
         else if (x->saw_error)
             o = REQ_STREAM_ERROR;
         else if (x->malformed)
@@ -465,7 +475,7 @@ static void classify(struct exch *x, const struct http_call_result *res)
             o = REQ_OK;
     }
     if (o != REQ_OK && !r->error[0])
-        set_error(x, "", res->error != HTTP_CALL_OK ? res->error_text : NULL);
+        exch_set_error(x, "", res->error != HTTP_CALL_OK ? res->error_text : NULL);
     if (x->item.stream)
         r->flags |= REQF_STREAM;
     /* integrity counts judge streams that began (a 2xx event stream) and were
@@ -533,10 +543,9 @@ static void count_tokens(struct exch *x)
 static void on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
     struct exch *x = user;
-    struct worker *w = x->w;
     struct req_record *r = &x->rec;
     if (x->nseg)
-        rx_parse(x); /* bytes of this loop pass that were not parsed yet */
+        exch_rx_parse(x); /* bytes of this loop pass that were not parsed yet */
     r->end_ns = res->end_ns ? res->end_ns : ts_now_ns();
     if (!r->http_status)
         r->http_status = (int)res->status;
@@ -561,22 +570,34 @@ static void on_done(struct http_call *call, const struct http_call_result *res, 
     }
     if (x->sse_mode)
         r->last_chunk_ns = x->last_choice_ns;
-    if (x->verifier && x->sse_mode) {
-        const struct chunk_verifier *v = x->verifier;
-        r->flags |= REQF_SIGNED;
-        r->sig.ok = (uint32_t)v->ok;
-        r->sig.missing = (uint32_t)v->missing;
-        r->sig.duplicates = (uint32_t)v->duplicates;
-        r->sig.reorders = (uint32_t)v->reorders;
-        r->sig.forged = (uint32_t)v->forged;
-        r->sig.unsigned_events = (uint32_t)v->unsigned_events;
-    }
+    if (x->sse_mode)
+        exch_sig_record(x);
+    x->call = NULL;
+    exch_complete(x, res);
+}
+
+void exch_sig_record(struct exch *x)
+{
+    const struct chunk_verifier *v = x->verifier;
+    struct req_record *r = &x->rec;
+    if (!v)
+        return;
+    r->flags |= REQF_SIGNED;
+    r->sig.ok = (uint32_t)v->ok;
+    r->sig.missing = (uint32_t)v->missing;
+    r->sig.duplicates = (uint32_t)v->duplicates;
+    r->sig.reorders = (uint32_t)v->reorders;
+    r->sig.forged = (uint32_t)v->forged;
+    r->sig.unsigned_events = (uint32_t)v->unsigned_events;
+}
+
+void exch_complete(struct exch *x, const struct http_call_result *res)
+{
     classify(x, res);
     if (x->keep_answer)
         score_answer(x);
     count_tokens(x);
-    x->call = NULL;
-    worker_request_done(w, x, x->user);
+    worker_request_done(x->w, x, x->user);
 }
 
 static const struct http_call_ops exch_ops = {
@@ -588,16 +609,57 @@ static const struct http_call_ops exch_ops = {
 void exch_cancel(struct exch *x)
 {
     x->cancelled = true;
-    if (x->call)
-        http_call_cancel(x->call);
+    x->tp->cancel(x);
+}
+
+static void exch_send(struct exch *x, const char *method, const char *url, const char *const *extra,
+                      size_t nextra, uint64_t timeout_ns);
+
+void exch_fallback_sse(struct exch *x)
+{
+    struct req_record *r = &x->rec;
+    uint64_t start = r->start_ns;
+    x->w->rt_refused = true;
+    x->tp = &exch_sse_transport;
+    x->sse_mode = false;
+    x->malformed = x->saw_error = x->saw_done = x->saw_finish = false;
+    buf_reset(&x->body);
+    r->http_status = 0;
+    r->first_byte_ns = 0;
+    r->error[0] = '\0';
+    r->flags |= REQF_FELL_BACK;
+    exch_send(x, "POST", x->w->run->cfg->url, NULL, 0, 0);
+    r->start_ns = start; /* the refused upgrade is part of this request's time */
 }
 
 void exch_cut(struct exch *x)
 {
     x->cut = true;
+    x->tp->cancel(x);
+}
+
+static int sse_feed(struct exch *x, const char *p, size_t n, uint64_t at)
+{
+    return sse_parser_feed(&x->sse, p, n, at);
+}
+
+static int sse_start(struct exch *x, const struct http_call_spec *spec)
+{
+    return http_client_request(&x->w->client, spec, &exch_ops, x, &x->call);
+}
+
+static void sse_cancel(struct exch *x)
+{
     if (x->call)
         http_call_cancel(x->call);
 }
+
+const struct exch_transport exch_sse_transport = {
+    .name = "sse",
+    .start = sse_start,
+    .cancel = sse_cancel,
+    .feed = sse_feed,
+};
 
 /* Adds a finished request's record to the worker's stats (the run's, its
  * class's and its flow step's) and to requests.jsonl. */
@@ -663,6 +725,8 @@ static struct exch *exch_new(struct worker *w, uint64_t index, uint64_t intended
     }
     x->w = w;
     x->user = user;
+    x->tp = &exch_sse_transport;
+    realtime_decoder_init(&x->rtdec);
     struct req_record *r = &x->rec;
     r->id = index;
     r->worker = w->index;
@@ -737,7 +801,7 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
         .total_timeout_ms = timeout_ns && !timeout_ms ? 1 : timeout_ms,
     };
     r->start_ns = ts_now_ns();
-    int rc = http_client_request(&w->client, &spec, &exch_ops, x, &x->call);
+    int rc = x->tp->start(x, &spec);
     uint64_t after = !rc && cfg->cancel && x->item.stream
                          ? run_cancel_after_ns(cfg->cancel, cfg->seed, r->id)
                          : 0;
@@ -748,7 +812,7 @@ static void exch_send(struct exch *x, const char *method, const char *url, const
     if (rc) {
         r->end_ns = ts_now_ns();
         r->outcome = REQ_OTHER;
-        set_error(x, "cannot send: ", ts_strerror(rc));
+        exch_set_error(x, "cannot send: ", ts_strerror(rc));
         fail_later(x);
     }
 }
@@ -767,12 +831,20 @@ int exch_start(struct worker *w, uint64_t index, uint64_t intended_ns, uint32_t 
         r->start_ns = ts_now_ns();
         r->end_ns = r->start_ns;
         r->outcome = REQ_OTHER;
-        set_error(x, "cannot build the request: ", ts_strerror(rc));
+        exch_set_error(x, "cannot build the request: ", ts_strerror(rc));
         fail_later(x);
         return 0;
     }
     x->keep_answer = x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
-    exch_send(x, "POST", cfg->url, NULL, 0, 0);
+    bool sse = !cfg->realtime_url || (cfg->realtime_fallback && w->rt_refused);
+    if (cfg->realtime_url) {
+        x->item.stream = true; /* a realtime response is always a stream */
+        if (sse)
+            x->rec.flags |= REQF_FELL_BACK;
+        else
+            x->tp = &exch_rt_transport;
+    }
+    exch_send(x, "POST", sse ? cfg->url : cfg->realtime_url, NULL, 0, 0);
     return 0;
 }
 
@@ -829,7 +901,22 @@ int exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *r
     /* sessions and flows need the answer; the rest when quality is measured */
     x->keep_answer = t->sessions || t->has_flow || t->source == TRAFFIC_DATASET ||
                      x->item.reference || cfg->quality.checks || cfg->quality.consistency || w->tc;
-    exch_send(x, x->treq.method ? x->treq.method : "POST", x->treq.url,
+    const char *url = x->treq.url;
+    char rt_url[TARGET_URL_MAX];
+    if (t->realtime && !t->has_flow) {
+        char err[256];
+        x->tp = &exch_rt_transport;
+        x->item.stream = true;
+        if (target_realtime_url(url, t->model ? t->model : "", rt_url, err, sizeof(err))) {
+            r->start_ns = r->end_ns = ts_now_ns();
+            r->outcome = REQ_OTHER;
+            exch_set_error(x, "endpoint realtime: ", err);
+            fail_later(x);
+            return 0;
+        }
+        url = rt_url;
+    }
+    exch_send(x, x->treq.method ? x->treq.method : "POST", url,
               (const char *const *)x->treq.headers, x->treq.nheaders, x->treq.timeout_ns);
     return 0;
 }
@@ -875,6 +962,7 @@ void exch_finish(struct exch *x)
     atomic_fetch_sub(&w->in_flight_now, 1);
     rx_unlink(x);
     sse_parser_release(&x->sse);
+    realtime_decoder_release(&x->rtdec);
     buf_release(&x->rx);
     buf_release(&x->answer);
     ts_free(x->verifier);

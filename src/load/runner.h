@@ -141,6 +141,17 @@ struct runner_class_result {
 
 struct runner_config {
     const char *url; /* the full endpoint URL */
+    /* ws:// URL of an OpenAI Realtime endpoint: the plain run's requests go
+     * over WebSocket (one response.create per connection) instead of SSE;
+     * NULL = SSE at url */
+    const char *realtime_url;
+    /* --transport auto: a request whose upgrade is refused (400, 404, 405,
+     * 426, 501) is sent again as SSE to url, and so is every later request
+     * of that worker; each is flagged REQF_FELL_BACK */
+    bool realtime_fallback;
+    /* --ws-frames: the realtime transport speaks this generic JSON-frames
+     * format (llm/wsframes.h) at realtime_url instead of OpenAI's events */
+    const struct wsframes_spec *wsframes;
     const char *const *headers;
     size_t n_headers;
     const struct workload *workload; /* read-only, shared by the workers */

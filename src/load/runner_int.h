@@ -10,12 +10,14 @@
 
 #include "base/rng.h"
 #include "llm/openai_chunk.h"
+#include "llm/realtime.h"
 #include "llm/sign.h"
 #include "analysis/record.h"
 #include "scenario/traffic.h"
 #include "load/runner.h"
 #include "net/ptimer.h"
 #include "net/sse.h"
+#include "net/ws_client.h"
 
 struct runner;
 struct exch;
@@ -100,6 +102,7 @@ struct worker {
     /* requests that failed before reaching the wire, completed on the next
      * check pass (exch_fail_flush), never inside the call that started them */
     struct exch *failed_head, *failed_tail;
+    bool rt_refused; /* --transport auto: the realtime upgrade was refused once */
     atomic_uint cmd_bits;
     struct http_client client;
     struct ptimer timer;
@@ -181,12 +184,38 @@ void worker_cancel_arm(struct worker *w, uint64_t at);
 void worker_post(struct worker *w, unsigned bits);
 
 /* exchange.c: one request on the wire */
+/*
+ * How a request's stream travels: SSE over HTTP (exchange.c) or OpenAI
+ * Realtime events over WebSocket (exchange_rt.c). Both feed the same
+ * measurement (exch_on_chunk) and end in exch_complete, so TTFT, ITL,
+ * tokens and outcomes mean the same on both.
+ */
+struct exch_transport {
+    const char *name; /* "sse", "realtime" */
+    /* Sends x with spec's URL, headers, body and timeout. 0, or a negative
+     * error (nothing started: the caller records the failure). */
+    int (*start)(struct exch *x, const struct http_call_spec *spec);
+    /* Ends x early; its completion follows from a loop callback. */
+    void (*cancel)(struct exch *x);
+    /* Parses what arrived at `at` (held by exch_rx_push, fed by exch_rx_parse
+     * after the loop's poll pass): SSE bytes, or one whole realtime message.
+     * 0, or a negative error: the stream cannot be read further. */
+    int (*feed)(struct exch *x, const char *p, size_t n, uint64_t at);
+};
+extern const struct exch_transport exch_sse_transport;
+extern const struct exch_transport exch_rt_transport;
+
 struct exch {
     struct worker *w;
     struct exch *prev, *next;
     struct req_record rec;
     struct work_item item;
+    const struct exch_transport *tp;
     struct http_call *call;
+    struct ws_call *ws;            /* realtime: the connection */
+    struct realtime_decoder rtdec; /* realtime: the last event */
+    bool rt_created;               /* realtime: response.created came */
+    uint64_t rt_done_ns;           /* realtime: when response.done came (E2E ends there) */
     struct sse_parser sse;
     struct buf body;                 /* non-streamed responses and error bodies */
     struct chunk_verifier *verifier; /* --integrity hmac */
@@ -261,5 +290,24 @@ void exch_finish(struct exch *x);
 void exch_cancel(struct exch *x);
 /* Cancels a request in flight as "cut". */
 void exch_cut(struct exch *x);
+/* --transport auto: sends x again over SSE to the run's chat URL (the
+ * realtime upgrade was refused); its latency still counts from the first try. */
+void exch_fallback_sse(struct exch *x);
+/* The shared measurement of one decoded event that arrived at `at`. */
+void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at);
+/* Keeps the first error of a request: prefix followed by detail. */
+void exch_set_error(struct exch *x, const char *prefix, const char *detail);
+/* Holds len received bytes with their arrival time for exch_rx_parse (the
+ * worker's check pass): time first, decode later. message: the bytes are one
+ * whole message and stay apart from the others. 0 or TS_TOOBIG (the request
+ * is malformed). */
+int exch_rx_push(struct exch *x, const char *data, size_t len, uint64_t now_ns, bool message);
+/* Parses what x holds now (exch_rx_push), in arrival order. */
+void exch_rx_parse(struct exch *x);
+/* --integrity hmac: the verifier's counts into the record (REQF_SIGNED). */
+void exch_sig_record(struct exch *x);
+/* The transport ended (res): classifies, counts tokens, scores, and hands x
+ * to worker_request_done. */
+void exch_complete(struct exch *x, const struct http_call_result *res);
 
 #endif

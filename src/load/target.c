@@ -51,6 +51,32 @@ int target_resolve(const char *target, enum workload_endpoint ep, char endpoint_
     return 0;
 }
 
+int target_realtime_url(const char *chat_url, const char *model, char out[TARGET_URL_MAX],
+                        char *err, size_t errlen)
+{
+    static const char suffix[] = "/chat/completions";
+    size_t len = strlen(chat_url);
+    bool tls = !strncmp(chat_url, "https://", 8);
+    size_t skip = tls ? 8 : 7;
+    if ((!tls && strncmp(chat_url, "http://", 7)) || !ends_with(chat_url, len, suffix)) {
+        ts_errf(err, errlen, "'%s' is not a chat completions URL", chat_url);
+        return -EINVAL;
+    }
+    char *m = curl_easy_escape(NULL, model, 0);
+    if (!m) {
+        ts_errf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int n = snprintf(out, TARGET_URL_MAX, "%s://%.*s/realtime?model=%s", tls ? "wss" : "ws",
+                     (int)(len - skip - (sizeof(suffix) - 1)), chat_url + skip, m);
+    curl_free(m);
+    if (n < 0 || n >= TARGET_URL_MAX) {
+        ts_errf(err, errlen, "the realtime URL is too long");
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static size_t collect(char *p, size_t size, size_t n, void *arg)
 {
     struct buf *b = arg;

@@ -19,6 +19,15 @@
  * models_url the /v1/models URL next to it. Returns 0 or -EINVAL (not
  * http(s), too long) with a message.
  */
+/*
+ * The ws:// URL of the OpenAI Realtime endpoint next to a chat completions
+ * URL (".../v1/chat/completions" -> "ws://.../v1/realtime?model=MODEL",
+ * https:// -> wss://, the model percent-encoded). Returns 0, or -EINVAL
+ * with err (not a chat URL; too long).
+ */
+TS_MUST_CHECK int target_realtime_url(const char *chat_url, const char *model,
+                                      char out[TARGET_URL_MAX], char *err, size_t errlen);
+
 TS_MUST_CHECK int target_resolve(const char *target, enum workload_endpoint ep,
                                  char endpoint_url[TARGET_URL_MAX], char models_url[TARGET_URL_MAX],
                                  char *err, size_t errlen);

@@ -411,6 +411,11 @@ static void conn_process(struct http_conn *c)
         if (c->closing)
             return;
     }
+    if (c->upgraded && c->in_len > 0) {
+        hs_conn_upgraded_input(c);
+        if (c->closing)
+            return;
+    }
     if (!c->req_active && c->in_len > 0 && !c->input_done && c->queued <= cfg->write_high_water) {
         hs_conn_parse(c, c->in + c->in_off, c->in_len, true);
         if (c->closing)

@@ -143,6 +143,7 @@ struct http_header {
 
 typedef void (*http_request_cb)(struct http_request *req, void *ctx);
 typedef void (*http_request_event_cb)(struct http_request *req);
+typedef void (*http_request_data_cb)(struct http_request *req, const char *data, size_t len);
 typedef void (*http_server_closed_cb)(struct http_server *s);
 
 /*
@@ -170,6 +171,7 @@ struct http_request {
     /* private */
     http_request_event_cb on_drain_;
     http_request_event_cb on_abort_;
+    http_request_data_cb on_data_; /* after http_upgrade */
 };
 
 struct http_server {
@@ -299,6 +301,25 @@ int http_stream_writev(struct http_request *req, const uv_buf_t *bufs, size_t n)
  * just released), -EINVAL (no stream begun: the connection is cut) or -ENOMEM.
  */
 int http_stream_end(struct http_request *req);
+
+/*
+ * Switches the connection of an upgrade request (one with "Connection:
+ * Upgrade" and an "Upgrade" field, e.g. WebSocket) to another protocol:
+ * queues "101 Switching Protocols" with extra_headers (complete "Name:
+ * value\r\n" lines: the caller gives Upgrade, Connection and the protocol's
+ * own fields) and from then on every byte the client sends goes to
+ * on_data(req, data, len), from the read callback or the idle pass (bytes
+ * that came with the request), never inside this call; http_stream_write*()
+ * sends raw bytes. The request stays with the handler until
+ * http_stream_end() (the queued bytes are sent, then the connection is
+ * closed), http_stream_abort() or http_request_reset(); a client that
+ * closes or fails aborts it (on_abort). There is no read backpressure:
+ * on_data must consume or bound what it gets. Returns 0, -EINVAL (not an
+ * upgrade request, already begun, bad extra_headers, no on_data: nothing
+ * sent, answer with http_respond), TS_CLOSED (client gone) or -ENOMEM
+ * (connection cut); after TS_CLOSED or -ENOMEM finish with http_stream_end.
+ */
+int http_upgrade(struct http_request *req, const char *extra_headers, http_request_data_cb on_data);
 
 /* Sets the drain callback (NULL to clear): queued bytes fell to half the mark. */
 void http_request_on_drain(struct http_request *req, http_request_event_cb fn);

@@ -299,8 +299,11 @@ static void request_clear(struct http_conn *c)
     r->user = NULL;
     r->on_drain_ = NULL;
     r->on_abort_ = NULL;
+    r->on_data_ = NULL;
 
     c->begun = false;
+    c->upgrade_req = false;
+    c->upgraded = false;
     c->chunked = false;
     c->sized = false;
     c->length_left = 0;
@@ -550,6 +553,7 @@ static int on_headers_complete(http_parser *p)
     r->version_major = p->http_major;
     r->version_minor = p->http_minor;
     r->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+    c->upgrade_req = p->upgrade && p->method != HTTP_CONNECT;
     c->head_only = p->method == HTTP_HEAD;
 
     bool has_length = p->content_length != ULLONG_MAX;
@@ -601,7 +605,7 @@ static void conn_dispatch(struct http_conn *c)
     c->req.body = buf_cstr(&c->body);
     c->req.body_len = c->body.len;
     c->req.conn_index = c->nreq++;
-    if (!c->req.keep_alive) {
+    if (!c->req.keep_alive && !c->upgrade_req) {
         c->input_done = true;
         hs_in_clear(c);
     }
@@ -643,6 +647,12 @@ void hs_conn_on_data(struct http_conn *c, const char *data, size_t len)
 {
     if (c->dead || c->input_done)
         return;
+    if (c->upgraded) {
+        hs_conn_upgraded_input(c); /* what came first goes first */
+        if (c->req_active && !c->dead && c->req.on_data_)
+            c->req.on_data_(&c->req, data, len);
+        return;
+    }
     if (c->req_active || c->in_len > 0) {
         if (in_append(c, data, len) != 0) {
             hs_conn_cut(c, true);
@@ -887,6 +897,50 @@ int http_stream_begin_length(struct http_request *req, int status, const char *c
     }
     hs_conn_mark_dirty(c);
     return 0;
+}
+
+int http_upgrade(struct http_request *req, const char *extra_headers, http_request_data_cb on_data)
+{
+    struct http_conn *c = hs_conn_of_req(req);
+    if (!c->req_active || c->begun || !c->upgrade_req || !on_data ||
+        check_head_args(200, NULL, extra_headers))
+        return -EINVAL;
+    if (c->dead)
+        return TS_CLOSED;
+    c->begun = true;
+    c->upgraded = true;
+    c->resp_close = true;
+    req->on_data_ = on_data;
+    int rc = out_append_str(c, "HTTP/1.1 101 Switching Protocols\r\nServer: tokenstorm\r\n");
+    if (!rc && extra_headers)
+        rc = out_append_str(c, extra_headers);
+    if (!rc)
+        rc = out_append(c, "\r\n", 2);
+    if (rc) {
+        hs_conn_cut(c, false);
+        return rc;
+    }
+    hs_conn_flush_now(c);
+    hs_conn_mark_dirty(c); /* also hands over bytes that came with the request */
+    return 0;
+}
+
+/* Bytes the client sent right behind its upgrade request go to the handler. */
+void hs_conn_upgraded_input(struct http_conn *c)
+{
+    if (!c->upgraded || !c->req_active || !c->in_len || c->dead)
+        return;
+    size_t n = c->in_len;
+    char *copy = ts_malloc(n);
+    if (!copy) {
+        hs_conn_cut(c, true);
+        return;
+    }
+    memcpy(copy, c->in + c->in_off, n);
+    hs_in_clear(c);
+    hs_read_resume(c);
+    c->req.on_data_(&c->req, copy, n);
+    ts_free(copy);
 }
 
 int http_stream_abort(struct http_request *req)

@@ -140,6 +140,8 @@ struct http_conn {
     bool free_pending;
     bool reset_on_close;    /* close with RST (uv_tcp_close_reset) */
     bool reset_after_flush; /* http_request_reset: RST instead of FIN */
+    bool upgrade_req;       /* the request asks for a protocol switch */
+    bool upgraded;          /* http_upgrade: input goes to req.on_data_ */
 };
 
 static inline struct http_conn *hs_conn_of_req(const struct http_request *req)
@@ -164,6 +166,8 @@ void hs_conn_on_eof(struct http_conn *c, int err);
 void hs_conn_parse(struct http_conn *c, const char *data, size_t len, bool from_in);
 /* Answers with an error status the server chose itself, then closes. */
 void hs_conn_error(struct http_conn *c, int status);
+/* Hands the input held behind an upgraded request to its on_data. */
+void hs_conn_upgraded_input(struct http_conn *c);
 /* Drops the input not parsed yet. */
 void hs_in_clear(struct http_conn *c);
 /* Fills up to max bufs with unsent output from the front; returns the

@@ -585,6 +585,10 @@ static int put_counters(json_t *doc, const struct run_stats *s)
     rc |= tsjson_put(streams, "no_done", tsjson_count(s->no_done));
     rc |= tsjson_put(streams, "no_finish", tsjson_count(s->no_finish));
     rc |= tsjson_put(streams, "id_changed", tsjson_count(s->id_changed));
+    rc |= tsjson_put(streams, "after_done", tsjson_count(s->after_done));
+    rc |= tsjson_put(streams, "out_of_order", tsjson_count(s->out_of_order));
+    rc |= tsjson_put(streams, "bad_close", tsjson_count(s->bad_close));
+    rc |= tsjson_put(streams, "fell_back_sse", tsjson_count(s->fell_back));
     rc |= tsjson_put(streams, "reused_connections", tsjson_count(s->reused_conn));
     rc |= tsjson_put(streams, "usage_tail_requests", tsjson_count(s->usage_tail_n));
     rc |= tsjson_put(streams, "usage_tail_us", tsjson_count(s->usage_tail_us));
@@ -956,6 +960,10 @@ static int read_counters(struct reader *r, const json_t *doc, struct run_stats *
     rc = rc ? rc : get_count(r, st, "streams", "no_done", &s->no_done);
     rc = rc ? rc : get_count(r, st, "streams", "no_finish", &s->no_finish);
     rc = rc ? rc : get_count(r, st, "streams", "id_changed", &s->id_changed);
+    rc = rc ? rc : get_count(r, st, "streams", "after_done", &s->after_done);
+    rc = rc ? rc : get_count(r, st, "streams", "out_of_order", &s->out_of_order);
+    rc = rc ? rc : get_count(r, st, "streams", "bad_close", &s->bad_close);
+    rc = rc ? rc : get_count(r, st, "streams", "fell_back_sse", &s->fell_back);
     rc = rc ? rc : get_count(r, st, "streams", "reused_connections", &s->reused_conn);
     rc = rc ? rc : get_count(r, st, "streams", "usage_tail_requests", &s->usage_tail_n);
     rc = rc ? rc : get_count(r, st, "streams", "usage_tail_us", &s->usage_tail_us);

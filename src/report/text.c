@@ -133,6 +133,16 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
                 "streams       %" PRIu64 " streamed: %" PRIu64 " without [DONE], %" PRIu64
                 " without finish_reason, %" PRIu64 " with a changed id\n",
                 s->streams, s->no_done, s->no_finish, s->id_changed);
+    if (s->after_done || s->out_of_order || s->bad_close)
+        fprintf(f,
+                "realtime      %" PRIu64 " with deltas after response.done, %" PRIu64
+                " with events out of order, %" PRIu64 " closed with an unexpected code\n",
+                s->after_done, s->out_of_order, s->bad_close);
+    if (s->fell_back)
+        fprintf(f,
+                "transport     %" PRIu64
+                " requests went over SSE: the WebSocket upgrade was refused (--transport auto)\n",
+                s->fell_back);
     if (s->integrity.streams)
         fprintf(f,
                 "integrity     %" PRIu64 " signed streams, %" PRIu64 " with problems: %" PRIu64

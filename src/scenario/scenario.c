@@ -1185,18 +1185,22 @@ static int class_head(struct sctx *c, struct fy_node *n, size_t idx, char *what,
     return yw_keys_check(w, n, class_keys, what);
 }
 
-/* endpoint: chat, completions or embeddings. */
+/* endpoint: chat, completions, embeddings or realtime (chat over WebSocket). */
 static int class_endpoint(struct sctx *c, struct fy_node *n, struct scenario_class *k)
 {
-    static const char *const endpoints[] = {"chat", "completions", "embeddings", NULL};
+    static const char *const endpoints[] = {"chat", "completions", "embeddings", "realtime", NULL};
     char *str = NULL, h[96];
     int rc = yw_str(&c->w, n, "endpoint", 64, &str);
     if (rc != 1)
         return rc;
+    k->realtime = !strcmp(str, "realtime");
+    if (k->realtime)
+        k->endpoint = WORKLOAD_CHAT;
     /* vector search runs from the command line only (run --endpoint vector-search) */
-    rc = workload_endpoint_parse(str, &k->endpoint) || k->endpoint == WORKLOAD_VECTOR_SEARCH
+    rc = !k->realtime && (workload_endpoint_parse(str, &k->endpoint) ||
+                          k->endpoint == WORKLOAD_VECTOR_SEARCH)
              ? yw_err(&c->w, val_of(c, n, "endpoint"),
-                      "'endpoint' must be chat, completions or embeddings, got "
+                      "'endpoint' must be chat, completions, embeddings or realtime, got "
                       "'%.80s'%s",
                       str, hint(h, sizeof(h), str, endpoints))
              : 0;
@@ -1366,6 +1370,12 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
     if ((rc = yw_find(w, n, "flow", &v)) < 0 || (rc == 1 && (rc = parse_flow(c, v, &k->flow)) < 0))
         goto out_free_prefix;
     k->has_flow = yw_key_node(n, "flow") != NULL;
+    if (k->has_flow && k->realtime) {
+        rc = yw_err(w, val_of(c, n, "endpoint"),
+                    "'endpoint: realtime' is for plain and session classes: a flow's steps "
+                    "say their own endpoints");
+        goto out_free_prefix;
+    }
     rc = class_rules(c, n, k, what);
     if (!rc && k->has_prompts)
         rc = class_prompt_seed(c, k, idx, prefix_spec);

@@ -28,7 +28,8 @@
  *
  * A class (a tenant): its own arrivals, workload and SLOs:
  *   name: STR (unique; required)
- *   endpoint: chat | completions | embeddings      (default chat)
+ *   endpoint: chat | completions | embeddings | realtime   (default chat; realtime:
+ *             the chat requests over OpenAI Realtime WebSocket, docs/REALTIME.md)
  *   open loop:   rate: REQ/S, arrival: poisson|constant|gamma:B, stages: "30s:10,1m:50",
  *                max_concurrency: INT
  *   closed loop: users: INT, think: DIST (seconds), ramp_users: DURATION
@@ -143,6 +144,7 @@ struct scenario_class {
     char *name;
     struct scenario_pos pos;
     enum workload_endpoint endpoint;
+    bool realtime; /* endpoint: realtime (endpoint is then chat) */
 
     bool open; /* rate or stages given: open loop; else closed (users) */
     double rate;

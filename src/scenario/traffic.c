@@ -108,6 +108,7 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
     int rc = -ENOMEM;
     t->index = class_index;
     t->endpoint = c->endpoint;
+    t->realtime = c->realtime;
     t->stream = c->stream && c->endpoint != WORKLOAD_EMBEDDINGS;
     t->ignore_eos = c->ignore_eos;
     t->seed = mix3(s->seed, class_index, 0x636c617373);

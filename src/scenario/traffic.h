@@ -75,6 +75,8 @@ struct traffic {
     enum traffic_source source;
     char *model;
     char *url;      /* the endpoint URL of the class's kind */
+    bool realtime;  /* endpoint: realtime: url is the chat URL the requests are made for, sent
+                       as Realtime response.create events over WebSocket */
     char *base_url; /* the target's base URL ("http://h:p/v1"), {{target}} in flows */
     bool stream, ignore_eos;
     json_t *body; /* overrides or NULL */

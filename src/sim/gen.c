@@ -21,6 +21,8 @@
 struct sim_req {
     struct sim_server *s;
     struct http_request *http; /* NULL once the response is finished */
+    struct sim_rt *rt;         /* a realtime response: events go to its session (realtime.c) */
+    bool realtime;             /* rt was set (it is cleared at the end) */
     struct sim_req *next_dead;
     enum openai_endpoint ep;
     bool stream;
@@ -205,7 +207,8 @@ static void trace_write(struct sim_req *r, const char *status, uint64_t finish_n
                          "\"output_tokens\":%u,"
                          "\"preemptions\":%u,\"arrival_ns\":%llu,\"admitted_ns\":%llu,"
                          "\"first_token_ns\":%llu,\"finish_ns\":%llu,\"token_ns\":[",
-                         r->request_id, r->traceparent, r->id, openai_endpoint_name(r->ep),
+                         r->request_id, r->traceparent, r->id,
+                         r->realtime ? "realtime" : openai_endpoint_name(r->ep),
                          r->stream ? "true" : "false", status, r->prompt_tokens, r->cached_tokens,
                          r->output_tokens, r->preemptions, (unsigned long long)r->arrival_ns,
                          (unsigned long long)r->admitted_ns, (unsigned long long)r->first_token_ns,
@@ -361,7 +364,9 @@ void sim_gen_on_token(void *ctx, void *req, uint32_t index, uint64_t now_ns)
     }
     r->last_token_ns = now_ns;
     int rc = 0;
-    if (r->stream && r->tool_call) {
+    if (r->rt) {
+        sim_rt_on_token(r->rt, index, t, len);
+    } else if (r->stream && r->tool_call) {
         if (index == 0)
             rc = openai_stream_enc_tool_call(&r->enc, &r->out, 0, r->call_id, r->tool_name);
         if (!rc)
@@ -426,7 +431,11 @@ static int usage_add_cached(struct buf *b, size_t from, uint32_t cached)
 static void finish_now(struct sim_server *s, struct sim_req *r, uint64_t now_ns)
 {
     int rc = 0;
-    if (r->stream) {
+    if (r->rt) {
+        struct sim_rt_usage u = {r->prompt_tokens, r->output_tokens, r->cached_tokens};
+        sim_rt_on_finish(r->rt, r->finish_reason, &u);
+        r->rt = NULL;
+    } else if (r->stream) {
         rc = openai_stream_enc_finish(&r->enc, &r->out, r->finish_reason);
         size_t usage_at = r->out.len;
         if (!rc && r->include_usage)
@@ -725,8 +734,9 @@ static uint32_t count_prompt(const struct openai_request *q, struct sim_block_ha
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-static void reject(struct sim_server *s, struct http_request *req, int rc, uint32_t prompt,
-                   uint32_t out, const char *param)
+/* The error a refused request gets (counted), and the extra headers of its answer. */
+static const char *reject_error(struct sim_server *s, int rc, uint32_t prompt, uint32_t out,
+                                const char *param, struct openai_error *ep)
 {
     struct openai_error e;
     const char *extra = NULL;
@@ -752,6 +762,15 @@ static void reject(struct sim_server *s, struct http_request *req, int rc, uint3
         openai_error_set(&e, 500, "server_error", NULL, NULL, "Internal error: %s",
                          ts_strerror(rc));
     }
+    *ep = e;
+    return extra;
+}
+
+static void reject(struct sim_server *s, struct http_request *req, int rc, uint32_t prompt,
+                   uint32_t out, const char *param)
+{
+    struct openai_error e;
+    const char *extra = reject_error(s, rc, prompt, out, param, &e);
     sim_send_error(req, &e, extra);
 }
 
@@ -976,6 +995,59 @@ static int plan_tool_call(struct sim_req *r, const struct openai_tool *t,
     return 0;
 }
 
+/*
+ * The answer of r to q: prompt tokens (hashed into bh with prefix caching),
+ * seed, length and text, the trace and the stream encoder. Returns 0 or a
+ * negative error for reject().
+ */
+/* What the client allows the answer: its max_tokens, else the context left (at least 1). */
+static uint64_t allowed_tokens(const struct sim_server *s, const struct sim_req *r,
+                               const struct openai_request *q)
+{
+    uint64_t room = s->profile.max_model_len > r->prompt_tokens
+                        ? s->profile.max_model_len - r->prompt_tokens
+                        : 1;
+    uint64_t max = q->max_tokens > 0 ? (uint64_t)q->max_tokens : room;
+    return max > UINT32_MAX ? UINT32_MAX : max;
+}
+
+static int prepare_answer(struct sim_server *s, struct sim_req *r, const struct openai_request *q,
+                          struct sim_block_hasher *bh)
+{
+    uint64_t serial = s->next_id;
+    const char *key;
+    size_t key_len;
+    r->prompt_tokens = count_prompt(q, s->profile.prefix_caching ? bh : NULL, &key, &key_len);
+    if (q->has_seed)
+        r->seed = (uint64_t)q->seed;
+    else if (q->has_temperature && q->temperature == 0)
+        r->seed = key ? text_hash(key, key_len, 0) : 0;
+    else
+        r->seed = mix(s->id_seed ^ (serial * 0x9e3779b97f4a7c15ull));
+
+    uint64_t max = allowed_tokens(s, r, q);
+    const struct openai_tool *tool = tool_to_call(q);
+    uint64_t out = 0;
+    int rc =
+        tool ? plan_tool_call(r, tool, q, max, &out) : plan_text(r, q, key, key_len, max, &out);
+    r->output_tokens = (uint32_t)out;
+    if (!rc && s->trace) {
+        r->token_ns = ts_calloc(r->output_tokens ? r->output_tokens : 1, sizeof(uint64_t));
+        if (!r->token_ns)
+            rc = -ENOMEM;
+    }
+    if (!rc && r->stream) {
+        rc = openai_stream_enc_init(&r->enc, r->ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
+                                    r->model);
+        r->enc_inited = !rc;
+    }
+    if (!rc && r->stream && s->sign_key_len) {
+        r->signer = ts_malloc(sizeof(*r->signer));
+        rc = r->signer ? chunk_signer_init(r->signer, s->sign_key, s->sign_key_len) : -ENOMEM;
+    }
+    return rc;
+}
+
 void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_endpoint ep)
 {
     struct openai_request q;
@@ -1017,41 +1089,7 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
              (unsigned long long)mix(s->id_seed + serial));
     r->model = ts_strdup(q.model ? q.model : s->profile.model);
 
-    const char *key;
-    size_t key_len;
-    r->prompt_tokens = count_prompt(&q, prof->prefix_caching ? &bh : NULL, &key, &key_len);
-    if (q.has_seed)
-        r->seed = (uint64_t)q.seed;
-    else if (q.has_temperature && q.temperature == 0)
-        r->seed = key ? text_hash(key, key_len, 0) : 0;
-    else
-        r->seed = mix(s->id_seed ^ (serial * 0x9e3779b97f4a7c15ull));
-
-    uint64_t room = s->profile.max_model_len > r->prompt_tokens
-                        ? s->profile.max_model_len - r->prompt_tokens
-                        : 1;
-    uint64_t max = q.max_tokens > 0 ? (uint64_t)q.max_tokens : room;
-    if (max > UINT32_MAX)
-        max = UINT32_MAX;
-    const struct openai_tool *tool = tool_to_call(&q);
-    uint64_t out = 0;
-    int rc =
-        tool ? plan_tool_call(r, tool, &q, max, &out) : plan_text(r, &q, key, key_len, max, &out);
-    r->output_tokens = (uint32_t)out;
-    if (!rc && s->trace) {
-        r->token_ns = ts_calloc(r->output_tokens ? r->output_tokens : 1, sizeof(uint64_t));
-        if (!r->token_ns)
-            rc = -ENOMEM;
-    }
-    if (!rc && r->stream) {
-        rc = openai_stream_enc_init(&r->enc, ep, r->id, (int64_t)(ts_wall_ns() / TS_NS_PER_S),
-                                    r->model);
-        r->enc_inited = !rc;
-    }
-    if (!rc && r->stream && s->sign_key_len) {
-        r->signer = ts_malloc(sizeof(*r->signer));
-        rc = r->signer ? chunk_signer_init(r->signer, s->sign_key, s->sign_key_len) : -ENOMEM;
-    }
+    int rc = prepare_answer(s, r, &q, &bh);
     if (rc) {
         reject(s, req, rc, r->prompt_tokens, r->output_tokens, NULL);
         req_free(r);
@@ -1069,7 +1107,7 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
     }
     r->in_engine = true;
     /* reserve-max reserves what the client allowed, not the length the simulator drew */
-    if (sim_engine_set_reserve(s->engine, r, (uint32_t)max) != 0)
+    if (sim_engine_set_reserve(s->engine, r, (uint32_t)allowed_tokens(s, r, &q)) != 0)
         ts_warn("sim: %s: cannot set the reservation", r->id);
     s->stats.requests++;
     req->user = r;
@@ -1081,4 +1119,68 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
 out_release:
     sim_block_hasher_release(&bh);
     openai_request_release(&q);
+}
+
+int sim_gen_submit_rt(struct sim_server *s, struct sim_rt *rt, const struct openai_request *q,
+                      const char *request_id, struct sim_req **out, struct openai_error *e)
+{
+    *out = NULL;
+    struct sim_block_hasher bh;
+    const struct sim_profile *prof = &s->profile;
+    sim_block_hasher_init(&bh, prof->prefix_caching ? prof->block_size : 0,
+                          prof->max_model_len / prof->block_size);
+    struct sim_req *r = ts_calloc(1, sizeof(*r));
+    int rc = r ? 0 : -ENOMEM;
+    if (rc)
+        goto out_error;
+    r->s = s;
+    r->rt = rt;
+    r->realtime = true;
+    r->ep = OPENAI_CHAT;
+    r->arrival_ns = ts_now_ns();
+    buf_init(&r->out, SIM_MAX_TEXT);
+    sim_copy_header_safe(r->request_id, sizeof(r->request_id), request_id);
+    uint64_t serial = ++s->next_id;
+    snprintf(r->id, sizeof(r->id), "resp_%016llx", (unsigned long long)mix(s->id_seed + serial));
+    r->model = ts_strdup(q->model ? q->model : s->profile.model);
+    rc = r->model ? prepare_answer(s, r, q, &bh) : -ENOMEM;
+    if (!rc) {
+        uint32_t nhash = bh.tokens == r->prompt_tokens ? bh.n : 0;
+        rc = sim_engine_submit_prefix(s->engine, r, r->prompt_tokens, r->output_tokens, bh.hashes,
+                                      nhash, r->arrival_ns);
+    }
+    if (rc)
+        goto out_error;
+    r->in_engine = true;
+    if (sim_engine_set_reserve(s->engine, r, (uint32_t)allowed_tokens(s, r, q)) != 0)
+        ts_warn("sim: %s: cannot set the reservation", r->id);
+    s->stats.requests++;
+    *out = r;
+    kick(s);
+    sim_block_hasher_release(&bh);
+    return 0;
+out_error:
+    (void)reject_error(s, rc, r ? r->prompt_tokens : 0, r ? r->output_tokens : 0, "input", e);
+    if (r)
+        req_free(r);
+    sim_block_hasher_release(&bh);
+    return rc;
+}
+
+void sim_gen_cancel_rt(struct sim_req *r)
+{
+    struct sim_server *s = r->s;
+    if (r->in_engine) {
+        sim_engine_cancel(s->engine, r);
+        r->in_engine = false;
+    }
+    s->stats.cancelled++;
+    trace_write(r, "cancelled", ts_now_ns());
+    r->rt = NULL;
+    req_free(r);
+}
+
+const char *sim_gen_req_id(const struct sim_req *r)
+{
+    return r->id;
 }

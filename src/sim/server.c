@@ -14,6 +14,7 @@
 #include "llm/embed.h"
 #include "llm/openai_encode.h"
 #include "llm/text.h"
+#include "net/ctlauth.h"
 #include "telemetry/prom.h"
 
 /* vLLM's buckets (vllm/engine/metrics.py), in seconds. */
@@ -271,6 +272,15 @@ static void on_request(struct http_request *req, void *ctx)
     bool post = !strcmp(req->method, "POST");
     if (sim_admin_route(s, req))
         return;
+    if (s->api_key && (!strncmp(p, "/v1/", 4) || !strcmp(p, "/realtime")) &&
+        !ctlauth_allows(req, s->api_key)) {
+        struct openai_error e;
+        openai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                         "Incorrect API key provided: send 'Authorization: Bearer KEY' with the "
+                         "key the simulator was started with (--api-key).");
+        sim_send_error(req, &e, "WWW-Authenticate: Bearer\r\n");
+        return;
+    }
     if (s->replay && post) {
         if (sim_admin_intercept(s, req, false))
             return;
@@ -284,6 +294,11 @@ static void on_request(struct http_request *req, void *ctx)
             return;
         return sim_gen_handle(s, req,
                               p[4] == 'c' && p[5] == 'h' ? OPENAI_CHAT : OPENAI_COMPLETIONS);
+    }
+    if (!strcmp(p, "/v1/realtime") || !strcmp(p, "/realtime")) {
+        if (strcmp(req->method, "GET"))
+            return wrong_method(req, "GET");
+        return sim_rt_handle(s, req);
     }
     if (!strcmp(p, "/v1/embeddings")) {
         if (!post)
@@ -331,6 +346,7 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->loop = loop;
     s->profile = cfg->profile;
     s->any_model = cfg->any_model;
+    s->api_key = cfg->api_key;
     s->quiet = cfg->quiet;
     s->ignore_disconnect = cfg->ignore_disconnect;
     if (cfg->replay_dir && sim_replay_open(cfg->replay_dir, &s->replay, err, errlen)) {
@@ -492,6 +508,7 @@ void sim_server_shutdown(struct sim_server *s, uint64_t grace_ms,
     s->shutting_down = true;
     s->on_closed = on_closed;
     s->on_closed_arg = arg;
+    sim_rt_shutdown(s);
     if (s->admin.kv_timer_inited) {
         s->handles++;
         uv_close((uv_handle_t *)&s->admin.kv_timer, on_admin_timer_closed);

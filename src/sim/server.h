@@ -71,6 +71,8 @@ struct sim_server_config {
     bool admin;                 /* the admin API for chaos faults (sim/admin.h) */
     const char *admin_token;    /* bearer token the admin API needs (net/ctlauth.h);
                                    NULL: none; borrowed */
+    const char *api_key;        /* bearer token every /v1 request (and the realtime
+                                   upgrade) needs, as OpenAI's API key; NULL: none; borrowed */
     /* the vector store (POST /v1/vector_stores/{id}/search, sim/vstore.h) */
     const char *vector_docs_path; /* passages instead of the built-in ones; NULL: built-in */
     const char *vector_store_id;  /* answered besides "vs_default" (1..64 of [A-Za-z0-9_-]) */
@@ -120,15 +122,16 @@ void sim_server_free(struct sim_server *s);
 
 /* Counters for tests and progress lines. */
 struct sim_server_stats {
-    uint64_t requests;        /* generation requests accepted by the engine */
-    uint64_t finished;        /* completed */
-    uint64_t cancelled;       /* client went away (its generation stopped) */
-    uint64_t ignored_gone;    /* client went away, generation went on (ignore_disconnect) */
-    uint64_t rejected_429;    /* waiting queue full */
-    uint64_t rejected_400;    /* bad request or context too long */
-    uint64_t tokens_sent;     /* content chunks written */
-    uint64_t embeddings;      /* embedding requests answered */
-    uint64_t vector_searches; /* vector store searches answered */
+    uint64_t requests;          /* generation requests accepted by the engine */
+    uint64_t finished;          /* completed */
+    uint64_t cancelled;         /* client went away (its generation stopped) */
+    uint64_t ignored_gone;      /* client went away, generation went on (ignore_disconnect) */
+    uint64_t rejected_429;      /* waiting queue full */
+    uint64_t rejected_400;      /* bad request or context too long */
+    uint64_t tokens_sent;       /* content chunks written */
+    uint64_t embeddings;        /* embedding requests answered */
+    uint64_t vector_searches;   /* vector store searches answered */
+    uint64_t realtime_sessions; /* /v1/realtime WebSocket sessions opened */
 };
 void sim_server_stats(const struct sim_server *s, struct sim_server_stats *st);
 

@@ -20,6 +20,7 @@
 
 struct sim_req;
 struct sim_send;
+struct sim_rt;
 struct sim_search;
 struct vstore;
 struct sim_vecs;
@@ -54,6 +55,7 @@ struct sim_server {
     struct dist output_len;
     uint32_t embed_dims;
     bool any_model;
+    const char *api_key; /* --api-key (borrowed), or NULL */
     bool quiet;
     bool ignore_disconnect;
     struct sim_replay *replay; /* --replay, or NULL */
@@ -61,8 +63,9 @@ struct sim_server {
     uint64_t id_seed;
     uint64_t next_id;
 
-    struct sim_req *dead; /* finished requests, freed after the step */
-    char sign_key[256];   /* --sign-chunks */
+    struct sim_req *dead;       /* finished requests, freed after the step */
+    struct sim_rt *rt_sessions; /* open realtime sessions (realtime.c) */
+    char sign_key[256];         /* --sign-chunks */
     size_t sign_key_len;
     struct buf sign_scratch;
 
@@ -151,5 +154,32 @@ int sim_gen_send_init(struct sim_server *s);
 void sim_gen_send_close(struct sim_server *s, void (*on_closed)(struct ptimer *t));
 /* Frees what the send queue still holds (after the HTTP server has closed). */
 void sim_gen_send_release(struct sim_server *s);
+/*
+ * A realtime response (realtime.c): q's answer goes into the engine and its
+ * tokens and end to rt (sim_rt_on_token, sim_rt_on_finish). request_id (may
+ * be NULL) goes into the trace log. Returns 0 with *out (finished by the
+ * engine, or by sim_gen_cancel_rt), or a negative error with *e the error
+ * to report (nothing submitted).
+ */
+int sim_gen_submit_rt(struct sim_server *s, struct sim_rt *rt, const struct openai_request *q,
+                      const char *request_id, struct sim_req **out, struct openai_error *e);
+/* Takes a realtime response out of the engine and frees it (not from its own callbacks). */
+void sim_gen_cancel_rt(struct sim_req *r);
+/* The response's id ("resp_..."). */
+const char *sim_gen_req_id(const struct sim_req *r);
+
+/* realtime.c */
+struct sim_rt_usage {
+    uint32_t prompt_tokens, output_tokens, cached_tokens;
+};
+/* Shutdown: every session is closed with 1001, at once or, when a response
+ * is in flight, after its response.done (within the server's grace). */
+void sim_rt_shutdown(struct sim_server *s);
+/* GET /v1/realtime: the WebSocket upgrade and the session. */
+void sim_rt_handle(struct sim_server *s, struct http_request *req);
+/* Token index of the session's response, written at once (the engine's step). */
+void sim_rt_on_token(struct sim_rt *rt, uint32_t index, const char *text, size_t len);
+/* The response ended ("stop" or "length"); the engine frees it after the step. */
+void sim_rt_on_finish(struct sim_rt *rt, const char *finish_reason, const struct sim_rt_usage *u);
 
 #endif

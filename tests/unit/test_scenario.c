@@ -303,10 +303,11 @@ static const struct bad bad_files[] = {
      "s.yaml:2:11: 'name' must be 1 to 64 letters, digits, '_', '.' or '-', got 'a b'"},
     {"classes:\n  - rate: 1\n", "s.yaml:2:5: class 1: 'name' is required"},
     {"classes:\n  - name: a\n    endpoint: chatt\n    rate: 1\n",
-     "s.yaml:3:15: 'endpoint' must be chat, completions or embeddings, got 'chatt' (did you "
+     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings or realtime, got 'chatt' (did "
+     "you "
      "mean 'chat'?)"},
     {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n",
-     "s.yaml:3:15: 'endpoint' must be chat, completions or embeddings, got 'vector-search'"},
+     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings or realtime, got 'vector-search'"},
     {"classes:\n  - name: a\n    rate: 1\n    arrival: possion\n",
      "s.yaml:4:14: 'arrival': unknown arrival process 'possion' (expected poisson, constant or "
      "gamma:B)"},
