@@ -87,6 +87,38 @@ static void usage_rest(FILE *out)
         "are written)\n");
 }
 
+/* --help: the vector-search options. */
+static void usage_vector(FILE *out)
+{
+    fprintf(out,
+            "vector search (--endpoint vector-search; docs/VECTOR.md):\n"
+            "  --vector-data SPEC     the corpus: gen:N[xD][:CLUSTERS[:SPREAD]] or a .fvecs/.npy\n"
+            "                         file (default gen:20000x64); the built-in simulator holds\n"
+            "                         it, and the exact ground truth is computed over it\n"
+            "  --vector-index F       the built-in simulator's FAISS index (IVF256,Flat,\n"
+            "                         IVF256,PQ16, HNSW32, ...; default Flat)\n"
+            "  --vector-queries SPEC  gen:N (default gen:1000: the corpus's distribution) or a\n"
+            "                         .fvecs/.npy file; request i searches query i mod N\n"
+            "  --vector-truth FILE    true neighbours (.ivecs/.npy, a row per query) instead of\n"
+            "                         an exact search before the run\n"
+            "  --vector-k K           neighbours asked for and recall@K (default 10)\n"
+            "  --nprobe N             IVF lists to search, sent in every request\n"
+            "  --ef-search N          HNSW efSearch, sent in every request\n"
+            "  --vector-seed N        seed of generated corpus and queries (default 0)\n"
+            "  --vector-api T         any REST vector database: a preset (tokenstorm, qdrant,\n"
+            "                         milvus, chroma: written from their API references, not\n"
+            "                         run live here) or @FILE, a template {path, body with\n"
+            "                         \"{{vector}}\" \"{{k}}\" \"{{nprobe}}\" \"{{ef_search}}\",\n"
+            "                         results and id JSON pointers}; its path replaces\n"
+            "                         --target's (docs/VECTOR.md)\n"
+            "  --vector-collection C  {{collection}} in a template (default bench)\n"
+            "  --target postgresql://...  pgvector through libpq (closed loop, --concurrency\n"
+            "                         connections): SELECT ID FROM TABLE ORDER BY COLUMN <-> $1\n"
+            "                         LIMIT k, --nprobe as ivfflat.probes, --ef-search as\n"
+            "                         hnsw.ef_search\n"
+            "  --pg-table T, --pg-column C, --pg-id I  (default items, embedding, id)\n");
+}
+
 /* --help: what it does and the options up to the checks (usage_rest: the rest). */
 static void usage(FILE *out)
 {
@@ -181,33 +213,7 @@ static void usage(FILE *out)
         "                         'threshold=0.8,window=20,k=3'; slo: consistency>=0.8\n"
         "  --integrity hmac       verify chained chunk signatures (sim --sign-chunks KEY);\n"
         "                         key from --integrity-key or $TOKENSTORM_INTEGRITY_KEY\n");
-    fprintf(out,
-            "vector search (--endpoint vector-search; docs/VECTOR.md):\n"
-            "  --vector-data SPEC     the corpus: gen:N[xD][:CLUSTERS[:SPREAD]] or a .fvecs/.npy\n"
-            "                         file (default gen:20000x64); the built-in simulator holds\n"
-            "                         it, and the exact ground truth is computed over it\n"
-            "  --vector-index F       the built-in simulator's FAISS index (IVF256,Flat,\n"
-            "                         IVF256,PQ16, HNSW32, ...; default Flat)\n"
-            "  --vector-queries SPEC  gen:N (default gen:1000: the corpus's distribution) or a\n"
-            "                         .fvecs/.npy file; request i searches query i mod N\n"
-            "  --vector-truth FILE    true neighbours (.ivecs/.npy, a row per query) instead of\n"
-            "                         an exact search before the run\n"
-            "  --vector-k K           neighbours asked for and recall@K (default 10)\n"
-            "  --nprobe N             IVF lists to search, sent in every request\n"
-            "  --ef-search N          HNSW efSearch, sent in every request\n"
-            "  --vector-seed N        seed of generated corpus and queries (default 0)\n"
-            "  --vector-api T         any REST vector database: a preset (tokenstorm, qdrant,\n"
-            "                         milvus, chroma: written from their API references, not\n"
-            "                         run live here) or @FILE, a template {path, body with\n"
-            "                         \"{{vector}}\" \"{{k}}\" \"{{nprobe}}\" \"{{ef_search}}\",\n"
-            "                         results and id JSON pointers}; its path replaces\n"
-            "                         --target's (docs/VECTOR.md)\n"
-            "  --vector-collection C  {{collection}} in a template (default bench)\n"
-            "  --target postgresql://...  pgvector through libpq (closed loop, --concurrency\n"
-            "                         connections): SELECT ID FROM TABLE ORDER BY COLUMN <-> $1\n"
-            "                         LIMIT k, --nprobe as ivfflat.probes, --ef-search as\n"
-            "                         hnsw.ef_search\n"
-            "  --pg-table T, --pg-column C, --pg-id I  (default items, embedding, id)\n");
+    usage_vector(out);
     usage_rest(out);
 }
 

@@ -335,6 +335,26 @@ static void on_request(struct http_request *req, void *ctx)
     not_found(req);
 }
 
+/* The chunk-signing key and the /metrics histograms. 0 or -EINVAL (a bad key). */
+static int sign_and_hists(struct sim_server *s, const struct sim_server_config *cfg, char *err,
+                          size_t errlen)
+{
+    if (cfg->sign_key) {
+        s->sign_key_len = strlen(cfg->sign_key);
+        if (!s->sign_key_len || s->sign_key_len > sizeof(s->sign_key)) {
+            ts_errf(err, errlen, "the signing key must be 1..%zu bytes", sizeof(s->sign_key));
+            return -EINVAL;
+        }
+        memcpy(s->sign_key, cfg->sign_key, s->sign_key_len);
+    }
+    prom_hist_init(&s->h_ttft, ttft_buckets, N(ttft_buckets));
+    prom_hist_init(&s->h_tpot, tpot_buckets, N(tpot_buckets));
+    prom_hist_init(&s->h_e2e, e2e_buckets, N(e2e_buckets));
+    prom_hist_init(&s->h_queue, e2e_buckets, N(e2e_buckets));
+    prom_hist_init(&s->h_send_lag, lag_buckets, N(lag_buckets));
+    return 0;
+}
+
 int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struct sim_server **out,
                      char *err, size_t errlen)
 {
@@ -357,22 +377,14 @@ int sim_server_start(uv_loop_t *loop, const struct sim_server_config *cfg, struc
     s->started_wall_ns = ts_wall_ns();
     s->id_seed = cfg->profile.seed ^ ts_wall_ns();
     buf_init(&s->sign_scratch, 64u << 20);
-    if (cfg->sign_key) {
-        s->sign_key_len = strlen(cfg->sign_key);
-        if (!s->sign_key_len || s->sign_key_len > sizeof(s->sign_key)) {
-            ts_errf(err, errlen, "the signing key must be 1..%zu bytes", sizeof(s->sign_key));
-            ts_free(s);
-            return -EINVAL;
-        }
-        memcpy(s->sign_key, cfg->sign_key, s->sign_key_len);
+    int rc = sign_and_hists(s, cfg, err, errlen);
+    if (rc) {
+        sim_replay_free(s->replay);
+        ts_free(s);
+        return rc;
     }
-    prom_hist_init(&s->h_ttft, ttft_buckets, N(ttft_buckets));
-    prom_hist_init(&s->h_tpot, tpot_buckets, N(tpot_buckets));
-    prom_hist_init(&s->h_e2e, e2e_buckets, N(e2e_buckets));
-    prom_hist_init(&s->h_queue, e2e_buckets, N(e2e_buckets));
-    prom_hist_init(&s->h_send_lag, lag_buckets, N(lag_buckets));
-    int rc = dist_parse(&s->output_len, cfg->output_len ? cfg->output_len : "lognormal:180,0.7",
-                        err, errlen);
+    rc = dist_parse(&s->output_len, cfg->output_len ? cfg->output_len : "lognormal:180,0.7", err,
+                    errlen);
     if (rc)
         goto out_free;
     if (cfg->answers_path && (rc = answers_load(cfg->answers_path, &s->answers, err, errlen)))
