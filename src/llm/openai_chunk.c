@@ -581,39 +581,46 @@ enum fp_field {
 struct fp_key {
     enum fp_frame frame;
     const char *name;
+    size_t len;
     enum fp_field field;
 };
 
+#define FP_KEY(frame, name, field)                                                                 \
+    {                                                                                              \
+        frame, name, sizeof(name) - 1, field                                                       \
+    }
+
 static const struct fp_key fp_keys[] = {
-    {FR_TOP, "object", F_OBJECT},
-    {FR_TOP, "error", F_ERROR},
-    {FR_TOP, "id", F_ID},
-    {FR_TOP, "model", F_MODEL},
-    {FR_TOP, "created", F_CREATED},
-    {FR_TOP, "usage", F_USAGE},
-    {FR_TOP, "choices", F_CHOICES},
-    {FR_USAGE, "prompt_tokens", F_PROMPT},
-    {FR_USAGE, "completion_tokens", F_COMPLETION},
-    {FR_USAGE, "total_tokens", F_TOTAL},
-    {FR_USAGE, "prompt_tokens_details", F_PTD},
-    {FR_USAGE, "completion_tokens_details", F_CTD},
-    {FR_PTD, "cached_tokens", F_CACHED},
-    {FR_CTD, "reasoning_tokens", F_RTOKENS},
-    {FR_CHOICE, "index", F_INDEX},
-    {FR_CHOICE, "finish_reason", F_FINISH},
-    {FR_CHOICE, "text", F_TEXT},
-    {FR_CHOICE, "delta", F_DELTA},
-    {FR_CHOICE, "message", F_MESSAGE},
-    {FR_DELTA, "role", F_ROLE},
-    {FR_DELTA, "content", F_CONTENT},
-    {FR_DELTA, "reasoning_content", F_RCONTENT},
-    {FR_DELTA, "reasoning", F_REASONING},
-    {FR_DELTA, "tool_calls", F_TOOL_CALLS},
+    FP_KEY(FR_TOP, "object", F_OBJECT),
+    FP_KEY(FR_TOP, "error", F_ERROR),
+    FP_KEY(FR_TOP, "id", F_ID),
+    FP_KEY(FR_TOP, "model", F_MODEL),
+    FP_KEY(FR_TOP, "created", F_CREATED),
+    FP_KEY(FR_TOP, "usage", F_USAGE),
+    FP_KEY(FR_TOP, "choices", F_CHOICES),
+    FP_KEY(FR_USAGE, "prompt_tokens", F_PROMPT),
+    FP_KEY(FR_USAGE, "completion_tokens", F_COMPLETION),
+    FP_KEY(FR_USAGE, "total_tokens", F_TOTAL),
+    FP_KEY(FR_USAGE, "prompt_tokens_details", F_PTD),
+    FP_KEY(FR_USAGE, "completion_tokens_details", F_CTD),
+    FP_KEY(FR_PTD, "cached_tokens", F_CACHED),
+    FP_KEY(FR_CTD, "reasoning_tokens", F_RTOKENS),
+    FP_KEY(FR_CHOICE, "index", F_INDEX),
+    FP_KEY(FR_CHOICE, "finish_reason", F_FINISH),
+    FP_KEY(FR_CHOICE, "text", F_TEXT),
+    FP_KEY(FR_CHOICE, "delta", F_DELTA),
+    FP_KEY(FR_CHOICE, "message", F_MESSAGE),
+    FP_KEY(FR_DELTA, "role", F_ROLE),
+    FP_KEY(FR_DELTA, "content", F_CONTENT),
+    FP_KEY(FR_DELTA, "reasoning_content", F_RCONTENT),
+    FP_KEY(FR_DELTA, "reasoning", F_REASONING),
+    FP_KEY(FR_DELTA, "tool_calls", F_TOOL_CALLS),
 };
 
 #define FP_FRAMES 5 /* top, choices, choice, delta, tools (or top, usage, details) */
 
 struct fp {
+    yajl_handle h;
     struct openai_decoder *d;
     struct openai_chunk *out;
     enum fp_frame frame[FP_FRAMES];
@@ -622,6 +629,7 @@ struct fp {
     unsigned skip;            /* open containers inside an unknown field */
     enum fp_field field;      /* the key whose value comes next */
     bool top_done;
+    size_t top_end; /* bytes up to the object's closing brace */
     size_t n_choices;
     const char *reasoning_alt; /* delta.reasoning of the open choice */
     size_t reasoning_alt_len;
@@ -887,23 +895,25 @@ static int fp_on_end(void *ctx)
         fp_end_choice(f);
     else if (fr == FR_CHOICES)
         f->out->choices = f->d->choices; /* grown since the array opened */
-    else if (fr == FR_TOP)
+    else if (fr == FR_TOP) {
         f->top_done = true;
+        f->top_end = yajl_get_bytes_consumed(f->h);
+    }
     return 1;
 }
 
 static int fp_on_key(void *ctx, const unsigned char *key, size_t n)
 {
     struct fp *f = ctx;
+    if (memchr(key, '\0', n))
+        return 0; /* jansson refuses these, wherever they are */
     if (f->skip)
         return 1;
-    if (memchr(key, '\0', n))
-        return 0;
     enum fp_frame fr = fp_top(f);
     f->field = F_UNKNOWN;
     for (size_t i = 0; i < sizeof(fp_keys) / sizeof(fp_keys[0]); i++) {
         const struct fp_key *k = &fp_keys[i];
-        if (k->frame == fr && strlen(k->name) == n && memcmp(k->name, key, n) == 0) {
+        if (k->frame == fr && k->len == n && memcmp(k->name, key, n) == 0) {
             uint32_t bit = 1u << k->field;
             if (f->seen[f->depth - 1] & bit)
                 return 0; /* jansson keeps the last of duplicate keys */
@@ -992,8 +1002,11 @@ static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struc
     yajl_handle h = yajl_alloc(&fp_callbacks, NULL, &f);
     if (!h)
         return false;
+    f.h = h;
+    /* yajl takes the start of a string after the object for a token still
+     * arriving and accepts the text: the brace must end it */
     bool ok = yajl_parse(h, (const unsigned char *)s, n) == yajl_status_ok &&
-              yajl_complete_parse(h) == yajl_status_ok && f.top_done;
+              yajl_complete_parse(h) == yajl_status_ok && f.top_done && f.top_end == n;
     yajl_free(h);
     if (!ok)
         return false;

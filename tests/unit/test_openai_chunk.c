@@ -494,9 +494,13 @@ static void test_fast_path_agrees(void **state)
         {"{\"x\":1,\"x\":2}", 0, FAST},
         /* keys with NUL, "message", odd documents */
         {"{\"choices\":[{\"delta\":{\"con\\u0000tent\":\"a\"}}]}", TS_PARSE, FULL},
+        {"{\"x\":{\"a\\u0000\":1}}", TS_PARSE, FULL},
         {"{\"choices\":[{\"message\":{\"content\":\"a\"}}]}", 0, FULL},
         {"{}", 0, FAST},
         {"{}x", TS_PARSE, FULL},
+        {"{\"a\":6}\"", TS_PARSE, FULL},
+        {"{} \"}", TS_PARSE, FULL},
+        {"{}1", TS_PARSE, FULL},
         {"{}{}", TS_PARSE, FULL},
         {"{\v}", TS_PARSE, FULL},
         {"{\f}", TS_PARSE, FULL},
