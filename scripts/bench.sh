@@ -40,7 +40,7 @@ for name in "${names[@]}"; do
     sim_capacity) cmd=("$PYTHON" bench/sim_capacity.py); limit=180 ;;
     client_capacity) cmd=("$PYTHON" bench/client_capacity.py); limit=600 ;;
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
-    locust) cmd=("$PYTHON" bench/locust_compare.py); limit=360 ;;
+    locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
     proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
     *) echo "bench.sh: unknown benchmark '$name' (${all[*]})" >&2; exit 2 ;;
     esac
