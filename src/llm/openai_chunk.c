@@ -957,6 +957,22 @@ static int surrogate_at(const char *s, size_t left)
     return 2;
 }
 
+/* The length of the leading run of s that is ASCII without NUL, taken 8
+ * bytes at a time (most chunks are all ASCII; utf8_invalid_at() goes byte
+ * by byte). */
+static size_t ascii_prefix(const char *s, size_t n)
+{
+    const uint64_t high = 0x8080808080808080ull, ones = 0x0101010101010101ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, sizeof(w));
+        if ((w & high) || ((w - ones) & ~w & high)) /* a high bit, or a zero byte */
+            break;
+    }
+    return i;
+}
+
 /*
  * Whether the text is something yajl and jansson read alike: valid UTF-8
  * without NUL bytes (yajl checks only the shape of a UTF-8 sequence), no
@@ -967,7 +983,8 @@ static int surrogate_at(const char *s, size_t left)
  */
 static bool fp_text_ok(const char *s, size_t n)
 {
-    if (utf8_invalid_at(s, n) != n || memchr(s, '\v', n) || memchr(s, '\f', n))
+    size_t a = ascii_prefix(s, n);
+    if (utf8_invalid_at(s + a, n - a) != n - a || memchr(s, '\v', n) || memchr(s, '\f', n))
         return false;
     const char *p = s, *end = s + n;
     while ((p = memchr(p, '\\', (size_t)(end - p))) != NULL) {

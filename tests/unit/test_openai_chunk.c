@@ -521,9 +521,22 @@ static void test_fast_path_agrees(void **state)
             fail_msg("case %zu '%s': rc %d (want %d), %s path", i, cases[i].in, rc, cases[i].rc,
                      path == FAST ? "fast" : "full");
     }
-    /* a NUL byte in the text itself */
-    static const char nul[] = "{\"id\":\"a\0b\"}";
-    assert_int_equal(decode_n(&d, nul, sizeof(nul) - 1, &c), TS_PARSE);
+    /* a NUL byte or invalid UTF-8 in the text itself, at every offset of an
+     * otherwise ASCII chunk (the ASCII scan goes 8 bytes at a time) */
+    static const char base[] = "{\"id\":\"abcdefghijklmnopqrstuvwxyz0123456789\"}";
+    static const char bad[][3] = {"\0", "\xff", "\xc0\x80"};
+    for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+        for (size_t at = 7; at < sizeof(base) - 3; at++) {
+            char t[sizeof(base) + 2];
+            size_t bl = b == 2 ? 2 : 1;
+            memcpy(t, base, at);
+            memcpy(t + at, bad[b], bl);
+            memcpy(t + at + bl, base + at, sizeof(base) - 1 - at);
+            uint64_t fb = d.n_fallback;
+            assert_int_equal(decode_n(&d, t, sizeof(base) - 1 + bl, &c), TS_PARSE);
+            assert_int_equal(d.n_fallback, fb + 1);
+        }
+    }
     openai_decoder_release(&d);
 }
 
