@@ -535,20 +535,33 @@ static int decode_json(struct openai_decoder *d, const char *s, size_t n, bool b
 /*
  * The fast path for stream chunks: yajl's callback parser fills the result
  * as the bytes go by, without a DOM, and knows only the common shape of a
- * chunk. Whenever something is not plainly that shape (a known field of a
- * wrong type or given twice, an error, tool call fragments, a "message",
- * a number where an integer is expected, invalid UTF-8, a surrogate escape
- * that is not a valid pair, deep nesting, invalid JSON) it gives up and the
- * jansson decoder above decodes the chunk instead, so every refusal and
- * every error message comes from one place and the two agree on every input
- * (tests/fuzz/fuzz_openai_chunk.c checks that).
+ * chunk: id, object, model, created, usage, and per choice index, text,
+ * finish_reason and the delta's role, content, reasoning and tool call
+ * fragments. Whenever something is not plainly that shape (a known field
+ * of a wrong type or given twice, an error, a "message", a number where an
+ * integer is expected, invalid UTF-8, a surrogate escape that is not a
+ * valid pair, deep nesting, invalid JSON) it gives up and the jansson
+ * decoder above decodes the chunk instead, so every refusal and every
+ * error message comes from one place and the two agree on every input
+ * (tests/fuzz/fuzz_chunk_diff.c checks that).
  */
 
 /* Nesting the fast path follows; deeper documents go to jansson, whose own
  * limit (JSON_PARSER_MAX_DEPTH) yajl does not have. */
 #define FP_MAX_SKIP 64
 
-enum fp_frame { FR_TOP, FR_USAGE, FR_PTD, FR_CTD, FR_CHOICES, FR_CHOICE, FR_DELTA, FR_TOOLS };
+enum fp_frame {
+    FR_TOP,
+    FR_USAGE,
+    FR_PTD,
+    FR_CTD,
+    FR_CHOICES,
+    FR_CHOICE,
+    FR_DELTA,
+    FR_TOOLS,
+    FR_CALL,
+    FR_FN,
+};
 
 enum fp_field {
     F_UNKNOWN,
@@ -576,6 +589,12 @@ enum fp_field {
     F_RCONTENT,
     F_REASONING,
     F_TOOL_CALLS,
+    F_CALL_INDEX,
+    F_CALL_ID,
+    F_CALL_TYPE,
+    F_FUNCTION,
+    F_FN_NAME,
+    F_FN_ARGS,
 };
 
 struct fp_key {
@@ -615,9 +634,15 @@ static const struct fp_key fp_keys[] = {
     FP_KEY(FR_DELTA, "reasoning_content", F_RCONTENT),
     FP_KEY(FR_DELTA, "reasoning", F_REASONING),
     FP_KEY(FR_DELTA, "tool_calls", F_TOOL_CALLS),
+    FP_KEY(FR_CALL, "index", F_CALL_INDEX),
+    FP_KEY(FR_CALL, "id", F_CALL_ID),
+    FP_KEY(FR_CALL, "type", F_CALL_TYPE),
+    FP_KEY(FR_CALL, "function", F_FUNCTION),
+    FP_KEY(FR_FN, "name", F_FN_NAME),
+    FP_KEY(FR_FN, "arguments", F_FN_ARGS),
 };
 
-#define FP_FRAMES 5 /* top, choices, choice, delta, tools (or top, usage, details) */
+#define FP_FRAMES 7 /* top, choices, choice, delta, tools, call, function */
 
 struct fp {
     yajl_handle h;
@@ -631,6 +656,7 @@ struct fp {
     bool top_done;
     size_t top_end; /* bytes up to the object's closing brace */
     size_t n_choices;
+    size_t n_calls;            /* tool call fragments, all choices */
     const char *reasoning_alt; /* delta.reasoning of the open choice */
     size_t reasoning_alt_len;
 };
@@ -651,6 +677,11 @@ static const char *fp_copy(struct openai_decoder *d, const unsigned char *s, siz
 static struct openai_choice *fp_choice(struct fp *f)
 {
     return &f->d->choices[f->n_choices - 1];
+}
+
+static struct openai_tool_call *fp_call(struct fp *f)
+{
+    return &f->d->calls[f->n_calls - 1];
 }
 
 static enum fp_frame fp_top(const struct fp *f)
@@ -730,6 +761,31 @@ static int fp_on_integer(void *ctx, long long v)
     case F_INDEX:
         fp_choice(f)->index = v;
         return 1;
+    case F_CALL_INDEX:
+        fp_call(f)->index = v;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A string field of a tool call fragment or its function. */
+static int fp_call_string(struct fp *f, enum fp_field k, const char *p, size_t n)
+{
+    switch (k) {
+    case F_CALL_ID:
+        fp_call(f)->id = p;
+        return 1;
+    case F_CALL_TYPE:
+        fp_call(f)->type = p;
+        return 1;
+    case F_FN_NAME:
+        fp_call(f)->name = p;
+        return 1;
+    case F_FN_ARGS:
+        fp_call(f)->arguments = p;
+        fp_call(f)->arguments_len = n;
+        return 1;
     default:
         return 0;
     }
@@ -782,7 +838,7 @@ static int fp_on_string(void *ctx, const unsigned char *s, size_t n)
         f->reasoning_alt_len = n;
         return 1;
     default:
-        return 0;
+        return fp_call_string(f, k, p, n);
     }
 }
 
@@ -810,6 +866,20 @@ static int fp_new_choice(struct fp *f)
     return fp_push(f, FR_CHOICE);
 }
 
+/* A new tool call fragment in the open choice's delta, cleared as
+ * decode_tool_call() leaves an empty one. */
+static int fp_new_call(struct fp *f)
+{
+    struct openai_decoder *d = f->d;
+    if (grow((void **)&d->calls, &d->calls_cap, f->n_calls + 1, sizeof(*d->calls)))
+        return 0;
+    struct openai_tool_call *t = &d->calls[f->n_calls++];
+    memset(t, 0, sizeof(*t));
+    t->index = -1;
+    fp_choice(f)->n_tool_calls++;
+    return fp_push(f, FR_CALL);
+}
+
 static int fp_on_start_map(void *ctx)
 {
     struct fp *f = ctx;
@@ -820,7 +890,7 @@ static int fp_on_start_map(void *ctx)
     if (fp_top(f) == FR_CHOICES)
         return fp_new_choice(f);
     if (fp_top(f) == FR_TOOLS)
-        return 0; /* tool call fragments: jansson */
+        return fp_new_call(f);
     switch (fp_take(f)) {
     case F_UNKNOWN:
         f->skip = 1;
@@ -835,6 +905,8 @@ static int fp_on_start_map(void *ctx)
         return fp_push(f, FR_CTD);
     case F_DELTA:
         return fp_push(f, FR_DELTA);
+    case F_FUNCTION:
+        return fp_push(f, FR_FN);
     default:
         return 0;
     }
@@ -880,6 +952,20 @@ static void fp_end_choice(struct fp *f)
         *flags |= OPENAI_CHUNK_CONTENT;
     if (c->reasoning_len)
         *flags |= OPENAI_CHUNK_REASONING;
+    if (c->n_tool_calls)
+        *flags |= OPENAI_CHUNK_TOOL_CALLS;
+}
+
+/* Points each choice at its tool call fragments: d->calls may have moved
+ * while it grew, and the fragments lie in it choice after choice. */
+static void fp_link_calls(struct fp *f)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < f->n_choices; i++) {
+        struct openai_choice *c = &f->d->choices[i];
+        c->tool_calls = c->n_tool_calls ? f->d->calls + at : NULL;
+        at += c->n_tool_calls;
+    }
 }
 
 static int fp_on_end(void *ctx)
@@ -1031,6 +1117,7 @@ static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struc
     if (out->object == OPENAI_OBJECT_ERROR)
         return false; /* errors are rare: jansson */
     out->n_choices = f.n_choices;
+    fp_link_calls(&f);
     return true;
 }
 

@@ -434,7 +434,22 @@ static void test_fast_path_agrees(void **state)
         {"{\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}", 0, FAST},
         {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
          "{\"arguments\":\"{\\\"a\"}}]}}]}",
-         0, FULL},
+         0, FAST},
+        /* tool call fragments in several choices (the array grows while they come) */
+        {"{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+         "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}},{\"index\":1,"
+         "\"function\":{\"name\":null,\"arguments\":\"{\\\"x\\\":\\u0000\"}},{},{},{}]}},"
+         "{\"delta\":{\"tool_calls\":[]}},{\"delta\":{\"tool_calls\":[{\"id\":\"c\","
+         "\"extra\":[1]},{\"function\":null},{\"index\":2}]}}]}",
+         0, FAST},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[null]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[1]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[[]]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":[]}]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":1}}]}}]}",
+         TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":\"0\"}]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"id\":\"b\"}]}}]}", 0, FULL},
         /* nulls everywhere a value may be null */
         {"{\"id\":null,\"object\":null,\"model\":null,\"created\":null,\"error\":null,"
          "\"usage\":null,\"choices\":null}",
