@@ -138,11 +138,43 @@ def open_point(name, streams, tok_per_s, stream_s, measure_s):
     return p
 
 
+def hold_points():
+    """Closed loop, 10 and 5,000 users at 10 tokens/s; memory per stream from the difference."""
+    print("client_capacity: holding 5,000 streams (closed loop, 10 tokens/s per stream)")
+    hold = []
+    for name, users, length in (("hold-10-users", 10, "fixed:30000"),
+                                ("hold-5000-users", 5000, "fixed:30000"),
+                                ("hold-5000-users-3s", 5000, "fixed:30")):
+        sim = fresh_sim(100.0)
+        try:
+            p = run_point(name, sim,
+                          ["--concurrency", str(users), "--ramp-users", "3s", "--duration", "10s",
+                           "--output-len", length, "--drain", "0s"],
+                          window=(5.0, 10.0), timeout=60)
+        finally:
+            sim.__exit__(None, None, None)
+        show(p)
+        hold.append(p)
+    base = hold[0]["client_rss_kb_mid"]
+    for p in hold[1:]:
+        p["client_kb_per_stream"] = round((p["client_rss_kb_mid"] - base)
+                                          / max(p["sim_running_mean"] - 10, 1), 2)
+    return hold
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer points")
+    ap.add_argument("--hold-only", action="store_true",
+                    help="only the 5,000-stream hold (memory per stream)")
     a = ap.parse_args()
     c.ensure_built()
+    if a.hold_only:
+        hold = hold_points()
+        print("client_capacity: %.2f KB per stream holding 5,000 never-ending streams, %.2f KB "
+              "with 3-s streams" % (hold[1]["client_kb_per_stream"], hold[2]["client_kb_per_stream"]))
+        c.write_result("client_capacity_hold", {"hold": hold})
+        return
     t0 = time.monotonic()
     res = {"sim": {"profile": "tiny", "set": c.FAST_ENGINE + ["t_w_ms=<step floor>"],
                    "core": c.SIM_CORE},
@@ -170,25 +202,8 @@ def main():
         st.append(p)
     res["streams_sweep"] = st
 
-    print("client_capacity: holding 5,000 streams (closed loop, 10 tokens/s per stream)")
-    hold = []
-    for name, users, length in (("hold-10-users", 10, "fixed:30000"),
-                                ("hold-5000-users", 5000, "fixed:30000"),
-                                ("hold-5000-users-3s", 5000, "fixed:30")):
-        sim = fresh_sim(100.0)
-        try:
-            p = run_point(name, sim,
-                          ["--concurrency", str(users), "--ramp-users", "3s", "--duration", "10s",
-                           "--output-len", length, "--drain", "0s"],
-                          window=(5.0, 10.0), timeout=60)
-        finally:
-            sim.__exit__(None, None, None)
-        show(p)
-        hold.append(p)
+    hold = hold_points()
     base = hold[0]["client_rss_kb_mid"]
-    for p in hold[1:]:
-        p["client_kb_per_stream"] = round((p["client_rss_kb_mid"] - base)
-                                          / max(p["sim_running_mean"] - 10, 1), 2)
     for p in st:
         p["client_kb_per_stream"] = round((p["client_rss_kb_mid"] - base)
                                           / max(p["sim_running_mean"] - 10, 1), 2)

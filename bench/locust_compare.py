@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
-"""locust_compare: tokenstorm and Locust side by side on one workload.
+"""locust_compare: tokenstorm, Locust and a raw byte-scanning client side by side.
 
 The same streaming chat workload (N users in a closed loop, each request
-max_tokens=L with ignore_eos and include_usage, a new one as soon as one
-ends) is driven first by Locust (Debian's python3-locust, headless, one
-process, bench/locustfile.py) and then by `tokenstorm run --workers 1`, each
-pinned to core 1, each against a fresh simulator on core 0 with the same
-settings. Over the same steady window of each run it measures SSE events
-(at the simulator: tokens + 4 per finished request) and the client's CPU time
-(/proc/PID/stat), and reports events per client CPU-second and the ratio.
-With --step-ms 0 the engine outruns both clients and the figures are each
-client's ceiling on one core instead.
-Usage: locust_compare.py [--users 100] [--length 500] [--duration 15] [--step-ms 5]
+max_tokens=L with ignore_eos, a new one as soon as one ends; the engine
+paced so that N streams get --rate events/s in all) is driven by Locust
+(Debian's python3-locust, headless, one process, bench/locustfile.py), by
+Locust again with the user also json.loads-ing each event, by
+bench/out/sseload (epoll, raw HTTP/1.1, counts "data:" lines without
+parsing: the cost of the bytes themselves) and by `tokenstorm run --workers
+1` (every event decoded), each pinned to core 1, each against a fresh
+simulator on core 0 with the same settings. Over the same steady window of
+each run it measures SSE events (at the simulator: tokens + 4 per finished
+request, + 3 for sseload, which does not ask for usage) and the client's
+CPU time (/proc/PID/stat), and reports events per client CPU-second and the
+ratios. --baseline DIR adds a run of DIR/tokenstorm (an older build) beside
+the current one. With --step-ms 0 the engine outruns every client and the
+figures are each client's ceiling on one core instead.
+Usage: locust_compare.py [--users 100,1000] [--length 500] [--duration 15]
+                         [--rate 20000 | --step-ms MS] [--baseline BUILD_DIR]
 """
 
 import argparse
@@ -52,13 +58,29 @@ def run_locust(users, length, duration, window, parse_json=False):
     return r
 
 
-def run_tokenstorm(users, length, duration, window):
+def run_sseload(users, length, duration, window):
+    c.wait_quiet()
+    with c.Sim(sets=SETS) as sim:
+        argv = c.pinned(c.CLIENT_CORE, [
+            c.SSELOAD, "--port", str(sim.port), "--streams", str(users), "--warmup", "0",
+            "--duration", str(duration), "--max-tokens", str(length), "--ramp-timeout", "30"])
+        r = c.sampled_run(argv, sim, window, duration + 60, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    # sampled_run counts 4 events per finished request; sseload gets 3 (no usage chunk)
+    win = [x for x in r["samples"] if window[0] <= x["t"] <= window[1]]
+    if "events" in r and len(win) >= 2:
+        r["events"] -= win[-1]["finished"] - win[0]["finished"]
+        r["events_per_s"] = round(r["events"] / r["win_s"])
+    return r
+
+
+def run_tokenstorm(users, length, duration, window, binary=None):
     work = tempfile.mkdtemp(prefix="bench-ts-", dir=c.OUT)
     c.wait_quiet()
     try:
         with c.Sim(sets=SETS) as sim:
             argv = c.pinned(c.CLIENT_CORE, [
-                c.TOKENSTORM, "run", "--target", sim.url, "--workers", "1",
+                binary or c.TOKENSTORM, "run", "--target", sim.url, "--workers", "1",
                 "--concurrency", str(users), "--duration", "%ds" % duration,
                 "--output-len", "fixed:%d" % length, "--input-len", "fixed:1",
                 "--drain", "5s", "--out", work, "-q"])
@@ -89,47 +111,71 @@ def summary(name, r):
     return out
 
 
+def ratio(x, y):
+    return round(x["events_per_cpu_s"] / y["events_per_cpu_s"], 2) if (
+        x and y and x["events_per_cpu_s"] and y["events_per_cpu_s"]) else None
+
+
+def compare(users, a):
+    """All clients at one number of users; returns their summaries and the ratios."""
+    global SETS
+    step_ms = a.step_ms if a.step_ms is not None else users / a.rate * 1e3
+    SETS = c.FAST_ENGINE + (["t_w_ms=%g" % max(step_ms - 0.05, 0)] if step_ms > 0 else [])
+    window = (4.0, a.duration - 1.0)
+    print("locust_compare: %d users, max_tokens %d, %d s each, engine step %s"
+          % (users, a.length, a.duration, "%g ms" % step_ms if step_ms > 0 else "unpaced"))
+    lo = summary("locust", run_locust(users, a.length, a.duration, window))
+    lj = None
+    if not a.no_json_variant:
+        lj = summary("locust+json", run_locust(users, a.length, a.duration, window, True))
+    raw = summary("sseload", run_sseload(users, a.length, a.duration, window))
+    base = None
+    if a.baseline:
+        base = summary("ts-baseline", run_tokenstorm(users, a.length, a.duration, window,
+                                                     os.path.join(a.baseline, "tokenstorm")))
+    ts = summary("tokenstorm", run_tokenstorm(users, a.length, a.duration, window))
+    ratios = {"tokenstorm_over_locust": ratio(ts, lo), "tokenstorm_over_locust_json":
+              ratio(ts, lj), "tokenstorm_over_sseload": ratio(ts, raw),
+              "tokenstorm_over_baseline": ratio(ts, base)}
+    print("locust_compare: %d users: events per client CPU-second, tokenstorm / sseload = %s "
+          "(target >= 0.8), / Locust+json.loads = %s (target >= 5), / Locust = %s%s"
+          % (users, ratios["tokenstorm_over_sseload"], ratios["tokenstorm_over_locust_json"],
+             ratios["tokenstorm_over_locust"],
+             ", / baseline = %s" % ratios["tokenstorm_over_baseline"] if base else ""))
+    sys.stdout.flush()
+    return {"users": users, "step_ms": step_ms, "window_s": list(window), "sim_set": SETS,
+            "locust": lo, "locust_json": lj, "sseload": raw, "tokenstorm_baseline": base,
+            "tokenstorm": ts, "ratios": ratios}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--users", type=int, default=100)
+    ap.add_argument("--users", default="100,1000", help="comma-separated user counts")
     ap.add_argument("--length", type=int, default=500, help="max_tokens of each request")
     ap.add_argument("--duration", type=int, default=15)
-    ap.add_argument("--step-ms", type=float, default=5.0,
-                    help="engine step floor: 100 users at 5 ms = 20,000 events/s; 0 = unpaced")
+    ap.add_argument("--rate", type=float, default=20000.0,
+                    help="events/s the engine offers in all (sets the step: users / rate)")
+    ap.add_argument("--step-ms", type=float, default=None,
+                    help="engine step floor instead of --rate; 0 = unpaced")
+    ap.add_argument("--baseline", metavar="BUILD_DIR",
+                    help="also run BUILD_DIR/tokenstorm (e.g. a build of an older commit)")
     ap.add_argument("--no-json-variant", action="store_true",
                     help="skip the Locust run that also parses each event's JSON")
     a = ap.parse_args()
-    global SETS
-    if a.step_ms > 0:
-        SETS = c.FAST_ENGINE + ["t_w_ms=%g" % max(a.step_ms - 0.05, 0)]
+    users = [int(u) for u in a.users.split(",") if u.strip()]
+    if not users or min(users) < 1 or max(users) > 10000:
+        sys.exit("locust_compare: --users wants counts from 1 to 10000")
     c.ensure_built()
     if not os.path.exists(LOCUST):
         sys.exit("locust_compare: %s not found (scripts/deps.sh bench installs python3-locust)"
                  % LOCUST)
-    window = (4.0, a.duration - 1.0)
-    print("locust_compare: %d users, max_tokens %d, %d s each, engine step %s"
-          % (a.users, a.length, a.duration, "%g ms" % a.step_ms if a.step_ms > 0 else "unpaced"))
-    lo = summary("locust", run_locust(a.users, a.length, a.duration, window))
-    lj = None
-    if not a.no_json_variant:
-        lj = summary("locust+json", run_locust(a.users, a.length, a.duration, window, True))
-    ts = summary("tokenstorm", run_tokenstorm(a.users, a.length, a.duration, window))
-
-    def ratio(x, y):
-        return round(x["events_per_cpu_s"] / y["events_per_cpu_s"], 2) if (
-            x and y and x["events_per_cpu_s"] and y["events_per_cpu_s"]) else None
-
-    r, rj = ratio(ts, lo), ratio(ts, lj)
-    print("locust_compare: events per client CPU-second, tokenstorm / Locust = %s "
-          "(Locust counting lines only)%s" % (r, "; %s against Locust parsing each event's JSON"
-                                               % rj if lj else ""))
+    if a.baseline and not os.path.exists(os.path.join(a.baseline, "tokenstorm")):
+        sys.exit("locust_compare: no tokenstorm in %s" % a.baseline)
+    runs = [compare(u, a) for u in users]
     c.write_result("locust", {
-        "workload": {"users": a.users, "max_tokens": a.length, "duration_s": a.duration,
-                     "step_ms": a.step_ms,
-                     "window_s": list(window), "sim_set": SETS},
-        "locust": lo, "locust_json": lj, "tokenstorm": ts,
-        "ratio_events_per_cpu_s": r,
-        "ratio_events_per_cpu_s_vs_locust_json": rj,
+        "workload": {"users": users, "max_tokens": a.length, "duration_s": a.duration,
+                     "rate": a.rate, "step_ms": a.step_ms},
+        "runs": runs,
     })
 
 

@@ -7,6 +7,8 @@ pkgs=(
     gcc make meson ninja-build pkg-config
     libuv1-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev
     libfyaml-dev libssl-dev libpcre2-dev zlib1g-dev libcmocka-dev
+    # the stream chunk decoder's fast path: a callback JSON parser, no DOM per event
+    libyajl-dev
     clang libclang-rt-14-dev clang-format curl
     # WebSocket framing for the realtime endpoint (sim, run, proxy): no hand-written frame parser
     libwslay-dev

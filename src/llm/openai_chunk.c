@@ -8,6 +8,9 @@
 #include "base/chars.h"
 #include "base/base64.h"
 #include "base/alloc.h"
+#include "base/utf8.h"
+
+#include <yajl/yajl_parse.h>
 
 /*
  * Where a field sits, printed only when an error message is written:
@@ -37,6 +40,7 @@ void openai_decoder_release(struct openai_decoder *d)
     ts_free(d->calls);
     ts_free(d->embs);
     ts_free(d->floats);
+    ts_free(d->arena);
     memset(d, 0, sizeof(*d));
 }
 
@@ -528,6 +532,595 @@ static int decode_json(struct openai_decoder *d, const char *s, size_t n, bool b
     return 0;
 }
 
+/*
+ * The fast path for stream chunks: yajl's callback parser fills the result
+ * as the bytes go by, without a DOM, and knows only the common shape of a
+ * chunk: id, object, model, created, usage, and per choice index, text,
+ * finish_reason and the delta's role, content, reasoning and tool call
+ * fragments. Whenever something is not plainly that shape (a known field
+ * of a wrong type or given twice, an error, a "message", a number where an
+ * integer is expected, invalid UTF-8, a surrogate escape that is not a
+ * valid pair, deep nesting, invalid JSON) it gives up and the jansson
+ * decoder above decodes the chunk instead, so every refusal and every
+ * error message comes from one place and the two agree on every input
+ * (tests/fuzz/fuzz_chunk_diff.c checks that).
+ */
+
+/* Nesting the fast path follows; deeper documents go to jansson, whose own
+ * limit (JSON_PARSER_MAX_DEPTH) yajl does not have. */
+#define FP_MAX_SKIP 64
+
+enum fp_frame {
+    FR_TOP,
+    FR_USAGE,
+    FR_PTD,
+    FR_CTD,
+    FR_CHOICES,
+    FR_CHOICE,
+    FR_DELTA,
+    FR_TOOLS,
+    FR_CALL,
+    FR_FN,
+};
+
+enum fp_field {
+    F_UNKNOWN,
+    F_OBJECT,
+    F_ERROR,
+    F_ID,
+    F_MODEL,
+    F_CREATED,
+    F_USAGE,
+    F_CHOICES,
+    F_PROMPT,
+    F_COMPLETION,
+    F_TOTAL,
+    F_PTD,
+    F_CTD,
+    F_CACHED,
+    F_RTOKENS,
+    F_INDEX,
+    F_FINISH,
+    F_TEXT,
+    F_DELTA,
+    F_MESSAGE,
+    F_ROLE,
+    F_CONTENT,
+    F_RCONTENT,
+    F_REASONING,
+    F_TOOL_CALLS,
+    F_CALL_INDEX,
+    F_CALL_ID,
+    F_CALL_TYPE,
+    F_FUNCTION,
+    F_FN_NAME,
+    F_FN_ARGS,
+};
+
+struct fp_key {
+    enum fp_frame frame;
+    const char *name;
+    size_t len;
+    enum fp_field field;
+};
+
+#define FP_KEY(frame, name, field)                                                                 \
+    {                                                                                              \
+        frame, name, sizeof(name) - 1, field                                                       \
+    }
+
+static const struct fp_key fp_keys[] = {
+    FP_KEY(FR_TOP, "object", F_OBJECT),
+    FP_KEY(FR_TOP, "error", F_ERROR),
+    FP_KEY(FR_TOP, "id", F_ID),
+    FP_KEY(FR_TOP, "model", F_MODEL),
+    FP_KEY(FR_TOP, "created", F_CREATED),
+    FP_KEY(FR_TOP, "usage", F_USAGE),
+    FP_KEY(FR_TOP, "choices", F_CHOICES),
+    FP_KEY(FR_USAGE, "prompt_tokens", F_PROMPT),
+    FP_KEY(FR_USAGE, "completion_tokens", F_COMPLETION),
+    FP_KEY(FR_USAGE, "total_tokens", F_TOTAL),
+    FP_KEY(FR_USAGE, "prompt_tokens_details", F_PTD),
+    FP_KEY(FR_USAGE, "completion_tokens_details", F_CTD),
+    FP_KEY(FR_PTD, "cached_tokens", F_CACHED),
+    FP_KEY(FR_CTD, "reasoning_tokens", F_RTOKENS),
+    FP_KEY(FR_CHOICE, "index", F_INDEX),
+    FP_KEY(FR_CHOICE, "finish_reason", F_FINISH),
+    FP_KEY(FR_CHOICE, "text", F_TEXT),
+    FP_KEY(FR_CHOICE, "delta", F_DELTA),
+    FP_KEY(FR_CHOICE, "message", F_MESSAGE),
+    FP_KEY(FR_DELTA, "role", F_ROLE),
+    FP_KEY(FR_DELTA, "content", F_CONTENT),
+    FP_KEY(FR_DELTA, "reasoning_content", F_RCONTENT),
+    FP_KEY(FR_DELTA, "reasoning", F_REASONING),
+    FP_KEY(FR_DELTA, "tool_calls", F_TOOL_CALLS),
+    FP_KEY(FR_CALL, "index", F_CALL_INDEX),
+    FP_KEY(FR_CALL, "id", F_CALL_ID),
+    FP_KEY(FR_CALL, "type", F_CALL_TYPE),
+    FP_KEY(FR_CALL, "function", F_FUNCTION),
+    FP_KEY(FR_FN, "name", F_FN_NAME),
+    FP_KEY(FR_FN, "arguments", F_FN_ARGS),
+};
+
+#define FP_FRAMES 7 /* top, choices, choice, delta, tools, call, function */
+
+struct fp {
+    yajl_handle h;
+    struct openai_decoder *d;
+    struct openai_chunk *out;
+    enum fp_frame frame[FP_FRAMES];
+    uint32_t seen[FP_FRAMES]; /* known fields met in each open object */
+    int depth;                /* open known frames */
+    unsigned skip;            /* open containers inside an unknown field */
+    enum fp_field field;      /* the key whose value comes next */
+    bool top_done;
+    size_t top_end; /* bytes up to the object's closing brace */
+    size_t n_choices;
+    size_t n_calls;            /* tool call fragments, all choices */
+    const char *reasoning_alt; /* delta.reasoning of the open choice */
+    size_t reasoning_alt_len;
+};
+
+/* Copies a string into the arena; NULL when it would not fit (it always
+ * does: decoded strings are shorter than their JSON text). */
+static const char *fp_copy(struct openai_decoder *d, const unsigned char *s, size_t n)
+{
+    if (d->arena_used > d->arena_cap || n >= d->arena_cap - d->arena_used)
+        return NULL;
+    char *p = d->arena + d->arena_used;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    d->arena_used += n + 1;
+    return p;
+}
+
+static struct openai_choice *fp_choice(struct fp *f)
+{
+    return &f->d->choices[f->n_choices - 1];
+}
+
+static struct openai_tool_call *fp_call(struct fp *f)
+{
+    return &f->d->calls[f->n_calls - 1];
+}
+
+static enum fp_frame fp_top(const struct fp *f)
+{
+    return f->frame[f->depth - 1];
+}
+
+/* Takes the pending field; a field in an unknown container is F_UNKNOWN. */
+static enum fp_field fp_take(struct fp *f)
+{
+    enum fp_field k = f->field;
+    f->field = F_UNKNOWN;
+    return k;
+}
+
+static int fp_on_null(void *ctx)
+{
+    struct fp *f = ctx;
+    if (f->skip)
+        return 1;
+    if (f->depth == 0 || fp_top(f) == FR_CHOICES || fp_top(f) == FR_TOOLS)
+        return 0;
+    return fp_take(f) != F_MESSAGE; /* every known field may be null but this one */
+}
+
+static int fp_on_scalar(void *ctx)
+{
+    struct fp *f = ctx;
+    if (f->skip)
+        return 1;
+    if (f->depth == 0 || fp_top(f) == FR_CHOICES || fp_top(f) == FR_TOOLS)
+        return 0;
+    return fp_take(f) == F_UNKNOWN;
+}
+
+static int fp_on_bool(void *ctx, int v)
+{
+    (void)v;
+    return fp_on_scalar(ctx);
+}
+
+static int fp_on_double(void *ctx, double v)
+{
+    (void)v;
+    return fp_on_scalar(ctx); /* an integral real in an integer field: jansson decides */
+}
+
+static int fp_on_integer(void *ctx, long long v)
+{
+    struct fp *f = ctx;
+    if (f->skip)
+        return 1;
+    if (f->depth == 0 || fp_top(f) == FR_CHOICES || fp_top(f) == FR_TOOLS)
+        return 0;
+    struct openai_usage *u = &f->out->usage;
+    switch (fp_take(f)) {
+    case F_UNKNOWN:
+        return 1;
+    case F_CREATED:
+        f->out->created = v;
+        return 1;
+    case F_PROMPT:
+        u->prompt_tokens = v;
+        return 1;
+    case F_COMPLETION:
+        u->completion_tokens = v;
+        return 1;
+    case F_TOTAL:
+        u->total_tokens = v;
+        return 1;
+    case F_CACHED:
+        u->cached_tokens = v;
+        return 1;
+    case F_RTOKENS:
+        u->reasoning_tokens = v;
+        return 1;
+    case F_INDEX:
+        fp_choice(f)->index = v;
+        return 1;
+    case F_CALL_INDEX:
+        fp_call(f)->index = v;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A string field of a tool call fragment or its function. */
+static int fp_call_string(struct fp *f, enum fp_field k, const char *p, size_t n)
+{
+    switch (k) {
+    case F_CALL_ID:
+        fp_call(f)->id = p;
+        return 1;
+    case F_CALL_TYPE:
+        fp_call(f)->type = p;
+        return 1;
+    case F_FN_NAME:
+        fp_call(f)->name = p;
+        return 1;
+    case F_FN_ARGS:
+        fp_call(f)->arguments = p;
+        fp_call(f)->arguments_len = n;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int fp_on_string(void *ctx, const unsigned char *s, size_t n)
+{
+    struct fp *f = ctx;
+    if (f->skip)
+        return 1;
+    if (f->depth == 0 || fp_top(f) == FR_CHOICES || fp_top(f) == FR_TOOLS)
+        return 0;
+    enum fp_field k = fp_take(f);
+    if (k == F_UNKNOWN)
+        return 1;
+    const char *p = fp_copy(f->d, s, n);
+    if (!p)
+        return 0;
+    struct openai_choice *c = f->n_choices ? fp_choice(f) : NULL;
+    switch (k) {
+    case F_OBJECT:
+        f->out->object_str = p;
+        return 1;
+    case F_ID:
+        f->out->id = p;
+        return 1;
+    case F_MODEL:
+        f->out->model = p;
+        return 1;
+    case F_FINISH:
+        c->finish_reason = p;
+        return 1;
+    case F_TEXT:
+        c->text = p;
+        c->text_len = n;
+        return 1;
+    case F_ROLE:
+        c->role = p;
+        return 1;
+    case F_CONTENT:
+        c->content = p;
+        c->content_len = n;
+        return 1;
+    case F_RCONTENT:
+        c->reasoning = p;
+        c->reasoning_len = n;
+        return 1;
+    case F_REASONING:
+        f->reasoning_alt = p;
+        f->reasoning_alt_len = n;
+        return 1;
+    default:
+        return fp_call_string(f, k, p, n);
+    }
+}
+
+static int fp_push(struct fp *f, enum fp_frame fr)
+{
+    if (f->depth >= FP_FRAMES)
+        return 0;
+    f->frame[f->depth] = fr;
+    f->seen[f->depth] = 0;
+    f->depth++;
+    return 1;
+}
+
+/* A new element of "choices": cleared as decode_choice() clears it. */
+static int fp_new_choice(struct fp *f)
+{
+    struct openai_decoder *d = f->d;
+    if (grow((void **)&d->choices, &d->choices_cap, f->n_choices + 1, sizeof(*d->choices)))
+        return 0;
+    struct openai_choice *c = &d->choices[f->n_choices++];
+    memset(c, 0, sizeof(*c));
+    c->index = -1;
+    f->reasoning_alt = NULL;
+    f->reasoning_alt_len = 0;
+    return fp_push(f, FR_CHOICE);
+}
+
+/* A new tool call fragment in the open choice's delta, cleared as
+ * decode_tool_call() leaves an empty one. */
+static int fp_new_call(struct fp *f)
+{
+    struct openai_decoder *d = f->d;
+    if (grow((void **)&d->calls, &d->calls_cap, f->n_calls + 1, sizeof(*d->calls)))
+        return 0;
+    struct openai_tool_call *t = &d->calls[f->n_calls++];
+    memset(t, 0, sizeof(*t));
+    t->index = -1;
+    fp_choice(f)->n_tool_calls++;
+    return fp_push(f, FR_CALL);
+}
+
+static int fp_on_start_map(void *ctx)
+{
+    struct fp *f = ctx;
+    if (f->skip)
+        return ++f->skip <= FP_MAX_SKIP;
+    if (f->depth == 0)
+        return !f->top_done && fp_push(f, FR_TOP);
+    if (fp_top(f) == FR_CHOICES)
+        return fp_new_choice(f);
+    if (fp_top(f) == FR_TOOLS)
+        return fp_new_call(f);
+    switch (fp_take(f)) {
+    case F_UNKNOWN:
+        f->skip = 1;
+        return 1;
+    case F_USAGE:
+        f->out->usage.present = true;
+        f->out->flags |= OPENAI_CHUNK_USAGE;
+        return fp_push(f, FR_USAGE);
+    case F_PTD:
+        return fp_push(f, FR_PTD);
+    case F_CTD:
+        return fp_push(f, FR_CTD);
+    case F_DELTA:
+        return fp_push(f, FR_DELTA);
+    case F_FUNCTION:
+        return fp_push(f, FR_FN);
+    default:
+        return 0;
+    }
+}
+
+static int fp_on_start_array(void *ctx)
+{
+    struct fp *f = ctx;
+    if (f->skip)
+        return ++f->skip <= FP_MAX_SKIP;
+    if (f->depth == 0 || fp_top(f) == FR_CHOICES || fp_top(f) == FR_TOOLS)
+        return 0;
+    switch (fp_take(f)) {
+    case F_UNKNOWN:
+        f->skip = 1;
+        return 1;
+    case F_CHOICES:
+        f->out->choices = f->d->choices;
+        return fp_push(f, FR_CHOICES);
+    case F_TOOL_CALLS:
+        return fp_push(f, FR_TOOLS);
+    default:
+        return 0;
+    }
+}
+
+/* The flags decode_choice() sets for a finished choice. */
+static void fp_end_choice(struct fp *f)
+{
+    struct openai_choice *c = fp_choice(f);
+    unsigned *flags = &f->out->flags;
+    if (!c->reasoning) {
+        c->reasoning = f->reasoning_alt;
+        c->reasoning_len = f->reasoning_alt_len;
+    }
+    if (c->finish_reason)
+        *flags |= OPENAI_CHUNK_FINISH;
+    if (c->text_len)
+        *flags |= OPENAI_CHUNK_TEXT;
+    if (c->role)
+        *flags |= OPENAI_CHUNK_ROLE;
+    if (c->content_len)
+        *flags |= OPENAI_CHUNK_CONTENT;
+    if (c->reasoning_len)
+        *flags |= OPENAI_CHUNK_REASONING;
+    if (c->n_tool_calls)
+        *flags |= OPENAI_CHUNK_TOOL_CALLS;
+}
+
+/* Points each choice at its tool call fragments: d->calls may have moved
+ * while it grew, and the fragments lie in it choice after choice. */
+static void fp_link_calls(struct fp *f)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < f->n_choices; i++) {
+        struct openai_choice *c = &f->d->choices[i];
+        c->tool_calls = c->n_tool_calls ? f->d->calls + at : NULL;
+        at += c->n_tool_calls;
+    }
+}
+
+static int fp_on_end(void *ctx)
+{
+    struct fp *f = ctx;
+    if (f->skip) {
+        f->skip--;
+        return 1;
+    }
+    enum fp_frame fr = fp_top(f);
+    f->depth--;
+    if (fr == FR_CHOICE)
+        fp_end_choice(f);
+    else if (fr == FR_CHOICES)
+        f->out->choices = f->d->choices; /* grown since the array opened */
+    else if (fr == FR_TOP) {
+        f->top_done = true;
+        f->top_end = yajl_get_bytes_consumed(f->h);
+    }
+    return 1;
+}
+
+static int fp_on_key(void *ctx, const unsigned char *key, size_t n)
+{
+    struct fp *f = ctx;
+    if (memchr(key, '\0', n))
+        return 0; /* jansson refuses these, wherever they are */
+    if (f->skip)
+        return 1;
+    enum fp_frame fr = fp_top(f);
+    f->field = F_UNKNOWN;
+    for (size_t i = 0; i < sizeof(fp_keys) / sizeof(fp_keys[0]); i++) {
+        const struct fp_key *k = &fp_keys[i];
+        if (k->frame == fr && k->len == n && memcmp(k->name, key, n) == 0) {
+            uint32_t bit = 1u << k->field;
+            if (f->seen[f->depth - 1] & bit)
+                return 0; /* jansson keeps the last of duplicate keys */
+            f->seen[f->depth - 1] |= bit;
+            f->field = k->field;
+            return 1;
+        }
+    }
+    return 1;
+}
+
+static const yajl_callbacks fp_callbacks = {
+    .yajl_null = fp_on_null,
+    .yajl_boolean = fp_on_bool,
+    .yajl_integer = fp_on_integer,
+    .yajl_double = fp_on_double,
+    .yajl_string = fp_on_string,
+    .yajl_start_map = fp_on_start_map,
+    .yajl_map_key = fp_on_key,
+    .yajl_end_map = fp_on_end,
+    .yajl_start_array = fp_on_start_array,
+    .yajl_end_array = fp_on_end,
+};
+
+static bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* 1 for \uD800-\uDBFF, 2 for \uDC00-\uDFFF, 0 for other text at s. */
+static int surrogate_at(const char *s, size_t left)
+{
+    if (left < 6 || s[0] != '\\' || s[1] != 'u' || (s[2] != 'd' && s[2] != 'D') || !is_hex(s[3]) ||
+        !is_hex(s[4]) || !is_hex(s[5]))
+        return 0;
+    char c = s[3];
+    if (c == '8' || c == '9' || c == 'a' || c == 'A' || c == 'b' || c == 'B')
+        return 1;
+    if (c >= '0' && c <= '7')
+        return 0;
+    return 2;
+}
+
+/* The length of the leading run of s that is ASCII without NUL, taken 8
+ * bytes at a time (most chunks are all ASCII; utf8_invalid_at() goes byte
+ * by byte). */
+static size_t ascii_prefix(const char *s, size_t n)
+{
+    const uint64_t high = 0x8080808080808080ull, ones = 0x0101010101010101ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, sizeof(w));
+        if ((w & high) || ((w - ones) & ~w & high)) /* a high bit, or a zero byte */
+            break;
+    }
+    return i;
+}
+
+/*
+ * Whether the text is something yajl and jansson read alike: valid UTF-8
+ * without NUL bytes (yajl checks only the shape of a UTF-8 sequence), no
+ * vertical tab or form feed (whitespace to yajl, not to JSON), and
+ * surrogate escapes only as high-low pairs (yajl turns a lone one into
+ * '?' or invalid UTF-8 where jansson refuses it). Stepping over each
+ * escape whole keeps an escaped backslash before "u" from counting.
+ */
+static bool fp_text_ok(const char *s, size_t n)
+{
+    size_t a = ascii_prefix(s, n);
+    if (utf8_invalid_at(s + a, n - a) != n - a || memchr(s, '\v', n) || memchr(s, '\f', n))
+        return false;
+    const char *p = s, *end = s + n;
+    while ((p = memchr(p, '\\', (size_t)(end - p))) != NULL) {
+        int k = surrogate_at(p, (size_t)(end - p));
+        if (k == 2 || (k == 1 && surrogate_at(p + 6, (size_t)(end - p - 6)) != 2))
+            return false;
+        p += k ? 12 : 2;
+        if (p >= end)
+            break;
+    }
+    return true;
+}
+
+/* Decodes a stream chunk without a DOM; false when jansson must decode it
+ * (out and the decoder are then left for clear()). */
+static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struct openai_chunk *out)
+{
+    if (n == 0 || s[0] != '{' || !fp_text_ok(s, n))
+        return false;
+    if (d->arena_cap < n + 1) {
+        char *a = ts_realloc(d->arena, n + 1);
+        if (!a)
+            return false;
+        d->arena = a;
+        d->arena_cap = n + 1;
+    }
+    d->arena_used = 0;
+    struct fp f = {.d = d, .out = out};
+    /* yajl 2.1 does not check what its allocator returns, so it allocates
+     * with malloc itself (a few hundred bytes and at most twice the text),
+     * not through ts_malloc, whose test hooks make allocations fail */
+    yajl_handle h = yajl_alloc(&fp_callbacks, NULL, &f);
+    if (!h)
+        return false;
+    f.h = h;
+    /* yajl takes the start of a string after the object for a token still
+     * arriving and accepts the text: the brace must end it */
+    bool ok = yajl_parse(h, (const unsigned char *)s, n) == yajl_status_ok &&
+              yajl_complete_parse(h) == yajl_status_ok && f.top_done && f.top_end == n;
+    yajl_free(h);
+    if (!ok)
+        return false;
+    out->object = classify(out->object_str);
+    if (out->object == OPENAI_OBJECT_ERROR)
+        return false; /* errors are rare: jansson */
+    out->n_choices = f.n_choices;
+    fp_link_calls(&f);
+    return true;
+}
+
 static void clear(struct openai_decoder *d, struct openai_chunk *out)
 {
     if (d->root) {
@@ -541,7 +1134,7 @@ static void clear(struct openai_decoder *d, struct openai_chunk *out)
     openai_usage_clear(&out->usage);
 }
 
-static int decode(struct openai_decoder *d, const char *s, size_t n, bool body,
+static int decode(struct openai_decoder *d, const char *s, size_t n, bool body, bool fast,
                   struct openai_chunk *out)
 {
     clear(d, out);
@@ -558,7 +1151,14 @@ static int decode(struct openai_decoder *d, const char *s, size_t n, bool body,
             return 0;
         }
         rc = fail(d, "unexpected [DONE] in a response body");
+    } else if (fast && decode_fast(d, s, n, out)) {
+        d->n_fast++;
+        return 0;
     } else {
+        if (fast) {
+            clear(d, out);
+            d->n_fallback++;
+        }
         rc = decode_json(d, s, n, body, out);
     }
     if (rc) {
@@ -575,11 +1175,77 @@ static int decode(struct openai_decoder *d, const char *s, size_t n, bool body,
 int openai_decode_chunk(struct openai_decoder *d, const char *data, size_t len,
                         struct openai_chunk *out)
 {
-    return decode(d, data, len, false, out);
+    return decode(d, data, len, false, true, out);
+}
+
+int openai_decode_chunk_full(struct openai_decoder *d, const char *data, size_t len,
+                             struct openai_chunk *out)
+{
+    return decode(d, data, len, false, false, out);
 }
 
 int openai_decode_body(struct openai_decoder *d, const char *body, size_t len,
                        struct openai_chunk *out)
 {
-    return decode(d, body, len, true, out);
+    return decode(d, body, len, true, false, out);
+}
+
+static bool str_same(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static bool text_same(const char *a, size_t an, const char *b, size_t bn)
+{
+    if (!a || !b)
+        return !a && !b && an == bn;
+    return an == bn && memcmp(a, b, an) == 0 && a[an] == '\0' && b[bn] == '\0';
+}
+
+static bool call_same(const struct openai_tool_call *a, const struct openai_tool_call *b)
+{
+    return a->index == b->index && str_same(a->id, b->id) && str_same(a->type, b->type) &&
+           str_same(a->name, b->name) &&
+           text_same(a->arguments, a->arguments_len, b->arguments, b->arguments_len);
+}
+
+static bool choice_same(const struct openai_choice *a, const struct openai_choice *b)
+{
+    if (a->index != b->index || !str_same(a->role, b->role) ||
+        !text_same(a->content, a->content_len, b->content, b->content_len) ||
+        !text_same(a->reasoning, a->reasoning_len, b->reasoning, b->reasoning_len) ||
+        !text_same(a->text, a->text_len, b->text, b->text_len) ||
+        !str_same(a->finish_reason, b->finish_reason) || a->n_tool_calls != b->n_tool_calls)
+        return false;
+    for (size_t t = 0; t < a->n_tool_calls; t++)
+        if (!call_same(&a->tool_calls[t], &b->tool_calls[t]))
+            return false;
+    return true;
+}
+
+bool openai_chunk_same(const struct openai_chunk *a, const struct openai_chunk *b)
+{
+    const struct openai_usage *ua = &a->usage, *ub = &b->usage;
+    if (a->flags != b->flags || a->object != b->object || !str_same(a->object_str, b->object_str) ||
+        !str_same(a->id, b->id) || !str_same(a->model, b->model) || a->created != b->created ||
+        a->n_choices != b->n_choices || a->n_embeddings != b->n_embeddings)
+        return false;
+    if (ua->present != ub->present || ua->prompt_tokens != ub->prompt_tokens ||
+        ua->completion_tokens != ub->completion_tokens || ua->total_tokens != ub->total_tokens ||
+        ua->cached_tokens != ub->cached_tokens || ua->reasoning_tokens != ub->reasoning_tokens)
+        return false;
+    if (!str_same(a->error.message, b->error.message) || !str_same(a->error.type, b->error.type) ||
+        !str_same(a->error.param, b->error.param) || !str_same(a->error.code, b->error.code) ||
+        a->error.code_num != b->error.code_num)
+        return false;
+    for (size_t i = 0; i < a->n_choices; i++)
+        if (!choice_same(&a->choices[i], &b->choices[i]))
+            return false;
+    for (size_t i = 0; i < a->n_embeddings; i++) {
+        const struct openai_embedding *x = &a->embeddings[i], *y = &b->embeddings[i];
+        if (x->index != y->index || x->dims != y->dims ||
+            (x->dims && memcmp(x->values, y->values, x->dims * sizeof(float)) != 0))
+            return false;
+    }
+    return true;
 }

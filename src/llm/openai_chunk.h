@@ -11,7 +11,10 @@
  * {"detail":"..."}).
  *
  * Both fill a struct openai_chunk whose flags say what it carries. JSON is
- * parsed with jansson. Fields the codec does not know are ignored (logprobs,
+ * parsed with jansson, except that openai_decode_chunk() first tries a fast
+ * path (yajl's callback parser, no DOM) that knows the common shape of a
+ * stream chunk and hands anything else to jansson, with the same result on
+ * every input. Fields the codec does not know are ignored (logprobs,
  * system_fingerprint, stop_reason, ...); known fields of a wrong JSON type
  * make the call fail with TS_PARSE and a message naming the field, e.g.
  * "choices[0].delta.content: expected a string or null, got an integer".
@@ -130,6 +133,11 @@ struct openai_decoder {
     size_t floats_cap;
     char code_buf[24];
     char err[256]; /* message of the last failure, "" after a success */
+    char *arena;   /* the fast path's copies of strings */
+    size_t arena_cap;
+    size_t arena_used;
+    uint64_t n_fast;     /* chunks the fast path decoded */
+    uint64_t n_fallback; /* chunks it handed to jansson */
 };
 
 void openai_decoder_init(struct openai_decoder *d);
@@ -147,6 +155,13 @@ TS_MUST_CHECK int openai_decode_chunk(struct openai_decoder *d, const char *data
                                       struct openai_chunk *out);
 
 /*
+ * openai_decode_chunk() without the fast path: jansson only. The reference
+ * the fast path is checked against (tests, fuzzing, benchmarks).
+ */
+TS_MUST_CHECK int openai_decode_chunk_full(struct openai_decoder *d, const char *data, size_t len,
+                                           struct openai_chunk *out);
+
+/*
  * Decodes a whole non-streamed response body: chat.completion (message
  * content in choices[].content), text_completion, embeddings
  * (OPENAI_CHUNK_EMBEDDINGS), or an error body (OPENAI_CHUNK_ERROR).
@@ -154,6 +169,13 @@ TS_MUST_CHECK int openai_decode_chunk(struct openai_decoder *d, const char *data
  */
 TS_MUST_CHECK int openai_decode_body(struct openai_decoder *d, const char *body, size_t len,
                                      struct openai_chunk *out);
+
+/*
+ * Whether two decoded chunks carry the same values (strings compared by
+ * content, text fields with their lengths; the pointers themselves may
+ * differ). For checking one decoder against another in tests and fuzzing.
+ */
+bool openai_chunk_same(const struct openai_chunk *a, const struct openai_chunk *b);
 
 /* The message of the last failed decode ("" after a success). Owned by d. */
 const char *openai_decoder_errmsg(const struct openai_decoder *d);

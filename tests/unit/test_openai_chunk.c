@@ -9,9 +9,26 @@
 #include "base/alloc.h"
 #include "llm/openai_chunk.h"
 
+/* Decodes s with the fast path and, on a decoder of its own, with jansson
+ * alone: the two must agree (result, error message, every field). */
+static int decode_n(struct openai_decoder *d, const char *s, size_t n, struct openai_chunk *c)
+{
+    struct openai_decoder full;
+    struct openai_chunk fc;
+    openai_decoder_init(&full);
+    int rc = openai_decode_chunk(d, s, n, c);
+    int frc = openai_decode_chunk_full(&full, s, n, &fc);
+    if (rc != frc || strcmp(openai_decoder_errmsg(d), openai_decoder_errmsg(&full)) != 0 ||
+        !openai_chunk_same(c, &fc))
+        fail_msg("fast and full decoders disagree on '%.*s': rc %d/%d, '%s'/'%s'", (int)n, s, rc,
+                 frc, openai_decoder_errmsg(d), openai_decoder_errmsg(&full));
+    openai_decoder_release(&full);
+    return rc;
+}
+
 static int decode(struct openai_decoder *d, const char *s, struct openai_chunk *c)
 {
-    return openai_decode_chunk(d, s, strlen(s), c);
+    return decode_n(d, s, strlen(s), c);
 }
 
 static int decode_body(struct openai_decoder *d, const char *s, struct openai_chunk *c)
@@ -383,6 +400,205 @@ static void test_alloc_failure(void **state)
     }
 }
 
+enum path { FAST, FULL };
+
+/* Odd and hostile chunks: each decoded by both paths (decode_n() checks
+ * they agree), with the path the fast decoder must take. */
+static void test_fast_path_agrees(void **state)
+{
+    static const struct {
+        const char *in;
+        int rc;
+        enum path path;
+    } cases[] = {
+        /* what servers send */
+        {"{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+         "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"logprobs\":null,"
+         "\"finish_reason\":null}]}",
+         0, FAST},
+        {"{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+         "\"usage\":null}",
+         0, FAST},
+        {"{\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":12,"
+         "\"total_tokens\":21,\"prompt_tokens_details\":{\"cached_tokens\":3},"
+         "\"completion_tokens_details\":{\"reasoning_tokens\":4,\"x\":[1]}}}",
+         0, FAST},
+        {"{\"object\":\"text_completion\",\"choices\":[{\"text\":\"a\",\"index\":0,"
+         "\"logprobs\":{\"tokens\":[\"a\"],\"top_logprobs\":[{\"a\":-0.1}]}}]}",
+         0, FAST},
+        {"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}},"
+         "{\"index\":1,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"length\"}]}",
+         0, FAST},
+        {"{\"choices\":[{\"delta\":{\"reasoning_content\":null,\"reasoning\":\"r\"}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"reasoning\":\"r\",\"reasoning_content\":\"rc\"}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+         "{\"arguments\":\"{\\\"a\"}}]}}]}",
+         0, FAST},
+        /* tool call fragments in several choices (the array grows while they come) */
+        {"{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+         "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}},{\"index\":1,"
+         "\"function\":{\"name\":null,\"arguments\":\"{\\\"x\\\":\\u0000\"}},{},{},{}]}},"
+         "{\"delta\":{\"tool_calls\":[]}},{\"delta\":{\"tool_calls\":[{\"id\":\"c\","
+         "\"extra\":[1]},{\"function\":null},{\"index\":2}]}}]}",
+         0, FAST},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[null]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[1]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[[]]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":[]}]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":1}}]}}]}",
+         TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":\"0\"}]}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"id\":\"b\"}]}}]}", 0, FULL},
+        /* nulls everywhere a value may be null */
+        {"{\"id\":null,\"object\":null,\"model\":null,\"created\":null,\"error\":null,"
+         "\"usage\":null,\"choices\":null}",
+         0, FAST},
+        {"{\"choices\":[{\"index\":null,\"text\":null,\"finish_reason\":null,\"delta\":null}]}", 0,
+         FAST},
+        {"{\"choices\":[{\"delta\":{\"role\":null,\"content\":null,\"tool_calls\":null}}]}", 0,
+         FAST},
+        {"{\"usage\":{\"prompt_tokens\":null,\"prompt_tokens_details\":null}}", 0, FAST},
+        /* escapes */
+        {"{\"choices\":[{\"delta\":{\"content\":\"a\\\"b\\\\c\\/d\\n\\t\\r\\b\\f\\u00e9\"}}]}", 0,
+         FAST},
+        {"{\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\ud83d\\ude00\"}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\uD83D\\uDE00x\"}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\ud83d\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\ude00\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\ud83d\\u0041\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\ud83d\\ud83d\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\\\ud83d\"}}]}", 0, FAST},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\x\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\\u12\"}}]}", TS_PARSE, FULL},
+        /* raw UTF-8: valid, overlong, a surrogate, past U+10FFFF, a NUL byte */
+        {"{\"choices\":[{\"delta\":{\"content\":\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"}}]}", 0,
+         FAST},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\xc0\x80\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\xed\xa0\x80\"}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"\xf5\x80\x80\x80\"}}]}", TS_PARSE, FULL},
+        {"{\"x\":\"\xe4\xb8\"}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}", TS_PARSE, FULL},
+        /* wrong types */
+        {"{\"choices\":[{\"delta\":{\"content\":5}}]}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"index\":\"0\"}]}", TS_PARSE, FULL},
+        {"{\"choices\":[null]}", TS_PARSE, FULL},
+        {"{\"choices\":[[]]}", TS_PARSE, FULL},
+        {"{\"choices\":\"x\"}", TS_PARSE, FULL},
+        {"{\"object\":1}", TS_PARSE, FULL},
+        {"{\"usage\":{\"completion_tokens_details\":5}}", TS_PARSE, FULL},
+        {"{\"usage\":{\"total_tokens\":true}}", TS_PARSE, FULL},
+        {"{\"created\":1.0}", 0, FULL},
+        {"{\"created\":1.5}", TS_PARSE, FULL},
+        {"{\"created\":9223372036854775807}", 0, FAST},
+        {"{\"created\":9223372036854775808}", TS_PARSE, FULL},
+        {"{\"created\":-9223372036854775808}", 0, FULL},
+        {"{\"x\":1e400}", TS_PARSE, FULL},
+        {"{\"x\":1e-400,\"y\":-0,\"z\":[true,false,null,0.5]}", 0, FAST},
+        {"{\"x\":01}", TS_PARSE, FULL},
+        /* error events */
+        {"{\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\",\"code\":503}}", 0,
+         FULL},
+        {"{\"object\":\"error\",\"message\":\"m\",\"code\":400}", 0, FULL},
+        {"{\"error\":\"plain\"}", 0, FULL},
+        {"{\"error\":5}", TS_PARSE, FULL},
+        /* duplicate keys: jansson keeps the last */
+        {"{\"choices\":[{\"delta\":{\"content\":\"a\",\"content\":null}}]}", 0, FULL},
+        {"{\"id\":\"a\",\"id\":\"b\"}", 0, FULL},
+        {"{\"x\":1,\"x\":2}", 0, FAST},
+        /* keys with NUL, "message", odd documents */
+        {"{\"choices\":[{\"delta\":{\"con\\u0000tent\":\"a\"}}]}", TS_PARSE, FULL},
+        {"{\"x\":{\"a\\u0000\":1}}", TS_PARSE, FULL},
+        {"{\"choices\":[{\"message\":{\"content\":\"a\"}}]}", 0, FULL},
+        {"{}", 0, FAST},
+        {"{}x", TS_PARSE, FULL},
+        {"{\"a\":6}\"", TS_PARSE, FULL},
+        {"{} \"}", TS_PARSE, FULL},
+        {"{}1", TS_PARSE, FULL},
+        {"{}{}", TS_PARSE, FULL},
+        {"{\v}", TS_PARSE, FULL},
+        {"{\f}", TS_PARSE, FULL},
+        {"{\"a\":1,}", TS_PARSE, FULL},
+        {"{\"a\" /* c */ :1}", TS_PARSE, FULL},
+        {"[]", TS_PARSE, FULL},
+        {"", TS_PARSE, FULL},
+        {"{\"choices\":[{\"delta\":{\"content\":\"a\"}}]", TS_PARSE, FULL},
+    };
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t fast = d.n_fast;
+        int rc = decode(&d, cases[i].in, &c);
+        enum path path = d.n_fast > fast ? FAST : FULL;
+        if (rc != cases[i].rc || path != cases[i].path)
+            fail_msg("case %zu '%s': rc %d (want %d), %s path", i, cases[i].in, rc, cases[i].rc,
+                     path == FAST ? "fast" : "full");
+    }
+    /* a NUL byte or invalid UTF-8 in the text itself, at every offset of an
+     * otherwise ASCII chunk (the ASCII scan goes 8 bytes at a time) */
+    static const char base[] = "{\"id\":\"abcdefghijklmnopqrstuvwxyz0123456789\"}";
+    static const char bad[][3] = {"\0", "\xff", "\xc0\x80"};
+    for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+        for (size_t at = 7; at < sizeof(base) - 3; at++) {
+            char t[sizeof(base) + 2];
+            size_t bl = b == 2 ? 2 : 1;
+            memcpy(t, base, at);
+            memcpy(t + at, bad[b], bl);
+            memcpy(t + at + bl, base + at, sizeof(base) - 1 - at);
+            uint64_t fb = d.n_fallback;
+            assert_int_equal(decode_n(&d, t, sizeof(base) - 1 + bl, &c), TS_PARSE);
+            assert_int_equal(d.n_fallback, fb + 1);
+        }
+    }
+    openai_decoder_release(&d);
+}
+
+/* The values the fast path hands out, beyond agreeing with jansson. */
+static void test_fast_path_values(void **state)
+{
+    struct openai_decoder d;
+    struct openai_chunk c;
+    openai_decoder_init(&d);
+    assert_int_equal(decode(&d,
+                            "{\"choices\":[{\"delta\":{\"content\":\"a\\u0000\\ud83d\\ude00\\n\"}},"
+                            "{\"index\":1,\"delta\":{\"reasoning\":\"r\",\"role\":\"assistant\"},"
+                            "\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":7}}",
+                            &c),
+                     0);
+    assert_int_equal(d.n_fast, 1);
+    assert_int_equal(c.n_choices, 2);
+    assert_int_equal(c.choices[0].content_len, 7);
+    assert_memory_equal(c.choices[0].content, "a\0\xf0\x9f\x98\x80\n", 8);
+    assert_int_equal(c.choices[0].index, -1);
+    assert_string_equal(c.choices[1].reasoning, "r");
+    assert_string_equal(c.choices[1].role, "assistant");
+    assert_string_equal(c.choices[1].finish_reason, "stop");
+    assert_int_equal(c.flags, OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_REASONING | OPENAI_CHUNK_ROLE |
+                                  OPENAI_CHUNK_FINISH | OPENAI_CHUNK_USAGE);
+    assert_true(c.usage.present);
+    assert_int_equal(c.usage.total_tokens, 7);
+    assert_int_equal(c.usage.prompt_tokens, -1);
+    /* deep nesting in a field nobody reads: yajl has no depth limit, jansson
+     * refuses past 2048 levels; the fast path hands both to jansson */
+    static char deep[2 * 3000 + 16];
+    for (int depth = 100; depth <= 3000; depth += 2900) {
+        size_t n = 0;
+        n += (size_t)snprintf(deep, sizeof(deep), "{\"x\":");
+        for (int k = 0; k < depth; k++)
+            deep[n++] = '[';
+        for (int k = 0; k < depth; k++)
+            deep[n++] = ']';
+        deep[n++] = '}';
+        uint64_t fb = d.n_fallback;
+        int rc = decode_n(&d, deep, n, &c);
+        assert_int_equal(rc, depth == 100 ? 0 : TS_PARSE);
+        assert_int_equal(d.n_fallback, fb + 1);
+    }
+    openai_decoder_release(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +610,8 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_fast_path_agrees),
+        cmocka_unit_test(test_fast_path_values),
     };
     return cmocka_run_group_tests_name("openai_chunk", tests, NULL, NULL);
 }
