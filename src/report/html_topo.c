@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "report/topo_svg.h"
 
@@ -69,8 +70,11 @@ static void topo_flags(struct html_page *p, const struct topo_graph *g, int n)
         html_esc(p, f->kind);
         html_emit(p, "</td><td class=\"l\">");
         html_esc(p, f->node < g->n_nodes ? g->nodes[f->node].label : "?");
-        html_emitf(p, "</td><td>%s</td><td class=\"l\" style=\"white-space:normal\">",
-                   html_fmt_num(f->value, 0, v, sizeof(v)));
+        html_emitf(p, "</td><td>%s%s</td><td class=\"l\" style=\"white-space:normal\">",
+                   html_fmt_num(f->value, 0, v, sizeof(v)),
+                   isnan(f->value)                           ? ""
+                   : !strcmp(f->kind, "retry_amplification") ? " calls"
+                                                             : " ms");
         html_esc(p, f->message);
         html_emit(p, "</td></tr>\n");
     }
