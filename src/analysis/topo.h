@@ -184,6 +184,22 @@ TS_MUST_CHECK int topo_finish(struct topo_graph *g);
 
 /* The graph as the JSON document of docs/TOPOLOGY.md (new reference, or NULL). */
 json_t *topo_to_json(const struct topo_graph *g);
+/*
+ * Reads a topology document (topo_to_json()'s, docs/TOPOLOGY.md "JSON")
+ * back into g, which must be fresh (topo_init()). Every field is checked:
+ * types, string sizes (the struct's fields; too long is an error, not a
+ * cut), numbers in range, layer/origin/severity among their names, kinds
+ * words of [a-z0-9_], ids unique, every node named by an edge or a flag in
+ * nodes, a flag's edge_from/edge_to an edge of edges; unknown fields are
+ * ignored. The graph comes back finished (as after topo_finish(): no
+ * samples, p50/p99 as read, flags as read) and is only to be drawn or
+ * written. Returns 0; TS_PARSE with "nodes[3].layer: expected gateway,
+ * model, vector or infrastructure" in err (the field named as a path);
+ * TS_TOOBIG over TOPO_MAX_NODES/EDGES/FLAGS; -ENOMEM; -EINVAL when g is not
+ * empty. On failure g is empty again (topo_init()).
+ */
+TS_MUST_CHECK int topo_from_json(struct topo_graph *g, const json_t *doc, char *err, size_t errlen);
+
 /* Graphviz DOT and Mermaid flowchart text. 0, TS_TOOBIG, -ENOMEM. */
 TS_MUST_CHECK int topo_write_dot(const struct topo_graph *g, struct buf *out);
 TS_MUST_CHECK int topo_write_mermaid(const struct topo_graph *g, struct buf *out);

@@ -264,7 +264,7 @@ static int render(const struct topo_graph *g, const char *fmt, struct buf *b)
     if (!strcmp(fmt, "dot"))
         return topo_write_dot(g, b);
     if (!strcmp(fmt, "svg"))
-        return topo_svg_render(g, b);
+        return topo_svg_render(g, NULL, b);
     if (!strcmp(fmt, "html"))
         return topo_html_render(g, b);
     if (!strcmp(fmt, "mermaid"))

@@ -34,9 +34,10 @@ static void usage(FILE *out)
             "usage: tokenstorm report [OPTIONS] PATH...\n\n"
             "Turns the result files of runs and sweeps into a summary, CSV, a JSON digest or a\n"
             "self-contained HTML page (inline CSS and SVG charts, no script, no network request).\n"
-            "Each PATH is a run's result.json, a sweep's sweep.json, a result directory holding\n"
-            "one of them, or a directory of result directories (e.g. tokenstorm-results/).\n"
-            "Runs are named after their directories; several runs are compared side by side.\n\n"
+            "Each PATH is a run's result.json, a sweep's sweep.json, a topology.json of\n"
+            "'tokenstorm topology', a directory holding one of them, or a directory of such\n"
+            "directories (e.g. tokenstorm-results/). Runs are named after their directories;\n"
+            "several runs are compared side by side; a topology is drawn with its risks.\n\n"
             "options:\n"
             "  --format F         text (default), csv, json or html\n"
             "  -o, --out PATH     write to PATH instead of stdout. With --format csv, PATH is a\n"
@@ -51,10 +52,11 @@ static void usage(FILE *out)
             "  tokenstorm report --format html -o report.html results/run1\n"
             "  tokenstorm report --format html -o compare.html results/baseline results/today\n"
             "  tokenstorm report --format html -o sweep.html sweep-results/\n"
+            "  tokenstorm report --format html -o chain.html results/run1 topo/topology.json\n"
             "  tokenstorm report --format csv -o out/locust tokenstorm-results/\n"
             "  tokenstorm report --format json results/run1/result.json > digest.json\n"
             "\nexit codes: 0 ok, 2 usage error or an input that cannot be read or is not a\n"
-            "tokenstorm result or sweep, 3 the output could not be written\n");
+            "tokenstorm result, sweep or topology, 3 the output could not be written\n");
 }
 
 enum report_format { FMT_TEXT, FMT_CSV, FMT_JSON, FMT_HTML };
@@ -203,12 +205,35 @@ static void text_vector(FILE *f, const json_t *doc)
             report_json_num(v, "latency_p99_ms"));
 }
 
+/* A topology's terminal summary (analysis/topo.h). */
+static int text_topology(FILE *f, const struct report_doc *d)
+{
+    struct buf b;
+    buf_init(&b, REPORT_HTML_MAX);
+    int rc = topo_write_text(d->topo, &b);
+    if (!rc && b.len && fwrite(b.data, 1, b.len, f) != b.len)
+        rc = -EIO;
+    buf_release(&b);
+    return rc;
+}
+
+static const char *doc_kind_name(const struct report_doc *d)
+{
+    return d->kind == REPORT_DOC_SWEEP      ? "sweep"
+           : d->kind == REPORT_DOC_TOPOLOGY ? "topology"
+                                            : "run";
+}
+
 static int write_text(FILE *f, const struct report_docset *set)
 {
     for (size_t i = 0; i < set->n; i++) {
         const struct report_doc *d = &set->docs[i];
-        fprintf(f, "%s== %s %s (%s)\n", i ? "\n" : "",
-                d->kind == REPORT_DOC_SWEEP ? "sweep" : "run", d->name, d->path);
+        fprintf(f, "%s== %s %s (%s)\n", i ? "\n" : "", doc_kind_name(d), d->name, d->path);
+        if (d->kind == REPORT_DOC_TOPOLOGY) {
+            if (text_topology(f, d))
+                return -EIO;
+            continue;
+        }
         if (d->kind == REPORT_DOC_SWEEP) {
             text_sweep(f, d);
             continue;
@@ -265,17 +290,21 @@ static json_t *doc_digest(const struct report_doc *d)
     static const char *const sweep_keys[] = {"mode",          "target",       "slo",
                                              "steps",         "knee",         "max_goodput",
                                              "critical_load", "interference", "recall_knee"};
+    static const char *const topo_keys[] = {"sources", "nodes", "edges", "flags"};
     static const struct {
         enum stat_metric m;
         const char *key;
     } pm[] = {{STAT_TTFT, "ttft"}, {STAT_ITL, "itl"}, {STAT_TPOT, "tpot"}, {STAT_E2EL, "e2el"}};
     json_t *o = json_pack("{s:s, s:s, s:s}", "name", d->name, "path", d->path, "kind",
-                          d->kind == REPORT_DOC_SWEEP ? "sweep" : "result");
+                          d->kind == REPORT_DOC_RESULT ? "result" : doc_kind_name(d));
     int rc = 0;
 
     if (!o)
         return NULL;
-    if (d->kind == REPORT_DOC_SWEEP) {
+    if (d->kind == REPORT_DOC_TOPOLOGY) {
+        for (size_t i = 0; !rc && i < sizeof(topo_keys) / sizeof(topo_keys[0]); i++)
+            rc = put_copy(o, d->doc, topo_keys[i]);
+    } else if (d->kind == REPORT_DOC_SWEEP) {
         for (size_t i = 0; !rc && i < sizeof(sweep_keys) / sizeof(sweep_keys[0]); i++)
             rc = put_copy(o, d->doc, sweep_keys[i]);
     } else {

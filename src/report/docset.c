@@ -60,6 +60,9 @@ static void doc_release(struct report_doc *d)
         doc_release(&d->steps[i]);
     ts_free(d->steps);
     run_stats_free(d->stats);
+    if (d->topo)
+        topo_release(d->topo);
+    ts_free(d->topo);
     json_decref(d->doc);
     ts_free(d->name);
     ts_free(d->path);
@@ -154,6 +157,28 @@ static int doc_load_result(struct report_doc *d, json_t *doc, const char *path, 
     json_incref(doc);
     d->doc = doc;
     d->kind = REPORT_DOC_RESULT;
+    return 0;
+}
+
+/* A topology.json: its graph read back and checked (analysis/topo.h). */
+static int doc_load_topology(struct report_doc *d, json_t *doc, const char *path, char *err,
+                             size_t errlen)
+{
+    char why[512];
+    int rc;
+
+    if (!(d->topo = ts_calloc(1, sizeof(*d->topo)))) {
+        ts_errf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    topo_init(d->topo);
+    if ((rc = topo_from_json(d->topo, doc, why, sizeof(why)))) {
+        ts_errf(err, errlen, "%s: %s", path, why);
+        return rc;
+    }
+    json_incref(doc);
+    d->doc = doc;
+    d->kind = REPORT_DOC_TOPOLOGY;
     return 0;
 }
 
@@ -270,10 +295,13 @@ int report_docset_add_json(struct report_docset *set, json_t *doc, const char *n
         rc = doc_load_result(&d, doc, path, err, errlen);
     } else if (schema && !strcmp(schema, REPORT_SWEEP_SCHEMA)) {
         rc = doc_load_sweep(&d, doc, path, dir, err, errlen);
+    } else if (!schema && json_object_get(doc, "tokenstorm_topology")) {
+        rc = doc_load_topology(&d, doc, path, err, errlen);
     } else {
         ts_errf(err, errlen,
-                "%s: not a tokenstorm result or sweep (schema %s%.60s%s; expected \"" RESULT_SCHEMA
-                "\" or \"" REPORT_SWEEP_SCHEMA "\")",
+                "%s: not a tokenstorm result, sweep or topology (schema %s%.60s%s; expected "
+                "\"" RESULT_SCHEMA "\" or \"" REPORT_SWEEP_SCHEMA
+                "\", or \"tokenstorm_topology\": 1)",
                 path, schema ? "\"" : "", schema ? schema : "missing", schema ? "\"" : "");
         rc = TS_PARSE;
     }
@@ -348,13 +376,13 @@ static int add_recovered(struct report_docset *set, const char *dir, const char 
     return rc;
 }
 
-/* A directory holding result.json or sweep.json (or a run to recover); 1 when it held neither. */
-static int add_run_dir(struct report_docset *set, const char *dir, char *err, size_t errlen)
+/* A directory's result.json or sweep.json (or a run to recover); 1 when it held neither. */
+static int add_run_or_sweep(struct report_docset *set, const char *dir, const char *name, char *err,
+                            size_t errlen)
 {
     static const char *const names[2] = {"result.json", "sweep.json"};
-    char file[PATH_MAX], name[256];
+    char file[PATH_MAX];
 
-    base_name(dir, name, sizeof(name));
     for (int i = 0; i < 2; i++) {
         if ((size_t)snprintf(file, sizeof(file), "%s/%s", dir, names[i]) >= sizeof(file))
             continue;
@@ -364,6 +392,20 @@ static int add_run_dir(struct report_docset *set, const char *dir, char *err, si
     if (recover_possible(dir))
         return add_recovered(set, dir, name, err, errlen);
     return 1;
+}
+
+/* A directory holding result.json or sweep.json (or a run to recover), and/or
+ * topology.json; 1 when it held none. */
+static int add_run_dir(struct report_docset *set, const char *dir, char *err, size_t errlen)
+{
+    char file[PATH_MAX], name[256];
+
+    base_name(dir, name, sizeof(name));
+    int rc = add_run_or_sweep(set, dir, name, err, errlen);
+    if (rc < 0 || (size_t)snprintf(file, sizeof(file), "%s/topology.json", dir) >= sizeof(file) ||
+        !is_file(file))
+        return rc;
+    return add_file(set, file, dir, name, err, errlen);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -419,7 +461,8 @@ static int add_parent_dir(struct report_docset *set, const char *dir, char *err,
         ts_free(names[i]);
     ts_free(names);
     if (!rc && !found) {
-        ts_errf(err, errlen, "%s: no result.json or sweep.json in it or in its subdirectories",
+        ts_errf(err, errlen,
+                "%s: no result.json, sweep.json or topology.json in it or in its subdirectories",
                 dir);
         rc = -ENOENT;
     }
@@ -442,7 +485,8 @@ int report_docset_add_path(struct report_docset *set, const char *path, char *er
         snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
         if (slash == path)
             snprintf(dir, sizeof(dir), "/");
-        if (!strcmp(file, "result.json") || !strcmp(file, "sweep.json")) {
+        if (!strcmp(file, "result.json") || !strcmp(file, "sweep.json") ||
+            !strcmp(file, "topology.json")) {
             base_name(dir, name, sizeof(name));
         } else {
             size_t len = strlen(file);

@@ -1,24 +1,28 @@
 /*
- * docset.h - the inputs of `tokenstorm report`: result.json files of runs
- * and sweep.json files of sweeps, found from the paths on the command line
- * and checked before anything is drawn.
+ * docset.h - the inputs of `tokenstorm report`: result.json files of runs,
+ * sweep.json files of sweeps and topology.json files of `tokenstorm
+ * topology`, found from the paths on the command line and checked before
+ * anything is drawn.
  *
  * A path may be:
  *  - a file: a tokenstorm.result/1 or tokenstorm.sweep/1 document (told
- *    apart by its "schema");
- *  - a directory holding result.json (a run) or sweep.json (a sweep);
+ *    apart by its "schema"), or a topology ("tokenstorm_topology": 1);
+ *  - a directory holding result.json (a run) or sweep.json (a sweep), and/or
+ *    topology.json (a topology; `topology --out DIR`);
  *  - a directory of such directories (tokenstorm-results/): each
- *    subdirectory with a result.json or sweep.json, in name order.
+ *    subdirectory with one of them, in name order.
  * A document's name is its directory's name ("2026-11-29T17-31-48Z-run"), or
- * for a file not named result.json / sweep.json its name without ".json";
- * repeated names get "#2", "#3".
+ * for a file not named result.json / sweep.json / topology.json its name
+ * without ".json"; repeated names get "#2", "#3".
  *
  * For a run the histograms are decoded (result_read_stats) and the summary
  * recomputed from them (run_summary_compute with the file's duration, peak
  * tokens/s and goodput thresholds), so every number drawn comes from one
  * place. For a sweep, each step's DIR/<step.dir>/result.json is loaded when
  * it exists (steps[i].doc == NULL when it does not; a step file that exists
- * but is invalid is an error).
+ * but is invalid is an error). For a topology, the graph is read back with
+ * topo_from_json() (every field checked; an error names it:
+ * "FILE: nodes[3].layer: expected gateway, ...").
  */
 #ifndef TS_REPORT_DOCSET_H
 #define TS_REPORT_DOCSET_H
@@ -30,6 +34,7 @@
 
 #include "analysis/stats.h"
 #include "analysis/summary.h"
+#include "analysis/topo.h"
 #include "base/err.h"
 
 #define REPORT_SWEEP_SCHEMA "tokenstorm.sweep/1"
@@ -40,6 +45,7 @@
 enum report_doc_kind {
     REPORT_DOC_RESULT = 0,
     REPORT_DOC_SWEEP,
+    REPORT_DOC_TOPOLOGY,
 };
 
 struct report_doc {
@@ -53,6 +59,8 @@ struct report_doc {
     /* Sweeps: one entry per element of "steps" (kind RESULT; doc NULL when missing). */
     struct report_doc *steps;
     size_t nsteps;
+    /* Topologies: the graph read from doc (owned; finished, read only). */
+    struct topo_graph *topo;
 };
 
 struct report_docset {

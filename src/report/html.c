@@ -14,6 +14,7 @@
 #include "report/html_page.h"
 #include "report/html_run.h"
 #include "report/html_sweep.h"
+#include "report/html_topo.h"
 #include "ts_config.h"
 
 /* ---- page frame -------------------------------------------------------------------- */
@@ -79,10 +80,13 @@ static void page_head(struct html_page *p, const struct report_docset *set,
     html_emit(p, "</h1><div class=\"meta\">");
     size_t nres = report_docset_count(set, REPORT_DOC_RESULT);
     size_t nsw = report_docset_count(set, REPORT_DOC_SWEEP);
+    size_t ntopo = report_docset_count(set, REPORT_DOC_TOPOLOGY);
     if (nres)
         html_emitf(p, "%zu run%s", nres, nres == 1 ? "" : "s");
     if (nsw)
         html_emitf(p, "%s%zu sweep%s", nres ? ", " : "", nsw, nsw == 1 ? "" : "s");
+    if (ntopo)
+        html_emitf(p, "%s%zu topolog%s", nres || nsw ? ", " : "", ntopo, ntopo == 1 ? "y" : "ies");
     html_emit(p, ": ");
     for (size_t i = 0; i < set->n; i++) {
         if (i)
@@ -101,7 +105,7 @@ static void page_head(struct html_page *p, const struct report_docset *set,
 static void page_nav(struct html_page *p, const struct report_docset *set)
 {
     size_t nres = report_docset_count(set, REPORT_DOC_RESULT);
-    int run = 0, sweep = 0;
+    int run = 0, sweep = 0, topo = 0;
     html_emit(p, "<nav>");
     if (nres)
         html_emit(p,
@@ -110,6 +114,8 @@ static void page_nav(struct html_page *p, const struct report_docset *set)
         const struct report_doc *d = &set->docs[i];
         if (d->kind == REPORT_DOC_SWEEP)
             html_emitf(p, "<a href=\"#sweep%d\">Sweep ", ++sweep);
+        else if (d->kind == REPORT_DOC_TOPOLOGY)
+            html_emitf(p, "<a href=\"#topo%d\">Topology ", ++topo);
         else
             html_emitf(p, "<a href=\"#run%d\">Run ", ++run);
         html_esc(p, d->name);
@@ -137,6 +143,9 @@ int report_html_build(const struct report_docset *set, const struct report_html_
     for (size_t i = 0; i < set->n; i++)
         if (set->docs[i].kind == REPORT_DOC_RESULT)
             html_run_section(&p, &set->docs[i]);
+    for (size_t i = 0; i < set->n; i++)
+        if (set->docs[i].kind == REPORT_DOC_TOPOLOGY)
+            html_topo_section(&p, &set->docs[i]);
     html_emit(&p,
               "</main>\n<footer style=\"text-align:center;color:#59636e;font-size:12px;"
               "padding:0 0 24px\">Made by <code>tokenstorm report</code>. Latencies are measured "

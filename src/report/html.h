@@ -19,15 +19,18 @@
  *  - per sweep: latency vs achieved throughput and vs offered load (knee
  *    marked, latency SLO limits and max goodput drawn), throughput vs load,
  *    error rate vs load with the fitted critical load, answer quality vs
- *    load, the steps' TTFT and E2EL CDFs overlaid, and the steps table.
+ *    load, the steps' TTFT and E2EL CDFs overlaid, and the steps table;
+ *  - per topology (`tokenstorm topology`'s topology.json): the dependency
+ *    graph drawn by topo_svg.h, its risk flags and its nodes (html_topo.h).
  *
  * Every chart is an <svg class="ts-chart" id="..."> element; ids are
  * "dist-<metric>-cdf", "dist-<metric>-spectrum" (metric ttft, itl, e2el),
  * "run<N>-timeline-rate", "-inflight", "-tokens", "-ttft", "-server",
  * "-kv", "run<N>-itl-position" (a heatmap, class "ts-chart ts-heatmap"),
  * "sweep<N>-latency-throughput", "-latency-load", "-throughput",
- * "-errors", "-quality", "-ttft-cdf", "-e2el-cdf" (N counts from 1 in
- * page order), so tests and people can find them.
+ * "-errors", "-quality", "-ttft-cdf", "-e2el-cdf", "topo<N>-graph" (an
+ * <svg class="ts-topology">, with "topo<N>-flags" its flags table) (N counts
+ * from 1 in page order), so tests and people can find them.
  */
 #ifndef TS_REPORT_HTML_H
 #define TS_REPORT_HTML_H

@@ -1,7 +1,7 @@
 /*
  * html_page.h - the primitives the HTML report (html.h) is written with,
  * shared by its section files (html_overview, html_dist, html_run,
- * html_run_charts, html_sweep, html_sweep_charts) and html.c's page frame.
+ * html_run_charts, html_sweep, html_sweep_charts, html_topo) and html.c's page frame.
  *
  * A struct html_page appends the page to one buffer and keeps the first
  * error: once p->rc is set every call here does nothing, so a section is
@@ -32,7 +32,7 @@ struct html_page {
     int rc;                 /* the first error; 0 while all is well */
     struct html_vec **vecs; /* owned, freed by html_page_release */
     size_t nvecs, capvecs;
-    int nrun, nsweep; /* sections so far, for element ids */
+    int nrun, nsweep, ntopo; /* sections so far, for element ids */
 };
 
 /* ---- writing ---- */

@@ -95,7 +95,8 @@ static int place(const struct topo_graph *g, struct layout *L)
     return 0;
 }
 
-static int draw_edges(const struct topo_graph *g, const struct layout *L, struct buf *out)
+static int draw_edges(const struct topo_graph *g, const struct layout *L, const char *arrow,
+                      struct buf *out)
 {
     int rc = 0;
     char p99[48];
@@ -114,16 +115,16 @@ static int draw_edges(const struct topo_graph *g, const struct layout *L, struct
         rc = buf_appendf(
             out,
             "<path class=\"edge\" d=\"M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f\" "
-            "fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s marker-end=\"url(#ts-arr)\">"
+            "fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s marker-end=\"url(#%s)\">"
             "<title>",
             x1, y1, x1 + dx, y1, x2 - dx, y2, x2, y2, e->lat.errors ? "#d62728" : "#777", w,
-            e->origin == TOPO_CODE ? " stroke-dasharray=\"5 4\"" : "");
+            e->origin == TOPO_CODE ? " stroke-dasharray=\"5 4\"" : "", arrow);
         rc = rc ? rc : svg_escape(out, g->nodes[e->from].label);
         rc = rc ? rc : buf_appendf(out, " -> ");
         rc = rc ? rc : svg_escape(out, g->nodes[e->to].label);
-        rc = rc ? rc
-                : buf_appendf(out, " (%s, %s)</title></path>\n", e->kind,
-                              topo_origin_name(e->origin));
+        rc = rc ? rc : buf_append_str(out, " (");
+        rc = rc ? rc : svg_escape(out, e->kind);
+        rc = rc ? rc : buf_appendf(out, ", %s)</title></path>\n", topo_origin_name(e->origin));
         if (!rc && e->lat.calls && !isnan(e->lat.p99_ms)) {
             snprintf(p99, sizeof(p99), "p99 %.0f ms", e->lat.p99_ms);
             rc = buf_appendf(out,
@@ -159,8 +160,10 @@ static int draw_nodes(const struct topo_graph *g, const struct layout *L, struct
         rc = rc ? rc
                 : buf_appendf(out,
                               "</text><text x=\"%d\" y=\"%d\" font-size=\"10\" "
-                              "fill=\"#fff\">%s, %s",
-                              x + 8, y + 32, n->kind, topo_origin_name(n->origin));
+                              "fill=\"#fff\">",
+                              x + 8, y + 32);
+        rc = rc ? rc : svg_escape(out, n->kind);
+        rc = rc ? rc : buf_appendf(out, ", %s", topo_origin_name(n->origin));
         if (!rc && n->lat.calls && !isnan(n->lat.p99_ms))
             rc = buf_appendf(out, ", p99 %.0f ms", n->lat.p99_ms);
         rc = rc ? rc : buf_append_str(out, "</text></g>\n");
@@ -168,22 +171,33 @@ static int draw_nodes(const struct topo_graph *g, const struct layout *L, struct
     return rc;
 }
 
-int topo_svg_render(const struct topo_graph *g, struct buf *out)
+int topo_svg_render(const struct topo_graph *g, const char *id, struct buf *out)
 {
     struct layout L = {0};
+    char arrow[80];
     int rc = place(g, &L);
+    if (rc)
+        goto out;
+    snprintf(arrow, sizeof(arrow), "%.60s-arr", id ? id : "ts");
+    if (id) {
+        rc = buf_append_str(out, "<svg id=\"");
+        rc = rc ? rc : svg_escape(out, id);
+        rc = rc ? rc : buf_append_str(out, "\"");
+    } else {
+        rc = buf_append_str(out, "<svg");
+    }
     if (rc)
         goto out;
     int w = MARGIN * 2 + (L.cols ? L.cols : 1) * COL_W,
         h = MARGIN * 2 + (L.rows ? L.rows : 1) * ROW_H + 30;
     rc = buf_appendf(out,
-                     "<svg class=\"ts-topology\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
-                     "font-family=\"sans-serif\" role=\"img\">\n<defs><marker id=\"ts-arr\" "
+                     " class=\"ts-topology\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
+                     "font-family=\"sans-serif\" role=\"img\">\n<defs><marker id=\"%s\" "
                      "viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" "
                      "markerHeight=\"6\" orient=\"auto-start-reverse\"><path d=\"M0 0L10 5L0 10z\" "
                      "fill=\"#777\"/></marker></defs>\n",
-                     w, h, w, h);
-    rc = rc ? rc : draw_edges(g, &L, out);
+                     w, h, w, h, arrow);
+    rc = rc ? rc : draw_edges(g, &L, arrow, out);
     rc = rc ? rc : draw_nodes(g, &L, out);
     for (int l = 0; l < 4 && !rc; l++)
         rc = buf_appendf(out,
@@ -209,8 +223,10 @@ static int flags_table(const struct topo_graph *g, struct buf *out)
                          "<th>what</th></tr>\n",
                          g->n_flags);
     for (size_t i = 0; i < g->n_flags && !rc; i++) {
-        rc = buf_appendf(out, "<tr class=\"%s\"><td>%s</td><td>%s</td><td>", g->flags[i].severity,
-                         g->flags[i].severity, g->flags[i].kind);
+        rc = buf_appendf(out, "<tr class=\"%s\"><td>%s</td><td>", g->flags[i].severity,
+                         g->flags[i].severity);
+        rc = rc ? rc : svg_escape(out, g->flags[i].kind);
+        rc = rc ? rc : buf_append_str(out, "</td><td>");
         rc = rc ? rc : svg_escape(out, g->flags[i].message);
         rc = rc ? rc : buf_append_str(out, "</td></tr>\n");
     }
@@ -228,9 +244,11 @@ static int nodes_table(const struct topo_graph *g, struct buf *out)
             continue;
         rc = buf_append_str(out, "<tr><td>");
         rc = rc ? rc : svg_escape(out, n->label);
+        rc = rc ? rc : buf_append_str(out, "</td><td>");
+        rc = rc ? rc : svg_escape(out, n->kind);
         rc = rc ? rc
-                : buf_appendf(out, "</td><td>%s</td><td>%s</td><td>%s</td>", n->kind,
-                              topo_layer_name(n->layer), topo_origin_name(n->origin));
+                : buf_appendf(out, "</td><td>%s</td><td>%s</td>", topo_layer_name(n->layer),
+                              topo_origin_name(n->origin));
         if (!rc && n->lat.calls)
             rc = buf_appendf(out, "<td>%llu</td><td>%.1f</td><td>%.1f</td><td>%.1f%%</td>",
                              (unsigned long long)n->lat.calls, n->lat.p50_ms, n->lat.p99_ms,
@@ -260,7 +278,7 @@ int topo_html_render(const struct topo_graph *g, struct buf *out)
             : buf_appendf(out, "<p>%llu Python files, %llu spans in %llu traces.</p>\n",
                           (unsigned long long)g->files, (unsigned long long)g->spans,
                           (unsigned long long)g->traces);
-    rc = rc ? rc : topo_svg_render(g, out);
+    rc = rc ? rc : topo_svg_render(g, NULL, out);
     rc = rc ? rc : flags_table(g, out);
     rc = rc ? rc : nodes_table(g, out);
     return rc ? rc : buf_append_str(out, "</body></html>\n");

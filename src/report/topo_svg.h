@@ -21,8 +21,13 @@
 
 #define TOPO_SVG_MAX_NODES 400
 
-/* The <svg> element (class "ts-topology"). */
-TS_MUST_CHECK int topo_svg_render(const struct topo_graph *g, struct buf *out);
+/*
+ * The <svg> element (class "ts-topology"), with id="ID" when id is not NULL
+ * (a word of letters, digits, '-' and '_', chosen by the caller; the arrow
+ * marker inside is "ID-arr", else "ts-arr", so several pictures can share a
+ * page).
+ */
+TS_MUST_CHECK int topo_svg_render(const struct topo_graph *g, const char *id, struct buf *out);
 
 /* A whole HTML5 page: the picture, the flags, the nodes' table. */
 TS_MUST_CHECK int topo_html_render(const struct topo_graph *g, struct buf *out);

@@ -474,7 +474,7 @@ static void test_docset_rejects(void **state)
         const char *json, *msg;
     } bad[] = {
         {"{\"schema\":\"something/1\"}",
-         "not a tokenstorm result or sweep (schema \"something/1\""},
+         "not a tokenstorm result, sweep or topology (schema \"something/1\""},
         {"{\"summary\":{}}", "schema missing"},
         {"{\"schema\":\"tokenstorm.sweep/1\"}", "sweep has no \"steps\" array"},
         {"{\"schema\":\"tokenstorm.sweep/1\",\"steps\":[{\"dir\":\"a\"}]}",
@@ -584,7 +584,7 @@ static void test_docset_paths(void **state)
     /* Nothing to read: the set is left as it was. */
     snprintf(p, sizeof(p), "%s/notes", root);
     assert_int_equal(report_docset_add_path(&set, p, err, sizeof(err)), -ENOENT);
-    assert_non_null(strstr(err, "/notes: no result.json or sweep.json"));
+    assert_non_null(strstr(err, "/notes: no result.json, sweep.json or topology.json"));
     snprintf(p, sizeof(p), "%s/missing.json", root);
     assert_true(report_docset_add_path(&set, p, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "missing.json"));
