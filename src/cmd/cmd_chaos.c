@@ -9,6 +9,8 @@
 #include "base/log.h"
 #include "app/chaos_run.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
+#include "ts_config.h"
 
 static void usage(FILE *f)
 {
@@ -40,7 +42,7 @@ static void usage(FILE *f)
 /* argv into o. Returns -1 to go on, or the exit code (help, a bad option). */
 static int parse_args(int argc, char **argv, struct chaos_opts *o)
 {
-    enum { OPT_OUT = 256, OPT_CHECK, OPT_FORCE };
+    enum { OPT_OUT = 256, OPT_CHECK, OPT_FORCE, OPT_VERSION };
     static const struct option opts[] = {
         {"out", required_argument, NULL, OPT_OUT},
         {"check", no_argument, NULL, OPT_CHECK},
@@ -48,12 +50,13 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     int c;
     *o = (struct chaos_opts){.out_dir = NULL};
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("chaos", argc, argv, "qvh", opts, NULL)) != -1) {
         switch (c) {
         case OPT_OUT:
             o->out_dir = optarg;
@@ -73,13 +76,16 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
         case 'h':
             usage(stdout);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        case OPT_VERSION:
+            printf("tokenstorm %s\n", TS_VERSION);
+            return TS_EXIT_OK;
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }
     if (optind != argc - 1) {
-        usage(stderr);
+        fprintf(stderr, "tokenstorm chaos: %s; see 'tokenstorm chaos --help'\n",
+                optind < argc ? "one experiment file at most" : "give the experiment file");
         return TS_EXIT_USAGE;
     }
     o->file = argv[optind];

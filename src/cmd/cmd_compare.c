@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "report/compare_report.h"
 #include "ts_config.h"
 
@@ -116,7 +117,7 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
     memset(o, 0, sizeof(*o));
     o->cfg.seed = 1;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:vh", compare_options, NULL)) != -1) {
+    while ((c = cmd_getopt("compare", argc, argv, "o:vh", compare_options, NULL)) != -1) {
         switch (c) {
         case O_FAIL_ON:
             if (o->nrules == COMPARE_MAX_RULES) {
@@ -199,8 +200,7 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
         case O_VERSION:
             printf("tokenstorm %s\n", TS_VERSION);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

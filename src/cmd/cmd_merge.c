@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "report/merge.h"
 #include "report/text.h"
 #include "ts_config.h"
@@ -81,7 +82,7 @@ int cmd_merge(int argc, char **argv)
         return TS_EXIT_FAIL;
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", merge_options, NULL)) != -1) {
+    while ((c = cmd_getopt("merge", argc, argv, "qvh", merge_options, NULL)) != -1) {
         switch (c) {
         case O_SLO:
             if (cfg.nslos == MERGE_MAX_SLOS) {
@@ -114,8 +115,7 @@ int cmd_merge(int argc, char **argv)
         case O_VERSION:
             printf("tokenstorm %s\n", TS_VERSION);
             goto out;
-        default:
-            usage(stderr);
+        default: /* cmd_getopt said what was wrong */
             code = TS_EXIT_USAGE;
             goto out;
         }

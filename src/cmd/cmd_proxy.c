@@ -14,9 +14,11 @@
 #include "chaos/fault.h"
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "cmd/cmd_common.h"
 #include "net/addr.h"
 #include "telemetry/otlp.h"
+#include "ts_config.h"
 
 static void usage(FILE *out)
 {
@@ -46,7 +48,7 @@ static void usage(FILE *out)
         "                         them; use more than 1 for hundreds of busy streams\n"
         "  --insecure             do not verify the upstream's TLS certificate\n"
         "  --cacert FILE          CA bundle for the upstream's certificate\n"
-        "  --connect-timeout DUR  upstream connect timeout (default 10s)\n"
+        "  --timeout-connect DUR  upstream connect timeout (default 10s)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let requests finish this long (default 5s)\n"
         "  --otlp-endpoint URL    export an OpenTelemetry span (OTLP/HTTP JSON) for each\n"
         "                         request with a traceparent that got a fault, with a\n"
@@ -87,6 +89,7 @@ enum {
     OPT_THREADS,
     OPT_API_TOKEN,
     OPT_API_INSECURE,
+    OPT_VERSION,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
@@ -127,12 +130,12 @@ static int parse_threads(struct proxy_opts *o, const char *arg)
     return -1;
 }
 
-/* --connect-timeout, --grace. Returns -1 or the exit code. */
+/* --timeout-connect, --grace. Returns -1 or the exit code. */
 static int parse_duration(struct proxy_opts *o, int c, const char *arg)
 {
     if (units_parse_duration_ns(arg, c == OPT_GRACE ? &o->grace_ns : &o->connect_ns) != 0) {
         fprintf(stderr, "tokenstorm proxy: --%s: expected a duration (\"5s\"), got '%s'\n",
-                c == OPT_GRACE ? "grace" : "connect-timeout", arg);
+                c == OPT_GRACE ? "grace" : "timeout-connect", arg);
         return TS_EXIT_USAGE;
     }
     return -1;
@@ -196,8 +199,10 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
     case 'h':
         usage(stdout);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    case OPT_VERSION:
+        printf("tokenstorm %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -214,7 +219,8 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"seed", required_argument, NULL, OPT_SEED},
         {"insecure", no_argument, NULL, OPT_INSECURE},
         {"cacert", required_argument, NULL, OPT_CACERT},
-        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+        {"timeout-connect", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT}, /* old name */
         {"grace", required_argument, NULL, OPT_GRACE},
         {"check", no_argument, NULL, OPT_CHECK},
         {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
@@ -225,6 +231,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     int c, rc;
@@ -236,7 +243,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         .connect_ns = 10000000000ull,
     };
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("proxy", argc, argv, "qvh", opts, NULL)) != -1) {
         if ((rc = take_option(o, c, optarg)) >= 0)
             return rc;
     }
@@ -285,8 +292,8 @@ static int resolve_addresses(struct proxy_opts *o)
     struct proxy_config *cfg = &o->serve.cfg;
     char err[1024];
     if (!cfg->upstream) {
-        fprintf(stderr, "tokenstorm proxy: --upstream URL is required\n\n");
-        usage(stderr);
+        fprintf(stderr, "tokenstorm proxy: --upstream URL is required; see 'tokenstorm proxy "
+                        "--help'\n");
         return TS_EXIT_USAGE;
     }
     if (addr_parse(o->listen, "127.0.0.1", o->host, &cfg->listen_port, err, sizeof err) ||

@@ -19,6 +19,7 @@
 #include "base/hdr.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "report/csv.h"
 #include "report/docset.h"
 #include "report/html.h"
@@ -438,7 +439,7 @@ int cmd_report(int argc, char **argv)
     int c, rc;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:vh", report_options, NULL)) != -1) {
+    while ((c = cmd_getopt("report", argc, argv, "o:vh", report_options, NULL)) != -1) {
         switch (c) {
         case O_FORMAT:
             if (!strcmp(optarg, "text"))
@@ -471,8 +472,7 @@ int cmd_report(int argc, char **argv)
         case O_VERSION:
             printf("tokenstorm %s\n", TS_VERSION);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "app/run_job.h"
 #include "app/run_quality.h"
 #include "app/ranks.h"
@@ -678,8 +679,7 @@ static int help_option(int c)
     case O_VERSION:
         printf("tokenstorm %s\n", TS_VERSION);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -740,7 +740,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     run_opts_defaults(o);
     o->options = run_options;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", run_options, &opt_index)) != -1) {
+    while ((c = cmd_getopt("run", argc, argv, "qvh", run_options, &opt_index)) != -1) {
         int rc = parse_option(c, run_options[opt_index].name, o);
         if (rc != ARG_NEXT)
             return rc;

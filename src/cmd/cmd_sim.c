@@ -9,6 +9,7 @@
 #include "base/units.h"
 #include "app/serve_sim.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "cmd/cmd_common.h"
 #include "net/addr.h"
 #include "sim/server.h"
@@ -36,8 +37,9 @@ static void usage(FILE *out)
         "  --any-model            accept any model name instead of answering 404\n"
         "  --no-noise             exact step times (no jitter, no stalls)\n"
         "  --seed N               seed of the noise and of the generated text\n"
-        "  --output-len DIST      natural answer length in tokens when ignore_eos is not\n"
-        "                         set (default lognormal:180,0.7)\n"
+        "  --answer-len DIST      natural answer length in tokens when the request does not\n"
+        "                         set ignore_eos (default lognormal:180,0.7; max_tokens caps\n"
+        "                         it, as run --output-len sets)\n"
         "  --answers FILE.jsonl   {\"prompt\":..,\"answer\":..} lines: known questions get\n"
         "                         their reference answer\n"
         "  --trace-log FILE.jsonl ground truth per request: arrival, admission, each\n"
@@ -245,8 +247,7 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_VERSION:
         printf("tokenstorm %s\n", TS_VERSION);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -263,7 +264,8 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"any-model", no_argument, NULL, OPT_ANY_MODEL},
         {"no-noise", no_argument, NULL, OPT_NO_NOISE},
         {"seed", required_argument, NULL, OPT_SEED},
-        {"output-len", required_argument, NULL, OPT_OUTPUT_LEN},
+        {"answer-len", required_argument, NULL, OPT_OUTPUT_LEN},
+        {"output-len", required_argument, NULL, OPT_OUTPUT_LEN}, /* old name */
         {"answers", required_argument, NULL, OPT_ANSWERS},
         {"trace-log", required_argument, NULL, OPT_TRACE_LOG},
         {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
@@ -290,7 +292,7 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         .grace_ns = 10 * 1000000000ull,
     };
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("sim", argc, argv, "qvh", opts, NULL)) != -1) {
         if ((rc = take_option(o, c, optarg)) >= 0)
             return rc;
     }

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "app/sweep_job.h"
 #include "ts_config.h"
 
@@ -396,8 +397,7 @@ static int output_option(int c, struct sweep_opts *o)
     case O_VERSION:
         printf("tokenstorm %s\n", TS_VERSION);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -436,8 +436,7 @@ static int finish_args(int argc, char **argv, struct sweep_opts *o)
     }
     if (!o->plan_name && !o->ntenants) {
         fprintf(stderr, "tokenstorm sweep: give a plan (--rates, --concurrencies, --ladder, "
-                        "--adaptive) or --interference\n\n");
-        usage(stderr);
+                        "--adaptive) or --interference; see 'tokenstorm sweep --help'\n");
         return TS_EXIT_USAGE;
     }
     if (o->ntenants == 1) {
@@ -456,7 +455,7 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
 
     sweep_opts_defaults(o);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", sweep_options, NULL)) != -1) {
+    while ((c = cmd_getopt("sweep", argc, argv, "qvh", sweep_options, NULL)) != -1) {
         int rc = parse_option(c, o);
         if (rc != ARG_NEXT)
             return rc;
