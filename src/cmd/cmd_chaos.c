@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "app/chaos_run.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "ts_config.h"
 
@@ -30,9 +31,15 @@ static void usage(FILE *f)
             "  --force         remove the results already in --out first (experiment.json,\n"
             "                  run.txt, run/ and what the run wrote in it; nothing else)\n"
             "  --check         validate the file (faults, SLOs, timing) and exit\n"
-            "  -q, --quiet     print only the verdict\n"
+            "  -q, --quiet     no progress or status lines (errors and the result still print):\n"
+            "                  the verdict only\n"
             "  -v, --verbose   debug logging\n"
-            "  -h, --help\n"
+            "  -h, --help      this text\n"
+            "      --version   print the version\n"
+            "\n"
+            "examples (each file says which simulator and proxy it needs):\n"
+            "  tokenstorm chaos --check examples/chaos/429-storm.yaml\n"
+            "  tokenstorm chaos examples/chaos/429-storm.yaml --out storm\n"
             "\n"
             "exit codes: 0 steady, deviated or recovered; 1 not recovered or not steady before\n"
             "the faults; 2 bad file or options; 3 the experiment could not run; 130 SIGINT,\n"
@@ -59,7 +66,7 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
     while ((c = cmd_getopt("chaos", argc, argv, "qvh", opts, NULL)) != -1) {
         switch (c) {
         case OPT_OUT:
-            o->out_dir = optarg;
+            o->out_dir = cmd_tidy_dir(optarg);
             break;
         case OPT_CHECK:
             o->check = true;

@@ -43,6 +43,7 @@ static void usage(FILE *out)
             "  --seed N            bootstrap seed (default 1): the same seed, the same intervals\n"
             "  --no-requests       ignore requests.jsonl; resample the histograms\n"
             "  --format F          text (default), json or html\n"
+            "  --json              the same as --format json\n"
             "  -o, --out FILE      write the report to FILE instead of stdout\n"
             "  -v, --verbose       debug logging\n"
             "\nexamples:\n"
@@ -64,6 +65,7 @@ enum {
     O_NO_REQUESTS,
     O_FORMAT,
     O_VERSION,
+    O_JSON,
 };
 
 static const struct option compare_options[] = {
@@ -75,6 +77,7 @@ static const struct option compare_options[] = {
     {"seed", required_argument, NULL, O_SEED},
     {"no-requests", no_argument, NULL, O_NO_REQUESTS},
     {"format", required_argument, NULL, O_FORMAT},
+    {"json", no_argument, NULL, O_JSON},
     {"out", required_argument, NULL, 'o'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -187,6 +190,9 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
                 fprintf(stderr, "tokenstorm compare: --format: expected text, json or html\n");
                 return TS_EXIT_USAGE;
             }
+            break;
+        case O_JSON:
+            o->format = FMT_JSON;
             break;
         case 'o':
             o->out = optarg;

@@ -40,6 +40,7 @@ static void usage(FILE *out)
             "Runs are named after their directories; several runs are compared side by side.\n\n"
             "options:\n"
             "  --format F         text (default), csv, json or html\n"
+            "  --json             the same as --format json\n"
             "  -o, --out PATH     write to PATH instead of stdout. With --format csv, PATH is a\n"
             "                     prefix: PATH_stats.csv (Locust's columns, E2EL latencies),\n"
             "                     PATH_ttft_stats.csv (the same columns with TTFT),\n"
@@ -64,10 +65,12 @@ enum {
     O_FORMAT = 256,
     O_TITLE,
     O_VERSION,
+    O_JSON,
 };
 
 static const struct option report_options[] = {
     {"format", required_argument, NULL, O_FORMAT},
+    {"json", no_argument, NULL, O_JSON},
     {"out", required_argument, NULL, 'o'},
     {"title", required_argument, NULL, O_TITLE},
     {"verbose", no_argument, NULL, 'v'},
@@ -456,6 +459,9 @@ int cmd_report(int argc, char **argv)
                         optarg);
                 return TS_EXIT_USAGE;
             }
+            break;
+        case O_JSON:
+            o.format = FMT_JSON;
             break;
         case 'o':
             o.out = optarg;

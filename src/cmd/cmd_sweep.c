@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "app/sweep_job.h"
 #include "ts_config.h"
@@ -74,7 +75,8 @@ static void usage(FILE *out)
         "                         step-*/, interference-*/ and what runs wrote in them;\n"
         "                         nothing else)\n"
         "  --json                 print sweep.json on stdout instead of the table\n"
-        "  -q, --quiet            no progress lines\n"
+        "  -q, --quiet            no progress or status lines;\n"
+        "                         errors and the result still print)\n"
         "  -v, --verbose          debug logging\n"
         "\nexamples:\n"
         "  tokenstorm sweep --rates 2,4,8,16 --slo 'ttft.p99<500ms' -- \\\n"
@@ -377,7 +379,7 @@ static int output_option(int c, struct sweep_opts *o)
 {
     switch (c) {
     case O_OUT:
-        o->out_dir = optarg;
+        o->out_dir = cmd_tidy_dir(optarg);
         return ARG_NEXT;
     case O_FORCE:
         o->force = true;
