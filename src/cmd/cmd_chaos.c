@@ -30,7 +30,8 @@ static void usage(FILE *f)
             "                  results or another process writes it\n"
             "  --force         remove the results already in --out first (experiment.json,\n"
             "                  run.txt, run/ and what the run wrote in it; nothing else)\n"
-            "  --check         validate the file (faults, SLOs, timing) and exit\n"
+            "  --check         validate the file (faults, SLOs, timing; several files may be\n"
+            "                  given) and exit\n"
             "  -q, --quiet     no progress or status lines (errors and the result still print):\n"
             "                  the verdict only\n"
             "  -v, --verbose   debug logging\n"
@@ -90,20 +91,27 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
             return TS_EXIT_USAGE;
         }
     }
-    if (optind != argc - 1) {
+    if (optind == argc || (optind != argc - 1 && !o->check)) {
         fprintf(stderr, "tokenstorm chaos: %s; see 'tokenstorm chaos --help'\n",
-                optind < argc ? "one experiment file at most" : "give the experiment file");
+                optind < argc ? "one experiment file at most (several with --check)"
+                              : "give the experiment file");
         return TS_EXIT_USAGE;
     }
     o->file = argv[optind];
     return -1;
 }
 
+/* --check FILE...: each file validated; the worst exit code. */
 int cmd_chaos(int argc, char **argv)
 {
     struct chaos_opts o;
-    int rc = parse_args(argc, argv, &o);
+    int rc = parse_args(argc, argv, &o), worst = TS_EXIT_OK;
     if (rc >= 0)
         return rc;
-    return chaos_run(&o);
+    for (int i = optind; i < argc; i++) {
+        o.file = argv[i];
+        rc = chaos_run(&o);
+        worst = rc > worst ? rc : worst;
+    }
+    return worst;
 }

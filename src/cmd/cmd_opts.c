@@ -282,6 +282,8 @@ int cmd_help(int argc, char **argv)
         cmd_main_usage(stdout);
         return TS_EXIT_OK;
     }
+    if (!strcmp(argv[1], "--version"))
+        return cmd_version(1, argv);
     const struct cmd_desc *d = cmd_find(argv[1]);
     if (!d)
         return cmd_unknown_command(argv[1]);

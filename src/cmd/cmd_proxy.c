@@ -65,7 +65,7 @@ static void usage(FILE *out)
         "  tokenstorm proxy: control API on http://127.0.0.1:9001\n\n"
         "examples:\n"
         "  tokenstorm sim --listen 127.0.0.1:8000 &\n"
-        "  tokenstorm proxy --upstream http://127.0.0.1:8000 --faults examples/chaos/faults.yaml\n"
+        "  tokenstorm proxy --upstream http://127.0.0.1:8000 --faults examples/faults.yaml\n"
         "  curl -X POST localhost:9001/faults -d "
         "'{\"name\":\"storm\",\"type\":\"http_abort\",\"status\":429,\"probability\":0.2}'\n"
         "  curl localhost:9001/metrics\n"

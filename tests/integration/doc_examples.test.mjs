@@ -1,0 +1,171 @@
+// Every command line a user reads runs as printed: the `tokenstorm ...` and
+// `curl ...` lines of README.md and docs/*.md code blocks, and the examples
+// of every command's --help, run against the simulator (and a proxy in front
+// of it) with these stated overrides so the whole set takes about a minute:
+//   hosts on :8000 -> the simulator, :9000 / :9001 -> the proxy and its API;
+//   --duration 1s (added to runs that give none), --requests 8,
+//   --stages 1s:5, sweeps at most 3 steps of two loads, chaos with --check,
+//   listeners on port 0; sim and proxy lines count as run when they listen;
+//   result directories a line reads (report, compare, merge) are copies of
+//   one short run. Exit 0 or 1 (an SLO verdict) passes; 2 or 3 fails.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN, runBin, startSim, startServer } from './lib.mjs';
+
+const root = new URL('../../', import.meta.url).pathname;
+
+// Lines of fenced code blocks starting with `tokenstorm ` or `curl `, with
+// backslash continuations joined; outputs quoted in docs ("tokenstorm run: ...") left out.
+export function extractLines(text) {
+  const out = [];
+  for (const m of text.matchAll(/```[a-z]*\n([\s\S]*?)```/g)) out.push(...commandLines(m[1].split('\n')));
+  return out;
+}
+
+function commandLines(lines) {
+  const out = [];
+  for (let i = 0; i < lines.length; i++) {
+    const prompt = lines[i].trim().startsWith('$ ');
+    let l = lines[i].trim().replace(/^\$ /, '');
+    if (!/^(tokenstorm|curl) /.test(l) || /^tokenstorm [a-z]+: /.test(l)) continue;
+    while (l.endsWith('\\') && i + 1 < lines.length) l = l.slice(0, -1) + ' ' + lines[++i].trim();
+    // "$ command" followed by its error message: shown to fail, with that message
+    const next = (lines[i + 1] || '').trim();
+    out.push(prompt && /^tokenstorm [a-z]+: /.test(next) ? { line: l, error: next } : l);
+  }
+  return out;
+}
+
+// The examples: section of a --help text.
+function helpExamples(help) {
+  const m = help.match(/\nexamples[^\n]*:\n([\s\S]*?)(\n\n|$)/);
+  return m ? commandLines(m[1].split('\n')) : [];
+}
+
+// argv of a line as bash splits it (quotes, no expansion of globs or $VARS
+// that are unset), without a trailing `&`, `| ...` or `> file`.
+function split(line, cwd) {
+  const cmd = line.replace(/<([a-z-]+)>/g, '$1').replace(/\s+#\s[^'"]*$/, '').replace(/\s*&\s*$/, '').replace(/\s+\|\s+.*$/, '').replace(/\s+>\s+[^'"]*$/, '');
+  const r = spawnSync('bash', ['-c', `printf '%s\\0' ${cmd}`], { encoding: 'utf8', timeout: 5000, cwd });
+  assert.equal(r.status, 0, `bash cannot split: ${line}`);
+  return r.stdout.split('\0').slice(0, -1);
+}
+
+const argOpts = {}; // command -> options taking a value, from the generated bash completion
+function loadArgOpts() {
+  const s = spawnSync(BIN, ['completion', 'bash'], { encoding: 'utf8' }).stdout;
+  for (const m of s.matchAll(/\n {4}([a-z]+)\)\n {8}opts='[^']*'\n {8}argopts='([^']*)'/g)) argOpts[m[1]] = new Set(m[2].split(' '));
+}
+
+function rewrite(argv, env) {
+  const a = argv.map((x) => x
+    .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost|gpu|gpu-box):8000/, env.sim)
+    .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9000/, env.proxy)
+    .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9001/, env.api)
+    .replace(/^\/shared\//, 'shared/'));
+  const cmd = a[1];
+  const set = (opt, v) => { const i = a.indexOf(opt); if (i > 0) a[i + 1] = v; };
+  const sep = a.indexOf('--');
+  set('--duration', '1s'); set('--requests', '8'); set('--stages', '1s:5'); set('--warmup', '0s');
+  set('--metrics-listen', '127.0.0.1:0'); set('--listen', '127.0.0.1:0'); set('--api', '127.0.0.1:0');
+  if (cmd === 'run' && !a.includes('--duration') && !a.includes('--requests') && !a.includes('--check') && !a.includes('--dry-run')) a.push('--duration', '1s');
+  if (cmd === 'sweep') {
+    for (const o of ['--rates', '--concurrencies']) { const i = a.indexOf(o); if (i > 0) a[i + 1] = a[i + 1].split(',').slice(0, 2).join(','); }
+    set('--ladder', '1:2:2'); set('--max-steps', '3'); set('--past-saturation', '0');
+    if (a.includes('--adaptive') && !a.includes('--max-steps')) a.splice(2, 0, '--max-steps', '3');
+    if (a.includes('--adaptive')) a.splice(2, 0, '--sat-concurrency', '8');
+    if (sep < 0 && !a.includes('--interference')) a.push('--');
+    if (!a.includes('--duration')) a.push('--duration', '1s');
+    a.push('--drain', '2s');
+    if (!a.includes('--output-len') && !a.includes('--target')) a.push('--output-len', 'fixed:16'); // answers done within 1s
+  }
+  if (cmd === 'chaos' && !a.includes('--check')) a.splice(2, 0, '--check');
+  return a;
+}
+
+// Result directories a report, compare or merge line reads: copies of one run.
+function provideInputs(a, env, cwd) {
+  if (!['report', 'compare', 'merge'].includes(a[1])) return;
+  for (const o of ['-o', '--out']) { const i = a.indexOf(o); if (i > 0) fs.mkdirSync(path.dirname(path.resolve(cwd, a[i + 1])), { recursive: true }); }
+  const takes = argOpts[a[1]] || new Set();
+  let firstOperand = a[1] === 'merge' && !a.includes('--out');
+  for (let i = 2; i < a.length; i++) {
+    if (a[i].startsWith('-')) { if (takes.has(a[i])) i++; continue; }
+    if (firstOperand) { firstOperand = false; continue; } // merge's OUT_DIR
+    if (/[*?]/.test(a[i])) { // a glob that matched nothing: two inputs
+      const g = a[i];
+      a.splice(i, 1, g.replace(/[*?]/g, 'a'), g.replace(/[*?]/g, 'b'));
+      fs.cpSync(env.runDir, path.resolve(cwd, a[i]), { recursive: true });
+      i++;
+    }
+    const p = path.resolve(cwd, a[i].endsWith('result.json') ? path.dirname(a[i]) : a[i]);
+    if (!fs.existsSync(p)) fs.cpSync(env.runDir, p, { recursive: true });
+  }
+}
+
+test('every command line in README.md, docs/ and --help examples runs', { timeout: 600000 }, async () => {
+  loadArgOpts();
+  const lines = [];
+  for (const f of ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => 'docs/' + f)])
+    for (const l of extractLines(fs.readFileSync(path.join(root, f), 'utf8'))) lines.push([f, l]);
+  const top = spawnSync(BIN, ['--help'], { encoding: 'utf8' }).stdout;
+  const cmds = [...top.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]);
+  for (const c of cmds)
+    for (const l of helpExamples(spawnSync(BIN, [c, '--help'], { encoding: 'utf8' }).stdout)) lines.push([`${c} --help`, l]);
+  assert.ok(lines.length > 50, `only ${lines.length} lines found`);
+
+  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-docex-'));
+  fs.symlinkSync(path.join(root, 'examples'), path.join(cwd, 'examples'));
+  fs.copyFileSync(path.join(root, 'examples/faults.yaml'), path.join(cwd, 'faults.yaml'));
+  fs.writeFileSync(path.join(cwd, 'kb.jsonl'), '{"text":"The KV cache keeps keys and values.","id":"d1"}\n');
+  const sim = await startSim(['--profile', 'tiny', '--any-model', '--admin']);
+  const proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0']);
+  await new Promise((r) => setTimeout(r, 300));
+  const apiPort = (proxy.output.match(/control API on http:\/\/[0-9.]+:(\d+)/) || [])[1];
+  const env = { sim: sim.base, proxy: proxy.base, api: `http://127.0.0.1:${apiPort}` };
+  const failures = [];
+  try {
+    env.runDir = path.join(cwd, '.run');
+    const r0 = await runBin(['run', '--target', sim.base, '--rate', '10', '--duration', '1s', '--save-requests', '-q', '--out', env.runDir]);
+    assert.equal(r0.code, 0, r0.stderr);
+    let n = 0;
+    for (const [where, item] of lines) {
+      const line = typeof item === 'string' ? item : item.line;
+      const lcwd = path.join(cwd, `line-${n++}`, 'work'); // its own directory: default --out names collide within a second
+      fs.mkdirSync(lcwd, { recursive: true });
+      for (const f of ['examples', 'faults.yaml', 'kb.jsonl']) fs.symlinkSync(path.join(cwd, f), path.join(lcwd, f));
+      let a;
+      try { a = rewrite(split(line, lcwd), env); } catch (e) { failures.push(`${where}: ${line}\n    ${e.message}`); continue; }
+      if (a[0] === 'curl') {
+        if (!/^http:\/\/127\.0\.0\.1/.test(a.find((x) => /^http/.test(x)) || '')) continue; // a remote host: not ours
+        // a request that asks for a fault gets it: only the others must succeed
+        const fail = a.some((x) => /x-tokenstorm-fault/.test(x)) ? [] : ['--fail'];
+        const r = await runBin(['-sS', ...fail, '-m', '5', ...a.slice(1)], { bin: 'curl', cwd: lcwd, timeoutMs: 10000 });
+        if (r.code !== 0) failures.push(`${where}: ${line}\n    curl exit ${r.code}: ${r.stderr.trim()}`);
+        continue;
+      }
+      if (a[0] !== 'tokenstorm') continue;
+      const serving = (a[1] === 'sim' && !a.includes('--list-profiles')) || (a[1] === 'proxy' && !a.includes('--check'));
+      provideInputs(a, env, lcwd);
+      await fetch(env.api + '/reset', { method: 'POST' }); // faults an earlier line added
+      let listened = false;
+      const r = await runBin(a.slice(1), {
+        cwd: lcwd, timeoutMs: serving ? 5000 : 90000,
+        onStdout: (out, p) => { if (serving && /listening on/.test(out)) { listened = true; p.kill('SIGTERM'); } },
+      });
+      // a quiet server prints nothing: that it was still serving when killed is enough
+      let ok = serving ? listened || r.signal === 'SIGKILL' : r.code === 0 || r.code === 1;
+      if (typeof item !== 'string') ok = r.code === 2 && r.stderr.includes(item.error.slice(0, 60));
+      if (!ok) failures.push(`${where}: ${line}\n    ran: tokenstorm ${a.slice(1).join(' ')}\n    exit ${r.code}: ${r.stderr.trim().split('\n').slice(-2).join(' | ')}`);
+    }
+  } finally {
+    await proxy.stop();
+    await sim.stop();
+    fs.rmSync(cwd, { recursive: true, force: true });
+  }
+  assert.deepEqual(failures, [], `${failures.length} of ${lines.length} lines do not run:\n${failures.join('\n')}`);
+});
