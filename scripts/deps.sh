@@ -26,7 +26,9 @@ for group in "$@"; do
             # a real Prometheus server for tests/integration/prometheus.test.mjs
             prometheus
             # headless rendering of the HTML report in tests/integration/report.test.mjs
-            chromium fonts-dejavu-core)
+            chromium fonts-dejavu-core
+            # the shells whose generated completions tests/integration/cli.test.mjs runs
+            zsh fish)
         node=1 ;;
     # make deb: dpkg-shlibdeps finds the runtime dependencies; man-db for `man -w`
     deb) pkgs+=(dpkg-dev man-db) ;;

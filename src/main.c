@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "cmd/cmd.h"
+#include "base/log.h"
 #include "cmd/cmd_opts.h"
 #include "ts_config.h"
 
@@ -65,5 +66,8 @@ int main(int argc, char **argv)
     const struct cmd_desc *d = cmd_find(name);
     if (!d)
         return cmd_unknown_command(name);
+    static char prog[48];
+    snprintf(prog, sizeof prog, "tokenstorm %s", d->name);
+    ts_log_set_prog(prog);
     return d->fn(argc - 1, argv + 1);
 }

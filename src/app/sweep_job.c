@@ -49,10 +49,10 @@ static void on_start(const char *what, double load, void *arg)
     if (!p->progress)
         return;
     if (isfinite(load))
-        fprintf(stderr, "sweep: running %s %g%s\n", what, load,
+        fprintf(stderr, "tokenstorm sweep: running %s %g%s\n", what, load,
                 !strcmp(what, "rate") ? " req/s" : "");
     else
-        fprintf(stderr, "sweep: running %s\n", what);
+        fprintf(stderr, "tokenstorm sweep: running %s\n", what);
 }
 
 static void on_step(const struct sweep_step *st, bool probe, void *arg)

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, runBin } from './lib.mjs';
+import { BIN, runBin, startSim } from './lib.mjs';
 
 const ts = (args) => runBin(args, { timeoutMs: 30000 });
 const commands = () => [...spawnSync(BIN, ['--help'], { encoding: 'utf8' }).stdout.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]);
@@ -88,6 +88,45 @@ test('completions come from the option tables: bash completes them, aliases left
   assert.equal((await ts(['completion', 'tcsh'])).code, 2);
 });
 
+// zsh and fish come with `scripts/deps.sh test`; without them these checks are skipped
+const has = (p) => spawnSync('sh', ['-c', `command -v ${p}`]).status === 0;
+test('fish completes from the generated script', { skip: !has('fish') }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-fish-'));
+  try {
+    fs.writeFileSync(path.join(dir, 't.fish'), (await ts(['completion', 'fish'])).stdout);
+    const r = spawnSync('fish', ['--no-config', '-c', `source ${dir}/t.fish; complete -C 'tokenstorm run --conc'; complete -C 'tokenstorm sw'; complete -C 'tokenstorm proxy --conn'`], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 0, r.stderr);
+    const out = r.stdout.split('\n').map((l) => l.split('\t')[0]);
+    assert.ok(out.includes('--concurrency') && out.includes('sweep'), r.stdout);
+    assert.ok(!out.includes('--connect-timeout'));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the zsh script parses', { skip: !has('zsh') }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-zsh-'));
+  try {
+    fs.writeFileSync(path.join(dir, '_tokenstorm'), (await ts(['completion', 'zsh'])).stdout);
+    const r = spawnSync('zsh', ['-n', path.join(dir, '_tokenstorm')], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 0, r.stderr);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// install/meson.build makes them next to the binary with help2man, from --help
+const manDir = path.join(path.dirname(BIN), 'install');
+test('a man page per command, made from its --help', { skip: !fs.existsSync(path.join(manDir, 'tokenstorm.1')) }, async () => {
+  for (const c of commands()) {
+    const page = fs.readFileSync(path.join(manDir, `tokenstorm-${c}.1`), 'utf8');
+    assert.match(page, new RegExp(`^\\.TH TOKENSTORM-${c.toUpperCase()} "1"`, 'm'));
+    const help = (await ts([c, '--help'])).stdout;
+    for (const m of help.matchAll(/^ {2}(?:-[a-z], )?--([a-z0-9-]+)/gm))
+      assert.ok(page.includes(`\\-\\-${m[1].replace(/-/g, "\\-")}`), `tokenstorm-${c}.1 lacks --${m[1]}`);
+  }
+});
+
 test('paths are printed without double slashes', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-cli-'));
   try {
@@ -107,4 +146,11 @@ test('make run installs only what building and running need', () => {
   assert.ok(base.includes('help2man') && base.includes('libuv1-dev'));
   const t = spawnSync(deps, ['--list', 'test'], { encoding: 'utf8' }).stdout.split('\n');
   for (const p of ['clang', 'chromium', 'prometheus', 'nodejs']) assert.ok(t.includes(p), p);
+});
+
+test('log lines name the program and the command', async () => {
+  const sim = await startSim();
+  await sim.stop('SIGTERM');
+  assert.match(sim.stderr, /^tokenstorm sim: info: /m);
+  assert.doesNotMatch(sim.stderr, /^tokenstorm: /m);
 });

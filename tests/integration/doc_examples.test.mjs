@@ -46,10 +46,11 @@ function helpExamples(help) {
   return m ? commandLines(m[1].split('\n')) : [];
 }
 
-// argv of a line as bash splits it (quotes, no expansion of globs or $VARS
-// that are unset), without a trailing `&`, `| ...` or `> file`.
+// argv of a line as bash splits it in cwd (quotes, globs; unset $VARS are
+// empty), without a trailing `&`, `| ...` or `> file`; paths under /shared/
+// (a shared volume in the docs) made relative.
 function split(line, cwd) {
-  const cmd = line.replace(/<([a-z-]+)>/g, '$1').replace(/\s+#\s[^'"]*$/, '').replace(/\s*&\s*$/, '').replace(/\s+\|\s+.*$/, '').replace(/\s+>\s+[^'"]*$/, '');
+  const cmd = line.replace(/<([a-z-]+)>/g, '$1').replace(/ \/shared\//g, ' shared/').replace(/\s+#\s[^'"]*$/, '').replace(/\s*&\s*$/, '').replace(/\s+\|\s+.*$/, '').replace(/\s+>\s+[^'"]*$/, '');
   const r = spawnSync('bash', ['-c', `printf '%s\\0' ${cmd}`], { encoding: 'utf8', timeout: 5000, cwd });
   assert.equal(r.status, 0, `bash cannot split: ${line}`);
   return r.stdout.split('\0').slice(0, -1);
@@ -65,8 +66,7 @@ function rewrite(argv, env) {
   const a = argv.map((x) => x
     .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost|gpu|gpu-box):8000/, env.sim)
     .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9000/, env.proxy)
-    .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9001/, env.api)
-    .replace(/^\/shared\//, 'shared/'));
+    .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9001/, env.api));
   const cmd = a[1];
   const set = (opt, v) => { const i = a.indexOf(opt); if (i > 0) a[i + 1] = v; };
   const sep = a.indexOf('--');
@@ -99,10 +99,12 @@ function provideInputs(a, env, cwd) {
     if (/[*?]/.test(a[i])) { // a glob that matched nothing: two inputs
       const g = a[i];
       a.splice(i, 1, g.replace(/[*?]/g, 'a'), g.replace(/[*?]/g, 'b'));
+      assert.ok(!path.isAbsolute(a[i]), `${a[i]}: inputs are made only inside the test's directory`);
       fs.cpSync(env.runDir, path.resolve(cwd, a[i]), { recursive: true });
       i++;
     }
     const p = path.resolve(cwd, a[i].endsWith('result.json') ? path.dirname(a[i]) : a[i]);
+    assert.ok(p.startsWith(cwd + path.sep), `${a[i]}: inputs are made only inside the test's directory`);
     if (!fs.existsSync(p)) fs.cpSync(env.runDir, p, { recursive: true });
   }
 }
