@@ -150,12 +150,13 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
             if (s->applied && !s->removed && now >= off) {
                 uint64_t before = ts_now_ns();
                 if (experiment_remove(p, s->error, sizeof(s->error)))
-                    ts_warn("tokenstorm chaos: phase '%s': %s (the rollbacks try again)", p->name, s->error);
+                    ts_warn("tokenstorm chaos: phase '%s': %s (the rollbacks try again)", p->name,
+                            s->error);
                 s->removed = true;
                 s->removed_ns = before;
                 if (!c->quiet)
-                    fprintf(stderr, "tokenstorm chaos: +%.1fs phase '%s' off\n", (double)(before - t0) / 1e9,
-                            p->name);
+                    fprintf(stderr, "tokenstorm chaos: +%.1fs phase '%s' off\n",
+                            (double)(before - t0) / 1e9, p->name);
             }
             if (!s->removed) {
                 left = true;
@@ -574,8 +575,9 @@ static int execute(struct chaos *c)
     uint64_t t0 = ts_now_ns();
     uint64_t deadline = t0 + sweep_run_deadline_ns((const char *const *)e->load, e->nload);
     if (!c->quiet)
-        fprintf(stderr, "tokenstorm chaos: '%s': load started (pid %d), %zu phases, results in %s\n", e->title,
-                (int)c->pid, e->nphases, c->out_dir);
+        fprintf(stderr,
+                "tokenstorm chaos: '%s': load started (pid %d), %zu phases, results in %s\n",
+                e->title, (int)c->pid, e->nphases, c->out_dir);
     int r = run_phases(c, t0, failure, sizeof(failure));
     bool interrupted = r == 1 || stop_flag;
     if (r != 0)

@@ -52,14 +52,10 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
 {
     enum { OPT_OUT = 256, OPT_CHECK, OPT_FORCE, OPT_VERSION };
     static const struct option opts[] = {
-        {"out", required_argument, NULL, OPT_OUT},
-        {"check", no_argument, NULL, OPT_CHECK},
-        {"force", no_argument, NULL, OPT_FORCE},
-        {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0},
+        {"out", required_argument, NULL, OPT_OUT},   {"check", no_argument, NULL, OPT_CHECK},
+        {"force", no_argument, NULL, OPT_FORCE},     {"quiet", no_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION}, {NULL, 0, NULL, 0},
     };
     int c;
     *o = (struct chaos_opts){.out_dir = NULL};

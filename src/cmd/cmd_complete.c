@@ -162,8 +162,8 @@ static void fish_script(FILE *f)
         size_t n = options_of(cmds[i].name, items);
         for (size_t k = 0; k < n; k++)
             fprintf(f, "complete -c tokenstorm -n '__fish_seen_subcommand_from %s' -%s %s%s\n",
-                    cmds[i].name, items[k].name[1] == '-' ? "l" : "s", items[k].name + 1 +
-                    (items[k].name[1] == '-'), items[k].arg ? " -r -F" : "");
+                    cmds[i].name, items[k].name[1] == '-' ? "l" : "s",
+                    items[k].name + 1 + (items[k].name[1] == '-'), items[k].arg ? " -r -F" : "");
     }
 }
 
@@ -187,8 +187,8 @@ int cmd_completion(int argc, char **argv)
     }
     if (argc == 2 && !strcmp(argv[1], "--version"))
         return cmd_version(1, argv);
-    if (argc != 2 || (strcmp(argv[1], "bash") && strcmp(argv[1], "zsh") &&
-                      strcmp(argv[1], "fish"))) {
+    if (argc != 2 ||
+        (strcmp(argv[1], "bash") && strcmp(argv[1], "zsh") && strcmp(argv[1], "fish"))) {
         fprintf(stderr, "tokenstorm completion: expected one shell: bash, zsh or fish; see "
                         "'tokenstorm completion --help'\n");
         return TS_EXIT_USAGE;

@@ -49,10 +49,14 @@ static void usage(FILE *out)
 enum { O_SLO = 256, O_FORCE, O_JSON, O_VERSION, O_OUT };
 
 static const struct option merge_options[] = {
-    {"slo", required_argument, NULL, O_SLO},   {"force", no_argument, NULL, O_FORCE},
-    {"json", no_argument, NULL, O_JSON},       {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, O_VERSION}, {"out", required_argument, NULL, O_OUT},
+    {"slo", required_argument, NULL, O_SLO},
+    {"force", no_argument, NULL, O_FORCE},
+    {"json", no_argument, NULL, O_JSON},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},
+    {"out", required_argument, NULL, O_OUT},
     {NULL, 0, NULL, 0},
 };
 
@@ -137,8 +141,8 @@ int cmd_merge(int argc, char **argv)
         code = TS_EXIT_USAGE;
         goto out;
     }
-    int rc = merge_runs((const char *const *)argv + optind, (size_t)(argc - optind),
-                        out_dir, &cfg, &res, err, sizeof(err));
+    int rc = merge_runs((const char *const *)argv + optind, (size_t)(argc - optind), out_dir, &cfg,
+                        &res, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "tokenstorm merge: %s\n", err);
         code = exit_code_of(rc);

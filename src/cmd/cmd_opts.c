@@ -25,8 +25,7 @@ static const struct cmd_desc commands[] = {
     {"merge", cmd_merge, "merge the results of several processes or machines into one", NULL},
     {"sweep", cmd_sweep, "run a series of loads: the knee, the max goodput, the critical load",
      "run"},
-    {"report", cmd_report, "result files into text, CSV, JSON or a self-contained HTML page",
-     NULL},
+    {"report", cmd_report, "result files into text, CSV, JSON or a self-contained HTML page", NULL},
     {"help", cmd_help, "show the help of a command: tokenstorm help COMMAND", NULL},
     {"completion", cmd_completion, "print a bash, zsh or fish completion script", NULL},
     {"version", cmd_version, "print the version", NULL},
@@ -128,8 +127,7 @@ int cmd_options_of(const char *cmd, const struct option **longopts, const char *
 /* ---- errors -------------------------------------------------------------------- */
 
 /* The option of longopts called name[0..len), or NULL. */
-static const struct option *long_named(const struct option *longopts, const char *name,
-                                       size_t len)
+static const struct option *long_named(const struct option *longopts, const char *name, size_t len)
 {
     for (const struct option *o = longopts; o->name; o++)
         if (strlen(o->name) == len && !strncmp(o->name, name, len))
@@ -237,11 +235,11 @@ static void report_bad(const char *cmd, int argc, char **argv, const struct opti
         const char *name = elem + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         char list[256];
-        size_t matches = long_named(longopts, name, len) ? 1 : ambiguous(longopts, name, len, list,
-                                                                         sizeof list);
+        size_t matches =
+            long_named(longopts, name, len) ? 1 : ambiguous(longopts, name, len, list, sizeof list);
         if (matches >= 2)
-            fprintf(stderr, "tokenstorm %s: option '--%.*s' is ambiguous (%s)", cmd, (int)len,
-                    name, list);
+            fprintf(stderr, "tokenstorm %s: option '--%.*s' is ambiguous (%s)", cmd, (int)len, name,
+                    list);
         else if (matches == 1 && rc == ':')
             fprintf(stderr, "tokenstorm %s: option '--%.*s' needs a value", cmd, (int)len, name);
         else if (matches == 1)

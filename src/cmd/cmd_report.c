@@ -69,14 +69,10 @@ enum {
 };
 
 static const struct option report_options[] = {
-    {"format", required_argument, NULL, O_FORMAT},
-    {"json", no_argument, NULL, O_JSON},
-    {"out", required_argument, NULL, 'o'},
-    {"title", required_argument, NULL, O_TITLE},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, O_VERSION},
-    {NULL, 0, NULL, 0},
+    {"format", required_argument, NULL, O_FORMAT}, {"json", no_argument, NULL, O_JSON},
+    {"out", required_argument, NULL, 'o'},         {"title", required_argument, NULL, O_TITLE},
+    {"verbose", no_argument, NULL, 'v'},           {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},     {NULL, 0, NULL, 0},
 };
 
 struct report_opts {

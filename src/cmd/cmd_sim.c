@@ -77,7 +77,9 @@ static void usage(FILE *out)
         "  tokenstorm sim --vector-docs kb.jsonl --vector-latency 20ms\n"
         "  curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\\n"
         "       -d "
-        "'{\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'"
+        "'{\"model\":\"meta-llama/"
+        "Llama-3.1-8B-Instruct\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":"
+        "\"hi\"}]}'"
         "\n");
 }
 
