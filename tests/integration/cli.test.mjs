@@ -154,3 +154,20 @@ test('log lines name the program and the command', async () => {
   assert.match(sim.stderr, /^tokenstorm sim: info: /m);
   assert.doesNotMatch(sim.stderr, /^tokenstorm: /m);
 });
+
+test('run: a header before the progress: target, load, length, results; sent/N without a terminal too', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-cli-'));
+  try {
+    const r = await ts(['run', '--sim-profile', 'tiny', '--rate', '20', '--requests', '10', '--out', path.join(dir, 'o')]);
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stderr.split('\n');
+    assert.match(lines[0], /^tokenstorm run: target http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions \(built-in simulator, tiny\), model \S+, endpoint chat$/);
+    assert.equal(lines[1], 'tokenstorm run: load open loop, poisson arrivals, 20 req/s, 10 requests');
+    assert.equal(lines[2], `tokenstorm run: results in ${path.join(dir, 'o')}/`);
+    assert.doesNotMatch(r.stderr, /TTFT p50 0 ms/);
+    const q = await ts(['run', '--sim-profile', 'tiny', '--rate', '20', '--requests', '5', '-q', '--out', path.join(dir, 'q')]);
+    assert.equal(q.stderr, '');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
