@@ -75,4 +75,4 @@ format-check:
 	find $(FORMAT_DIRS) -name '*.[ch]' | xargs clang-format --dry-run --Werror
 
 clean:
-	rm -rf build build-asan build-fuzz build-mpi
+	rm -rf build build-asan build-fuzz build-mpi build-deb

@@ -44,7 +44,7 @@ static void usage(FILE *out)
             "  --no-requests       ignore requests.jsonl; resample the histograms\n"
             "  --format F          text (default), json or html\n"
             "  --json              the same as --format json\n"
-            "  -o, --out FILE      write the report to FILE instead of stdout\n"
+            "  -o, --out FILE      write the report to FILE (default: stdout)\n"
             "  -v, --verbose       debug logging\n"
             "\nexamples:\n"
             "  tokenstorm compare results/baseline results/today\n"

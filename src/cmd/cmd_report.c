@@ -41,7 +41,7 @@ static void usage(FILE *out)
             "options:\n"
             "  --format F         text (default), csv, json or html\n"
             "  --json             the same as --format json\n"
-            "  -o, --out PATH     write to PATH instead of stdout. With --format csv, PATH is a\n"
+            "  -o, --out PATH     write to PATH (default: stdout). With --format csv, PATH is a\n"
             "                     prefix: PATH_stats.csv (Locust's columns, E2EL latencies),\n"
             "                     PATH_ttft_stats.csv (the same columns with TTFT),\n"
             "                     PATH_timeline.csv and, for sweeps, PATH_sweep.csv; on stdout\n"
@@ -296,7 +296,10 @@ static int write_json(FILE *f, const struct report_docset *set)
 
 /* ---- output files ----------------------------------------------------------------- */
 
-/* Writes through PATH.tmp renamed over path, so a reader never sees half a file. */
+/*
+ * Writes through PATH.tmp renamed over path, so a reader never sees half a
+ * file, and says on stderr what it wrote (or why it could not).
+ */
 static int write_file(const char *path,
                       int (*fn)(FILE *f, const struct report_docset *set, const void *arg),
                       const struct report_docset *set, const void *arg)
@@ -318,6 +321,7 @@ static int write_file(const char *path,
         return rc;
     }
     rc = fn(f, set, arg);
+    long size = rc ? -1 : ftell(f);
     if (fclose(f) && !rc)
         rc = -EIO;
     if (!rc && rename(tmp, path)) {
@@ -325,6 +329,8 @@ static int write_file(const char *path,
         fprintf(stderr, "tokenstorm report: cannot write %s: %s\n", path, strerror(errno));
     } else if (rc) {
         fprintf(stderr, "tokenstorm report: cannot write %s: %s\n", path, ts_strerror(rc));
+    } else {
+        fprintf(stderr, "tokenstorm report: wrote %s (%ld bytes)\n", path, size);
     }
     if (rc)
         unlink(tmp);

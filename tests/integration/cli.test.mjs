@@ -66,6 +66,28 @@ test('every command: -h, --help with examples, --version, help COMMAND, a bad op
   assert.match((await ts(['run', '--help'])).stdout, /default: open loop, Poisson arrivals, 10 requests\/s/);
 });
 
+// Every option that takes a value says its default (or that it is required,
+// repeatable, or has none) in its --help paragraph or its section's heading.
+test('every default is stated', async () => {
+  const missing = [];
+  for (const c of commands()) {
+    let cur = null;
+    let heading = '';
+    for (const l of (await ts([c, '--help'])).stdout.split('\n')) {
+      const m = l.match(/^ {2}(?:-[a-z], )?(--[a-z0-9-]+)([ =[])(\S*)/);
+      if (/^\S.*:$/.test(l)) heading = l;
+      if (m) {
+        if (cur) check(cur);
+        cur = { opt: m[1], arg: m[2] !== ' ' || /^[A-Z[']/.test(m[3]), text: heading + ' ' + l };
+      } else if (cur && /^ {6,}/.test(l)) cur.text += ' ' + l.trim();
+      else if (cur) { check(cur); cur = null; }
+    }
+    if (cur) check(cur);
+    function check(p) { if (p.arg && !/default|required|repeatable|none/i.test(p.text)) missing.push(`${c} ${p.opt}`); }
+  }
+  assert.deepEqual(missing, []);
+});
+
 test('hidden aliases work and stay hidden', async () => {
   const r = await ts(['proxy', '--connect-timeout', '2s', '--check']);
   assert.equal(r.code, 0, r.stderr);
@@ -167,6 +189,22 @@ test('run: a header before the progress: target, load, length, results; sent/N w
     assert.doesNotMatch(r.stderr, /TTFT p50 0 ms/);
     const q = await ts(['run', '--sim-profile', 'tiny', '--rate', '20', '--requests', '5', '-q', '--out', path.join(dir, 'q')]);
     assert.equal(q.stderr, '');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('report -o says what it wrote', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-cli-'));
+  try {
+    const r0 = await ts(['run', '--sim-profile', 'tiny', '--rate', '20', '--requests', '5', '-q', '--out', path.join(dir, 'run')]);
+    assert.equal(r0.code, 0, r0.stderr);
+    const h = await ts(['report', '--format', 'html', '-o', path.join(dir, 'r.html'), path.join(dir, 'run')]);
+    assert.equal(h.code, 0, h.stderr);
+    const size = fs.statSync(path.join(dir, 'r.html')).size;
+    assert.equal(h.stderr, `tokenstorm report: wrote ${path.join(dir, 'r.html')} (${size} bytes)\n`);
+    const c = await ts(['report', '--format', 'csv', '-o', path.join(dir, 'x'), path.join(dir, 'run')]);
+    for (const f of ['x_stats.csv', 'x_ttft_stats.csv', 'x_timeline.csv']) assert.match(c.stderr, new RegExp(`wrote ${path.join(dir, f)} \\(\\d+ bytes\\)`));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

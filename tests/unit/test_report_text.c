@@ -106,6 +106,17 @@ static void test_summary_text(void **state)
                         "150.00 tok/s");
     assert_string_equal(line_starting(text, "goodput"),
                         "goodput       2.50 req/s, 5 good (ttft <= 5 ms, e2el <= 60 ms)");
+    free(text);
+    /* no peak known (a scenario's traffic class): none shown, never "peak 0" */
+    run_summary_compute(&sum, s, 2.0, 0, &cfg);
+    text = capture_summary(s, &sum);
+    assert_string_equal(line_starting(text, "throughput"),
+                        "throughput    5.00 req/s, output 50.00 tok/s, total 150.00 tok/s");
+    free(text);
+    run_summary_compute(&sum, s, 2.0, 35, &cfg);
+    sum.good = 5;
+    sum.request_goodput = 2.5;
+    text = capture_summary(s, &sum);
     assert_string_equal(line_starting(text, "error rate"), "error rate    23.08%");
     assert_string_equal(line_starting(text, "tokens"),
                         "tokens        input 200, output 100 (counted by tokenizer; 0 usage "
