@@ -3,7 +3,8 @@
 # user would (dpkg -i, then apt-get -f install for what it depends on), checks
 # the installed tool works -- `tokenstorm run --duration 3s` against the
 # built-in simulator, `man -w` finds every page, the completions are in
-# place -- and removes it again. Needs root (or sudo) and apt.
+# place -- and removes it again; then `make install DESTDIR=...` and `make
+# uninstall` into a staging directory. Needs root (or sudo) and apt.
 #   scripts/deb-test.sh [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +46,15 @@ check "bash completion" test -s /usr/share/bash-completion/completions/tokenstor
 check "zsh completion" test -s /usr/share/zsh/vendor-completions/_tokenstorm
 check "fish completion" test -s /usr/share/fish/vendor_completions.d/tokenstorm.fish
 check "tokenstorm --version" /usr/bin/tokenstorm --version
+
+# make install / make uninstall into a staging DESTDIR (the package's build dir)
+stage=$(mktemp -d)
+make -s install BUILD="$build-deb" PREFIX=/usr DESTDIR="$stage" >/dev/null
+check "make install: the binary" test -x "$stage/usr/bin/tokenstorm"
+check "make install: a man page per command" \
+    test "$(ls "$stage/usr/share/man/man1" | wc -l)" -eq "$(ls /usr/share/man/man1/tokenstorm*.1.gz | wc -l)"
+check "make install: bash completion" test -s "$stage/usr/share/bash-completion/completions/tokenstorm"
+make -s uninstall BUILD="$build-deb" >/dev/null
+check "make uninstall removes every file" test -z "$(find "$stage" -type f)"
+rm -rf "$stage"
 exit $fail
