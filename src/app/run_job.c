@@ -1161,8 +1161,10 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
         }
         return failed;
     }
-    if (report_text_summary(stdout, res->total, &rp->sum) ||
-        (o->nslos && report_text_slo(stdout, j->slos, o->nslos, &rp->sum, &failed)))
+    if (report_text_summary(stdout, res->total, &rp->sum))
+        ts_warn("cannot print the summary");
+    report_text_legend(stdout, res->total);
+    if (o->nslos && report_text_slo(stdout, j->slos, o->nslos, &rp->sum, &failed))
         ts_warn("cannot print the summary");
     if (o->scenario)
         scenario_run_print(stdout, &j->sr, res);

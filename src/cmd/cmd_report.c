@@ -203,6 +203,12 @@ static int write_text(FILE *f, const struct report_docset *set)
             return -EIO;
         text_slos(f, d->doc);
     }
+    for (size_t i = 0; i < set->n; i++)
+        if (set->docs[i].kind != REPORT_DOC_SWEEP) { /* once, under the runs */
+            fputc('\n', f);
+            report_text_legend(f, set->docs[i].stats);
+            break;
+        }
     return ferror(f) ? -EIO : 0;
 }
 

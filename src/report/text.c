@@ -162,6 +162,18 @@ static void print_latency(FILE *f, const struct run_stats *s, const struct run_s
                    "or TPOT)\n");
 }
 
+void report_text_legend(FILE *f, const struct run_stats *s)
+{
+    if (s->streams)
+        fprintf(f, "(first token: to the first content, reasoning or tool-call token users see "
+                   "(ttfc); TTFT (vLLM): to the first chunk with choices; lag: how late requests "
+                   "were sent after their intended time, already in every latency above; "
+                   "docs/METRICS.md)\n");
+    else
+        fprintf(f, "(lag: how late requests were sent after their intended time, already in "
+                   "every latency above; docs/METRICS.md)\n");
+}
+
 int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     print_outcomes(f, s, sum);

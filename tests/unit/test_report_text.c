@@ -84,6 +84,30 @@ static const char *line_starting(const char *text, const char *prefix)
     return NULL;
 }
 
+/* The legend: first token, TTFT and lag for streams; lag alone without. */
+static void test_legend(void **state)
+{
+    (void)state;
+    struct run_stats *s = sample();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    s->streams = 1;
+    report_text_legend(f, s);
+    s->streams = 0;
+    report_text_legend(f, s);
+    fclose(f);
+    assert_string_equal(buf, "(first token: to the first content, reasoning or tool-call token "
+                             "users see (ttfc); TTFT (vLLM): to the first chunk with choices; lag: "
+                             "how late requests were sent after their intended time, already in "
+                             "every latency above; docs/METRICS.md)\n"
+                             "(lag: how late requests were sent after their intended time, already "
+                             "in every latency above; docs/METRICS.md)\n");
+    free(buf);
+    run_stats_free(s);
+}
+
 static void test_summary_text(void **state)
 {
     struct run_stats *s = sample();
@@ -246,6 +270,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_text),
+        cmocka_unit_test(test_legend),
         cmocka_unit_test(test_first_token_apart),
         cmocka_unit_test(test_slo_table),
     };
