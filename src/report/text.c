@@ -174,11 +174,52 @@ void report_text_legend(FILE *f, const struct run_stats *s)
                    "every latency above; docs/METRICS.md)\n");
 }
 
+/* A ratio as a percentage, or a score, into the quality line when measured. */
+static void quality_part(FILE *f, const char **sep, const char *name, double v, bool pct)
+{
+    if (!isfinite(v))
+        return;
+    if (pct)
+        fprintf(f, "%s%s %.1f%%", *sep, name, v * 100);
+    else
+        fprintf(f, "%s%s %.3f", *sep, name, v);
+    *sep = ", ";
+}
+
+/* "quality": the answer-quality means and rates, when any was measured. */
+static void print_quality(FILE *f, const struct run_stats *s, const struct run_summary *sum)
+{
+    const char *sep = "";
+    const struct quality_stats *q = &s->quality;
+    double v[] = {sum->quality.rouge_l,     sum->quality.bleu4,      sum->quality.exact_match,
+                  sum->quality.regex_match, sum->quality.json_valid, sum->quality.dual_sla,
+                  sum->quality.consistency};
+    bool any = false;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        any |= isfinite(v[i]);
+    if (!any)
+        return;
+    fprintf(f, "quality       ");
+    quality_part(f, &sep, "rouge_l", sum->quality.rouge_l, false);
+    quality_part(f, &sep, "bleu4", sum->quality.bleu4, false);
+    quality_part(f, &sep, "exact", sum->quality.exact_match, true);
+    quality_part(f, &sep, "regex", sum->quality.regex_match, true);
+    quality_part(f, &sep, "json", sum->quality.json_valid, true);
+    quality_part(f, &sep, "dual_sla", sum->quality.dual_sla, true);
+    quality_part(f, &sep, "consistency", sum->quality.consistency, false);
+    fprintf(f, " (%" PRIu64 " answers scored, %" PRIu64 " with a reference", q->requests,
+            q->with_ref);
+    if (q->truncated)
+        fprintf(f, ", %" PRIu64 " cut", q->truncated);
+    fprintf(f, "; means and shares, docs/QUALITY.md)\n");
+}
+
 int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     print_outcomes(f, s, sum);
     print_errors(f, s);
     print_headlines(f, s, sum);
+    print_quality(f, s, sum);
     print_ttft_note(f, sum);
     print_latency(f, s, sum);
     return ferror(f) ? -EIO : 0;

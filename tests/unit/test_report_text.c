@@ -84,6 +84,30 @@ static const char *line_starting(const char *text, const char *prefix)
     return NULL;
 }
 
+/* The quality line: only what was measured, shares as percentages. */
+static void test_quality_line(void **state)
+{
+    (void)state;
+    struct run_stats *s = sample();
+    struct run_summary sum;
+    run_summary_compute(&sum, s, 2.0, 35, NULL);
+    char *text = capture_summary(s, &sum);
+    assert_null(strstr(text, "quality")); /* nothing measured: no line */
+    free(text);
+    s->quality.requests = 10;
+    s->quality.with_ref = 8;
+    s->quality.truncated = 1;
+    sum.quality.rouge_l = 0.5;
+    sum.quality.exact_match = 0.25;
+    sum.quality.dual_sla = 0.95;
+    text = capture_summary(s, &sum);
+    assert_string_equal(line_starting(text, "quality"),
+                        "quality       rouge_l 0.500, exact 25.0%, dual_sla 95.0% (10 answers "
+                        "scored, 8 with a reference, 1 cut; means and shares, docs/QUALITY.md)");
+    free(text);
+    run_stats_free(s);
+}
+
 /* The legend: first token, TTFT and lag for streams; lag alone without. */
 static void test_legend(void **state)
 {
@@ -269,9 +293,8 @@ static void test_slo_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_summary_text),
-        cmocka_unit_test(test_legend),
-        cmocka_unit_test(test_first_token_apart),
+        cmocka_unit_test(test_summary_text), cmocka_unit_test(test_legend),
+        cmocka_unit_test(test_quality_line), cmocka_unit_test(test_first_token_apart),
         cmocka_unit_test(test_slo_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
