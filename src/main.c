@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         cmd_main_usage(stdout);
         return TS_EXIT_OK;
     }
-    if (!strcmp(name, "--version") || !strcmp(name, "-V"))
+    if (!strcmp(name, "--version"))
         return cmd_version(argc - 1, argv + 1);
     const struct cmd_desc *d = cmd_find(name);
     if (!d)

@@ -159,17 +159,14 @@ int cmd_merge(int argc, char **argv)
             double actual;
             failed += !slo_eval(&slos[i], &res.sum, &actual);
         }
-    } else if (quiet) {
-        for (size_t i = 0; i < cfg.nslos; i++) {
-            double actual;
-            failed += !slo_eval(&slos[i], &res.sum, &actual);
-        }
     } else {
-        printf("merged %zu runs: %llu requests", res.inputs,
-               (unsigned long long)res.stats->requests);
-        if (res.wrote_requests)
-            printf(", %llu requests.jsonl lines", (unsigned long long)res.request_lines);
-        printf("%s\n\n", res.wrote_hlog ? ", latency.hlog merged" : "");
+        if (!quiet) { /* the status line; -q keeps the result, as run -q does */
+            printf("merged %zu runs: %llu requests", res.inputs,
+                   (unsigned long long)res.stats->requests);
+            if (res.wrote_requests)
+                printf(", %llu requests.jsonl lines", (unsigned long long)res.request_lines);
+            printf("%s\n\n", res.wrote_hlog ? ", latency.hlog merged" : "");
+        }
         if (report_text_summary(stdout, res.stats, &res.sum) ||
             (cfg.nslos && report_text_slo(stdout, slos, cfg.nslos, &res.sum, &failed)))
             ts_warn("cannot print the summary");

@@ -194,7 +194,7 @@ test('run: a header before the progress: target, load, length, results; sent/N w
   }
 });
 
-test('report -o says what it wrote', async () => {
+test('report -o says what it wrote; merge -q keeps the summary', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-cli-'));
   try {
     const r0 = await ts(['run', '--sim-profile', 'tiny', '--rate', '20', '--requests', '5', '-q', '--out', path.join(dir, 'run')]);
@@ -203,6 +203,13 @@ test('report -o says what it wrote', async () => {
     assert.equal(h.code, 0, h.stderr);
     const size = fs.statSync(path.join(dir, 'r.html')).size;
     assert.equal(h.stderr, `tokenstorm report: wrote ${path.join(dir, 'r.html')} (${size} bytes)\n`);
+    // -q keeps the result and drops status lines, in merge as in run
+    const r1 = await ts(['run', '--sim-profile', 'tiny', '--rate', '20', '--requests', '5', '-q', '--out', path.join(dir, 'run2')]);
+    assert.equal(r1.code, 0, r1.stderr);
+    const m = await ts(['merge', '-q', '--out', path.join(dir, 'm'), path.join(dir, 'run'), path.join(dir, 'run2')]);
+    assert.equal(m.code, 0, m.stderr);
+    assert.match(m.stdout, /^requests {6}10 sent/m);
+    assert.doesNotMatch(m.stdout, /merged 2 runs/);
     const c = await ts(['report', '--format', 'csv', '-o', path.join(dir, 'x'), path.join(dir, 'run')]);
     for (const f of ['x_stats.csv', 'x_ttft_stats.csv', 'x_timeline.csv']) assert.match(c.stderr, new RegExp(`wrote ${path.join(dir, f)} \\(\\d+ bytes\\)`));
   } finally {
