@@ -13,6 +13,8 @@ pkgs=(
     libfyaml-dev libssl-dev libpcre2-dev zlib1g-dev
     # man pages generated from --help at build time (install/meson.build)
     help2man
+    # topology --source parses Python with python3's ast module (also embeds the helper at build)
+    python3
 )
 list=0
 node=0

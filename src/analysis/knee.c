@@ -173,3 +173,16 @@ bool bisect_next(double lo, double hi, double rel_tol, double *next)
     *next = lo + (hi - lo) / 2;
     return true;
 }
+
+const char *critical_fit_not_meaningful(double lambda_c, double r2, double lmax)
+{
+    if (!isfinite(lambda_c) || !isfinite(r2))
+        return "no fit";
+    if (r2 < CRITICAL_MIN_R2)
+        return "the error rate does not follow an exponential (R^2 below 0.8)";
+    if (lambda_c <= 0)
+        return "the fit puts it at no load at all (lambda_c <= 0)";
+    if (isfinite(lmax) && lmax > 0 && lambda_c > CRITICAL_MAX_REACH * lmax)
+        return "the fit puts it far beyond the loads measured";
+    return NULL;
+}

@@ -121,6 +121,18 @@ TS_MUST_CHECK int critical_fit_compute(const double *load, const double *eps, si
                                        double epsilon0, size_t min_points,
                                        struct critical_fit *out);
 
+/*
+ * Whether a fit says something about the loads measured (up to lmax): its
+ * log-space R^2 at least CRITICAL_MIN_R2, and lambda_c a load at all (> 0)
+ * no further beyond the loads than CRITICAL_MAX_REACH times the highest. A
+ * fit that fails this (lambda_c -24 req/s, or an R^2 of 0.3) is reported as
+ * not meaningful, not as a headline. Returns NULL when meaningful, else
+ * why not (static text).
+ */
+#define CRITICAL_MIN_R2    0.8
+#define CRITICAL_MAX_REACH 2.0
+const char *critical_fit_not_meaningful(double lambda_c, double r2, double lmax);
+
 /* ---- maximum load meeting the SLOs ---------------------------------------- */
 
 struct goodput_bracket {

@@ -402,11 +402,11 @@ static double scalar_actual(enum slo_scalar id, const struct run_summary *sum)
     case SLO_ERROR_RATE:
         return sum->error_rate;
     case SLO_GOODPUT:
-        return sum->goodput_enabled ? sum->request_goodput : NAN;
+        return sum->goodput_enabled ? run_summary_goodput(sum) : NAN;
     case SLO_REQUEST_THROUGHPUT:
-        return sum->request_throughput;
+        return run_summary_rps(sum); /* the steady window's, when it has one */
     case SLO_OUTPUT_THROUGHPUT:
-        return sum->output_throughput;
+        return run_summary_output_tps(sum);
     case SLO_TOTAL_TOKEN_THROUGHPUT:
         return sum->total_token_throughput;
     case SLO_MAX_OUTPUT_TOKENS_PER_S:

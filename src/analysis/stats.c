@@ -161,6 +161,7 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
         samples_merge(&dst->exact[i], &src->exact[i]);
     quality_stats_merge(&dst->quality, &src->quality);
     errtally_merge(&dst->errors, &src->errors);
+    reqsample_merge(&dst->sample, &src->sample);
     dst->requests += src->requests;
     for (int i = 0; i < REQ_OUTCOME_COUNT; i++)
         dst->outcomes[i] += src->outcomes[i];
@@ -183,6 +184,8 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     dst->reused_conn += src->reused_conn;
     dst->warmup_requests += src->warmup_requests;
     dst->warmup_ok += src->warmup_ok;
+    dst->warmup_good += src->warmup_good;
+    dst->warmup_output_tokens += src->warmup_output_tokens;
     dst->input_tokens += src->input_tokens;
     dst->input_tokens_intended += src->input_tokens_intended;
     dst->output_tokens += src->output_tokens;
@@ -311,6 +314,16 @@ static void add_ok(struct run_stats *s, const struct req_record *rec, const stru
     }
     if (goodput_cfg_enabled(cfg) && goodput_meets(cfg, rec))
         s->good++;
+    struct reqsample_entry se = {
+        .key = reqsample_key(rec->id),
+        .input_tokens = in > UINT32_MAX ? UINT32_MAX : (uint32_t)in,
+        .output_tokens = out,
+        .ttft_ms = rec->first_token_ns && rec->first_token_ns >= rec->intended_ns
+                       ? (float)((double)(rec->first_token_ns - rec->intended_ns) / 1e6)
+                       : NAN,
+        .e2el_ms = has_e2el ? (float)((double)e2el / 1e6) : NAN,
+    };
+    reqsample_add(&s->sample, &se);
 }
 
 bool goodput_meets(const struct goodput_cfg *cfg, const struct req_record *rec)
@@ -358,8 +371,11 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
 
     if (rec->flags & REQF_WARMUP) {
         s->warmup_requests++;
-        if (o == REQ_OK)
+        s->warmup_output_tokens += rec->output_tokens;
+        if (o == REQ_OK) {
             s->warmup_ok++;
+            s->warmup_good += goodput_cfg_enabled(cfg) && goodput_meets(cfg, rec);
+        }
         return;
     }
     s->requests++;

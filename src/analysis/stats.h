@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "base/hdr.h"
 #include "analysis/errtally.h"
+#include "analysis/reqsample.h"
 #include "analysis/record.h"
 #include "analysis/samples.h"
 
@@ -160,6 +161,11 @@ struct run_stats {
     uint64_t reused_conn;                  /* REQF_REUSED_CONN */
     uint64_t warmup_requests;              /* REQF_WARMUP records (kept out of the rest) */
     uint64_t warmup_ok;
+    /* Of the warm-up records: the good ones and every one's output tokens.
+     * Only the timeline uses them: a warm-up request that ends after the
+     * warm-up is still work done in the measured window (closed loops). */
+    uint64_t warmup_good;
+    uint64_t warmup_output_tokens;
 
     /* Successful requests only (as vLLM sums them). */
     uint64_t input_tokens;          /* usage prompt_tokens when given, else the intended count */
@@ -192,6 +198,8 @@ struct run_stats {
     struct quality_stats quality;
     /* Failed requests (neither ok nor cut) by outcome, status and error text. */
     struct errtally errors;
+    /* A uniform sample of ok requests: sizes, TTFT and E2EL (reqsample.h). */
+    struct reqsample sample;
 };
 
 /*

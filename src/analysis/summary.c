@@ -135,3 +135,30 @@ double run_summary_percentile_ms(const struct run_summary *sum, enum stat_metric
     }
     return NAN;
 }
+
+void run_summary_set_window(struct run_summary *sum, const json_t *timeline, double warmup_s,
+                            double send_end_s)
+{
+    double e2el_s = sum->lat[STAT_E2EL].count ? sum->lat[STAT_E2EL].pct[0] / 1000 : NAN;
+    run_window_compute(timeline, warmup_s, send_end_s, e2el_s, &sum->window);
+}
+
+double run_summary_rps(const struct run_summary *sum)
+{
+    return sum->window.valid ? sum->window.request_throughput : sum->request_throughput;
+}
+
+double run_summary_output_tps(const struct run_summary *sum)
+{
+    return sum->window.valid ? sum->window.output_throughput : sum->output_throughput;
+}
+
+double run_summary_goodput(const struct run_summary *sum)
+{
+    return sum->window.valid ? sum->window.request_goodput : sum->request_goodput;
+}
+
+const char *run_summary_rate_method(const struct run_summary *sum)
+{
+    return sum->window.valid ? "steady window" : "whole run";
+}

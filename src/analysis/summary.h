@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "analysis/stats.h"
+#include "analysis/window.h"
 
 /* The percentiles every latency summary carries, ascending. */
 #define SUMMARY_NPCT 5
@@ -46,6 +47,8 @@ struct run_summary {
     uint64_t good;            /* ok and within every goodput threshold */
     double duration_s;        /* measured duration, warm-up excluded */
 
+    /* vLLM's whole-run rates: over the duration, drain included (window.h);
+     * run_summary_rps() and friends give the steady window's when it has one */
     double request_throughput;     /* completed / duration */
     double output_throughput;      /* total_output_tokens / duration */
     double total_token_throughput; /* (total_input_tokens + total_output_tokens) / duration */
@@ -75,6 +78,8 @@ struct run_summary {
     struct latency_summary vllm[STAT_METRIC_COUNT];
     enum samples_loss vllm_loss[STAT_METRIC_COUNT];
     uint64_t input_tokens_intended; /* vLLM's total_input_tokens: intended prompt lengths */
+    /* The steady window's rates (run_summary_set_window); valid false until set. */
+    struct run_window window;
 };
 
 /*
@@ -96,6 +101,20 @@ void run_summary_compute(struct run_summary *out, const struct run_stats *s, dou
  */
 #define SUMMARY_TTFT_GAP_MS 5.0
 bool run_summary_ttft_differs(const struct run_summary *sum, double *gap_ms);
+
+/*
+ * Sets sum->window from the run's timeline (window.h), with the summary's
+ * E2EL p50 as the ramp. Call after run_summary_compute.
+ */
+void run_summary_set_window(struct run_summary *sum, const json_t *timeline, double warmup_s,
+                            double send_end_s);
+/* The achieved rates users are told: the steady window's when it has one,
+ * else the whole run's. */
+double run_summary_rps(const struct run_summary *sum);
+double run_summary_output_tps(const struct run_summary *sum);
+double run_summary_goodput(const struct run_summary *sum);
+/* "steady window" or "whole run": how the three above were measured. */
+const char *run_summary_rate_method(const struct run_summary *sum);
 
 /* Fills one latency summary (ms) from a microsecond histogram. */
 void latency_summary_from_hdr(struct latency_summary *out, const struct hdr *h);

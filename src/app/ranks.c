@@ -16,6 +16,7 @@
 #include "base/hdr.h"
 #include "base/log.h"
 #include "app/ranks.h"
+#include "base/tsjson.h"
 #include "load/runner.h"
 #include "report/result.h"
 
@@ -67,10 +68,10 @@ static json_t *timeline_arrays(const struct runner_result *res)
     for (size_t i = 0; a && i < res->ntimeline; i++) {
         const struct runner_point *p = &res->timeline[i];
         json_t *e =
-            json_pack("[f, I, I, I, I, I, I, f, f, f, f]", p->t_s, (json_int_t)p->sent,
+            json_pack("[f, I, I, I, I, I, I, f, f, f, f, I]", p->t_s, (json_int_t)p->sent,
                       (json_int_t)p->completed, (json_int_t)p->errors, (json_int_t)p->in_flight,
                       (json_int_t)p->output_tokens, (json_int_t)p->chunks, p->ttft_p50_ms,
-                      p->ttft_p99_ms, p->e2el_p50_ms, p->lag_p99_ms);
+                      p->ttft_p99_ms, p->e2el_p50_ms, p->lag_p99_ms, (json_int_t)p->good);
         if (!e || json_array_append_new(a, e)) {
             json_decref(a);
             return NULL;
@@ -199,9 +200,10 @@ char *ranks_result_encode(const struct runner_result *res, const struct goodput_
     json_t *doc = NULL;
     if (result_build(res->total, &sum, &info, &doc))
         return NULL;
-    json_t *d = json_pack("{s:I, s:f, s:b, s:b, s:o}", "sent", (json_int_t)res->sent, "duration_s",
-                          res->duration_s, "end_cut", res->end_cut, "interrupted", res->interrupted,
-                          "timeline", timeline_arrays(res));
+    json_t *d =
+        json_pack("{s:I, s:f, s:o, s:b, s:b, s:o}", "sent", (json_int_t)res->sent, "duration_s",
+                  res->duration_s, "send_end_s", tsjson_num(res->send_end_s), "end_cut",
+                  res->end_cut, "interrupted", res->interrupted, "timeline", timeline_arrays(res));
     char *text = NULL;
     if (d && res->nclasses) {
         json_t *cl = classes_encode(res, goodput);
@@ -303,13 +305,16 @@ int ranks_merger_add(struct ranks_merger *m, const char *text, size_t len, char 
     double dur = json_number_value(json_object_get(d, "duration_s"));
     if (dur > res->duration_s)
         res->duration_s = dur;
+    double send_end = json_number_value(json_object_get(d, "send_end_s")); /* 0 when null */
+    if (send_end > 0 && !(send_end <= res->send_end_s))
+        res->send_end_s = send_end; /* the last rank to stop sending (NAN: none yet) */
     res->end_cut |= json_is_true(json_object_get(d, "end_cut"));
     res->interrupted |= json_is_true(json_object_get(d, "interrupted"));
     for (size_t i = 0; i < json_array_size(tl); i++) {
         json_t *e = json_array_get(tl, i);
         struct runner_point *p = &res->timeline[i];
-        double v[11];
-        for (size_t k = 0; k < 11; k++) {
+        double v[12];
+        for (size_t k = 0; k < 12; k++) {
             v[k] = json_number_value(json_array_get(e, k));
             if (!(v[k] >= 0 && v[k] < 1e15)) /* a count or a time; nothing else is sane */
                 v[k] = 0;
@@ -322,6 +327,7 @@ int ranks_merger_add(struct ranks_merger *m, const char *text, size_t len, char 
         p->in_flight += (uint64_t)v[4];
         p->output_tokens += (uint64_t)v[5];
         p->chunks += (uint64_t)v[6];
+        p->good += (uint64_t)v[11];
         m->w_ttft[i] += v[7] * v[2];
         m->w_e2el[i] += v[9] * v[2];
         if (v[8] > p->ttft_p99_ms)

@@ -5,6 +5,7 @@
  * the summary and the result files.
  */
 #include "app/run_job.h"
+#include "app/live_ui.h"
 
 #include <arpa/inet.h>
 #include <signal.h>
@@ -70,6 +71,7 @@ struct progress {
     uint64_t requests_max; /* --requests N: the line counts sent/N and an ETA */
     uint64_t last_line_ns;
     struct ranks_group *group; /* MPI: rank 0 shows the sum of the ranks */
+    struct live_ui *ui;        /* --ui: the live dashboard (this process's requests), or NULL */
 };
 
 /* The terminal's columns (0 when unknown: the line is not cut). */
@@ -86,6 +88,8 @@ static void on_tick(const struct runner_progress *p, void *arg)
     struct progress *pg = arg;
     struct runner_progress all;
     struct runner_point all_last;
+    if (pg->ui)
+        live_ui_tick(pg->ui, p);
     if (pg->group) {
         if (!ranks_group_progress(pg->group, p, &all, &all_last))
             return; /* a rank > 0: its progress went to rank 0 */
@@ -123,12 +127,30 @@ static void on_tick(const struct runner_progress *p, void *arg)
     fflush(stderr);
 }
 
+/* --ui: the dashboard's requests and its end, on the coordinator's thread. */
+static void on_ui_request(struct http_request *req, void *arg)
+{
+    struct progress *pg = arg;
+    live_ui_request(req, pg->ui);
+}
+
+static void on_ui_end(void *arg)
+{
+    struct progress *pg = arg;
+    live_ui_end(pg->ui);
+}
+
 /* --metrics-listen: the URL, once bound (port 0 picks one). */
 static void on_metrics_listen(const char *host, int port, void *arg)
 {
+    struct progress *pg = arg;
     bool v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "tokenstorm run: metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host,
-            v6 ? "]" : "", port);
+    if (pg->ui)
+        fprintf(stderr, "tokenstorm run: dashboard on http://%s%s%s:%d/ (metrics at /metrics)\n",
+                v6 ? "[" : "", host, v6 ? "]" : "", port);
+    else
+        fprintf(stderr, "tokenstorm run: metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "",
+                host, v6 ? "]" : "", port);
 }
 
 /* Right before time 0: the MPI barrier, then --start-at. */
@@ -148,23 +170,6 @@ static void before_start(void *arg)
 }
 
 /* ---- result files ---- */
-
-static json_t *timeline_json(const struct runner_result *r)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < r->ntimeline; i++) {
-        const struct runner_point *p = &r->timeline[i];
-        json_array_append_new(
-            a,
-            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "t_s", p->t_s,
-                      "sent", (json_int_t)p->sent, "completed", (json_int_t)p->completed, "errors",
-                      (json_int_t)p->errors, "in_flight", (json_int_t)p->in_flight, "output_tokens",
-                      (json_int_t)p->output_tokens, "chunks", (json_int_t)p->chunks, "ttft_p50_ms",
-                      p->ttft_p50_ms, "ttft_p99_ms", p->ttft_p99_ms, "e2el_p50_ms", p->e2el_p50_ms,
-                      "lag_p99_ms", p->lag_p99_ms));
-    }
-    return a;
-}
 
 static json_t *config_json(const struct run_opts *o, const char *url, const char *model,
                            const char *sim_profile)
@@ -319,6 +324,7 @@ struct job {
     /* the runner's configuration and what it points to */
     struct runner_config rcfg;
     struct progress pg;
+    struct live_ui ui; /* --ui: the dashboard (pg.ui points here when on) */
     struct start_gate gate;
     char metrics_url[TARGET_URL_MAX];
     /* the process's command line (after MPI took its arguments), for result.json */
@@ -786,8 +792,10 @@ static int configure_load(struct job *j)
     return 0;
 }
 
+static void config_effective(json_t *c, const struct job *j);
+
 /* What goes around the load: progress, --server-metrics, the shard and the
- * start (MPI: one run id, a barrier), answer quality, --integrity. */
+ * start (MPI: one run id, a barrier), answer quality, --integrity, --ui. */
 static int configure_extras(struct job *j)
 {
     const struct run_opts *o = &j->o;
@@ -798,6 +806,21 @@ static int configure_extras(struct job *j)
                               .requests_max = o->scenario ? 0 : o->requests,
                               .group = j->group};
     r->tick_arg = &j->pg;
+    if (o->ui && !j->rank) {
+        json_t *conf = config_json(o, j->url, j->model, j->sim_profile);
+        if (conf)
+            config_effective(conf, j);
+        int rc = conf ? live_ui_init(&j->ui, "tokenstorm run", o->ui_token, conf,
+                                     (double)o->warmup_ns / 1e9, &j->goodput)
+                      : -ENOMEM;
+        json_decref(conf);
+        if (rc) {
+            live_ui_release(&j->ui);
+            fprintf(stderr, "tokenstorm run: --ui: out of memory\n");
+            return TS_EXIT_FAIL;
+        }
+        j->pg.ui = &j->ui;
+    }
     if (o->server_metrics && !j->rank) { /* MPI: one server timeline, from rank 0 */
         snprintf(j->metrics_url, sizeof(j->metrics_url), "%s", o->server_metrics);
         if (!strcmp(o->server_metrics, "auto") &&
@@ -851,6 +874,10 @@ static void configure_exports(struct job *j)
                      .goodput = goodput_cfg_enabled(&j->goodput)},
             .on_listen = on_metrics_listen,
         };
+        if (o->ui && j->pg.ui) {
+            r->metrics.on_request = on_ui_request;
+            r->metrics.on_end = on_ui_end;
+        }
     }
     r->trace = (struct reqtrace_config){
         .otlp = j->otlp.endpoint ? &j->otlp : NULL,
@@ -1075,7 +1102,8 @@ static void report_compute(const struct job *j, const struct runner_result *res,
     if (qs->requests || r->quality.dual_sla || res->consistency)
         rp->quality = quality_stats_to_json(qs, r->quality.dual_sla ? &res->dual_sla : NULL,
                                             res->consistency);
-    rp->timeline = timeline_json(res);
+    rp->timeline = runner_timeline_json(res->timeline, res->ntimeline);
+    run_summary_set_window(&rp->sum, rp->timeline, (double)j->o.warmup_ns / 1e9, res->send_end_s);
     rp->config = report_config(j, res);
     if (r->server_metrics.url) {
         rp->server_timeline = scrape_timeline_json(&res->server);
@@ -1332,6 +1360,8 @@ int run_job(const struct run_opts *opts, int *argc, char ***argv)
         goto out_workload;
     if (!(code = configure_runner(&j)))
         code = run_load(&j);
+    if (j.pg.ui)
+        live_ui_release(&j.ui);
     close_files(&j);
 out_workload:
     workload_release(&j.wl);

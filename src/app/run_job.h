@@ -28,6 +28,12 @@ struct run_opts {
         *integrity_key, *metrics_listen;
     char metrics_host[ADDR_HOST_MAX];
     int metrics_port;
+    /* --ui HOST:PORT: the live dashboard on the metrics address (live_ui.h);
+     * ui_token: the token it enforces (net/ctlauth.h), NULL for none */
+    bool ui;
+    const char *ui_token;
+    const char *api_token; /* --api-token, for --ui on a routable address */
+    bool api_insecure;     /* --api-insecure */
     uint64_t metrics_linger_ns;
     const char *server_metrics; /* --server-metrics URL */
     uint64_t server_metrics_interval_ns;

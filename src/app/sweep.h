@@ -183,7 +183,8 @@ struct sweep_findings {
     bool has_critical;
     double lambda_c, epsilon0, delta_lambda, r2;
     size_t critical_points;
-    bool has_quality_drop; /* ROUGE-L fell by >= 0.05 from its best at a lower load */
+    const char *critical_why; /* NULL: the fit is meaningful; else why not (static) */
+    bool has_quality_drop;    /* ROUGE-L fell by >= 0.05 from its best at a lower load */
     double quality_from_load, quality_from, quality_to_load, quality_to;
 };
 

@@ -116,7 +116,11 @@ static void print_findings(const struct sweep_outcome *o, const char *dir)
     } else if (o->nslos && o->nsteps) {
         printf("max goodput meeting the SLOs: none (the lowest load already fails)\n");
     }
-    if (f->has_critical)
+    if (f->has_critical && f->critical_why)
+        printf("critical load: no meaningful fit: %s (lambda_c %.3g %s, R^2 %.3f over %zu "
+               "steps)\n",
+               f->critical_why, f->lambda_c, unit, f->r2, f->critical_points);
+    else if (f->has_critical)
         printf("critical load: lambda_c %.3g %s (error rate %g%% there, e-fold every %.3g %s; "
                "R^2 %.3f over %zu steps)\n",
                f->lambda_c, unit, 100 * f->epsilon0, f->delta_lambda, unit, f->r2,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "analysis/knee.h"
+#include "analysis/window.h"
 #include "base/tsjson.h"
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -117,8 +118,7 @@ struct tl_point {
     double t, sent, completed, in_flight, ttft_p50, output_tokens, lag_p99;
 };
 
-#define TL_MAX       86400 /* a day of one-second points */
-#define TL_FULL_TICK 0.75  /* an interval at least this long (s) is a whole tick */
+#define TL_MAX 86400 /* a day of one-second points */
 
 /* Reads the timeline's points after the warm-up (the drain included), in order. */
 static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start,
@@ -148,60 +148,6 @@ static size_t timeline_read(const json_t *tl, double warmup_s, double *t_start,
         pts[n++] = q;
     }
     return n;
-}
-
-/*
- * How many points make the sending window: those up to warm-up + the
- * configured sending time (half an interval of slack: the ticks need not
- * fall on the window's end), or, when that is unknown, up to the last point
- * that sent anything. The points after it are the drain.
- */
-static size_t window_points(const struct tl_point *pts, size_t n, double t_start, double window_s)
-{
-    size_t w = 0, full = 0;
-    double prev = t_start;
-
-    /* whole ticks only: the run's last point is a stub interval of the drain */
-    while (full < n && pts[full].t - prev >= TL_FULL_TICK) {
-        prev = pts[full].t;
-        full++;
-    }
-    if (isfinite(window_s) && window_s > 0) {
-        while (w < full && pts[w].t <= t_start + window_s + 0.5)
-            w++;
-        return w;
-    }
-    for (size_t i = 0; i < full; i++)
-        if (pts[i].sent > 0)
-            w = i + 1;
-    return w;
-}
-
-/*
- * Rates over the sending window: requests sent, requests completed and the
- * output tokens of the requests that ended inside it, each over the window's
- * length. The drain after it is left out, so a run's rates do not read low
- * by the tail of its last requests.
- */
-static void window_rates(struct sweep_step *st, const struct tl_point *pts, size_t w,
-                         double t_start)
-{
-    double sent = 0, done = 0, tokens = 0, len;
-    bool have_tokens = true;
-
-    if (w == 0 || !((len = pts[w - 1].t - t_start) > 0))
-        return;
-    for (size_t i = 0; i < w; i++) {
-        sent += pts[i].sent;
-        done += pts[i].completed;
-        have_tokens &= isfinite(pts[i].output_tokens);
-        tokens += isfinite(pts[i].output_tokens) ? pts[i].output_tokens : 0;
-    }
-    st->window_s = len;
-    st->sent_rps = sent / len;
-    st->achieved_rps = done / len;
-    if (have_tokens)
-        st->output_tps = tokens / len;
 }
 
 /* The TTFT p50 trend over the window (seconds with completions only). */
@@ -344,6 +290,56 @@ static void read_quality(struct sweep_step *st, const json_t *doc)
     st->exact_match_rate = num(q, "exact_match_rate");
 }
 
+/*
+ * The step's window (analysis/window.h) computed from its timeline, sending
+ * ending where the run says (summary.window.send_end_s) or warm-up + send_s
+ * after time 0: its sending window bounds the signals, and its steady
+ * window gives the rates unless the run's own (summary.window) is there.
+ */
+static void step_window(const struct sweep_step *st, const json_t *doc, double warmup_s,
+                        struct run_window *w)
+{
+    const json_t *win = json_object_get(json_object_get(doc, "summary"), "window");
+    double send_end = num(win, "send_end_s");
+
+    if (!(send_end > 0))
+        send_end = st->send_s > 0 ? warmup_s + st->send_s : NAN;
+    run_window_compute(json_object_get(doc, "timeline"), warmup_s, send_end, st->e2el_p50_ms / 1000,
+                       w);
+}
+
+/*
+ * The steady window's rates: what completed inside it, so neither the drain
+ * after the last send nor the first request time before anything came back
+ * dilutes them; the run's own (summary.window) when it has them, else w.
+ * Without a steady window the whole run's stand.
+ */
+static void read_window(struct sweep_step *st, const json_t *doc, struct run_window w)
+{
+    const json_t *win = json_object_get(json_object_get(doc, "summary"), "window");
+    const char *method = json_string_value(json_object_get(win, "method"));
+
+    if (method) {
+        w.valid = !strcmp(method, "steady_window");
+        w.sent_rps = num(win, "sent_rps");
+        w.start_s = num(win, "start_s");
+        w.end_s = num(win, "end_s");
+        w.request_throughput = num(win, "request_throughput");
+        w.output_throughput = num(win, "output_throughput");
+        w.request_goodput = num(win, "request_goodput");
+    }
+    if (isfinite(w.sent_rps) && w.sent_rps > 0)
+        st->sent_rps = w.sent_rps;
+    if (!w.valid || !(w.end_s > w.start_s) || !isfinite(w.request_throughput))
+        return;
+    st->window_s = w.end_s - w.start_s;
+    st->achieved_rps = w.request_throughput;
+    if (isfinite(w.output_throughput))
+        st->output_tps = w.output_throughput;
+    if (isfinite(w.request_goodput) && isfinite(st->goodput_rps))
+        st->goodput_rps = w.request_goodput;
+}
+
 /* The summary's numbers (the fallbacks of the window's rates). */
 static void read_summary(struct sweep_step *st, const json_t *run, const json_t *sum,
                          enum sweep_mode mode)
@@ -373,6 +369,7 @@ static void read_summary(struct sweep_step *st, const json_t *run, const json_t 
     double duration = num(sum, "duration");
     st->window_s = NAN;
     st->sent_rps = duration > 0 ? (double)st->requests / duration : NAN;
+
     if (mode == SWEEP_RATE && isfinite(num(run, "rate")))
         st->offered = num(run, "rate");
     else
@@ -385,6 +382,7 @@ static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mo
 {
     const json_t *tl = json_object_get(doc, "timeline");
     double warmup_s = num(json_object_get(doc, "run"), "warmup_s"), t_start, *x, *y;
+    struct run_window win;
     size_t n = json_is_array(tl) ? json_array_size(tl) : 0, w;
     struct tl_point *pts;
 
@@ -403,8 +401,9 @@ static int read_timeline(struct sweep_step *st, const json_t *doc, enum sweep_mo
         return -ENOMEM;
     }
     n = timeline_read(tl, warmup_s, &t_start, pts, n);
-    w = window_points(pts, n, t_start, st->send_s);
-    window_rates(st, pts, w, t_start);
+    step_window(st, doc, warmup_s, &win);
+    read_window(st, doc, win);
+    w = win.intervals <= n ? win.intervals : n;
     if (mode == SWEEP_CONCURRENCY)
         st->offered = st->sent_rps;
     ttft_signal(st, pts, w, x, y);
@@ -769,11 +768,12 @@ static void find_goodput(const struct sweep_step **s, size_t n, struct sweep_fin
 static void find_critical(const struct sweep_step **s, size_t n,
                           const struct sweep_analysis_cfg *cfg, struct sweep_findings *f)
 {
-    double load[SWEEP_MAX_STEPS], eps[SWEEP_MAX_STEPS];
+    double load[SWEEP_MAX_STEPS], eps[SWEEP_MAX_STEPS], lmax = 0;
     struct critical_fit c;
     size_t m = 0;
 
     for (size_t i = 0; i < n; i++) {
+        lmax = s[i]->load > lmax ? s[i]->load : lmax;
         if (isfinite(s[i]->error_rate)) {
             load[m] = s[i]->load;
             eps[m++] = s[i]->error_rate;
@@ -787,6 +787,7 @@ static void find_critical(const struct sweep_step **s, size_t n,
     f->delta_lambda = c.delta_lambda;
     f->r2 = c.r2;
     f->critical_points = c.points;
+    f->critical_why = critical_fit_not_meaningful(c.lambda_c, c.r2, lmax);
 }
 
 static void find_quality_drop(const struct sweep_step **s, size_t n, struct sweep_findings *f)
@@ -851,7 +852,7 @@ static json_t *step_json(const struct sweep_step *st)
     rc |= tsjson_put(o, "e2el_p50_ms", tsjson_num(st->e2el_p50_ms));
     rc |= tsjson_put(o, "e2el_p99_ms", tsjson_num(st->e2el_p99_ms));
     rc |= tsjson_put(o, "error_rate", tsjson_num(st->error_rate));
-    rc |= tsjson_put(o, "slo_pass", json_boolean(st->slo_pass));
+    rc |= tsjson_put(o, "slo_pass", st->nslo ? json_boolean(st->slo_pass) : json_null());
     rc |= tsjson_put(o, "saturated", json_boolean(st->saturation != 0));
     if (st->has_quality) {
         q = json_object();
@@ -911,9 +912,11 @@ static json_t *findings_critical(const struct sweep_findings *f)
 {
     if (!f->has_critical)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:I}", "lambda_c", tsjson_num(f->lambda_c), "epsilon0",
-                     tsjson_num(f->epsilon0), "delta_lambda", tsjson_num(f->delta_lambda), "r2",
-                     tsjson_num(f->r2), "points", (json_int_t)f->critical_points);
+    return json_pack("{s:o, s:o, s:o, s:o, s:I, s:b, s:s?}", "lambda_c", tsjson_num(f->lambda_c),
+                     "epsilon0", tsjson_num(f->epsilon0), "delta_lambda",
+                     tsjson_num(f->delta_lambda), "r2", tsjson_num(f->r2), "points",
+                     (json_int_t)f->critical_points, "meaningful", !f->critical_why,
+                     "not_meaningful_because", f->critical_why);
 }
 
 static json_t *findings_quality(const struct sweep_findings *f)

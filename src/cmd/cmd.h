@@ -12,6 +12,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_sim_calibrate(int argc, char **argv); /* `sim calibrate`, argv[0] = "calibrate" */
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
@@ -19,5 +20,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
 int cmd_chaos(int argc, char **argv);
+int cmd_topology(int argc, char **argv);
+int cmd_chaos_suggest(int argc, char **argv); /* `chaos suggest` (cmd_suggest.c) */
 
 #endif

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/log.h"
 #include "app/chaos_run.h"
@@ -17,6 +18,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tokenstorm chaos EXPERIMENT.yaml [options]\n"
+            "       tokenstorm chaos suggest --topology FILE [options] (see chaos suggest --help)\n"
             "\n"
             "Runs a chaos experiment: the load of the file as a `tokenstorm run`, its fault\n"
             "phases against proxies (control API) and simulators (admin API) at their offsets,\n"
@@ -100,6 +102,8 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
 /* --check FILE...: each file validated; the worst exit code. */
 int cmd_chaos(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "suggest"))
+        return cmd_chaos_suggest(argc - 1, argv + 1);
     struct chaos_opts o;
     int rc = parse_args(argc, argv, &o), worst = TS_EXIT_OK;
     if (rc >= 0)

@@ -21,6 +21,8 @@ static const struct cmd_desc commands[] = {
     {"proxy", cmd_proxy, "a chaos proxy: HTTP, SSE, LLM and RAG faults in front of a service",
      NULL},
     {"chaos", cmd_chaos, "run a chaos experiment: load, fault phases, steady-state verdict", NULL},
+    {"topology", cmd_topology, "the dependency chain from Python source and OpenTelemetry traces",
+     NULL},
     {"compare", cmd_compare, "compare two runs: changes, significance, regression verdict", NULL},
     {"merge", cmd_merge, "merge the results of several processes or machines into one", NULL},
     {"sweep", cmd_sweep, "run a series of loads: the knee, the max goodput, the critical load",

@@ -49,6 +49,11 @@ static void usage_rest(FILE *out)
         "                         run goes on (e.g. 127.0.0.1:9464; port 0 = any free port;\n"
         "                         default none)\n"
         "  --metrics-linger DUR   keep /metrics up this long after the run (default 0s)\n"
+        "  --ui H:P               a live dashboard at http://H:P/ (the report's charts, updated\n"
+        "                         every second; a stop button); /metrics is served there too.\n"
+        "                         Loopback by default; elsewhere it needs --api-token TOKEN (or\n"
+        "                         TOKENSTORM_API_TOKEN; the browser passes it as ?token=) or\n"
+        "                         --api-insecure\n"
         "  --server-metrics URL   scrape the target's Prometheus endpoint during the run (vLLM,\n"
         "                         TGI, SGLang names): running/waiting requests, KV-cache usage,\n"
         "                         preemptions, server TTFT -> result.json \"server_timeline\";\n"
@@ -269,6 +274,9 @@ enum {
     O_INTEGRITY,
     O_INTEGRITY_KEY,
     O_METRICS_LISTEN,
+    O_UI,
+    O_API_TOKEN,
+    O_API_INSECURE,
     O_METRICS_LINGER,
     O_SERVER_METRICS,
     O_SERVER_METRICS_INTERVAL,
@@ -321,6 +329,9 @@ static const struct option run_options[] = {
     {"integrity", required_argument, NULL, O_INTEGRITY},
     {"integrity-key", required_argument, NULL, O_INTEGRITY_KEY},
     {"metrics-listen", required_argument, NULL, O_METRICS_LISTEN},
+    {"ui", required_argument, NULL, O_UI},
+    {"api-token", required_argument, NULL, O_API_TOKEN},
+    {"api-insecure", no_argument, NULL, O_API_INSECURE},
     {"quality-regex", required_argument, NULL, O_QUALITY},
     {"quality-json", optional_argument, NULL, O_QUALITY},
     {"quality-min", required_argument, NULL, O_QUALITY},
@@ -602,12 +613,17 @@ static int check_option(int c, const char *name, struct run_opts *o)
     }
 }
 
-/* --metrics-listen HOST:PORT: an IP address (a name would need a lookup). */
+/* --metrics-listen (or --ui) HOST:PORT: an IP address (a name would need a lookup). */
 static int parse_metrics_listen(const char *s, struct run_opts *o)
 {
     char aerr[128];
     unsigned char ip[16];
 
+    if (o->metrics_listen && strcmp(o->metrics_listen, s)) {
+        fprintf(stderr, "tokenstorm run: --ui serves /metrics too: give --ui and "
+                        "--metrics-listen the same address, or only --ui\n");
+        return TS_EXIT_USAGE;
+    }
     if (addr_parse(s, "127.0.0.1", o->metrics_host, &o->metrics_port, aerr, sizeof(aerr))) {
         fprintf(stderr, "tokenstorm run: --metrics-listen: %s\n", aerr);
         return TS_EXIT_USAGE;
@@ -669,6 +685,15 @@ static int output_option(int c, const char *name, struct run_opts *o)
         return ARG_NEXT;
     case O_METRICS_LISTEN:
         return parse_metrics_listen(optarg, o);
+    case O_UI:
+        o->ui = true;
+        return parse_metrics_listen(optarg, o);
+    case O_API_TOKEN:
+        o->api_token = optarg;
+        return ARG_NEXT;
+    case O_API_INSECURE:
+        o->api_insecure = true;
+        return ARG_NEXT;
     case O_METRICS_LINGER:
         return next_or_usage(parse_dur("--metrics-linger", optarg, &o->metrics_linger_ns));
     case O_SERVER_METRICS:
@@ -807,5 +832,11 @@ int cmd_run(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.ui) {
+        rc = cmd_ctlauth_setup("tokenstorm run", "--ui", "the dashboard (--ui)", o.metrics_host,
+                               o.api_token, o.api_insecure, &o.ui_token);
+        if (rc >= 0)
+            return rc;
+    }
     return run_job(&o, &argc, &argv);
 }

@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/log.h"
 #include "base/units.h"
@@ -22,7 +23,9 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: tokenstorm sim [OPTIONS]\n\n"
+        "usage: tokenstorm sim [OPTIONS]\n"
+        "       tokenstorm sim calibrate [OPTIONS] RESULT_DIR...   (fit a profile to your\n"
+        "                                 server's results; see its --help)\n\n"
         "An OpenAI-compatible simulator of a continuous-batching LLM server (vLLM-like):\n"
         "/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health,\n"
         "/metrics. Latency follows an engine model with a token budget, KV-cache blocks,\n"
@@ -93,7 +96,7 @@ static void list_profiles(void)
         struct sim_profile_caps caps;
         if (sim_profile_preset(*n, &p) || sim_profile_derive(&p, &caps))
             continue;
-        printf("  %-20s %s: KV %llu tokens, max_num_seqs %u, step >= %.2f ms, knee %.0f tokens\n",
+        printf("  %-34s %s: KV %llu tokens, max_num_seqs %u, step >= %.2f ms, knee %.0f tokens\n",
                *n, p.model, (unsigned long long)caps.kv_tokens, caps.max_seqs, caps.min_step_ms,
                caps.knee_tokens);
     }
@@ -368,6 +371,8 @@ static int resolve_listen(struct sim_opts *o)
 
 int cmd_sim(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
+        return cmd_sim_calibrate(argc - 1, argv + 1);
     struct sim_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc < 0)

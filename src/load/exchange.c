@@ -630,6 +630,8 @@ static struct exch *exch_new(struct worker *w, uint64_t index, uint64_t intended
     w->n_inflight++;
     atomic_fetch_add(&w->in_flight_now, 1);
     atomic_fetch_add(&w->sent, 1);
+    if (intended_ns > atomic_load_explicit(&w->last_send_ns, memory_order_relaxed))
+        atomic_store_explicit(&w->last_send_ns, intended_ns, memory_order_relaxed);
     return x;
 }
 

@@ -649,7 +649,9 @@ static void on_request(struct http_request *req, void *ctx)
     static const char text[] = "text/plain; charset=utf-8";
 
     if (strcmp(req->path, "/metrics")) {
-        if (!strcmp(req->path, "/"))
+        if (s->extra)
+            s->extra(req, s->extra_arg);
+        else if (!strcmp(req->path, "/"))
             respond(req, 200, text, NULL, "tokenstorm run: Prometheus metrics at /metrics\n", 47);
         else
             respond(req, 404, text, NULL, "not found\n", 10);

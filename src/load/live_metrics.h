@@ -171,6 +171,10 @@ struct live_metrics_server {
     uv_signal_t sigint, sigterm;
     bool inited, stopping;
     bool timer_open, signals_open; /* the linger's handles */
+    /* Set by the owner after start (NULL: 404): takes the requests to paths
+     * other than /metrics, with extra_arg as ctx, and must finish them. */
+    http_request_cb extra;
+    void *extra_arg;
 };
 
 /*

@@ -5,6 +5,7 @@
  */
 #include <signal.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -206,10 +207,11 @@ static void close_interval(struct coord *c, uint64_t now)
     struct runner_point p = {
         .t_s = t1,
         .sent = sent - c->last_sent,
-        .completed = iv->outcomes[REQ_OK],
+        .completed = iv->outcomes[REQ_OK] + iv->warmup_ok,
+        .good = iv->good + iv->warmup_good,
         .errors = iv->requests - iv->outcomes[REQ_OK] - iv->outcomes[REQ_CUT],
         .in_flight = total_in_flight(c),
-        .output_tokens = iv->output_tokens_all,
+        .output_tokens = iv->output_tokens_all + iv->warmup_output_tokens,
         .chunks = total_chunks(c) - c->last_chunks,
         .ttft_p50_ms = first_token_pct_ms(iv, 50),
         .ttft_p99_ms = first_token_pct_ms(iv, 99),
@@ -264,9 +266,33 @@ static void close_interval(struct coord *c, uint64_t now)
             .rate = len > 0 ? (double)p.completed / len : 0,
             .tokens_per_s = len > 0 ? (double)p.chunks / len : 0,
             .draining = c->sending_over,
+            .total = c->total,
+            .timeline = c->timeline,
+            .ntimeline = c->ntimeline,
         };
         cfg->on_tick(&pr, cfg->tick_arg);
     }
+}
+
+/*
+ * When sending ended, in seconds since time 0 of the schedule: the end of the
+ * sending window of a run by duration that was neither stopped nor ended by
+ * its request count, else the intended time of the newest request sent (NAN
+ * when none was).
+ */
+static double send_end_s(struct coord *c)
+{
+    const struct runner *run = &c->run;
+    uint64_t last = 0;
+
+    bool by_count = run->cfg->max_requests && total_sent(c) >= run->cfg->max_requests;
+    if (run->end_send_ns != UINT64_MAX && !c->interrupted && !by_count)
+        return (double)(run->end_send_ns - run->start_ns) / 1e9;
+    for (uint32_t i = 0; i < run->nworkers; i++) {
+        uint64_t t = atomic_load(&run->workers[i].last_send_ns);
+        last = t > last ? t : last;
+    }
+    return last > run->start_ns ? (double)(last - run->start_ns) / 1e9 : NAN;
 }
 
 /* Takes the stats each worker posted, merges them, hands back empty ones. */
@@ -443,6 +469,8 @@ static int metrics_start(struct coord *c, char *err, size_t errlen)
     }
     c->live.stats = c->total;
     rc = live_metrics_server_start(&c->metrics, &c->loop, m->host, m->port, &c->live, err, errlen);
+    c->metrics.extra = m->on_request;
+    c->metrics.extra_arg = c->run.cfg->tick_arg;
     if (rc)
         live_metrics_server_linger(&c->metrics, 0, false);
     else if (m->on_listen)
@@ -755,6 +783,8 @@ static void collect_last(struct coord *c)
 static void wind_down(struct coord *c, int rc, struct runner_result *out)
 {
     const struct runner_config *cfg = c->run.cfg;
+    if (cfg->metrics.on_end && c->metrics.inited)
+        cfg->metrics.on_end(cfg->tick_arg);
     live_metrics_server_linger(&c->metrics,
                                rc || c->interrupted ? 0 : cfg->metrics.linger_ns / TS_NS_PER_MS,
                                cfg->handle_signals);
@@ -785,6 +815,7 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
     out->duration_s =
         c->end_ns > run->warmup_end_ns ? (double)(c->end_ns - run->warmup_end_ns) / 1e9 : 0;
     out->peak_output_tps = c->peak_tps;
+    out->send_end_s = send_end_s(c);
     out->interrupted = c->interrupted;
     out->stop_signal = c->interrupted ? c->stop_signal : 0;
     out->end_cut = c->end_cut || c->interrupted;
@@ -865,4 +896,24 @@ void runner_result_release(struct runner_result *r)
     run_stats_free(r->total);
     ts_free(r->timeline);
     memset(r, 0, sizeof(*r));
+}
+
+json_t *runner_timeline_json(const struct runner_point *pts, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const struct runner_point *p = &pts[i];
+        json_t *o =
+            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "t_s", p->t_s,
+                      "sent", (json_int_t)p->sent, "completed", (json_int_t)p->completed, "good",
+                      (json_int_t)p->good, "errors", (json_int_t)p->errors, "in_flight",
+                      (json_int_t)p->in_flight, "output_tokens", (json_int_t)p->output_tokens,
+                      "chunks", (json_int_t)p->chunks, "ttft_p50_ms", p->ttft_p50_ms, "ttft_p99_ms",
+                      p->ttft_p99_ms, "e2el_p50_ms", p->e2el_p50_ms, "lag_p99_ms", p->lag_p99_ms);
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
 }

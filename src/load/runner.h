@@ -66,6 +66,13 @@ struct runner_metrics {
     struct live_metrics_info info; /* the run's labels */
     /* Called on the coordinator's thread, with tick_arg, once listening. */
     void (*on_listen)(const char *host, int port, void *arg);
+    /* The live dashboard (app/live_ui.h), or NULL: called on the
+     * coordinator's thread, with tick_arg as ctx, for a request to any path
+     * but /metrics; it must finish the request (http_server.h). */
+    http_request_cb on_request;
+    /* Called on the coordinator's thread, with tick_arg, when the run is
+     * over (before the linger): the dashboard ends what it streams. */
+    void (*on_end)(void *arg);
 };
 
 enum runner_mode {
@@ -201,12 +208,16 @@ struct runner_config {
 
 /* One second of the run, as the timeline and the progress display show it. */
 struct runner_point {
-    double t_s;             /* end of the interval, seconds since the start */
-    uint64_t sent;          /* requests sent in the interval */
-    uint64_t completed;     /* ended ok */
+    double t_s;    /* end of the interval, seconds since the start */
+    uint64_t sent; /* requests sent in the interval */
+    /* ended ok in the interval, warm-up requests included (the timeline is
+     * what happened when: a warm-up request that ends after the warm-up is
+     * work done in the measured window) */
+    uint64_t completed;
+    uint64_t good;          /* of those, within every goodput threshold (0 when goodput is off) */
     uint64_t errors;        /* ended with any other outcome but cut */
     uint64_t in_flight;     /* at the end of the interval */
-    uint64_t output_tokens; /* tokens of the requests that ended in the interval */
+    uint64_t output_tokens; /* tokens of the requests that ended in the interval (warm-up too) */
     uint64_t chunks;        /* content chunks received in the interval (live tokens) */
     /* the time to the first token users see (ttfc: content, reasoning or a
      * tool call; vLLM's TTFT when no request streamed content) of requests
@@ -225,7 +236,16 @@ struct runner_progress {
     double rate;                     /* completed/s over the last interval */
     double tokens_per_s;             /* content chunks received per second */
     bool draining;                   /* sending is over, waiting for in-flight requests */
+    /* Everything so far, borrowed for the callback's duration (the
+     * coordinator's thread owns it): the merged measurements (warm-up
+     * excluded, as in the result) and the timeline. */
+    const struct run_stats *total;
+    const struct runner_point *timeline;
+    size_t ntimeline;
 };
+
+/* The timeline as result.json has it ("timeline": one object a second). NULL: out of memory. */
+json_t *runner_timeline_json(const struct runner_point *p, size_t n);
 
 struct runner_result {
     struct run_stats *total;       /* owned: run_stats_free() */
@@ -235,17 +255,18 @@ struct runner_result {
     uint64_t start_mono_ns; /* time 0 of the schedule, monotonic (ts_now_ns) */
     uint64_t run_id;        /* in every request's X-Request-Id: ts-<run_id hex>-<index> */
     uint64_t sent;
-    uint64_t users_lost;             /* closed-loop users that stopped early: out of memory */
-    double duration_s;               /* from the end of warm-up to the end of the last request */
-    double peak_output_tps;          /* highest 1-second rate of content chunks received */
-    bool interrupted;                /* stopped by runner_stop() / a signal */
-    int stop_signal;                 /* SIGINT or SIGTERM when handle_signals caught it, else 0 */
-    bool end_cut;                    /* requests were still in flight and were cut */
-    struct dual_sla dual_sla;        /* valid when the config asked for it */
-    struct consistency *consistency; /* owned; NULL unless asked for */
-    struct scrape_summary server;    /* --server-metrics: the server's timeline */
-    bool otlp_enabled;               /* spans were exported (trace.otlp had an endpoint) */
-    struct otlp_stats otlp;          /* what became of them, after the final flush */
+    uint64_t users_lost;      /* closed-loop users that stopped early: out of memory */
+    double duration_s;        /* from the end of warm-up to the end of the last request */
+    double peak_output_tps;   /* highest 1-second rate of content chunks received */
+    double send_end_s;        /* when sending ended, s since start_mono_ns (NAN: nothing sent) */
+    bool interrupted;         /* stopped by runner_stop() / a signal */
+    int stop_signal;          /* SIGINT or SIGTERM when handle_signals caught it, else 0 */
+    bool end_cut;             /* requests were still in flight and were cut */
+    struct dual_sla dual_sla; /* valid when the config asked for it */
+    struct consistency *consistency;     /* owned; NULL unless asked for */
+    struct scrape_summary server;        /* --server-metrics: the server's timeline */
+    bool otlp_enabled;                   /* spans were exported (trace.otlp had an endpoint) */
+    struct otlp_stats otlp;              /* what became of them, after the final flush */
     struct runner_class_result *classes; /* one per config class (owned), or NULL */
     size_t nclasses;
 };

@@ -141,6 +141,7 @@ struct worker {
     bool closing;
 
     atomic_uint_fast64_t sent;
+    atomic_uint_fast64_t last_send_ns; /* intended time of the newest request sent, 0 = none */
     atomic_uint_fast64_t in_flight_now;
     atomic_uint_fast64_t chunks_rx; /* content chunks received (live token rate) */
 };

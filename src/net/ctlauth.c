@@ -8,6 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <curl/curl.h>
+
 bool ctlauth_is_loopback(const char *host)
 {
     struct in_addr v4;
@@ -99,6 +101,25 @@ bool ctlauth_allows(const struct http_request *req, const char *token)
     while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
         n--;
     return secret_equal(h, n, token, strlen(token));
+}
+
+bool ctlauth_allows_query(const struct http_request *req, const char *token)
+{
+    if (ctlauth_allows(req, token))
+        return true;
+    for (const char *q = req->query; q && *q;) {
+        size_t len = strcspn(q, "&");
+        if (len > 6 && !strncmp(q, "token=", 6) && len - 6 <= 3 * CTLAUTH_TOKEN_MAX) {
+            int n = 0;
+            char *v = curl_easy_unescape(NULL, q + 6, (int)(len - 6), &n);
+            bool ok = v && n >= 0 && secret_equal(v, (size_t)n, token, strlen(token));
+            curl_free(v);
+            if (ok)
+                return true;
+        }
+        q += len + (q[len] == '&');
+    }
+    return false;
 }
 
 void ctlauth_deny(struct http_request *req)

@@ -46,6 +46,14 @@ TS_MUST_CHECK int ctlauth_setup(const char *what, const char *host, const char *
 /* true when token is NULL, or req carries "Authorization: Bearer <token>". */
 bool ctlauth_allows(const struct http_request *req, const char *token);
 
+/*
+ * Like ctlauth_allows(), but the token may also come as the query parameter
+ * "token" (percent-decoded): for a browser page whose EventSource cannot
+ * send headers (the run's live dashboard). A URL is easier to leak than a
+ * header (history, proxies' logs): use it only where a browser needs it.
+ */
+bool ctlauth_allows_query(const struct http_request *req, const char *token);
+
 /* Answers 401 {"error": ...} with "WWW-Authenticate: Bearer". */
 void ctlauth_deny(struct http_request *req);
 

@@ -149,6 +149,8 @@ static int doc_load_result(struct report_doc *d, json_t *doc, const char *path, 
     double dur = report_json_num(sum, "duration"),
            peak = report_json_num(sum, "max_output_tokens_per_s");
     run_summary_compute(&d->sum, d->stats, isfinite(dur) ? dur : 0, isfinite(peak) ? peak : 0, &g);
+    run_summary_set_window(&d->sum, tl, report_json_num(report_json_obj(doc, "run"), "warmup_s"),
+                           report_json_num(report_json_obj(sum, "window"), "send_end_s"));
     json_incref(doc);
     d->doc = doc;
     d->kind = REPORT_DOC_RESULT;

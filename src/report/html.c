@@ -6,6 +6,9 @@
  */
 #include "report/html.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
 #include "report/html_dist.h"
 #include "report/html_overview.h"
 #include "report/html_page.h"
@@ -139,6 +142,80 @@ int report_html_build(const struct report_docset *set, const struct report_html_
               "padding:0 0 24px\">Made by <code>tokenstorm report</code>. Latencies are measured "
               "from each request's intended send time (coordinated omission corrected); see "
               "docs/METRICS.md for every definition.</footer>\n</body>\n</html>\n");
+    html_page_release(&p);
+    return p.rc;
+}
+
+/* ---- the live dashboard --------------------------------------------------------------------- */
+
+int report_html_live_frame(const struct report_docset *set, struct buf *out)
+{
+    struct html_page p = {.out = out};
+
+    if (!set->n)
+        return -EINVAL;
+    html_overview_section(&p, set);
+    html_distributions_section(&p, set);
+    for (size_t i = 0; i < set->n; i++)
+        if (set->docs[i].kind == REPORT_DOC_RESULT)
+            html_run_section(&p, &set->docs[i]);
+    html_page_release(&p);
+    return p.rc;
+}
+
+/* Replaces #frame on each "frame" event; "end" freezes it and says so; the
+ * button posts the stop once. No other request, no external resource. */
+static const char live_script[] =
+    "const q=location.search,st=document.getElementById('status'),"
+    "btn=document.getElementById('stop'),fr=document.getElementById('frame');\n"
+    "const es=new EventSource(EVENTS+q);\n"
+    "es.addEventListener('frame',e=>{fr.innerHTML=e.data;"
+    "st.textContent='live: updated '+new Date().toLocaleTimeString();});\n"
+    "es.addEventListener('end',e=>{fr.innerHTML=e.data;st.textContent='the run is over: "
+    "final results';btn.disabled=true;es.close();});\n"
+    "es.onerror=()=>{st.textContent='disconnected from the run';};\n"
+    "btn.onclick=()=>{btn.disabled=true;fetch(STOP+q,{method:'POST'}).then(r=>{"
+    "st.textContent=r.ok?'stopping: the results are being written':'stop refused: '+r.status;"
+    "});};\n";
+
+/* s as a JavaScript string literal (JSON, with '/' escaped so no "</script>" can close the tag). */
+static void emit_js_string(struct html_page *p, const char *s)
+{
+    json_t *v = json_string(s);
+    char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_ESCAPE_SLASH) : NULL;
+
+    if (text)
+        html_emit(p, text);
+    else if (!p->rc)
+        p->rc = -ENOMEM;
+    free(text);
+    json_decref(v);
+}
+
+int report_html_live_page(const char *title, const char *frame, const char *events,
+                          const char *stop, struct buf *out)
+{
+    struct html_page p = {.out = out};
+
+    html_emit(&p, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                  "<title>");
+    html_esc(&p, title);
+    html_emitf(&p,
+               "</title>\n<style>\n%s#stop{float:right;margin-top:-4px}</style>\n</head>\n"
+               "<body>\n<header><button id=\"stop\" type=\"button\">Stop the run</button><h1>",
+               page_css);
+    html_esc(&p, title);
+    html_emitf(&p,
+               "</h1><div class=\"meta\"><span id=\"status\">live</span> &middot; tokenstorm "
+               "%s</div></header>\n<main id=\"frame\">\n",
+               TS_VERSION);
+    html_emit(&p, frame);
+    html_emit(&p, "</main>\n<script>\nconst EVENTS=");
+    emit_js_string(&p, events);
+    html_emit(&p, ",STOP=");
+    emit_js_string(&p, stop);
+    html_emitf(&p, ";\n%s</script>\n</body>\n</html>\n", live_script);
     html_page_release(&p);
     return p.rc;
 }

@@ -50,4 +50,21 @@ struct report_html_opts {
 TS_MUST_CHECK int report_html_build(const struct report_docset *set,
                                     const struct report_html_opts *opts, struct buf *out);
 
+/*
+ * The live dashboard of a run in progress (`run --ui`, app/live_ui.h) is
+ * drawn by the same code as the report, from the result so far.
+ * report_html_live_frame() appends the sections of the page (overview,
+ * distributions, each run) without the page frame: what the dashboard
+ * replaces every second. report_html_live_page() appends a whole page around
+ * frame (already HTML): the report's style, a status line, a stop button,
+ * and the one script of the dashboard (the report has none), which replaces
+ * the frame from the server-sent events at `events` ("frame" events carry
+ * a frame, "end" the last one) and posts to `stop` when the button is
+ * pressed; both paths are relative to the page and get its query string (a
+ * token, when the surface needs one). Return as report_html_build().
+ */
+TS_MUST_CHECK int report_html_live_frame(const struct report_docset *set, struct buf *out);
+TS_MUST_CHECK int report_html_live_page(const char *title, const char *frame, const char *events,
+                                        const char *stop, struct buf *out);
+
 #endif

@@ -5,7 +5,9 @@
 #include "report/html_overview.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "report/svg.h"
 
@@ -22,26 +24,65 @@ static void slo_counts(const json_t *doc, size_t *pass, size_t *total)
     }
 }
 
-/* The headline cards of one run: requests, throughput, tokens, goodput, errors, latency, SLOs. */
+/* What was run, from result.json's "run": the load model, and the endpoint, length, seed, model. */
+static void config_card(struct html_page *p, const json_t *doc)
+{
+    const json_t *run = report_json_obj(doc, "run");
+    const char *mode = report_json_str(run, "mode"), *endpoint = report_json_str(run, "endpoint");
+    const char *model = report_json_str(run, "model");
+    char v[64], unit[64] = "", sub[200], a[32];
+    double dur = report_json_num(run, "requested_duration_s"), seed = report_json_num(run, "seed");
+    double reqs = report_json_num(run, "requests");
+    size_t n;
+
+    if (!run)
+        return;
+    snprintf(v, sizeof(v), "%s", mode ? mode : "-");
+    if (mode && !strcmp(mode, "open"))
+        snprintf(unit, sizeof(unit), "%s req/s",
+                 html_fmt_num(report_json_num(run, "rate"), 2, a, sizeof(a)));
+    else if (mode && !strcmp(mode, "closed"))
+        snprintf(unit, sizeof(unit), "%.0f users", report_json_num(run, "users"));
+    if (!(dur > 0))
+        dur = report_json_num(run, "duration_s");
+    n = (size_t)snprintf(sub, sizeof(sub), "%s", endpoint ? endpoint : "scenario");
+    if (dur > 0 && n < sizeof(sub))
+        n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", %.0f s", dur);
+    if (reqs > 0 && n < sizeof(sub))
+        n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", %.0f requests", reqs);
+    if (isfinite(seed) && n < sizeof(sub))
+        n += (size_t)snprintf(sub + n, sizeof(sub) - n, ", seed %.0f", seed);
+    if (model && n < sizeof(sub))
+        snprintf(sub + n, sizeof(sub) - n, ", model %s", model);
+    html_card(p, NULL, "configuration", v, unit[0] ? unit : NULL, sub);
+}
+
+/* The headline cards of one run: what was run, requests, throughput, tokens, goodput, errors,
+ * latency, SLOs. */
 static void run_cards(struct html_page *p, const struct report_doc *d)
 {
     const struct run_summary *s = &d->sum;
     char v[64], sub[160], a[32], b[32];
 
     html_emit(p, "<div class=\"cards\">\n");
+    config_card(p, d->doc);
     snprintf(v, sizeof(v), "%" PRIu64, s->requests);
     snprintf(sub, sizeof(sub), "%" PRIu64 " ok, %" PRIu64 " failed, %" PRIu64 " cut", s->completed,
              s->failed, s->cut);
     html_card(p, NULL, "requests", v, NULL, sub);
-    snprintf(v, sizeof(v), "%.2f", s->request_throughput);
-    snprintf(sub, sizeof(sub), "over %.1f s", s->duration_s);
+    snprintf(v, sizeof(v), "%.2f", run_summary_rps(s));
+    if (s->window.valid)
+        snprintf(sub, sizeof(sub), "steady window %.1f-%.1f s; whole run %.2f over %.1f s",
+                 s->window.start_s, s->window.end_s, s->request_throughput, s->duration_s);
+    else
+        snprintf(sub, sizeof(sub), "over %.1f s", s->duration_s);
     html_card(p, NULL, "throughput", v, "req/s", sub);
-    snprintf(v, sizeof(v), "%.0f", s->output_throughput);
+    snprintf(v, sizeof(v), "%.0f", run_summary_output_tps(s));
     snprintf(sub, sizeof(sub), "peak %.0f tok/s, total %.0f tok/s", s->max_output_tokens_per_s,
              s->total_token_throughput);
     html_card(p, NULL, "output tokens", v, "tok/s", sub);
     if (s->goodput_enabled) {
-        snprintf(v, sizeof(v), "%.2f", s->request_goodput);
+        snprintf(v, sizeof(v), "%.2f", run_summary_goodput(s));
         snprintf(sub, sizeof(sub), "%" PRIu64 " good requests", s->good);
         html_card(p, NULL, "goodput", v, "req/s", sub);
     }
@@ -50,7 +91,10 @@ static void run_cards(struct html_page *p, const struct report_doc *d)
     static const struct {
         enum stat_metric m;
         const char *label;
-    } lat[] = {{STAT_TTFT, "TTFT p50"}, {STAT_ITL, "ITL p50"}, {STAT_E2EL, "E2EL p50"}};
+    } lat[] = {{STAT_TTFT, "TTFT p50"},
+               {STAT_TPOT, "TPOT p50"},
+               {STAT_ITL, "ITL p50"},
+               {STAT_E2EL, "E2EL p50"}};
     for (size_t i = 0; i < sizeof(lat) / sizeof(lat[0]); i++) {
         const struct latency_summary *l = &s->lat[lat[i].m];
         snprintf(v, sizeof(v), "%s", l->count ? html_fmt_ms(l->pct[0], a, sizeof(a)) : "-");
@@ -88,8 +132,8 @@ static void compare_table(struct html_page *p, const struct report_docset *set)
         html_esc(p, d->name);
         html_emitf(p, "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td%s>%" PRIu64 "</td>",
                    s->requests, s->completed, s->failed ? " class=\"err\"" : "", s->failed);
-        html_emitf(p, "<td>%.1f</td><td>%.2f</td><td>%.0f</td>", s->duration_s,
-                   s->request_throughput, s->output_throughput);
+        html_emitf(p, "<td>%.1f</td><td>%.2f</td><td>%.0f</td>", s->duration_s, run_summary_rps(s),
+                   run_summary_output_tps(s));
         html_emitf(p, "<td>%s</td>", html_fmt_pct(s->error_rate, a, sizeof(a)));
         const double cells[5] = {s->lat[STAT_TTFT].pct[0], s->lat[STAT_TTFT].pct[3],
                                  s->lat[STAT_ITL].pct[3], s->lat[STAT_E2EL].pct[0],

@@ -109,6 +109,40 @@ static const struct {
     {STAT_TTFB, "first byte", false},
 };
 
+/* Gaps under this (µs) are chunks that reached the client in one read. */
+#define ITL_SAME_READ_US 100
+
+/*
+ * What the ITL row holds, said under the table: the share of 0-ms gaps
+ * (chunks read at once), and, when requests failed or were cut, that ITL
+ * counts their gaps too while TTFT, TPOT and E2EL count successful ones.
+ */
+static void itl_notes(struct html_page *p, const struct report_doc *d)
+{
+    const struct hdr *h = d->stats ? d->stats->hist[STAT_ITL] : NULL;
+    int64_t total = h ? hdr_total_count(h) : 0, same = 0;
+    struct hdr_iter it;
+
+    if (!total)
+        return;
+    hdr_iter_recorded_init(&it, h);
+    while (hdr_iter_next(&it) && it.value < ITL_SAME_READ_US)
+        same += it.count;
+    html_emit(p, "<p class=\"note itl\">ITL is the gap between two chunks with content as the "
+                 "client read them. ");
+    if (same)
+        html_emitf(p,
+                   "%.1f%% of the gaps are under 0.1 ms (shown as 0 ms): chunks that arrived "
+                   "together and were read at once (the server or a proxy wrote them in one "
+                   "burst, or the client was busy), not tokens generated that fast. ",
+                   100.0 * (double)same / (double)total);
+    if (d->sum.failed || d->sum.cut)
+        html_emit(p, "ITL counts the gaps of every streamed request, failed and cut ones "
+                     "included; TTFT, TPOT and E2EL count successful requests only (vLLM's "
+                     "itl figures in result.json count successful ones too).");
+    html_emit(p, "</p>\n");
+}
+
 /* Count, mean and percentiles of each latency metric measured (the main ones always). */
 static void latency_table(struct html_page *p, const struct report_doc *d)
 {
@@ -275,7 +309,9 @@ void html_run_section(struct html_page *p, const struct report_doc *d)
     run_meta(p, d);
     slo_table(p, d);
     latency_table(p, d);
+    itl_notes(p, d);
     html_timeline_charts(p, d, run);
+    html_length_charts(p, d, run);
     html_itl_position_heatmap(p, d, run);
     html_emit(p, "<h3>Outcomes, tokens and streams</h3>\n");
     outcome_tables(p, d);

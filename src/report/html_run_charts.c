@@ -5,7 +5,10 @@
  */
 #include "report/html_run_charts.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -370,4 +373,108 @@ out_free:
     ts_free(vals);
     ts_free(cols);
     ts_free(labels);
+}
+
+/* ---- lengths, from the sample of requests ---------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The CDF of n values (sorted in place) as a step series' points. */
+static struct html_vec *cdf_points(struct html_page *p, double *v, size_t n)
+{
+    struct html_vec *vec = html_page_vec(p);
+    qsort(v, n, sizeof(*v), cmp_double);
+    for (size_t i = 0; vec && i < n; i++)
+        html_vec_push(p, vec, v[i], 100.0 * (double)(i + 1) / (double)n);
+    return vec;
+}
+
+static void lengths_cdf_chart(struct html_page *p, const struct reqsample *sm, int run)
+{
+    double *in = ts_malloc(sm->n * sizeof(*in)), *out = ts_malloc(sm->n * sizeof(*out));
+    struct svg_series s[2];
+    char id[CHART_ID_MAX];
+
+    if (!in || !out) {
+        ts_free(in);
+        ts_free(out);
+        p->rc = p->rc ? p->rc : -ENOMEM;
+        return;
+    }
+    for (uint32_t i = 0; i < sm->n; i++) {
+        in[i] = sm->e[i].input_tokens;
+        out[i] = sm->e[i].output_tokens;
+    }
+    snprintf(id, sizeof(id), "run%d-lengths", run);
+    struct svg_chart c = {
+        .id = id,
+        .title = "Input and output lengths (CDF)",
+        .height = 300,
+        .x = {.label = "tokens", .min = NAN, .max = NAN, .include_zero = true},
+        .y = {.label = "requests at or below (%)", .min = 0, .max = 100},
+        .series = s,
+        .nseries = 2,
+        .note = "no data",
+    };
+    html_series(&s[0], cdf_points(p, in, sm->n), "input", 0, SVG_STEP);
+    html_series(&s[1], cdf_points(p, out, sm->n), "output", 2, SVG_STEP);
+    if (!p->rc)
+        html_chart(p, &c);
+    ts_free(in);
+    ts_free(out);
+}
+
+/* A scatter of the sample: x its input (or output) length, y its TTFT (or E2EL). */
+static void lengths_scatter(struct html_page *p, const struct reqsample *sm, int run, bool ttft)
+{
+    struct html_vec *v = html_page_vec(p);
+    struct svg_series s[1];
+    char id[CHART_ID_MAX];
+
+    for (uint32_t i = 0; v && i < sm->n; i++) {
+        const struct reqsample_entry *e = &sm->e[i];
+        html_vec_push(p, v, ttft ? e->input_tokens : e->output_tokens,
+                      ttft ? e->ttft_ms : e->e2el_ms);
+    }
+    snprintf(id, sizeof(id), "run%d-%s", run, ttft ? "ttft-input" : "e2el-output");
+    struct svg_chart c = {
+        .id = id,
+        .title = ttft ? "Time to first token against input length" : "E2EL against output length",
+        .height = 300,
+        .x = {.label = ttft ? "input tokens" : "output tokens",
+              .min = NAN,
+              .max = NAN,
+              .include_zero = true},
+        .y = {.label = ttft ? "TTFT (ms)" : "E2EL (ms)",
+              .min = NAN,
+              .max = NAN,
+              .include_zero = true},
+        .series = s,
+        .nseries = 1,
+        .note = "no request with this measure",
+    };
+    html_series(&s[0], v, ttft ? "request (first token users see)" : "request", ttft ? 0 : 4,
+                SVG_POINTS);
+    html_chart(p, &c);
+}
+
+void html_length_charts(struct html_page *p, const struct report_doc *d, int run)
+{
+    const struct reqsample *sm = d->stats ? &d->stats->sample : NULL;
+
+    if (!sm || !sm->n || p->rc)
+        return;
+    html_emitf(p,
+               "<h3>Lengths and latency</h3><p class=\"sub\">A uniform sample of %u successful "
+               "requests (of %" PRIu64 "): their input and output lengths, and their latency "
+               "against them.</p>\n<div class=\"charts\">\n",
+               sm->n, d->sum.completed);
+    lengths_cdf_chart(p, sm, run);
+    lengths_scatter(p, sm, run, true);
+    lengths_scatter(p, sm, run, false);
+    html_emit(p, "</div>\n");
 }

@@ -8,7 +8,11 @@
  *    %). The result's "faults" are shaded on every one;
  *  - the heatmap "run<N>-itl-position" of ITL percentiles by token position
  *    ("itl_by_position", at most 32 buckets; buckets with fewer than 20 gaps
- *    left empty).
+ *    left empty);
+ *  - from the sample of successful requests ("request_sample", reqsample.h):
+ *    "run<N>-lengths" (input and output lengths, CDF), "run<N>-ttft-input"
+ *    (time to first token against input length) and "run<N>-e2el-output"
+ *    (E2EL against output length), as GenAI-Perf and guidellm show them.
  */
 #ifndef TS_REPORT_HTML_RUN_CHARTS_H
 #define TS_REPORT_HTML_RUN_CHARTS_H
@@ -21,6 +25,9 @@
  * the result has data for (a note when it has no timeline at all).
  */
 void html_timeline_charts(struct html_page *p, const struct report_doc *d, int run);
+
+/* Appends the lengths heading and charts; nothing when the run's sample is empty. */
+void html_length_charts(struct html_page *p, const struct report_doc *d, int run);
 
 /* Appends the ITL-by-position heading and heatmap; nothing when d has no "itl_by_position". */
 void html_itl_position_heatmap(struct html_page *p, const struct report_doc *d, int run);

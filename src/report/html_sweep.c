@@ -46,14 +46,20 @@ static void sweep_headline(struct html_page *p, const json_t *doc, const char *l
         }
         html_card(p, "good", "max goodput within SLOs", v, "req/s", sub);
     }
-    if (cl) {
+    const char *why = html_sweep_lc_not_meaningful(doc);
+    if (cl && !why) {
         snprintf(v, sizeof(v), "%s",
                  html_fmt_num(report_json_num(cl, "lambda_c"), 2, a, sizeof(a)));
         snprintf(sub, sizeof(sub),
-                 "\u03b5\u2080 %.3g, \u0394\u03bb %.3g, r\u00b2 %.3f, %.0f points",
-                 report_json_num(cl, "epsilon0"), report_json_num(cl, "delta_lambda"),
+                 "error rate %.3g%% there, e-fold every %.3g; goodness of fit r\u00b2 %.3f over "
+                 "%.0f steps",
+                 100 * report_json_num(cl, "epsilon0"), report_json_num(cl, "delta_lambda"),
                  report_json_num(cl, "r2"), report_json_num(cl, "points"));
-        html_card(p, NULL, "critical load \u03bbc (error fit)", v, NULL, sub);
+        html_card(p, NULL, "critical load \u03bbc (error fit)", v, load_unit, sub);
+    } else if (cl) {
+        snprintf(sub, sizeof(sub), "no meaningful fit: %s (r\u00b2 %.2f)", why,
+                 report_json_num(cl, "r2"));
+        html_card(p, NULL, "critical load \u03bbc (error fit)", "-", NULL, sub);
     }
     html_emit(p, "</div>\n");
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/knee.h"
 #include "analysis/slo.h"
 #include "report/html_dist.h"
 #include "report/svg.h"
@@ -277,7 +278,29 @@ static void sweep_throughput_chart(struct html_page *p, const struct sweep_point
     html_chart(p, &c);
 }
 
-/* Error rate vs load, with the exponential fit and its critical load when there is one. */
+const char *html_sweep_lc_not_meaningful(const json_t *doc)
+{
+    const json_t *cl = report_json_obj(doc, "critical_load"), *st;
+    const json_t *flag = json_object_get(cl, "meaningful");
+    double lmax = 0;
+    size_t i;
+
+    if (!cl)
+        return "no fit";
+    if (json_is_boolean(flag)) {
+        const char *why = report_json_str(cl, "not_meaningful_because");
+        return json_is_true(flag) ? NULL : why ? why : "not meaningful";
+    }
+    json_array_foreach(report_json_arr(doc, "steps"), i, st)
+    {
+        double l = report_json_num(st, "load");
+        lmax = isfinite(l) && l > lmax ? l : lmax;
+    }
+    return critical_fit_not_meaningful(report_json_num(cl, "lambda_c"), report_json_num(cl, "r2"),
+                                       lmax);
+}
+
+/* Error rate vs load, with the exponential fit and its critical load when it is meaningful. */
 static void sweep_errors_chart(struct html_page *p, const struct sweep_points *sp)
 {
     struct svg_series s[2];
@@ -289,7 +312,7 @@ static void sweep_errors_chart(struct html_page *p, const struct sweep_points *s
     html_series(&s[0], sp->err, "error rate", 3, SVG_LINE_DOTS);
     s[0].unit = "%";
     c.nseries = 1;
-    if (sp->cl) {
+    if (sp->cl && !html_sweep_lc_not_meaningful(sp->doc)) {
         double lc = report_json_num(sp->cl, "lambda_c"), e0 = report_json_num(sp->cl, "epsilon0");
         double dl = report_json_num(sp->cl, "delta_lambda");
         if (isfinite(lc) && isfinite(e0) && dl > 0) {

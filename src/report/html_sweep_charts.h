@@ -22,4 +22,13 @@
  */
 bool html_sweep_charts(struct html_page *p, const struct report_doc *d, int sw);
 
+/*
+ * Why the sweep's critical load (sweep.json "critical_load") is not shown:
+ * NULL when it is meaningful, else a reason (static or borrowed from doc).
+ * A sweep.json that says (meaningful, not_meaningful_because) is taken at
+ * its word; an older one is judged by critical_fit_not_meaningful over its
+ * steps' loads.
+ */
+const char *html_sweep_lc_not_meaningful(const json_t *doc);
+
 #endif

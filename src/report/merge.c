@@ -27,12 +27,13 @@ struct input {
     struct run_stats *stats;
     uint64_t started_ns;
     double duration_s, warmup_s;
+    double send_end_s; /* summary.window.send_end_s, NAN when not recorded */
     bool cut;
     struct goodput_cfg goodput;
 };
 
 struct bucket {
-    uint64_t sent, completed, errors, in_flight, output_tokens, chunks;
+    uint64_t sent, completed, good, errors, in_flight, output_tokens, chunks;
     double cover; /* seconds of input intervals in this second (the most of any input) */
     double ttft_p50, ttft_p99, e2el_p50, lag_p99;
 };
@@ -116,6 +117,8 @@ static int load_input(struct merger *m, struct input *in, const char *path)
     in->warmup_s = num_or_nan(run, "warmup_s");
     if (!(in->warmup_s >= 0))
         in->warmup_s = 0;
+    in->send_end_s =
+        num_or_nan(json_object_get(json_object_get(in->doc, "summary"), "window"), "send_end_s");
     const char *mode = json_string_value(json_object_get(run, "end_mode"));
     in->cut = mode && !strcmp(mode, "cut");
     const json_t *gc = json_object_get(json_object_get(in->doc, "summary"), "goodput_config");
@@ -218,6 +221,7 @@ static int add_timeline(struct merger *m, const struct input *in)
         struct bucket *b = &m->tl.b[k];
         b->sent += count_of(p, "sent");
         b->completed += count_of(p, "completed");
+        b->good += count_of(p, "good");
         b->errors += count_of(p, "errors");
         b->in_flight += count_of(p, "in_flight");
         b->output_tokens += count_of(p, "output_tokens");
@@ -236,11 +240,11 @@ static json_t *timeline_json(const struct merger *m)
 
     for (size_t k = 0; a && k < m->tl.n; k++) {
         const struct bucket *b = &m->tl.b[k];
-        json_t *p =
-            json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "t_s", (double)(k + 1), "sent",
-                      (json_int_t)b->sent, "completed", (json_int_t)b->completed, "errors",
-                      (json_int_t)b->errors, "in_flight", (json_int_t)b->in_flight, "output_tokens",
-                      (json_int_t)b->output_tokens, "chunks", (json_int_t)b->chunks);
+        json_t *p = json_pack("{s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "t_s", (double)(k + 1),
+                              "sent", (json_int_t)b->sent, "completed", (json_int_t)b->completed,
+                              "good", (json_int_t)b->good, "errors", (json_int_t)b->errors,
+                              "in_flight", (json_int_t)b->in_flight, "output_tokens",
+                              (json_int_t)b->output_tokens, "chunks", (json_int_t)b->chunks);
         static const char *const keys[] = {"ttft_p50_ms", "ttft_p99_ms", "e2el_p50_ms",
                                            "lag_p99_ms"};
         const double vals[] = {b->ttft_p50, b->ttft_p99, b->e2el_p50, b->lag_p99};
@@ -776,6 +780,19 @@ static int check_out_dir(struct merger *m, const char *out_dir, bool force)
     return 0;
 }
 
+/* When the last input stopped sending, in seconds from the earliest start
+ * (NAN when an input did not record it). */
+static double merged_send_end(const struct merger *m)
+{
+    double end = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (!(m->in[i].send_end_s > 0))
+            return NAN;
+        end = fmax(end, (double)(m->in[i].started_ns - m->earliest_ns) / 1e9 + m->in[i].send_end_s);
+    }
+    return end;
+}
+
 static int build_result(struct merger *m, const struct merge_cfg *cfg, const char *path)
 {
     struct merge_result *r = m->res;
@@ -802,6 +819,8 @@ static int build_result(struct merger *m, const struct merge_cfg *cfg, const cha
     run_summary_compute(&r->sum, r->stats, duration, peak_tps(m), gp);
     conf = merged_config(m);
     tl = timeline_json(m);
+    if (tl)
+        run_summary_set_window(&r->sum, tl, warmup, merged_send_end(m));
     quality = merge_quality(m);
     for (size_t i = 0; i < m->n; i++) {
         if (json_object_get(m->in[i].doc, "server_timeline")) {

@@ -448,6 +448,32 @@ static int put_first_token_note(json_t *o, const struct run_summary *sum)
                                 SUMMARY_TTFT_GAP_MS, "judged", "ttfc"));
 }
 
+/* summary.window: the steady window's rates (window.h), or how they could not be had. */
+static int put_window(json_t *o, const struct run_summary *sum)
+{
+    const struct run_window *w = &sum->window;
+    json_t *j = json_object();
+    int rc = j ? 0 : -ENOMEM;
+
+    rc |= tsjson_put(j, "method", json_string(w->valid ? "steady_window" : "whole_run"));
+    rc |= tsjson_put(j, "send_start_s", tsjson_num(w->send_start_s));
+    rc |= tsjson_put(j, "send_end_s", tsjson_num(w->send_end_s));
+    rc |= tsjson_put(j, "sent_rps", tsjson_num(w->sent_rps));
+    if (w->valid) {
+        rc |= tsjson_put(j, "start_s", tsjson_num(w->start_s));
+        rc |= tsjson_put(j, "end_s", tsjson_num(w->end_s));
+        rc |= tsjson_put(j, "completed", tsjson_count(w->completed));
+        rc |= tsjson_put(j, "output_tokens", tsjson_count(w->output_tokens));
+        rc |= tsjson_put(j, "request_throughput", tsjson_num(w->request_throughput));
+        rc |= tsjson_put(j, "output_throughput", tsjson_num(w->output_throughput));
+        if (sum->goodput_enabled) {
+            rc |= tsjson_put(j, "good", tsjson_count(w->good));
+            rc |= tsjson_put(j, "request_goodput", tsjson_num(w->request_goodput));
+        }
+    }
+    return rc | tsjson_put(o, "window", j);
+}
+
 static json_t *summary_object(const struct run_summary *sum)
 {
     static const enum stat_metric headline[] = {STAT_TTFT, STAT_TPOT, STAT_ITL, STAT_E2EL,
@@ -482,6 +508,7 @@ static json_t *summary_object(const struct run_summary *sum)
         tsjson_put(o, "token_method", json_string(sum->token_method ? sum->token_method : "none"));
     rc |= tsjson_put(o, "tokens_per_chunk", tsjson_num(sum->tokens_per_chunk));
     rc |= put_first_token_note(o, sum);
+    rc |= put_window(o, sum);
     if (sum->goodput_enabled) {
         json_t *g = json_object();
         if (g && sum->goodput.ttft_ms > 0)
@@ -590,6 +617,8 @@ static int put_counters(json_t *doc, const struct run_stats *s)
 
     rc |= tsjson_put(warmup, "requests", tsjson_count(s->warmup_requests));
     rc |= tsjson_put(warmup, "ok", tsjson_count(s->warmup_ok));
+    rc |= tsjson_put(warmup, "good", tsjson_count(s->warmup_good));
+    rc |= tsjson_put(warmup, "output_tokens", tsjson_count(s->warmup_output_tokens));
     rc |= live_metrics_buckets_put(doc, s);
     return rc ? -ENOMEM : 0;
 }
@@ -717,6 +746,25 @@ static int put_itl_by_position(json_t *doc, const struct run_stats *s)
     return rc;
 }
 
+/* "request_sample": the sample's rows, [key, input_tokens, output_tokens, ttft_ms, e2el_ms]. */
+static json_t *sample_json(const struct reqsample *sm)
+{
+    json_t *rows = json_array();
+    for (uint32_t i = 0; rows && i < sm->n; i++) {
+        const struct reqsample_entry *e = &sm->e[i];
+        if (json_array_append_new(
+                rows, json_pack("[I, I, I, o, o]", (json_int_t)e->key, (json_int_t)e->input_tokens,
+                                (json_int_t)e->output_tokens, tsjson_num(e->ttft_ms),
+                                tsjson_num(e->e2el_ms)))) {
+            json_decref(rows);
+            return NULL;
+        }
+    }
+    return rows ? json_pack("{s:[s, s, s, s, s], s:o}", "fields", "key", "input_tokens",
+                            "output_tokens", "ttft_ms", "e2el_ms", "rows", rows)
+                : NULL;
+}
+
 int result_build(const struct run_stats *stats, const struct run_summary *sum,
                  const struct result_info *info, json_t **out)
 {
@@ -746,7 +794,8 @@ int result_build(const struct run_stats *stats, const struct run_summary *sum,
                          latency_object(&sum->lat[i]));
     if (rc || (rc = put_counters(doc, stats)) < 0 || (rc = put_vllm_notes(doc, stats, sum)) < 0 ||
         (rc = put_slos(doc, sum, info)) < 0 ||
-        (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0)
+        (rc = tsjson_put(doc, "errors", errtally_to_json(&stats->errors))) < 0 ||
+        (rc = tsjson_put(doc, "request_sample", sample_json(&stats->sample))) < 0)
         goto out_fail;
     section = info->timeline ? json_deep_copy(info->timeline) : json_array();
     if ((rc = tsjson_put(doc, "timeline", section)) < 0)
@@ -806,6 +855,46 @@ static int bad(struct reader *r, const char *what, const char *key)
 {
     ts_errf(r->err, r->errlen, "result: %s%s%s", what, key ? " " : "", key ? key : "");
     return TS_PARSE;
+}
+
+/* One number of a request_sample row: finite, within [0, max]; NAN for null when allowed. */
+static bool sample_num(const json_t *v, double max, bool nullable, double *out)
+{
+    if (nullable && json_is_null(v)) {
+        *out = NAN;
+        return true;
+    }
+    *out = json_is_number(v) ? json_number_value(v) : -1;
+    return *out >= 0 && *out <= max;
+}
+
+/* "request_sample" back into s->sample; absent is empty (older results). */
+static int read_sample(struct reader *r, const json_t *doc, struct run_stats *s)
+{
+    const json_t *sec = json_object_get(doc, "request_sample"), *rows, *row;
+    size_t i;
+
+    if (!sec || json_is_null(sec))
+        return 0;
+    rows = json_object_get(sec, "rows");
+    if (!json_is_array(rows) || json_array_size(rows) > REQSAMPLE_MAX)
+        return bad(r, "not an array of at most 1000 rows:", "request_sample.rows");
+    json_array_foreach(rows, i, row)
+    {
+        double k, in, out, ttft, e2el;
+        if (!json_is_array(row) || json_array_size(row) != 5 ||
+            !sample_num(json_array_get(row, 0), 9007199254740991.0, false, &k) ||
+            !sample_num(json_array_get(row, 1), UINT32_MAX, false, &in) ||
+            !sample_num(json_array_get(row, 2), UINT32_MAX, false, &out) ||
+            !sample_num(json_array_get(row, 3), 1e12, true, &ttft) ||
+            !sample_num(json_array_get(row, 4), 1e12, true, &e2el))
+            return bad(
+                r, "a row is not [key, input, output, ttft_ms, e2el_ms]:", "request_sample.rows");
+        struct reqsample_entry e = {(uint64_t)k, (uint32_t)in, (uint32_t)out, (float)ttft,
+                                    (float)e2el};
+        reqsample_add(&s->sample, &e);
+    }
+    return 0;
 }
 
 /* *dst = obj.key as a count; a missing key (or section) is 0. */
@@ -868,6 +957,8 @@ static int read_counters(struct reader *r, const json_t *doc, struct run_stats *
     rc = rc ? rc : get_count(r, tok, "tokens", "choice_chunks", &s->choice_chunks);
     rc = rc ? rc : get_count(r, wu, "warmup", "requests", &s->warmup_requests);
     rc = rc ? rc : get_count(r, wu, "warmup", "ok", &s->warmup_ok);
+    rc = rc ? rc : get_count(r, wu, "warmup", "good", &s->warmup_good);
+    rc = rc ? rc : get_count(r, wu, "warmup", "output_tokens", &s->warmup_output_tokens);
     const json_t *in = json_object_get(doc, "integrity"); /* only in signed runs */
     if (!rc && in) {
         rc = get_count(r, in, "integrity", "streams", &s->integrity.streams);
@@ -947,7 +1038,8 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
     }
     if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0 ||
         (rc = live_metrics_buckets_read(doc, s, r.err, r.errlen)) < 0 ||
-        (rc = errtally_add_json(&s->errors, json_object_get(doc, "errors"), r.err, r.errlen)) < 0) {
+        (rc = errtally_add_json(&s->errors, json_object_get(doc, "errors"), r.err, r.errlen)) < 0 ||
+        (rc = read_sample(&r, doc, s)) < 0) {
         run_stats_free(s);
         return rc;
     }

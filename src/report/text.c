@@ -80,17 +80,28 @@ static void print_errors(FILE *f, const struct run_stats *s)
 
 static void print_headlines(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
+    const struct run_window *w = &sum->window;
+
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
-    fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", sum->request_throughput,
-            sum->output_throughput);
+    fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", run_summary_rps(sum),
+            run_summary_output_tps(sum));
     /* the peak counts chunks: nothing to count without a stream; a traffic
      * class has no 1-second series of its own (0): no peak rather than 0 */
     if (s->streams && sum->max_output_tokens_per_s > 0)
         fprintf(f, " (peak %.0f tok/s)", sum->max_output_tokens_per_s);
-    fprintf(f, ", total %.2f tok/s\n", sum->total_token_throughput);
+    if (w->valid)
+        fprintf(f, ", steady window %.1f-%.1f s\n", w->start_s, w->end_s);
+    else
+        fprintf(f, ", total %.2f tok/s\n", sum->total_token_throughput);
+    if (w->valid)
+        fprintf(f,
+                "              sent %.2f req/s; whole run with its drain (vLLM's): %.2f req/s, "
+                "%.2f tok/s\n",
+                w->sent_rps, sum->request_throughput, sum->output_throughput);
     if (sum->goodput_enabled) {
         const char *sep = "";
-        fprintf(f, "goodput       %.2f req/s, %" PRIu64 " good (", sum->request_goodput, sum->good);
+        fprintf(f, "goodput       %.2f req/s, %" PRIu64 " good (", run_summary_goodput(sum),
+                sum->good);
         if (sum->goodput.ttft_ms > 0) {
             fprintf(f, "%sttft <= %g ms", sep, sum->goodput.ttft_ms);
             sep = ", ";

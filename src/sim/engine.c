@@ -27,6 +27,8 @@ struct sim_seq {
     struct sim_seq *prev, *next; /* running, waiting or limbo list; free list */
     uint32_t prompt;
     uint32_t output;
+    uint32_t
+        reserve; /* reserve-max: output tokens to reserve, >= output (sim_engine_set_reserve) */
     uint32_t generated;
     uint32_t computed;
     uint32_t blocks;
@@ -42,6 +44,7 @@ struct sim_seq {
     bool decoding;  /* yielded a token since its last admission */
     bool cancelled; /* gone from the caller's view: no more callbacks */
     uint64_t arrival_ns;
+    uint64_t eligible_ns; /* the API server has handed it to the engine (tokenised) */
     uint64_t admitted_ns;
     uint64_t first_token_ns;
     uint64_t last_token_ns;
@@ -63,6 +66,7 @@ struct sim_event {
     struct sim_seq *seq;
     uint32_t index;
     uint32_t type;
+    uint64_t deliver_ns; /* EV_TOKEN: when the API server has sent it */
 };
 
 /*
@@ -119,6 +123,8 @@ struct sim_engine {
     uint32_t batch_seqs;
     uint64_t stall_until;
     uint64_t ready_at;
+    uint64_t api_free_ns; /* the API server's serial queue is busy until then */
+    uint32_t round_steps; /* steps of the round in progress (multi-step), 0 if idle */
 
     struct sim_event *ev;
     size_t nev, ev_cap;
@@ -504,9 +510,24 @@ static void pc_free_all(struct sim_engine *e)
 
 static void ev_push(struct sim_engine *e, struct sim_seq *s, enum ev_type type, uint32_t index)
 {
-    /* ev_cap bounds one dispatch: 2 per running seq + preemptions + admissions. */
+    /* ev_cap bounds one dispatch: (steps + 1) per running seq + preemptions + admissions. */
     assert(e->nev < e->ev_cap);
     e->ev[e->nev++] = (struct sim_event){.seq = s, .index = index, .type = type};
+}
+
+static uint32_t sched_steps(const struct sim_profile *p)
+{
+    return p->num_scheduler_steps > 1 ? p->num_scheduler_steps : 1;
+}
+
+/* Time through the API server's serial queue: starts at max(now, free), takes cost_ms. */
+static uint64_t api_queue(struct sim_engine *e, uint64_t now, double cost_ms)
+{
+    if (!(cost_ms > 0))
+        return now;
+    uint64_t start = e->api_free_ns > now ? e->api_free_ns : now;
+    e->api_free_ns = start + (uint64_t)llround(cost_ms * 1e6);
+    return e->api_free_ns;
 }
 
 /* ---- lifecycle ---- */
@@ -514,7 +535,7 @@ static void ev_push(struct sim_engine *e, struct sim_seq *s, enum ev_type type, 
 struct sim_engine *sim_engine_new(const struct sim_profile *p, const struct sim_engine_ops *ops,
                                   void *ctx)
 {
-    if (!p || !ops || !ops->on_token || !ops->on_finish)
+    if (!p || !ops || (!ops->on_token && !ops->on_token_at) || !ops->on_finish)
         return NULL;
     if (sim_profile_validate(p, NULL, 0) != 0)
         return NULL;
@@ -531,7 +552,7 @@ struct sim_engine *sim_engine_new(const struct sim_profile *p, const struct sim_
     e->slots = ts_calloc(e->nslots, sizeof(*e->slots));
     if (!e->slots)
         goto out_free_engine;
-    e->ev_cap = 4 * (size_t)p->max_num_seqs + 8;
+    e->ev_cap = (sched_steps(p) + 3) * (size_t)p->max_num_seqs + 8;
     e->ev = ts_malloc(e->ev_cap * sizeof(*e->ev));
     if (!e->ev)
         goto out_free_slots;
@@ -621,6 +642,8 @@ int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_to
     s->prompt = prompt_tokens;
     s->output = output_tokens;
     s->arrival_ns = now_ns;
+    s->eligible_ns = api_queue(
+        e, now_ns, e->prof.api_ms_per_request + e->prof.api_ms_per_prompt_token * prompt_tokens);
     if (e->prof.prefix_caching && n_hashes) {
         s->hashes = ts_malloc((size_t)n_hashes * (sizeof(*s->hashes) + sizeof(*s->held)));
         if (!s->hashes) {
@@ -637,6 +660,19 @@ int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_to
     }
     s->state = SEQ_WAITING;
     list_push_tail(&e->waiting, s);
+    return 0;
+}
+
+int sim_engine_set_reserve(struct sim_engine *e, void *req, uint32_t max_output)
+{
+    size_t i = map_find(e, req);
+    if (i == SIZE_MAX)
+        return -ENOENT;
+    struct sim_seq *s = e->slots[i];
+    if (s->state != SEQ_WAITING || s->admitted_ns)
+        return -EBUSY;
+    uint64_t room = e->prof.max_model_len > s->prompt ? e->prof.max_model_len - s->prompt : 0;
+    s->reserve = max_output < room ? max_output : (uint32_t)room;
     return 0;
 }
 
@@ -690,7 +726,7 @@ static void preempt(struct sim_engine *e, struct sim_seq *s)
 static void step_complete(struct sim_engine *e, uint64_t now)
 {
     e->busy = false;
-    e->steps_total++;
+    e->steps_total += e->round_steps;
     struct sim_seq *s = e->running.head;
     while (s) {
         struct sim_seq *next = s->next;
@@ -701,7 +737,8 @@ static void step_complete(struct sim_engine *e, uint64_t now)
             s->sched = 0;
             if (s->nheld < s->nhash)
                 pc_commit(e, s);
-            if (s->computed == s->prompt + s->generated) {
+            /* a decode round of k steps yields k tokens at its end (a burst) */
+            while (s->computed >= s->prompt + s->generated && s->generated < s->output) {
                 uint32_t index = s->generated++;
                 if (index == 0) {
                     s->first_token_ns = now;
@@ -711,14 +748,15 @@ static void step_complete(struct sim_engine *e, uint64_t now)
                 s->decoding = true;
                 e->generation_tokens_total++;
                 ev_push(e, s, EV_TOKEN, index);
-                if (s->generated == s->output) {
-                    list_remove(&e->running, s);
-                    seq_release_blocks(e, s);
-                    s->state = SEQ_DONE;
-                    list_push_tail(&e->limbo, s);
-                    e->requests_finished++;
-                    ev_push(e, s, EV_FINISH, 0);
-                }
+                e->ev[e->nev - 1].deliver_ns = api_queue(e, now, e->prof.api_ms_per_event);
+            }
+            if (s->generated == s->output) {
+                list_remove(&e->running, s);
+                seq_release_blocks(e, s);
+                s->state = SEQ_DONE;
+                list_push_tail(&e->limbo, s);
+                e->requests_finished++;
+                ev_push(e, s, EV_FINISH, 0);
             }
         }
         s = next;
@@ -726,11 +764,14 @@ static void step_complete(struct sim_engine *e, uint64_t now)
 }
 
 struct batch {
-    uint32_t budget;
-    uint32_t tokens;
-    uint32_t seqs;
-    uint64_t sum_ctx;
+    uint32_t budget; /* tokens left in the step's budget */
+    uint32_t tokens; /* tokens of the first step (decodes + prefill chunks): N_new */
+    uint32_t steps;  /* steps in this round: 1, or up to num_scheduler_steps for decodes only */
+    uint32_t prefill_seqs;
+    uint32_t prefill_tokens;
     double sum_chunk2;
+    uint32_t seqs_at[SIM_SCHED_STEPS_MAX]; /* decoding seqs computing in step j of the round */
+    uint64_t ctx_at[SIM_SCHED_STEPS_MAX];  /* the context tokens they attend over in step j */
 };
 
 static void batch_prefill(struct batch *b, struct sim_seq *s)
@@ -740,8 +781,20 @@ static void batch_prefill(struct batch *b, struct sim_seq *s)
     s->sched = chunk;
     b->budget -= chunk;
     b->tokens += chunk;
-    b->seqs++;
+    b->prefill_seqs++;
+    b->prefill_tokens += chunk;
     b->sum_chunk2 += (double)chunk * (double)chunk;
+}
+
+/* Takes one more KV block for s if one is free (evicting an idle cached one). */
+static bool block_take(struct sim_engine *e, struct sim_seq *s)
+{
+    if (free_blocks(e) == 0)
+        return false;
+    s->blocks++;
+    e->blocks_used++;
+    pc_make_room(e);
+    return true;
 }
 
 /* Pass 1: one token per decoding seq, preempting from the tail for new blocks. */
@@ -756,13 +809,7 @@ static bool schedule_decodes(struct sim_engine *e, struct batch *b)
         }
         uint64_t need = blocks_for(e, (uint64_t)s->computed + 1);
         bool self = false;
-        while (s->blocks < need) {
-            if (free_blocks(e) > 0) {
-                s->blocks++;
-                e->blocks_used++;
-                pc_make_room(e);
-                continue;
-            }
+        while (s->blocks < need && !block_take(e, s)) {
             struct sim_seq *victim = e->running.tail;
             preempt(e, victim);
             preempted = true;
@@ -776,25 +823,68 @@ static bool schedule_decodes(struct sim_engine *e, struct batch *b)
         s->sched = 1;
         b->budget--;
         b->tokens++;
-        b->seqs++;
-        b->sum_ctx += (uint64_t)s->computed + 1;
+        b->seqs_at[0]++;
+        b->ctx_at[0] += (uint64_t)s->computed + 1;
         s = s->next;
     }
     return preempted;
 }
 
-/* Pass 3: FCFS admission while the head fits above the watermark. */
+/*
+ * Multi-step: a batch of decodes only becomes a round of up to
+ * num_scheduler_steps steps. Each seq runs min(steps, tokens it has left)
+ * of them, as far as free KV blocks allow (never preempting for a later step).
+ */
+static void extend_round(struct sim_engine *e, struct batch *b)
+{
+    uint32_t n = sched_steps(&e->prof);
+    if (n <= 1 || b->prefill_seqs || b->seqs_at[0] == 0)
+        return;
+    for (struct sim_seq *s = e->running.head; s; s = s->next) {
+        if (!s->decoding || s->sched != 1)
+            continue;
+        uint32_t k = 1;
+        while (k < n && s->generated + k < s->output) {
+            if (s->blocks < blocks_for(e, (uint64_t)s->computed + k + 1) && !block_take(e, s))
+                break;
+            b->seqs_at[k]++;
+            b->ctx_at[k] += (uint64_t)s->computed + k + 1;
+            k++;
+        }
+        s->sched = k;
+        if (k > b->steps)
+            b->steps = k;
+    }
+}
+
+/* KV blocks a request needs to be admitted: its known tokens, or all it may ever hold. */
+static uint64_t admit_blocks(const struct sim_engine *e, const struct sim_seq *s)
+{
+    if (e->prof.sched_policy == SIM_SCHED_RESERVE_MAX)
+        return blocks_for(e,
+                          (uint64_t)s->prompt + (s->reserve > s->output ? s->reserve : s->output));
+    return blocks_for(e, (uint64_t)s->prompt + s->generated);
+}
+
+/*
+ * Pass 3: FCFS admission while the head has passed the API server, fits above
+ * the watermark and (prefill-first) its whole prefill fits in the budget left.
+ */
 static void schedule_admissions(struct sim_engine *e, struct batch *b, uint64_t now)
 {
     struct sim_seq *s;
-    while ((s = e->waiting.head) != NULL && e->running.n < e->caps.max_seqs && b->budget > 0) {
-        uint64_t need = blocks_for(e, (uint64_t)s->prompt + s->generated);
+    while ((s = e->waiting.head) != NULL && e->running.n < e->caps.max_seqs && b->budget > 0 &&
+           s->eligible_ns <= now) {
+        uint64_t need = admit_blocks(e, s);
         /* cached blocks already held by others cost nothing; idle ones leave the free pool */
         uint32_t hit = s->nhash ? pc_lookup(e, s) : 0;
         uint64_t cost = need - hit;
         for (uint32_t i = 0; i < hit; i++)
             cost += s->held[i]->ref == 0;
         if (free_blocks(e) < cost + e->caps.watermark_blocks)
+            break;
+        if (e->prof.sched_policy == SIM_SCHED_PREFILL_FIRST && b->prefill_tokens > 0 &&
+            s->prompt + s->generated - hit * e->prof.block_size > b->budget)
             break;
         list_remove(&e->waiting, s);
         list_push_tail(&e->running, s);
@@ -820,11 +910,37 @@ static void schedule_admissions(struct sim_engine *e, struct batch *b, uint64_t 
     }
 }
 
+/* The batch size a CUDA graph was captured for (vLLM: 1, 2, 4, then multiples of 8). */
+static uint32_t graph_batch(const struct sim_profile *p, uint32_t seqs)
+{
+    if (!p->cuda_graph_max_batch || seqs > p->cuda_graph_max_batch || seqs <= 2)
+        return seqs;
+    if (seqs <= 4)
+        return 4;
+    return (seqs + 7) / 8 * 8;
+}
+
+/* The modelled time of a round in ms, before noise (docs/SIMULATOR.md "Step time"). */
+static double round_ms(const struct sim_engine *e, const struct batch *b)
+{
+    const struct sim_profile *p = &e->prof;
+    double ms = p->t_sched_ms_per_seq * (double)(b->seqs_at[0] + b->prefill_seqs);
+    for (uint32_t j = 0; j < b->steps; j++) {
+        uint32_t seqs = b->seqs_at[j] + (j == 0 ? b->prefill_seqs : 0);
+        uint32_t tokens = b->seqs_at[j] + (j == 0 ? b->prefill_tokens : 0);
+        if (j > 0 || b->prefill_seqs == 0)
+            tokens = graph_batch(p, tokens);
+        ms += p->t_fix_ms + fmax(p->t_w_ms, p->b_ms_per_token * (double)tokens) +
+              e->caps.k_kv_ms_per_token * (double)b->ctx_at[j] +
+              p->t_sample_ms_per_seq * (double)seqs;
+    }
+    return ms + p->c_pf_ms * b->sum_chunk2;
+}
+
 static uint64_t step_duration_ns(struct sim_engine *e, const struct batch *b)
 {
     const struct sim_profile *p = &e->prof;
-    double ms = p->t_fix_ms + fmax(p->t_w_ms, p->b_ms_per_token * (double)b->tokens) +
-                e->caps.k_kv_ms_per_token * (double)b->sum_ctx + p->c_pf_ms * b->sum_chunk2;
+    double ms = round_ms(e, b);
     if (p->noise) {
         /* Only noisy steps draw: a seed and a sequence of steps give one sequence of times. */
         double m = p->jitter_sigma > 0 ? dist_sample(&e->jitter, &e->rng) : 1.0;
@@ -839,27 +955,57 @@ static uint64_t step_duration_ns(struct sim_engine *e, const struct batch *b)
     return ns < 1 ? 1 : (uint64_t)ns;
 }
 
+/* Prefill-first (vLLM V0 without chunked prefill): prefills pause every decode. */
+static void schedule_prefill_first(struct sim_engine *e, struct batch *b, uint64_t now)
+{
+    for (struct sim_seq *s = e->running.head; s && b->budget > 0; s = s->next) {
+        if (!s->decoding)
+            batch_prefill(b, s);
+    }
+    schedule_admissions(e, b, now);
+    if (b->tokens == 0)
+        schedule_decodes(e, b);
+}
+
+/* Mixed (vLLM V1, TensorRT-LLM in-flight batching): decodes, then prefill chunks, then new. */
+static void schedule_mixed(struct sim_engine *e, struct batch *b, uint64_t now)
+{
+    bool preempted = schedule_decodes(e, b);
+    for (struct sim_seq *s = e->running.head; s && b->budget > 0; s = s->next) {
+        if (!s->decoding)
+            batch_prefill(b, s);
+    }
+    /* Like vLLM, no admissions in a step that had to preempt (unless it is empty). */
+    if (!preempted || b->tokens == 0)
+        schedule_admissions(e, b, now);
+}
+
 /* Builds the next step at `now`; leaves the engine idle if there is nothing to do. */
 static void step_schedule(struct sim_engine *e, uint64_t now)
 {
-    struct batch b = {.budget = e->prof.max_num_batched_tokens};
-    bool preempted = schedule_decodes(e, &b);
-    for (struct sim_seq *s = e->running.head; s && b.budget > 0; s = s->next) {
-        if (!s->decoding)
-            batch_prefill(&b, s);
-    }
-    /* Like vLLM, no admissions in a step that had to preempt (unless it is empty). */
-    if (!preempted || b.tokens == 0)
-        schedule_admissions(e, &b, now);
+    struct batch b = {.budget = e->prof.max_num_batched_tokens, .steps = 1};
+    if (e->prof.sched_policy == SIM_SCHED_PREFILL_FIRST)
+        schedule_prefill_first(e, &b, now);
+    else
+        schedule_mixed(e, &b, now);
+    extend_round(e, &b);
 
     e->batch_tokens = b.tokens;
-    e->batch_seqs = b.seqs;
+    e->batch_seqs = b.seqs_at[0] + b.prefill_seqs;
     if (b.tokens == 0) {
-        e->busy = false;
+        e->round_steps = 0;
         e->step_ns = 0;
+        /* Only requests still in the API server: wait for the first with an empty step. */
+        struct sim_seq *h = e->waiting.head;
+        e->busy = h && h->eligible_ns > now;
+        if (e->busy) {
+            e->step_start = now;
+            e->step_end = (now > e->stall_until ? now : e->stall_until) + (h->eligible_ns - now);
+        }
         return;
     }
     e->busy = true;
+    e->round_steps = b.steps;
     e->step_ns = step_duration_ns(e, &b);
     e->step_start = now;
     e->step_end = (now > e->stall_until ? now : e->stall_until) + e->step_ns;
@@ -876,7 +1022,10 @@ static void dispatch(struct sim_engine *e, uint64_t now)
             continue;
         switch (ev.type) {
         case EV_TOKEN:
-            e->ops.on_token(e->ctx, s->req, ev.index, now);
+            if (e->ops.on_token_at)
+                e->ops.on_token_at(e->ctx, s->req, ev.index, now, ev.deliver_ns);
+            else
+                e->ops.on_token(e->ctx, s->req, ev.index, now);
             break;
         case EV_FINISH:
             e->ops.on_finish(e->ctx, s->req, now);

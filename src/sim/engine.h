@@ -23,7 +23,7 @@
  * the time left, so calling sim_engine_step(now) after every submit is always
  * safe: that is how an idle engine is started.
  *
- * Scheduling of a step (vLLM V0 with chunked prefill):
+ * Scheduling of a step, sched_policy "mixed" (vLLM with chunked prefill):
  *  1. every decoding seq (in admission order) gets 1 token; if it needs a new
  *     KV block and none is free, the most recently admitted running seq is
  *     preempted (possibly itself) until one is;
@@ -35,12 +35,31 @@
  *     left and the request's blocks fit with free blocks after admission >=
  *     floor(watermark * kv_blocks); each gets a first chunk of the remaining
  *     budget.
- * A step with no tokens leaves the engine idle; with the profile rules
- * checked by sim_profile_validate() that happens only when nothing is
- * running or waiting.
+ * "prefill-first" (vLLM V0 without chunked prefill): running seqs still in
+ * prefill get their chunks, then waiting requests are admitted as above
+ * while their whole remaining prefill fits in the budget left (the first
+ * may be chunked); a step with any prefill holds no decode; only a step
+ * with no prefill schedules the decodes (pass 1).
+ * "reserve-max" (TensorRT-LLM GUARANTEED_NO_EVICT): as "mixed", but
+ * admission needs and takes the blocks of prompt + output_tokens at once, so
+ * a decode never needs a block and nothing is ever preempted.
+ * Multi-step (num_scheduler_steps N > 1): a batch of decodes only (no
+ * prefill chunk) becomes a round: each seq runs min(N, tokens left) steps
+ * while free blocks allow (never preempting for it); its tokens are all
+ * yielded when the round completes, and admissions happen only between rounds.
+ * API server: a request waits in one serial queue for api_ms_per_request +
+ * api_ms_per_prompt_token * prompt before it can be admitted (FCFS: the
+ * head waits, the rest behind it); each yielded token takes api_ms_per_event
+ * in the same queue, which gives on_token_at's deliver_ns.
+ * A step with no tokens leaves the engine idle when nothing is running or
+ * waiting; when only requests still in the API queue wait, the engine runs
+ * an empty step until the first of them is ready (it yields nothing and is
+ * not counted in steps_total).
  *
  * Step time: t_fix + max(t_w, b * N_new) + k_kv * sum(ctx) + c_pf * sum(chunk^2)
- * in ms, where N_new = all tokens scheduled (decode + prefill chunks), ctx of a
+ * + t_sample * seqs in ms (a round: the sum over its steps, each with the seqs
+ * still running in it, plus t_sched * seqs once; a decode-only step of up to
+ * cuda_graph_max_batch seqs counts N_new padded to 1, 2, 4 or a multiple of 8), where N_new = all tokens scheduled (decode + prefill chunks), ctx of a
  * decoding seq = its prompt + generated tokens (the context the new token
  * attends over, itself included), and chunk = each prefill chunk. With noise
  * on it is multiplied by a truncated normal (1 + sigma * z, |z| <= 3) and, with
@@ -132,6 +151,13 @@ struct sim_engine_ops {
     void (*on_finish)(void *ctx, void *req, uint64_t now_ns);
     /* The request was preempted and waits to be recomputed. Optional. */
     void (*on_preempt)(void *ctx, void *req, uint64_t now_ns);
+    /*
+     * Instead of on_token when set (then on_token may be NULL): also gives
+     * deliver_ns, when the modelled API server has sent the token (now_ns
+     * plus its queue and api_ms_per_event; = now_ns when that is 0). The
+     * offline driver (sim/offline.h) uses it; the live server writes at once.
+     */
+    void (*on_token_at)(void *ctx, void *req, uint32_t index, uint64_t now_ns, uint64_t deliver_ns);
 };
 
 /*
@@ -173,6 +199,17 @@ TS_MUST_CHECK int sim_engine_submit(struct sim_engine *e, void *req, uint32_t pr
 TS_MUST_CHECK int sim_engine_submit_prefix(struct sim_engine *e, void *req, uint32_t prompt_tokens,
                                            uint32_t output_tokens, const uint64_t *block_hashes,
                                            uint32_t n_hashes, uint64_t now_ns);
+
+/*
+ * The most output tokens req may produce (its max_tokens, or the context
+ * left), which "reserve-max" reserves KV blocks for at admission instead of
+ * output_tokens (the engine knows the real length; TensorRT-LLM does not).
+ * Capped at max_model_len - prompt, so it always fits; less than
+ * output_tokens counts as output_tokens. Call after submit, before the
+ * request is admitted. Returns 0, -ENOENT (unknown req) or -EBUSY (admitted
+ * already).
+ */
+TS_MUST_CHECK int sim_engine_set_reserve(struct sim_engine *e, void *req, uint32_t max_output);
 
 /*
  * The client went away: drops req wherever it is (waiting or running), frees

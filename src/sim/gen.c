@@ -887,6 +887,9 @@ void sim_gen_handle(struct sim_server *s, struct http_request *req, enum openai_
         goto out_release;
     }
     r->in_engine = true;
+    /* reserve-max reserves what the client allowed, not the length the simulator drew */
+    if (sim_engine_set_reserve(s->engine, r, (uint32_t)max) != 0)
+        ts_warn("sim: %s: cannot set the reservation", r->id);
     s->stats.requests++;
     req->user = r;
     http_request_on_abort(req, on_abort);

@@ -44,6 +44,16 @@
 #define SIM_PROFILE_FILE_MAX (1u << 20) /* a profile YAML file may not be larger */
 #define SIM_PROFILE_SEQS_MAX 65536u     /* upper bound of max_num_seqs */
 
+/* How a step is composed and how requests are admitted (key sched_policy). */
+enum sim_sched_policy {
+    SIM_SCHED_MIXED = 0,         /* "mixed": decodes + chunked prefill in one step (vLLM V1) */
+    SIM_SCHED_PREFILL_FIRST = 1, /* "prefill-first": a step of whole prefills pauses decodes (V0) */
+    SIM_SCHED_RESERVE_MAX = 2,   /* "reserve-max": admit with prompt + output blocks reserved, never
+                                    preempt (TensorRT-LLM GUARANTEED_NO_EVICT), steps mixed */
+};
+
+#define SIM_SCHED_STEPS_MAX 64u /* upper bound of num_scheduler_steps */
+
 struct sim_profile {
     char name[SIM_PROFILE_STR_MAX];  /* "name": preset or user label, for reports */
     char model[SIM_PROFILE_STR_MAX]; /* "model": the served model id (/v1/models) */
@@ -56,7 +66,18 @@ struct sim_profile {
     double k_kv_ms_per_token; /* per context token of each decoding seq; < 0 = auto */
     double c_pf_ms;           /* attention cost per prefill chunk, times chunk^2 */
 
+    /* Overheads beyond the roofline (all 0 = none; docs/SIMULATOR.md "Engine mechanisms"). */
+    double t_sched_ms_per_seq;  /* CPU scheduling/input preparation per seq, once per round */
+    double t_sample_ms_per_seq; /* sampling + detokenising per seq, every step */
+    uint32_t
+        cuda_graph_max_batch;  /* decode steps up to this batch pad to a captured size; 0 = off */
+    double api_ms_per_request; /* API server: per request (parse, template, IPC), serial queue */
+    double api_ms_per_prompt_token; /* API server: tokenising, per prompt token (same queue) */
+    double api_ms_per_event;        /* API server: per streamed token event (same queue) */
+
     /* Scheduler (vLLM names). */
+    uint32_t num_scheduler_steps; /* decode steps per scheduling round (vLLM multi-step); 0 = 1 */
+    uint32_t sched_policy;        /* enum sim_sched_policy */
     uint32_t max_num_batched_tokens; /* token budget per step (decode + prefill chunks) */
     uint32_t max_num_seqs;           /* running sequences cap */
     uint32_t block_size;             /* tokens per KV block */

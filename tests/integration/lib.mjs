@@ -18,15 +18,15 @@ export function startSim(args = [], { timeoutMs = 10000 } = {}) {
 // exit. The process is killed with SIGKILL after timeoutMs. Options: env
 // (the whole environment; default this process's), cwd, bin (another program
 // to run instead of BIN), onStart(proc) once it is spawned, onStdout(stdout so
-// far, proc) on each piece of standard output.
-export function runBin(args, { env, cwd, timeoutMs = 60000, bin = BIN, onStart, onStdout } = {}) {
+// far, proc) on each piece of standard output, onStderr likewise.
+export function runBin(args, { env, cwd, timeoutMs = 60000, bin = BIN, onStart, onStdout, onStderr } = {}) {
   return new Promise((resolve) => {
     const t0 = Date.now();
     const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env, cwd });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d) => { stdout += d; if (onStdout) onStdout(stdout, p); });
-    p.stderr.on('data', (d) => { stderr += d; });
+    p.stderr.on('data', (d) => { stderr += d; if (onStderr) onStderr(stderr, p); });
     const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
     p.on('exit', (code, signal) => {
       clearTimeout(t);

@@ -918,6 +918,237 @@ static void test_step_cost_many_running(void **state)
     trec_free(t);
 }
 
+/* ---- engine mechanisms: multi-step, overheads, CUDA graphs, policies, API server ---- */
+
+static struct sim_engine *mech_engine(struct sim_profile *p, struct trec *t)
+{
+    char err[256];
+    assert_int_equal(sim_profile_validate(p, err, sizeof(err)), 0);
+    struct sim_engine *e = sim_engine_new(p, &ops, t);
+    assert_non_null(e);
+    t->e = e;
+    return e;
+}
+
+static void test_multi_step_rounds(void **state)
+{
+    struct sim_profile p = test_profile();
+    p.num_scheduler_steps = 4;
+    struct trec *t = trec_new(2, 16);
+    struct sim_engine *e = mech_engine(&p, t);
+    struct treq *r = &t->reqs[0];
+    assert_int_equal(sim_engine_submit(e, r, 100, 9, 0), 0);
+    uint64_t d = sim_engine_step(e, 0);
+    assert_int_equal(d, 3250000); /* the prefill is one step */
+    uint64_t now = d;
+    d = sim_engine_step(e, now);
+    assert_int_equal(r->ntok, 1);
+    /* a round of 4 decode steps: contexts 101..104 */
+    double ms = 0;
+    for (int k = 1; k <= 4; k++)
+        ms += 0.25 + 2 + 0.001 * (100 + k);
+    assert_int_equal(d, ms_to_ns(ms));
+    /* a request arriving during the round joins only when it ends */
+    assert_int_equal(sim_engine_submit(e, &t->reqs[1], 10, 2, now + 1000000), 0);
+    assert_int_equal(sim_engine_step(e, now + 1000000), d - 1000000);
+    now += d;
+    sim_engine_step(e, now);
+    assert_int_equal(r->ntok, 5);
+    for (int k = 1; k <= 4; k++)
+        assert_int_equal(r->tok_ns[k], now); /* a burst of 4 tokens */
+    assert_int_equal(t->reqs[1].admits, 1);
+    assert_int_equal(t->reqs[1].admit_ns, now);
+    run_until_idle(e, now, 100);
+    assert_int_equal(r->ntok, 9);
+    assert_true(r->order_ok);
+    assert_int_equal(r->finishes, 1);
+    assert_int_equal(t->reqs[1].ntok, 2);
+    sim_engine_free(e);
+    trec_free(t);
+}
+
+static void test_per_seq_overheads(void **state)
+{
+    struct sim_profile p = test_profile();
+    p.t_sched_ms_per_seq = 0.1;
+    p.t_sample_ms_per_seq = 0.01;
+    p.num_scheduler_steps = 2;
+    struct trec *t = trec_new(2, 8);
+    struct sim_engine *e = mech_engine(&p, t);
+    assert_int_equal(sim_engine_submit(e, &t->reqs[0], 100, 3, 0), 0);
+    assert_int_equal(sim_engine_submit(e, &t->reqs[1], 100, 3, 0), 0);
+    /* prefill of both: t_fix + b * 200 + c_pf * 2 * 100^2 + 2 * sched + 2 * sample */
+    uint64_t d = sim_engine_step(e, 0);
+    assert_int_equal(d, ms_to_ns(0.25 + 200.0 / 64 + 2 + 0.2 + 0.02));
+    /* a round of 2 decode steps: scheduling once, sampling in each step */
+    d = sim_engine_step(e, d);
+    double ms = 0.2 + (0.25 + 2 + 0.001 * 202 + 0.02) + (0.25 + 2 + 0.001 * 204 + 0.02);
+    assert_int_equal(d, ms_to_ns(ms));
+    sim_engine_free(e);
+    trec_free(t);
+}
+
+static void test_cuda_graph_padding(void **state)
+{
+    struct sim_profile p = test_profile();
+    p.t_w_ms = 0;
+    p.b_ms_per_token = 1;
+    p.k_kv_ms_per_token = 0;
+    p.c_pf_ms = 0;
+    p.cuda_graph_max_batch = 8;
+    for (uint32_t n = 5; n <= 9; n += 4) {
+        struct trec *t = trec_new(n, 4);
+        struct sim_engine *e = mech_engine(&p, t);
+        for (uint32_t i = 0; i < n; i++)
+            assert_int_equal(sim_engine_submit(e, &t->reqs[i], 10, 3, 0), 0);
+        uint64_t d = sim_engine_step(e, 0);
+        assert_int_equal(d, ms_to_ns(0.25 + 10.0 * n)); /* a prefill step is not padded */
+        d = sim_engine_step(e, d);
+        /* 5 decoding seqs run the graph captured for 8; 9 are past the largest: eager */
+        assert_int_equal(d, ms_to_ns(0.25 + (n == 5 ? 8.0 : 9.0)));
+        sim_engine_free(e);
+        trec_free(t);
+    }
+}
+
+static void test_prefill_first_pauses_decodes(void **state)
+{
+    for (int policy = 0; policy < 2; policy++) {
+        struct sim_profile p = test_profile();
+        p.sched_policy = policy ? SIM_SCHED_PREFILL_FIRST : SIM_SCHED_MIXED;
+        struct trec *t = trec_new(2, 8);
+        struct sim_engine *e = mech_engine(&p, t);
+        assert_int_equal(sim_engine_submit(e, &t->reqs[0], 100, 5, 0), 0);
+        uint64_t now = sim_engine_step(e, 0);
+        now += sim_engine_step(e, now); /* first token; a decode step runs */
+        assert_int_equal(sim_engine_submit(e, &t->reqs[1], 100, 2, now), 0);
+        uint64_t d = sim_engine_step(e, now); /* r0's second token; r1 admitted */
+        assert_int_equal(t->reqs[0].ntok, 2);
+        assert_int_equal(t->reqs[1].admits, 1);
+        struct sim_engine_stats st;
+        sim_engine_stats(e, &st);
+        /* mixed: r0's decode and r1's prefill share a step; prefill-first: r1 alone */
+        assert_int_equal(st.batch_tokens, policy ? 100 : 101);
+        sim_engine_step(e, now + d);
+        assert_int_equal(t->reqs[0].ntok, policy ? 2 : 3);
+        assert_int_equal(t->reqs[1].ntok, 1);
+        run_until_idle(e, now + d, 100);
+        assert_int_equal(t->reqs[0].ntok, 5);
+        sim_engine_free(e);
+        trec_free(t);
+    }
+}
+
+static void test_reserve_max_never_preempts(void **state)
+{
+    for (int policy = 0; policy < 2; policy++) {
+        struct sim_profile p = test_profile(); /* 256 blocks of 16 */
+        p.sched_policy = policy ? SIM_SCHED_RESERVE_MAX : SIM_SCHED_MIXED;
+        p.max_num_batched_tokens = 2048;
+        struct trec *t = trec_new(4, 0);
+        struct sim_engine *e = mech_engine(&p, t);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(sim_engine_submit(e, &t->reqs[i], 900, 1000, 0), 0);
+        uint64_t now = 0, d;
+        uint32_t most = 0;
+        while ((d = sim_engine_step(e, now)) != 0) {
+            struct sim_engine_stats st;
+            sim_engine_stats(e, &st);
+            if (st.running > most)
+                most = st.running;
+            now += d;
+        }
+        struct sim_engine_stats st;
+        sim_engine_stats(e, &st);
+        assert_int_equal(st.requests_finished, 4);
+        if (policy) {
+            /* 1900 tokens = 119 blocks reserved each: two at once, nothing evicted */
+            assert_int_equal(most, 2);
+            assert_int_equal(st.preemptions_total, 0);
+        } else {
+            assert_int_equal(most, 4);
+            assert_true(st.preemptions_total > 0);
+        }
+        sim_engine_free(e);
+        trec_free(t);
+    }
+}
+
+/* reserve-max reserves the client's max_tokens when it is known, not the real length */
+static void test_reserve_max_reserves_max_tokens(void **state)
+{
+    struct sim_profile p = test_profile(); /* 256 blocks of 16, max_model_len 2048 */
+    p.sched_policy = SIM_SCHED_RESERVE_MAX;
+    struct trec *t = trec_new(3, 0);
+    struct sim_engine *e = mech_engine(&p, t);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sim_engine_submit(e, &t->reqs[i], 100, 10, 0), 0);
+        /* 100 + 1400 tokens = 94 blocks each: two fit in 256, not three */
+        assert_int_equal(sim_engine_set_reserve(e, &t->reqs[i], 1400), 0);
+    }
+    sim_engine_step(e, 0);
+    struct sim_engine_stats st;
+    sim_engine_stats(e, &st);
+    assert_int_equal(st.running, 2);
+    assert_int_equal(st.kv_blocks_used, 188);
+    assert_int_equal(sim_engine_set_reserve(e, &t->reqs[0], 5), -EBUSY); /* admitted */
+    int dummy;
+    assert_int_equal(sim_engine_set_reserve(e, &dummy, 5), -ENOENT);
+    /* more than the context leaves is capped to it: 100 + 1948 = 128 blocks */
+    assert_int_equal(sim_engine_set_reserve(e, &t->reqs[2], 100000), 0);
+    run_until_idle(e, 0, 1000);
+    sim_engine_stats(e, &st);
+    assert_int_equal(st.requests_finished, 3);
+    assert_int_equal(st.preemptions_total, 0);
+    sim_engine_free(e);
+    trec_free(t);
+}
+
+static uint64_t deliver_log[8];
+
+static void on_token_at(void *ctx, void *req, uint32_t index, uint64_t now, uint64_t deliver)
+{
+    struct treq *r = req;
+    assert_true(deliver >= now);
+    if (index < 4)
+        deliver_log[(r - ((struct trec *)ctx)->reqs) * 4 + index] = deliver;
+    r->ntok++;
+}
+
+static void test_api_server_queue(void **state)
+{
+    struct sim_profile p = test_profile();
+    p.api_ms_per_prompt_token = 0.01;
+    p.api_ms_per_event = 0.5;
+    struct trec *t = trec_new(2, 4);
+    struct sim_engine_ops o = {
+        .on_admit = on_admit, .on_token_at = on_token_at, .on_finish = on_finish};
+    struct sim_engine *e = sim_engine_new(&p, &o, t);
+    assert_non_null(e);
+    t->e = e;
+    memset(deliver_log, 0, sizeof(deliver_log));
+    /* tokenising 100 tokens takes 1 ms each, one after the other */
+    assert_int_equal(sim_engine_submit(e, &t->reqs[0], 100, 2, 0), 0);
+    assert_int_equal(sim_engine_submit(e, &t->reqs[1], 100, 2, 0), 0);
+    assert_int_equal(sim_engine_step(e, 0), 1000000); /* waits for the API server */
+    assert_int_equal(t->reqs[0].admits, 0);
+    uint64_t d = sim_engine_step(e, 1000000);
+    assert_int_equal(t->reqs[0].admit_ns, 1000000);
+    assert_int_equal(t->reqs[1].admits, 0); /* still being tokenised */
+    assert_int_equal(d, 3250000);
+    uint64_t now = 1000000 + d;
+    d = sim_engine_step(e, now); /* r0's first token; r1 admitted */
+    assert_int_equal(t->reqs[1].admit_ns, now);
+    assert_int_equal(deliver_log[0], now + 500000);
+    run_until_idle(e, now + d, 100);
+    /* events queue behind each other: every delivery is 0.5 ms after the one before or later */
+    assert_true(deliver_log[1] >= deliver_log[0] + 500000);
+    assert_int_equal(t->reqs[0].ntok, 2);
+    assert_int_equal(t->reqs[1].ntok, 2);
+    sim_engine_free(e);
+    trec_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -939,6 +1170,13 @@ int main(void)
         cmocka_unit_test(test_shrink_kv_capacity),
         cmocka_unit_test(test_new_rejects_and_alloc_failures),
         cmocka_unit_test(test_step_cost_many_running),
+        cmocka_unit_test(test_multi_step_rounds),
+        cmocka_unit_test(test_per_seq_overheads),
+        cmocka_unit_test(test_cuda_graph_padding),
+        cmocka_unit_test(test_prefill_first_pauses_decodes),
+        cmocka_unit_test(test_reserve_max_never_preempts),
+        cmocka_unit_test(test_api_server_queue),
+        cmocka_unit_test(test_reserve_max_reserves_max_tokens),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@ static struct run_stats *fixture_stats(void)
     for (uint64_t i = 1; i <= 10; i++) {
         struct req_record r;
         memset(&r, 0, sizeof(r));
+        r.id = i;
         r.outcome = REQ_OK;
         r.http_status = 200;
         r.flags = REQF_STREAM;
@@ -206,7 +207,7 @@ static void test_page_sections(void **state)
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
         if (!strstr(page, ids[i]))
             fail_msg("the page has no %s", ids[i]);
-    assert_int_equal(count(page, "<svg class=\"ts-chart"), 13);
+    assert_int_equal(count(page, "<svg class=\"ts-chart"), 16); /* 13 and the three of lengths */
     assert_int_equal(count(page, "<svg class=\"ts-chart ts-heatmap\""), 1);
     /* Headline cards and tables. */
     assert_non_null(strstr(page, "<div class=\"k\">requests</div><div class=\"v\">14</div>"));
@@ -239,6 +240,17 @@ static void test_page_sections(void **state)
         strstr(page, "<td>free&lt;tier&gt;</td><td>4</td><td>25.00%</td><td>9.90</td>"));
     assert_null(strstr(page, "free<tier>"));
     assert_non_null(strstr(page, "Run configuration"));
+    /* What was run and TPOT have cards of their own; ITL is explained, and a
+     * run with failures says ITL counts them while TTFT does not. */
+    assert_non_null(strstr(page, "<div class=\"k\">configuration</div>"));
+    assert_non_null(strstr(page, "<div class=\"k\">TPOT p50</div>"));
+    assert_non_null(strstr(page, "<p class=\"note itl\">"));
+    assert_non_null(strstr(page, "failed and cut ones included"));
+    /* lengths and latency, from the sample of successful requests */
+    assert_non_null(strstr(page, "id=\"run1-lengths\""));
+    assert_non_null(strstr(page, "id=\"run1-ttft-input\""));
+    assert_non_null(strstr(page, "id=\"run1-e2el-output\""));
+    assert_non_null(strstr(page, "A uniform sample of 10 successful requests (of 10)"));
     /* Axis titles carry units. */
     assert_non_null(strstr(page, ">TTFT (ms)</text>"));
     assert_non_null(strstr(page, ">time (s)</text>"));
@@ -294,7 +306,7 @@ static void test_page_several_runs(void **state)
     assert_int_equal(count(one, "<path fill=\"none\""), 3);
     ts_free(one);
     assert_non_null(strstr(page, "id=\"run3-timeline-rate\""));
-    assert_int_equal(count(page, "<svg class=\"ts-chart"), 6 + 4 + 7 + 4);
+    assert_int_equal(count(page, "<svg class=\"ts-chart"), 6 + 4 + 7 + 4 + 3 * 3); /* + lengths */
     ts_free(page);
     report_docset_release(&set);
 }
@@ -376,8 +388,51 @@ static void test_page_sweep(void **state)
     assert_int_equal(count(page, "<tr><td>step-0"), 4);
     assert_non_null(strstr(page, "<td>step-04-rate-16</td><td>16.00</td><td>10.00</td>"));
     assert_non_null(strstr(page, "<td>chat</td><td class=\"l\">batch</td>"));
+    /* the critical load is a headline with its unit and goodness of fit */
+    assert_non_null(strstr(page, "9.50 <span class=\"u\">req/s offered</span>"));
+    assert_non_null(strstr(page, "goodness of fit r\xc2\xb2 0.970 over 3 steps"));
     ts_free(page);
     report_docset_release(&set);
+}
+
+/*
+ * A critical load that means nothing (lambda_c -24.41 from a poor fit, as
+ * docs/example-report.html once showed) is neither a headline nor a line on
+ * the errors chart; the fit is said to be not meaningful, and why. A step
+ * of a sweep without SLOs has no verdict, not a green pass.
+ */
+static void test_page_sweep_meaningless_fit(void **state)
+{
+    static const char *const fits[] = {
+        /* an older sweep.json without the flag: judged by the rule */
+        "{\"lambda_c\":-24.41,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3}",
+        "{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.31,\"points\":3}",
+        /* a newer one says so itself */
+        "{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3,"
+        "\"meaningful\":false,\"not_meaningful_because\":\"the fit puts it far beyond\"}",
+    };
+    char err[512];
+    (void)state;
+    for (size_t i = 0; i < sizeof(fits) / sizeof(fits[0]); i++) {
+        struct report_docset set;
+        report_docset_init(&set);
+        json_t *doc = load_json(sweep_json);
+        json_object_set_new(doc, "critical_load", load_json(fits[i]));
+        json_object_set_new(json_array_get(json_object_get(doc, "steps"), 0), "slo_pass",
+                            json_null());
+        assert_int_equal(
+            report_docset_add_json(&set, doc, "sw", "/x/sweep.json", NULL, err, sizeof(err)), 0);
+        json_decref(doc);
+        char *page = build_page(&set);
+        assert_null(strstr(page, "\xce\xbb"
+                                 "c = "));
+        assert_null(strstr(page, "-24.41"));
+        assert_non_null(strstr(page, "no meaningful fit: "));
+        assert_non_null(strstr(page, "<td>step-01-rate-2</td>"));
+        assert_int_equal(count(page, "<td class=\"pass\">pass</td>"), 1); /* step 2 only */
+        ts_free(page);
+        report_docset_release(&set);
+    }
 }
 
 static void test_group_table(void **state)
@@ -581,10 +636,15 @@ static void test_page_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_page_sections),     cmocka_unit_test(test_page_minimal_result),
-        cmocka_unit_test(test_page_several_runs), cmocka_unit_test(test_page_sweep),
-        cmocka_unit_test(test_group_table),       cmocka_unit_test(test_docset_rejects),
-        cmocka_unit_test(test_docset_paths),      cmocka_unit_test(test_page_limits),
+        cmocka_unit_test(test_page_sections),
+        cmocka_unit_test(test_page_minimal_result),
+        cmocka_unit_test(test_page_several_runs),
+        cmocka_unit_test(test_page_sweep),
+        cmocka_unit_test(test_page_sweep_meaningless_fit),
+        cmocka_unit_test(test_group_table),
+        cmocka_unit_test(test_docset_rejects),
+        cmocka_unit_test(test_docset_paths),
+        cmocka_unit_test(test_page_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

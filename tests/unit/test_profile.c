@@ -28,7 +28,7 @@ static void test_every_preset_validates(void **state)
         assert_true(caps.kv_blocks > 0);
         assert_true(caps.kv_tokens >= p.max_model_len);
     }
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 6);
     struct sim_profile p;
     assert_int_equal(sim_profile_preset("nope", &p), -ENOENT);
     assert_int_equal(sim_profile_preset(NULL, &p), -ENOENT);
@@ -129,7 +129,7 @@ static void test_set_overrides(void **state)
         assert_int_equal(sim_profile_set(&q, keys[n], out, err, sizeof(err)), 0);
         assert_memory_equal(&p, &q, sizeof(p));
     }
-    assert_int_equal(n, 27);
+    assert_int_equal(n, 35);
     assert_null(sim_profile_key_help("nope"));
 
     /* Errors leave the profile unchanged and say what is wrong. */
@@ -419,10 +419,41 @@ static void test_yaml_alloc_failure(void **state)
     assert_memory_equal(&p, &before, sizeof(p));
 }
 
+/* The scheduling policy is a word; multi-step and the overhead keys have ranges. */
+static void test_mechanism_keys(void **state)
+{
+    struct sim_profile p;
+    char err[256], out[64];
+    assert_int_equal(sim_profile_preset("tiny", &p), 0);
+    assert_int_equal(sim_profile_get(&p, "sched_policy", out, sizeof(out)), 0);
+    assert_string_equal(out, "mixed");
+    assert_int_equal(sim_profile_set(&p, "sched_policy", "prefill-first", err, sizeof(err)), 0);
+    assert_int_equal(p.sched_policy, SIM_SCHED_PREFILL_FIRST);
+    assert_int_equal(sim_profile_set(&p, "sched_policy", "reserve-max", err, sizeof(err)), 0);
+    assert_int_equal(sim_profile_get(&p, "sched_policy", out, sizeof(out)), 0);
+    assert_string_equal(out, "reserve-max");
+    assert_int_equal(sim_profile_set(&p, "sched_policy", "fcfs", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "sched_policy: 'fcfs' is not one of mixed, prefill-first"));
+    assert_int_equal(sim_profile_set(&p, "num_scheduler_steps", "65", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "num_scheduler_steps"));
+    assert_int_equal(sim_profile_set(&p, "num_scheduler_steps", "10", err, sizeof(err)), 0);
+    assert_int_equal(sim_profile_set(&p, "t_sample_ms_per_seq", "-1", err, sizeof(err)), -EINVAL);
+    p.sched_policy = 7; /* a struct filled by hand */
+    assert_int_equal(sim_profile_validate(&p, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "sched_policy"));
+    assert_int_equal(sim_profile_load_yaml_mem(
+                         &p, "x.yaml", "base: vllm060-llama31-8b-a100\nsched_policy: mixed\n", 50,
+                         err, sizeof(err)),
+                     0);
+    assert_int_equal(p.sched_policy, SIM_SCHED_MIXED);
+    assert_int_equal(p.num_scheduler_steps, 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_preset_validates),
+        cmocka_unit_test(test_mechanism_keys),
         cmocka_unit_test(test_derive_numbers),
         cmocka_unit_test(test_set_overrides),
         cmocka_unit_test(test_validate_cross_rules),

@@ -60,9 +60,10 @@ static void test_read_summary(void **state)
     memset(&st, 0, sizeof(st));
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
     assert_near(st.offered, 10, 0);
-    /* rates over the sending window (5 s up to the last send), not the
-     * summary's 9.5 over 5.5 s with the drain */
-    assert_near(st.window_s, 5, 1e-12);
+    /* rates over the steady window (from one E2EL p50 of 0.5 s to the last
+     * send: [0.5, 5] s), not the summary's 9.5 over 5.5 s with the drain;
+     * sends over the sending window [0, 5] */
+    assert_near(st.window_s, 4.5, 1e-12);
     assert_near(st.sent_rps, 10, 1e-12);
     assert_near(st.achieved_rps, 10, 1e-12);
     assert_near(st.output_tps, 190, 0); /* no tokens in the timeline: the summary's */
@@ -83,11 +84,29 @@ static void test_read_summary(void **state)
     /* closed loop: offered is what was sent over the window */
     assert_int_equal(sweep_step_read(doc, SWEEP_CONCURRENCY, &st, err, sizeof(err)), 0);
     assert_near(st.offered, 10, 1e-12);
-    /* a configured sending time of 4 s: the window is the first 4 points */
+    /* a configured sending time of 3.4 s: sending ends with the third
+     * point, the steady window is [0.5, 3] s */
     st.send_s = 3.4;
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
-    assert_near(st.window_s, 3, 1e-12);
+    assert_near(st.window_s, 2.5, 1e-12);
     assert_near(st.achieved_rps, 10, 1e-12);
+    /* the run's own window, when result.json has it, is taken as it is */
+    json_object_set_new(json_object_get(doc, "summary"), "window",
+                        json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "method", "steady_window",
+                                  "sent_rps", 9.0, "start_s", 1.0, "end_s", 4.0,
+                                  "request_throughput", 8.5, "output_throughput", 170.0));
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_near(st.window_s, 3, 1e-12);
+    assert_near(st.sent_rps, 9, 1e-12);
+    assert_near(st.achieved_rps, 8.5, 1e-12);
+    assert_near(st.output_tps, 170, 1e-12);
+    /* a run without a steady window: the summary's whole-run rates */
+    json_object_set_new(json_object_get(doc, "summary"), "window",
+                        json_pack("{s:s, s:n}", "method", "whole_run", "sent_rps"));
+    assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
+    assert_near(st.achieved_rps, 9.5, 1e-12);
+    assert_true(isnan(st.window_s));
+    json_object_del(json_object_get(doc, "summary"), "window");
     /* a server that sends its role chunk first: the step's TTFT (the knee's
      * and the table's) is the first token users see (ttfc), not vLLM's */
     json_t *sum = json_object_get(doc, "summary");
@@ -193,14 +212,16 @@ static void test_read_short_requests_window(void **state)
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
     assert_int_equal(st.saturation, 0);
     assert_near(st.completion_ratio, 24.0 / 26, 1e-12); /* sends 0..17 against done 2..19 */
-    assert_near(st.window_s, 20.002, 1e-9);
+    /* the steady window: from one E2EL p50 (1.5575 s) to the last send; 24
+     * completed in it, and 2 * 0.4235 of the interval the ramp ends in */
+    assert_near(st.window_s, 20.002 - 1.5575, 1e-9);
     assert_near(st.sent_rps, 29 / 20.002, 1e-9); /* 1.45 sent of 1.95 asked */
-    assert_near(st.achieved_rps, 26 / 20.002, 1e-9);
+    assert_near(st.achieved_rps, (24 + 2 * (1.981 - 1.5575)) / (20.002 - 1.5575), 1e-9);
     assert_int_equal(st.seed, 77);
     /* without the configured time: up to the last send, the same here */
     st.send_s = 0;
     assert_int_equal(sweep_step_read(doc, SWEEP_RATE, &st, err, sizeof(err)), 0);
-    assert_near(st.window_s, 20.002, 1e-9);
+    assert_near(st.window_s, 20.002 - 1.5575, 1e-9);
     json_decref(doc);
 }
 
@@ -227,7 +248,9 @@ static void test_read_behind_and_lag(void **state)
     assert_true(st.saturation & SWEEP_SAT_THROUGHPUT);
     assert_true(st.saturation & SWEEP_SAT_SEND_LAG);
     assert_near(st.completion_ratio, 16.0 * 18 / (20 * 18), 1e-12);
-    assert_near(st.achieved_rps, 16.0 * 18 / 20, 1e-12);
+    /* what the server kept up with: 16/s from t = 2 s, over the steady
+     * window [1.5, 20] s (its first half second had none) */
+    assert_near(st.achieved_rps, 16.0 * 18 / 18.5, 1e-12);
     assert_near(st.sent_rps, 20, 1e-12);
     assert_near(st.lag_slope_ms_s, 100, 1e-9);
     json_decref(doc);
