@@ -1,11 +1,14 @@
 // Every command line a user reads runs as printed: the `tokenstorm ...` and
 // `curl ...` lines of README.md and docs/*.md code blocks, and the examples
 // of every command's --help, run against the simulator (and a proxy in front
-// of it) with these stated overrides so the whole set takes about 40 s:
+// of it) with these stated overrides so the whole set takes about a minute
+// (each code block in its own directory, its lines in order, so a line reads
+// what the lines above it wrote; `> FILE` is kept):
 //   hosts on :8000 -> the simulator, :9000 / :9001 -> the proxy and its API;
 //   --duration 1s (added to runs that give none), --requests 8,
 //   --stages 1s:5, sweeps at most 3 steps of two loads, chaos with --check,
 //   listeners on port 0; sim and proxy lines count as run when they listen;
+//   runs and sweeps without --out get one (out-N);
 //   result directories a line reads (report, compare, merge) are copies of
 //   one short run. Exit 0 or 1 (an SLO verdict) passes; 2 or 3 fails.
 import { test } from 'node:test';
@@ -17,12 +20,19 @@ import path from 'node:path';
 import { BIN, runBin, startSim, startServer } from './lib.mjs';
 
 const root = new URL('../../', import.meta.url).pathname;
+// Names the docs use for the user's own files, and what stands in for them
+// when the repository ships one.
+const fixtures = [['app', path.join(root, 'tests/fixtures/topology/ragapp')]];
 
-// Lines of fenced code blocks starting with `tokenstorm ` or `curl `, with
-// backslash continuations joined; outputs quoted in docs ("tokenstorm run: ...") left out.
-export function extractLines(text) {
+// The command lines of each fenced code block (lines starting with
+// `tokenstorm ` or `curl `, backslash continuations joined; outputs quoted in
+// docs, "tokenstorm run: ...", left out): one array per block that has any.
+export function extractBlocks(text) {
   const out = [];
-  for (const m of text.matchAll(/```[a-z]*\n([\s\S]*?)```/g)) out.push(...commandLines(m[1].split('\n')));
+  for (const m of text.matchAll(/```[a-z]*\n([\s\S]*?)```/g)) {
+    const lines = commandLines(m[1].split('\n'));
+    if (lines.length) out.push(lines);
+  }
   return out;
 }
 
@@ -51,9 +61,12 @@ function helpExamples(help) {
 // (a shared volume in the docs) made relative.
 function split(line, cwd) {
   const cmd = line.replace(/<([a-z-]+)>/g, '$1').replace(/ \/shared\//g, ' shared/').replace(/\s+#\s[^'"]*$/, '').replace(/\s*&\s*$/, '').replace(/\s+\|\s+.*$/, '').replace(/\s+>\s+[^'"]*$/, '');
+  const redirect = line.replace(/\s+#\s[^'"]*$/, '').match(/\s>\s+(\S+)\s*$/);
   const r = spawnSync('bash', ['-c', `printf '%s\\0' ${cmd}`], { encoding: 'utf8', timeout: 5000, cwd });
   assert.equal(r.status, 0, `bash cannot split: ${line}`);
-  return r.stdout.split('\0').slice(0, -1);
+  const argv = r.stdout.split('\0').slice(0, -1);
+  argv.redirect = redirect ? redirect[1] : null; // `> FILE`: the line's stdout goes there
+  return argv;
 }
 
 const argOpts = {}; // command -> options taking a value, from the generated bash completion
@@ -62,6 +75,7 @@ function loadArgOpts() {
   for (const m of s.matchAll(/\n {4}([a-z]+)\)\n {8}opts='[^']*'\n {8}argopts='([^']*)'/g)) argOpts[m[1]] = new Set(m[2].split(' '));
 }
 
+let outSeq = 0;
 function rewrite(argv, env) {
   const a = argv.map((x) => x
     .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost|gpu|gpu-box):8000/, env.sim)
@@ -83,7 +97,13 @@ function rewrite(argv, env) {
     a.push('--drain', '2s');
     if (!a.includes('--output-len') && !a.includes('--target')) a.push('--output-len', 'fixed:16'); // answers done within 1s
   }
-  if (cmd === 'chaos' && !a.includes('--check')) a.splice(2, 0, '--check');
+  if (cmd === 'chaos' && !a.includes('--check') && a[2] !== 'suggest') a.splice(2, 0, '--check');
+  // runs of one block share a directory: each gets its own --out
+  if (['run', 'sweep'].includes(cmd) && !a.includes('--out') && !a.includes('--check') && !a.includes('--dry-run')) {
+    const at = a.indexOf('--') >= 0 ? a.indexOf('--') : a.length;
+    a.splice(at, 0, '--out', `out-${++outSeq}`);
+  }
+  a.redirect = argv.redirect;
   return a;
 }
 
@@ -109,18 +129,36 @@ function provideInputs(a, env, cwd) {
   }
 }
 
-// A line made ready to run: its own directory (default --out names collide
-// within a second), its argv as bash splits it, rewritten.
-function prepare(where, item, n, cwd, env) {
+// A line made ready to run in its block's directory lcwd (a line reads what
+// the lines above it in the block wrote): its argv as bash splits it there,
+// rewritten.
+function prepare(where, item, lcwd, env) {
   const line = typeof item === 'string' ? item : item.line;
-  const lcwd = path.join(cwd, `line-${n}`, 'work');
-  fs.mkdirSync(lcwd, { recursive: true });
-  for (const f of ['examples', 'faults.yaml', 'kb.jsonl']) fs.symlinkSync(path.join(cwd, f), path.join(lcwd, f));
   try {
     return { where, item, line, lcwd, a: rewrite(split(line, lcwd), env) };
   } catch (e) {
     return { where, item, line, lcwd, a: null, err: e.message };
   }
+}
+
+// A block's directory: the examples, and the files the docs take as the user's.
+function blockDir(cwd, k) {
+  const lcwd = path.join(cwd, `block-${k}`, 'work');
+  fs.mkdirSync(lcwd, { recursive: true });
+  for (const f of ['examples', 'faults.yaml', 'kb.jsonl']) fs.symlinkSync(path.join(cwd, f), path.join(lcwd, f));
+  for (const [name, target] of fixtures) if (fs.existsSync(target)) fs.symlinkSync(target, path.join(lcwd, name));
+  return lcwd;
+}
+
+// Runs a block's lines in order; its failures as text.
+async function runBlock(cwd, k, where, items, env) {
+  const lcwd = blockDir(cwd, k);
+  const failures = [];
+  for (const item of items) {
+    const f = await runOne(prepare(where, item, lcwd, env), env);
+    if (f) failures.push(f);
+  }
+  return failures;
 }
 
 // Runs one prepared line; a failure as text, or null.
@@ -142,6 +180,13 @@ async function runOne({ where, item, line, lcwd, a, err }, env) {
     cwd: lcwd, timeoutMs: serving ? 5000 : 90000,
     onStdout: (out, p) => { if (serving && /listening on/.test(out)) { listened = true; p.kill('SIGTERM'); } },
   });
+  // `> FILE` inside the block's directory is kept for the lines below; a
+  // user's path (~/..., $VAR/...) is not written
+  const dest = a.redirect && !/[~$"]/.test(a.redirect) ? path.resolve(lcwd, a.redirect) : null;
+  if (dest && dest.startsWith(lcwd + path.sep)) {
+    fs.mkdirSync(path.dirname(dest), { recursive: true });
+    fs.writeFileSync(dest, r.stdout);
+  }
   // a quiet server prints nothing: that it was still serving when killed is enough
   let ok = serving ? listened || r.signal === 'SIGKILL' : r.code === 0 || r.code === 1;
   if (typeof item !== 'string') ok = r.code === 2 && r.stderr.includes(item.error.slice(0, 60));
@@ -159,13 +204,16 @@ async function pool(items, k, fn) {
 
 test('every command line in README.md, docs/ and --help examples runs', { timeout: 600000 }, async () => {
   loadArgOpts();
-  const lines = [];
+  const blocks = []; // [where, [line...]]
   for (const f of ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => 'docs/' + f)])
-    for (const l of extractLines(fs.readFileSync(path.join(root, f), 'utf8'))) lines.push([f, l]);
+    for (const b of extractBlocks(fs.readFileSync(path.join(root, f), 'utf8'))) blocks.push([f, b]);
   const top = spawnSync(BIN, ['--help'], { encoding: 'utf8' }).stdout;
   const cmds = [...top.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]);
-  for (const c of cmds)
-    for (const l of helpExamples(spawnSync(BIN, [c, '--help'], { encoding: 'utf8' }).stdout)) lines.push([`${c} --help`, l]);
+  for (const c of cmds) {
+    const ex = helpExamples(spawnSync(BIN, [c, '--help'], { encoding: 'utf8' }).stdout);
+    if (ex.length) blocks.push([`${c} --help`, ex]);
+  }
+  const lines = blocks.flatMap(([, b]) => b);
   assert.ok(lines.length > 50, `only ${lines.length} lines found`);
 
   const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-docex-'));
@@ -182,12 +230,20 @@ test('every command line in README.md, docs/ and --help examples runs', { timeou
     env.runDir = path.join(cwd, '.run');
     const r0 = await runBin(['run', '--target', sim.base, '--rate', '10', '--duration', '1s', '--save-requests', '-q', '--out', env.runDir]);
     assert.equal(r0.code, 0, r0.stderr);
-    const prepared = lines.map(([where, item], n) => prepare(where, item, n, cwd, env));
-    const viaProxy = (p) => p.a && (p.a[0] === 'curl' || p.a.some((x) => x.startsWith(env.proxy) || x.startsWith(env.api)));
-    // lines that do not touch the shared proxy run three at a time; the
-    // others in their order, since curl lines add faults later lines use
-    const results = await pool(prepared.filter((p) => !viaProxy(p)), 3, (p) => runOne(p, env));
-    for (const p of prepared.filter(viaProxy)) results.push(await runOne(p, env));
+    // blocks that touch the shared proxy run one after the other (curl lines
+    // add faults later lines use), beside the others, two at a time
+    const viaProxy = ([, b]) => b.some((i) => /^curl |:900[01]\b/.test(typeof i === 'string' ? i : i.line));
+    const indexed = blocks.map((b, k) => [k, b]);
+    const sequential = async () => {
+      const out = [];
+      for (const [k, [where, items]] of indexed.filter(([, b]) => viaProxy(b))) out.push(...await runBlock(cwd, k, where, items, env));
+      return out;
+    };
+    const [others, proxied] = await Promise.all([
+      pool(indexed.filter(([, b]) => !viaProxy(b)), 2, ([k, [where, items]]) => runBlock(cwd, k, where, items, env)),
+      sequential(),
+    ]);
+    const results = [...others.flat(), ...proxied];
     failures.push(...results.filter(Boolean));
   } finally {
     await proxy.stop();
