@@ -7,7 +7,9 @@
 //   hosts on :8000 -> the simulator, :9000 / :9001 -> the proxy and its API;
 //   --duration 1s (added to runs that give none), --requests 8,
 //   --stages 1s:5, sweeps at most 3 steps of two loads, chaos with --check,
-//   listeners on port 0; sim and proxy lines count as run when they listen;
+//   listeners on port 0, --listen-for 1s; sim and proxy lines count as run
+//   when they listen; the user's files: ./app is the topology fixture app,
+//   traces.jsonl an empty OTLP/JSON export;
 //   runs and sweeps without --out get one (out-N);
 //   result directories a line reads (report, compare, merge) are copies of
 //   one short run. Exit 0 or 1 (an SLO verdict) passes; 2 or 3 fails.
@@ -85,7 +87,7 @@ function rewrite(argv, env) {
   const set = (opt, v) => { const i = a.indexOf(opt); if (i > 0) a[i + 1] = v; };
   const sep = a.indexOf('--');
   set('--duration', '1s'); set('--requests', '8'); set('--stages', '1s:5'); set('--warmup', '0s');
-  set('--metrics-listen', '127.0.0.1:0'); set('--listen', '127.0.0.1:0'); set('--api', '127.0.0.1:0');
+  set('--metrics-listen', '127.0.0.1:0'); set('--otlp-listen', '127.0.0.1:0'); set('--listen-for', '1s'); set('--listen', '127.0.0.1:0'); set('--api', '127.0.0.1:0');
   if (cmd === 'run' && !a.includes('--duration') && !a.includes('--requests') && !a.includes('--check') && !a.includes('--dry-run')) a.push('--duration', '1s');
   if (cmd === 'sweep') {
     for (const o of ['--rates', '--concurrencies']) { const i = a.indexOf(o); if (i > 0) a[i + 1] = a[i + 1].split(',').slice(0, 2).join(','); }
@@ -145,7 +147,7 @@ function prepare(where, item, lcwd, env) {
 function blockDir(cwd, k) {
   const lcwd = path.join(cwd, `block-${k}`, 'work');
   fs.mkdirSync(lcwd, { recursive: true });
-  for (const f of ['examples', 'faults.yaml', 'kb.jsonl']) fs.symlinkSync(path.join(cwd, f), path.join(lcwd, f));
+  for (const f of ['examples', 'faults.yaml', 'kb.jsonl', 'traces.jsonl']) fs.symlinkSync(path.join(cwd, f), path.join(lcwd, f));
   for (const [name, target] of fixtures) if (fs.existsSync(target)) fs.symlinkSync(target, path.join(lcwd, name));
   return lcwd;
 }
@@ -172,7 +174,7 @@ async function runOne({ where, item, line, lcwd, a, err }, env) {
     return r.code === 0 ? null : `${where}: ${line}\n    curl exit ${r.code}: ${r.stderr.trim()}`;
   }
   if (a[0] !== 'tokenstorm') return null;
-  const serving = (a[1] === 'sim' && !a.includes('--list-profiles')) || (a[1] === 'proxy' && !a.includes('--check'));
+  const serving = (a[1] === 'sim' && a[2] !== 'calibrate' && !a.includes('--list-profiles')) || (a[1] === 'proxy' && !a.includes('--check'));
   provideInputs(a, env, lcwd);
   if (a.some((x) => x.startsWith(env.proxy))) await fetch(env.api + '/reset', { method: 'POST' }); // faults an earlier line added
   let listened = false;
@@ -220,6 +222,7 @@ test('every command line in README.md, docs/ and --help examples runs', { timeou
   fs.symlinkSync(path.join(root, 'examples'), path.join(cwd, 'examples'));
   fs.copyFileSync(path.join(root, 'examples/faults.yaml'), path.join(cwd, 'faults.yaml'));
   fs.writeFileSync(path.join(cwd, 'kb.jsonl'), '{"text":"The KV cache keeps keys and values.","id":"d1"}\n');
+  fs.writeFileSync(path.join(cwd, 'traces.jsonl'), '{"resourceSpans":[]}\n'); // an empty OTLP/JSON export
   const sim = await startSim(['--profile', 'tiny', '--any-model', '--admin']);
   const proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0']);
   await new Promise((r) => setTimeout(r, 300));
