@@ -1,10 +1,15 @@
 # The front door. Every target installs missing Debian packages first
-# (scripts/deps.sh, idempotent) and builds what it needs, so each works alone
-# on a fresh Debian 12 machine.
+# (scripts/deps.sh, idempotent: `make run` and `make install` only what
+# building and running need; tests, packaging and benchmarks add theirs) and
+# builds what it needs, so each works alone on a fresh Debian 12 machine.
 BUILD ?= build
 ARGS ?=
+# make install PREFIX=/usr/local DESTDIR=/tmp/stage (meson install underneath)
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps build run test test-mpi fuzz bench format format-check clean
+.PHONY: all deps build run install uninstall deb deb-test test test-mpi fuzz bench format \
+	format-check clean
 
 all: build
 
@@ -21,9 +26,31 @@ build: deps $(BUILD)/build.ninja
 run: build
 	./$(BUILD)/tokenstorm run $(ARGS)
 
+# The binary, a man page per command and bash/zsh/fish completions under
+# PREFIX (staged under DESTDIR when given). The build directory keeps the
+# prefix it was configured with last.
+install: build
+	meson configure $(BUILD) --prefix=$(PREFIX) >/dev/null
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir $(DESTDIR))
+
+uninstall:
+	ninja -C $(BUILD) uninstall
+
+# A Debian package in $(BUILD)/deb/, runtime dependencies from dpkg-shlibdeps.
+deb: deps
+	scripts/deps.sh deb
+	scripts/deb.sh $(BUILD)
+
+# Installs that package on this machine (root; dpkg -i, apt-get -f install),
+# runs `tokenstorm run --duration 3s` and `man -w tokenstorm`, removes it.
+deb-test: deb
+	scripts/deb-test.sh $(BUILD)
+
 # Everything CI runs: normal build + tests, ASan/UBSan build + tests,
 # formatting, a short fuzzing pass and the real-client compatibility tests.
 test: deps
+	scripts/deps.sh test
 	scripts/test.sh
 
 # The MPI build alone (installs Open MPI; also a step of `make test`).
@@ -31,6 +58,7 @@ test-mpi: deps
 	scripts/test-mpi.sh
 
 fuzz: deps
+	scripts/deps.sh test
 	scripts/fuzz.sh long
 
 bench: deps
@@ -43,7 +71,8 @@ format:
 	find $(FORMAT_DIRS) -name '*.[ch]' | xargs clang-format -i
 
 format-check:
+	@scripts/deps.sh test
 	find $(FORMAT_DIRS) -name '*.[ch]' | xargs clang-format --dry-run --Werror
 
 clean:
-	rm -rf build build-asan build-fuzz build-mpi
+	rm -rf build build-asan build-fuzz build-mpi build-deb

@@ -1,40 +1,59 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tokenstorm builds and tests with, only those
-# that are missing. Idempotent; safe to run before every make target.
+# Installs the Debian packages tokenstorm needs, only those that are missing.
+# Idempotent; safe to run before every make target. With no group: what
+# building and running need (`make run`, `make install`); the groups add
+# what only tests, packaging or benchmarks use:
+#   scripts/deps.sh [test] [deb] [bench] [mpi]
+#   scripts/deps.sh --list [GROUP...]   print the packages, install nothing
 set -euo pipefail
 
 pkgs=(
     gcc make meson ninja-build pkg-config
     libuv1-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev
-    libfyaml-dev libssl-dev libpcre2-dev zlib1g-dev libcmocka-dev
+    libfyaml-dev libssl-dev libpcre2-dev zlib1g-dev
     # the stream chunk decoder's fast path: a callback JSON parser, no DOM per event
     libyajl-dev
-    clang libclang-rt-14-dev clang-format curl
     # WebSocket framing for the realtime endpoint (sim, run, proxy): no hand-written frame parser
     libwslay-dev
-    # a self-signed certificate for the wss:// test (tests/compat/realtime_integrity.test.mjs)
-    openssl
-    # function lengths for scripts/check-functions.sh
-    universal-ctags
-    # a real Prometheus server for tests/integration/prometheus.test.mjs
-    prometheus
     # the simulator's real ANN indexes (optional in the build: sim/ann_faiss.cpp)
     libfaiss-dev g++
     # pgvector targets of run --endpoint vector-search (optional: app/run_pg.c)
     libpq-dev
-    # headless rendering of the HTML report in tests/integration/report.test.mjs
-    chromium fonts-dejavu-core
+    # man pages generated from --help at build time (install/meson.build)
+    help2man
     # topology --source parses Python with python3's ast module (also embeds the helper at build)
     python3
 )
-# Extra groups: `scripts/deps.sh bench` adds what the benchmarks compare with.
+list=0
+node=0
 for group in "$@"; do
     case "$group" in
+    --list) list=1 ;;
+    # unit tests, sanitizers, fuzzing, format and function-length checks,
+    # and the real peers the integration tests run against
+    test)
+        pkgs+=(libcmocka-dev clang libclang-rt-14-dev clang-format curl universal-ctags
+            # a real Prometheus server for tests/integration/prometheus.test.mjs
+            prometheus
+            # headless rendering of the HTML report in tests/integration/report.test.mjs
+            chromium fonts-dejavu-core
+            # a self-signed certificate for the wss:// test (tests/compat/realtime_integrity.test.mjs)
+            openssl
+            # the shells whose generated completions tests/integration/cli.test.mjs runs
+            zsh fish)
+        node=1 ;;
+    # make deb: dpkg-shlibdeps finds the runtime dependencies; man-db for `man -w`
+    deb) pkgs+=(dpkg-dev man-db) ;;
     bench) pkgs+=(python3 python3-locust) ;;
     mpi) pkgs+=(libopenmpi-dev openmpi-bin) ;;
-    *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown group '$group' (test, deb, bench, mpi)" >&2; exit 2 ;;
     esac
 done
+if [ $list -eq 1 ]; then
+    printf '%s\n' "${pkgs[@]}"
+    [ $node -eq 0 ] || printf '%s\n' nodejs npm
+    exit 0
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -42,7 +61,7 @@ for p in "${pkgs[@]}"; do
         missing+=("$p")
     fi
 done
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if [ $node -eq 1 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
     missing+=(nodejs npm)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0

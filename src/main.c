@@ -1,6 +1,6 @@
 /*
  * tokenstorm - load, chaos and SLA testing for LLM services.
- * This file is only the subcommand table; each command lives in src/cmd/.
+ * This file only finds the subcommand (src/cmd/cmd_opts.c holds the table).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -10,37 +10,9 @@
 #include <sys/resource.h>
 
 #include "cmd/cmd.h"
+#include "base/log.h"
+#include "cmd/cmd_opts.h"
 #include "ts_config.h"
-
-struct command {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-    const char *summary;
-};
-
-static const struct command commands[] = {
-    {"run", cmd_run, "load-test an OpenAI-compatible service (default: the built-in simulator)"},
-    {"sim", cmd_sim, "an OpenAI-compatible simulator of a continuous-batching LLM server"},
-    {"proxy", cmd_proxy, "a chaos proxy: HTTP, SSE, LLM and RAG faults in front of a service"},
-    {"chaos", cmd_chaos, "run a chaos experiment: load, fault phases, steady-state verdict"},
-    {"topology", cmd_topology, "the dependency chain from Python source and OpenTelemetry traces"},
-    {"compare", cmd_compare, "compare two runs: changes, significance, regression verdict"},
-    {"merge", cmd_merge, "merge the results of several processes or machines into one"},
-    {"sweep", cmd_sweep, "run a series of loads: the knee, the max goodput, the critical load"},
-    {"report", cmd_report, "result files into text, CSV, JSON or a self-contained HTML page"},
-    {"version", cmd_version, "print the version"},
-};
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "tokenstorm %s - load, chaos and SLA testing for LLM services\n\n"
-            "usage: tokenstorm COMMAND [OPTIONS]\n\ncommands:\n",
-            TS_VERSION);
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nRun 'tokenstorm COMMAND --help' for a command's options and examples.\n");
-}
 
 /*
  * Process-wide settings every command needs: a peer that closes a socket
@@ -81,20 +53,21 @@ int main(int argc, char **argv)
 {
     process_setup();
     if (argc < 2) {
-        usage(stderr);
+        cmd_main_usage(stderr);
         return TS_EXIT_USAGE;
     }
     const char *name = argv[1];
-    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
-        usage(stdout);
+    if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+        cmd_main_usage(stdout);
         return TS_EXIT_OK;
     }
     if (!strcmp(name, "--version"))
         return cmd_version(argc - 1, argv + 1);
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (!strcmp(name, commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "tokenstorm: unknown command '%s'\n\n", name);
-    usage(stderr);
-    return TS_EXIT_USAGE;
+    const struct cmd_desc *d = cmd_find(name);
+    if (!d)
+        return cmd_unknown_command(name);
+    static char prog[48];
+    snprintf(prog, sizeof prog, "tokenstorm %s", d->name);
+    ts_log_set_prog(prog);
+    return d->fn(argc - 1, argv + 1);
 }

@@ -144,18 +144,19 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
                 s->applied = true;
                 s->applied_ns = ts_now_ns();
                 if (!c->quiet)
-                    fprintf(stderr, "chaos: +%.1fs phase '%s' on\n",
+                    fprintf(stderr, "tokenstorm chaos: +%.1fs phase '%s' on\n",
                             (double)(s->applied_ns - t0) / 1e9, p->name);
             }
             if (s->applied && !s->removed && now >= off) {
                 uint64_t before = ts_now_ns();
                 if (experiment_remove(p, s->error, sizeof(s->error)))
-                    ts_warn("chaos: phase '%s': %s (the rollbacks try again)", p->name, s->error);
+                    ts_warn("tokenstorm chaos: phase '%s': %s (the rollbacks try again)", p->name,
+                            s->error);
                 s->removed = true;
                 s->removed_ns = before;
                 if (!c->quiet)
-                    fprintf(stderr, "chaos: +%.1fs phase '%s' off\n", (double)(before - t0) / 1e9,
-                            p->name);
+                    fprintf(stderr, "tokenstorm chaos: +%.1fs phase '%s' off\n",
+                            (double)(before - t0) / 1e9, p->name);
             }
             if (!s->removed) {
                 left = true;
@@ -185,7 +186,7 @@ static json_t *rollbacks(struct chaos *c)
             continue;
         int rc = experiment_remove(&e->phases[i], err, sizeof(err));
         if (rc)
-            ts_error("chaos: rollback of phase '%s': %s", e->phases[i].name, err);
+            ts_error("tokenstorm chaos: rollback of phase '%s': %s", e->phases[i].name, err);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:s?}", "phase", e->phases[i].name,
                                              "action", e->phases[i].remove_path, "ok", rc == 0,
                                              "error", rc ? err : NULL));
@@ -194,7 +195,7 @@ static json_t *rollbacks(struct chaos *c)
         const struct exp_rollback *r = &e->rollbacks[i];
         int rc = experiment_rollback(r, err, sizeof(err));
         if (rc)
-            ts_error("chaos: rollback %s %s: %s", r->method, r->url, err);
+            ts_error("tokenstorm chaos: rollback %s %s: %s", r->method, r->url, err);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:s?}", "method", r->method, "url",
                                              r->url, "ok", rc == 0, "error", rc ? err : NULL));
     }
@@ -349,7 +350,7 @@ static void proxies_before(struct chaos *c)
         struct proxy_watch *w = &c->px[c->npx++];
         w->url = p->url;
         if (experiment_proxy_delay(w->url, &w->before, w->error, sizeof(w->error)))
-            ts_warn("chaos: %s", w->error);
+            ts_warn("tokenstorm chaos: %s", w->error);
     }
 }
 
@@ -359,7 +360,7 @@ static void proxies_after(struct chaos *c)
     for (size_t k = 0; k < c->npx; k++) {
         struct proxy_watch *w = &c->px[k];
         if (!w->error[0] && experiment_proxy_delay(w->url, &w->after, w->error, sizeof(w->error)))
-            ts_warn("chaos: %s", w->error);
+            ts_warn("tokenstorm chaos: %s", w->error);
     }
 }
 
@@ -459,7 +460,7 @@ static void add_faults(const struct chaos *c, json_t *doc, json_t *res, const ch
     json_object_set(doc, "faults", faults);
     json_object_set_new(res, "faults", faults);
     if (write_json(path, res))
-        ts_warn("chaos: cannot add the fault windows to %s", path);
+        ts_warn("tokenstorm chaos: cannot add the fault windows to %s", path);
 }
 
 /* Judges the finished run and writes experiment.json; returns the exit code. */
@@ -632,8 +633,9 @@ static int execute(struct chaos *c)
     uint64_t t0 = ts_now_ns();
     uint64_t deadline = t0 + sweep_run_deadline_ns((const char *const *)e->load, e->nload);
     if (!c->quiet)
-        fprintf(stderr, "chaos: '%s': load started (pid %d), %zu phases, results in %s\n", e->title,
-                (int)c->pid, e->nphases, c->out_dir);
+        fprintf(stderr,
+                "tokenstorm chaos: '%s': load started (pid %d), %zu phases, results in %s\n",
+                e->title, (int)c->pid, e->nphases, c->out_dir);
     int r = run_phases(c, t0, failure, sizeof(failure));
     bool interrupted = r == 1 || stop_flag;
     if (r != 0)

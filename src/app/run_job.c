@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 
 #include "analysis/slo.h"
 #include "analysis/summary.h"
@@ -33,6 +34,7 @@
 #include "workload/replay.h"
 #include "net/addr.h"
 #include "report/outdir.h"
+#include "report/console.h"
 #include "report/result.h"
 #include "report/text.h"
 #include "sim/thread.h"
@@ -69,11 +71,21 @@ int run_parse_goodput(const char *s, struct goodput_cfg *g, char *err, size_t er
 struct progress {
     bool tty;
     bool quiet;
-    bool no_ttft; /* the run streams nothing: no TTFT to show */
+    bool no_ttft;          /* the run streams nothing: no TTFT to show */
+    uint64_t requests_max; /* --requests N: the line counts sent/N and an ETA */
     uint64_t last_line_ns;
     struct ranks_group *group; /* MPI: rank 0 shows the sum of the ranks */
     struct live_ui *ui;        /* --ui: the live dashboard (this process's requests), or NULL */
 };
+
+/* The terminal's columns (0 when unknown: the line is not cut). */
+static unsigned term_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) != 0)
+        return 0;
+    return ws.ws_col;
+}
 
 static void on_tick(const struct runner_progress *p, void *arg)
 {
@@ -89,25 +101,31 @@ static void on_tick(const struct runner_progress *p, void *arg)
     }
     if (pg->quiet)
         return;
-    char remain[32] = "";
-    if (p->total_s > 0 && !p->draining)
-        snprintf(remain, sizeof(remain), "/%.0fs", p->total_s);
-    char line[256], ttft[64] = "";
-    if (!pg->no_ttft)
-        snprintf(ttft, sizeof(ttft), "  TTFT p50 %.0f ms p99 %.0f ms", p->last->ttft_p50_ms,
-                 p->last->ttft_p99_ms);
-    snprintf(line, sizeof(line),
-             "%s%5.0fs%s  sent %llu  done %llu  err %llu  in-flight %llu  %.1f req/s  %.0f tok/s%s",
-             p->draining ? "draining " : "", p->elapsed_s, remain, (unsigned long long)p->sent,
-             (unsigned long long)p->completed, (unsigned long long)p->errors,
-             (unsigned long long)p->in_flight, p->rate, p->tokens_per_s, ttft);
+    struct console_progress cp = {
+        .elapsed_s = p->elapsed_s,
+        .total_s = p->total_s,
+        .requests_max = pg->requests_max,
+        .sent = p->sent,
+        .completed = p->completed,
+        .errors = p->errors,
+        .in_flight = p->in_flight,
+        .rate = p->rate,
+        .tokens_per_s = p->tokens_per_s,
+        .draining = p->draining,
+        .show_ttft = !pg->no_ttft,
+        .ttft_p50_ms = p->last->ttft_p50_ms,
+        .ttft_p99_ms = p->last->ttft_p99_ms,
+    };
+    char line[512];
     if (pg->tty) {
+        console_progress_line(&cp, term_width(), line, sizeof line);
         fprintf(stderr, "\r\033[K%s", line);
     } else {
         uint64_t now = ts_now_ns();
         if (now - pg->last_line_ns < 5 * TS_NS_PER_S)
             return;
         pg->last_line_ns = now;
+        console_progress_line(&cp, 0, line, sizeof line);
         fprintf(stderr, "%s\n", line);
     }
     fflush(stderr);
@@ -685,10 +703,7 @@ static int start_simulator(struct job *j)
              sim_thread_port(j->sim));
     j->target = j->target_buf;
     snprintf(j->model, sizeof(j->model), "%s", scfg.profile.model);
-    if (!o->quiet && !o->json)
-        fprintf(stderr, "tokenstorm run: no --target: simulator '%s' on %s\n", j->sim_profile,
-                j->target);
-    return 0;
+    return 0; /* the header names it (print_header) */
 }
 
 /* The request headers: the API key (which never leaves this process except
@@ -969,6 +984,7 @@ static int configure_extras(struct job *j)
     j->pg = (struct progress){.tty = isatty(STDERR_FILENO),
                               .quiet = o->quiet || o->json,
                               .no_ttft = no_stream_why(j)[0] != '\0',
+                              .requests_max = o->scenario ? 0 : o->requests,
                               .group = j->group};
     r->tick_arg = &j->pg;
     if (o->ui && !j->rank) {
@@ -1358,8 +1374,10 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
         }
         return failed;
     }
-    if (report_text_summary(stdout, res->total, &rp->sum) ||
-        (o->nslos && report_text_slo(stdout, j->slos, o->nslos, &rp->sum, &failed)))
+    if (report_text_summary(stdout, res->total, &rp->sum))
+        ts_warn("cannot print the summary");
+    report_text_legend(stdout, res->total);
+    if (o->nslos && report_text_slo(stdout, j->slos, o->nslos, &rp->sum, &failed))
         ts_warn("cannot print the summary");
     if (o->scenario)
         scenario_run_print(stdout, &j->sr, res);
@@ -1430,10 +1448,48 @@ static int report(struct job *j, const struct runner_result *res)
 
 /* Runs the load and reports it; MPI: rank 0 merges every rank's
  * measurements into its result first, and alone reports. */
+/* Before the first progress line: what is loaded, how, how long, where the results go. */
+static void print_header(const struct job *j)
+{
+    static const char *const ep_names[] = {"chat", "completions", "embeddings"};
+    const struct run_opts *o = &j->o;
+    const struct runner_config *r = &j->rcfg;
+    char arrival[32], text[4096];
+    if (j->pg.quiet || j->rank)
+        return;
+    if (r->arrival.process.kind == ARRIVAL_GAMMA)
+        snprintf(arrival, sizeof arrival, "gamma:%g", r->arrival.process.burstiness);
+    else
+        snprintf(arrival, sizeof arrival, "%s",
+                 r->arrival.process.kind == ARRIVAL_CONSTANT ? "constant" : "poisson");
+    struct console_header h = {
+        .target = j->url,
+        .sim = j->sim ? j->sim_profile : NULL,
+        .model = j->model[0] ? j->model : NULL,
+        .endpoint = (size_t)j->ep < 3 ? ep_names[j->ep] : NULL,
+        .scenario = o->scenario,
+        .classes = j->sr.n,
+        .open = r->mode == RUNNER_OPEN,
+        .arrival = arrival,
+        .rate = o->rate,
+        .ramp_to = o->ramp_to,
+        .stages = o->stages,
+        .concurrency = o->concurrency,
+        .duration_s = (double)o->duration_ns / 1e9,
+        .requests = o->requests,
+        .warmup_s = (double)o->warmup_ns / 1e9,
+        .out_dir = j->dir,
+    };
+    console_header_text(&h, text, sizeof text);
+    fputs(text, stderr);
+    fflush(stderr);
+}
+
 static int run_load(struct job *j)
 {
     struct runner_result res;
     int code = TS_EXIT_OK;
+    print_header(j);
     if (runner_run(&j->rcfg, &res, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: the run failed: %s\n", j->err);
         return TS_EXIT_FAIL;

@@ -50,10 +50,10 @@ static void on_start(const char *what, double load, void *arg)
     if (!p->progress)
         return;
     if (isfinite(load))
-        fprintf(stderr, "sweep: running %s %g%s\n", what, load,
+        fprintf(stderr, "tokenstorm sweep: running %s %g%s\n", what, load,
                 !strcmp(what, "rate") ? " req/s" : "");
     else
-        fprintf(stderr, "sweep: running %s\n", what);
+        fprintf(stderr, "tokenstorm sweep: running %s\n", what);
 }
 
 /* A --vary step: the option's value against recall, QPS and latency. */

@@ -18,6 +18,12 @@ enum ts_log_level {
 };
 
 void ts_log_set_level(enum ts_log_level level);
+
+/*
+ * The name each line starts with ("tokenstorm run"; default "tokenstorm"),
+ * borrowed: it must outlive the logging. Called once at startup, like the level.
+ */
+void ts_log_set_prog(const char *prog);
 enum ts_log_level ts_log_get_level(void);
 void ts_log(enum ts_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

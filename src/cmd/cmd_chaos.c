@@ -10,6 +10,9 @@
 #include "base/log.h"
 #include "app/chaos_run.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
+#include "cmd/cmd_opts.h"
+#include "ts_config.h"
 
 static void usage(FILE *f)
 {
@@ -29,10 +32,17 @@ static void usage(FILE *f)
             "                  results or another process writes it\n"
             "  --force         remove the results already in --out first (experiment.json,\n"
             "                  run.txt, run/ and what the run wrote in it; nothing else)\n"
-            "  --check         validate the file (faults, SLOs, timing) and exit\n"
-            "  -q, --quiet     print only the verdict\n"
+            "  --check         validate the file (faults, SLOs, timing; several files may be\n"
+            "                  given) and exit\n"
+            "  -q, --quiet     no progress or status lines (errors and the result still print):\n"
+            "                  the verdict only\n"
             "  -v, --verbose   debug logging\n"
-            "  -h, --help\n"
+            "  -h, --help      this text\n"
+            "      --version   print the version\n"
+            "\n"
+            "examples (each file says which simulator and proxy it needs):\n"
+            "  tokenstorm chaos --check examples/chaos/429-storm.yaml\n"
+            "  tokenstorm chaos examples/chaos/429-storm.yaml --out storm\n"
             "\n"
             "exit codes: 0 steady, deviated or recovered; 1 not recovered or not steady before\n"
             "the faults; 2 bad file or options; 3 the experiment could not run; 130 SIGINT,\n"
@@ -42,23 +52,20 @@ static void usage(FILE *f)
 /* argv into o. Returns -1 to go on, or the exit code (help, a bad option). */
 static int parse_args(int argc, char **argv, struct chaos_opts *o)
 {
-    enum { OPT_OUT = 256, OPT_CHECK, OPT_FORCE };
+    enum { OPT_OUT = 256, OPT_CHECK, OPT_FORCE, OPT_VERSION };
     static const struct option opts[] = {
-        {"out", required_argument, NULL, OPT_OUT},
-        {"check", no_argument, NULL, OPT_CHECK},
-        {"force", no_argument, NULL, OPT_FORCE},
-        {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"out", required_argument, NULL, OPT_OUT},   {"check", no_argument, NULL, OPT_CHECK},
+        {"force", no_argument, NULL, OPT_FORCE},     {"quiet", no_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION}, {NULL, 0, NULL, 0},
     };
     int c;
     *o = (struct chaos_opts){.out_dir = NULL};
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("chaos", argc, argv, "qvh", opts, NULL)) != -1) {
         switch (c) {
         case OPT_OUT:
-            o->out_dir = optarg;
+            o->out_dir = cmd_tidy_dir(optarg);
             break;
         case OPT_CHECK:
             o->check = true;
@@ -75,26 +82,36 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o)
         case 'h':
             usage(stdout);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        case OPT_VERSION:
+            printf("tokenstorm %s\n", TS_VERSION);
+            return TS_EXIT_OK;
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }
-    if (optind != argc - 1) {
-        usage(stderr);
+    if (optind == argc || (optind != argc - 1 && !o->check)) {
+        fprintf(stderr, "tokenstorm chaos: %s; see 'tokenstorm chaos --help'\n",
+                optind < argc ? "one experiment file at most (several with --check)"
+                              : "give the experiment file");
         return TS_EXIT_USAGE;
     }
     o->file = argv[optind];
     return -1;
 }
 
+/* --check FILE...: each file validated; the worst exit code. */
 int cmd_chaos(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "suggest"))
         return cmd_chaos_suggest(argc - 1, argv + 1);
     struct chaos_opts o;
-    int rc = parse_args(argc, argv, &o);
+    int rc = parse_args(argc, argv, &o), worst = TS_EXIT_OK;
     if (rc >= 0)
         return rc;
-    return chaos_run(&o);
+    for (int i = optind; i < argc; i++) {
+        o.file = argv[i];
+        rc = chaos_run(&o);
+        worst = rc > worst ? rc : worst;
+    }
+    return worst;
 }

@@ -22,3 +22,17 @@ int cmd_ctlauth_setup(const char *prog, const char *option, const char *what, co
         fprintf(stderr, "%s: %s\n", prog, warn);
     return -1;
 }
+
+char *cmd_tidy_dir(char *path)
+{
+    if (!path)
+        return NULL;
+    size_t w = 0;
+    for (size_t r = 0; path[r]; r++)
+        if (!(path[r] == '/' && w > 0 && path[w - 1] == '/'))
+            path[w++] = path[r];
+    while (w > 1 && path[w - 1] == '/')
+        w--;
+    path[w] = '\0';
+    return path;
+}

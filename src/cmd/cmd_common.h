@@ -21,4 +21,12 @@
 int cmd_ctlauth_setup(const char *prog, const char *option, const char *what, const char *host,
                       const char *token, bool insecure, const char **token_out);
 
+/*
+ * A directory given on the command line, tidied in place so that the paths
+ * printed with it have no double slash: trailing slashes dropped ("out/" ->
+ * "out"; "/" stays) and runs of slashes made one ("a//b" -> "a/b").
+ * Returns path (NULL stays NULL).
+ */
+char *cmd_tidy_dir(char *path);
+
 #endif

@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "report/compare_report.h"
 #include "ts_config.h"
 
@@ -42,7 +43,8 @@ static void usage(FILE *out)
             "  --seed N            bootstrap seed (default 1): the same seed, the same intervals\n"
             "  --no-requests       ignore requests.jsonl; resample the histograms\n"
             "  --format F          text (default), json or html\n"
-            "  -o, --out FILE      write the report to FILE instead of stdout\n"
+            "  --json              the same as --format json\n"
+            "  -o, --out FILE      write the report to FILE (default: stdout)\n"
             "  -v, --verbose       debug logging\n"
             "\nexamples:\n"
             "  tokenstorm compare results/baseline results/today\n"
@@ -63,6 +65,7 @@ enum {
     O_NO_REQUESTS,
     O_FORMAT,
     O_VERSION,
+    O_JSON,
 };
 
 static const struct option compare_options[] = {
@@ -74,6 +77,7 @@ static const struct option compare_options[] = {
     {"seed", required_argument, NULL, O_SEED},
     {"no-requests", no_argument, NULL, O_NO_REQUESTS},
     {"format", required_argument, NULL, O_FORMAT},
+    {"json", no_argument, NULL, O_JSON},
     {"out", required_argument, NULL, 'o'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -116,7 +120,7 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
     memset(o, 0, sizeof(*o));
     o->cfg.seed = 1;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:vh", compare_options, NULL)) != -1) {
+    while ((c = cmd_getopt("compare", argc, argv, "o:vh", compare_options, NULL)) != -1) {
         switch (c) {
         case O_FAIL_ON:
             if (o->nrules == COMPARE_MAX_RULES) {
@@ -187,6 +191,9 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
                 return TS_EXIT_USAGE;
             }
             break;
+        case O_JSON:
+            o->format = FMT_JSON;
+            break;
         case 'o':
             o->out = optarg;
             break;
@@ -199,8 +206,7 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
         case O_VERSION:
             printf("tokenstorm %s\n", TS_VERSION);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

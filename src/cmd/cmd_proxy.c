@@ -14,9 +14,11 @@
 #include "chaos/fault.h"
 #include "chaos/proxy.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "cmd/cmd_common.h"
 #include "net/addr.h"
 #include "telemetry/otlp.h"
+#include "ts_config.h"
 
 static void usage(FILE *out)
 {
@@ -36,22 +38,24 @@ static void usage(FILE *out)
         "  --no-api               run without the control API\n"
         "  --api-token TOKEN      require 'Authorization: Bearer TOKEN' on the control API\n"
         "                         (also TOKENSTORM_API_TOKEN); needed to bind it to an\n"
-        "                         address other machines can reach\n"
+        "                         address other machines can reach (default none)\n"
         "  --api-insecure         serve a control API on such an address without a token\n"
         "                         (prints a warning: anyone who reaches it steers traffic)\n"
-        "  --faults FILE.yaml     faults to start with ({faults: [spec, ...]})\n"
+        "  --faults FILE.yaml     faults to start with ({faults: [spec, ...]}; default none:\n"
+        "                         transparent until the control API adds some)\n"
         "  --seed N               seed of the probability rolls (default 1)\n"
         "  --threads N|auto       loop threads serving clients (default 1; auto: one per\n"
         "                         core, at most 64). The kernel spreads connections over\n"
         "                         them; use more than 1 for hundreds of busy streams\n"
         "  --insecure             do not verify the upstream's TLS certificate\n"
-        "  --cacert FILE          CA bundle for the upstream's certificate\n"
-        "  --connect-timeout DUR  upstream connect timeout (default 10s)\n"
+        "  --cacert FILE          CA bundle for the upstream's certificate (default: the\n"
+        "                         system's)\n"
+        "  --timeout-connect DUR  upstream connect timeout (default 10s)\n"
         "  --grace DUR            on SIGINT/SIGTERM, let requests finish this long (default 5s)\n"
         "  --otlp-endpoint URL    export an OpenTelemetry span (OTLP/HTTP JSON) for each\n"
         "                         request with a traceparent that got a fault, with a\n"
-        "                         \"tokenstorm.fault\" event per fault (also "
-        "OTEL_EXPORTER_OTLP_*)\n"
+        "                         \"tokenstorm.fault\" event per fault (also\n"
+        "                         OTEL_EXPORTER_OTLP_*; default none)\n"
         "  --otlp-all             also export spans of traced requests without a fault\n"
         "  --retry-window DUR     attempts with one key within DUR of the last one's end are\n"
         "                         retries of one request (default 60s; retry amplification)\n"
@@ -73,7 +77,8 @@ static void usage(FILE *out)
         "  --mirror-max N         mirror calls in flight at most; beyond, requests are not\n"
         "                         mirrored and counted as dropped (default 64)\n"
         "  --check                parse --faults, print them as JSON and exit\n"
-        "  -q, --quiet            print nothing but errors\n"
+        "  -q, --quiet            no progress or status lines;\n"
+        "                         errors and the result still print)\n"
         "  -v, --verbose          debug logging\n"
         "  -h, --help             this text\n\n"
         "On start it prints the bound URLs:\n"
@@ -81,7 +86,7 @@ static void usage(FILE *out)
         "  tokenstorm proxy: control API on http://127.0.0.1:9001\n\n"
         "examples:\n"
         "  tokenstorm sim --listen 127.0.0.1:8000 &\n"
-        "  tokenstorm proxy --upstream http://127.0.0.1:8000 --faults examples/chaos/faults.yaml\n"
+        "  tokenstorm proxy --upstream http://127.0.0.1:8000 --faults examples/faults.yaml\n"
         "  curl -X POST localhost:9001/faults -d "
         "'{\"name\":\"storm\",\"type\":\"http_abort\",\"status\":429,\"probability\":0.2}'\n"
         "  curl localhost:9001/metrics\n"
@@ -117,6 +122,7 @@ enum {
     OPT_MIRROR,
     OPT_MIRROR_SHARE,
     OPT_MIRROR_MAX,
+    OPT_VERSION,
 };
 
 /* The command line, as given; resolve_addresses finishes serve.cfg. */
@@ -159,14 +165,14 @@ static int parse_threads(struct proxy_opts *o, const char *arg)
     return -1;
 }
 
-/* --connect-timeout, --grace, --retry-window, --orphan-max. Returns -1 or the exit code. */
+/* --timeout-connect, --grace, --retry-window, --orphan-max. Returns -1 or the exit code. */
 static int parse_duration(struct proxy_opts *o, int c, const char *arg)
 {
     static const struct {
         int opt;
         const char *name;
     } names[] = {{OPT_GRACE, "grace"},
-                 {OPT_CONNECT_TIMEOUT, "connect-timeout"},
+                 {OPT_CONNECT_TIMEOUT, "timeout-connect"},
                  {OPT_RETRY_WINDOW, "retry-window"},
                  {OPT_ORPHAN_MAX, "orphan-max"}};
     uint64_t *to[] = {&o->grace_ns, &o->connect_ns, &o->serve.cfg.retry_window_ns,
@@ -306,8 +312,10 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
     case 'h':
         usage(stdout);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    case OPT_VERSION:
+        printf("tokenstorm %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -324,7 +332,8 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"seed", required_argument, NULL, OPT_SEED},
         {"insecure", no_argument, NULL, OPT_INSECURE},
         {"cacert", required_argument, NULL, OPT_CACERT},
-        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+        {"timeout-connect", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT}, /* old name */
         {"grace", required_argument, NULL, OPT_GRACE},
         {"check", no_argument, NULL, OPT_CHECK},
         {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
@@ -345,6 +354,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     int c, rc;
@@ -356,7 +366,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         .connect_ns = 10000000000ull,
     };
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("proxy", argc, argv, "qvh", opts, NULL)) != -1) {
         if ((rc = take_option(o, c, optarg)) >= 0)
             return rc;
     }
@@ -409,8 +419,8 @@ static int resolve_addresses(struct proxy_opts *o)
     struct proxy_config *cfg = &o->serve.cfg;
     char err[1024];
     if (!cfg->upstream) {
-        fprintf(stderr, "tokenstorm proxy: --upstream URL is required\n\n");
-        usage(stderr);
+        fprintf(stderr, "tokenstorm proxy: --upstream URL is required; see 'tokenstorm proxy "
+                        "--help'\n");
         return TS_EXIT_USAGE;
     }
     if (addr_parse(o->listen, "127.0.0.1", o->host, &cfg->listen_port, err, sizeof err) ||

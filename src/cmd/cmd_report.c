@@ -19,6 +19,7 @@
 #include "base/hdr.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "report/csv.h"
 #include "report/docset.h"
 #include "report/html.h"
@@ -40,7 +41,8 @@ static void usage(FILE *out)
             "several runs are compared side by side; a topology is drawn with its risks.\n\n"
             "options:\n"
             "  --format F         text (default), csv, json or html\n"
-            "  -o, --out PATH     write to PATH instead of stdout. With --format csv, PATH is a\n"
+            "  --json             the same as --format json\n"
+            "  -o, --out PATH     write to PATH (default: stdout). With --format csv, PATH is a\n"
             "                     prefix: PATH_stats.csv (Locust's columns, E2EL latencies),\n"
             "                     PATH_ttft_stats.csv (the same columns with TTFT),\n"
             "                     PATH_timeline.csv and, for sweeps, PATH_sweep.csv; on stdout\n"
@@ -65,16 +67,14 @@ enum {
     O_FORMAT = 256,
     O_TITLE,
     O_VERSION,
+    O_JSON,
 };
 
 static const struct option report_options[] = {
-    {"format", required_argument, NULL, O_FORMAT},
-    {"out", required_argument, NULL, 'o'},
-    {"title", required_argument, NULL, O_TITLE},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, O_VERSION},
-    {NULL, 0, NULL, 0},
+    {"format", required_argument, NULL, O_FORMAT}, {"json", no_argument, NULL, O_JSON},
+    {"out", required_argument, NULL, 'o'},         {"title", required_argument, NULL, O_TITLE},
+    {"verbose", no_argument, NULL, 'v'},           {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},     {NULL, 0, NULL, 0},
 };
 
 struct report_opts {
@@ -245,6 +245,12 @@ static int write_text(FILE *f, const struct report_docset *set)
             text_vector(f, d->doc);
         text_slos(f, d->doc);
     }
+    for (size_t i = 0; i < set->n; i++)
+        if (set->docs[i].kind != REPORT_DOC_SWEEP) { /* once, under the runs */
+            fputc('\n', f);
+            report_text_legend(f, set->docs[i].stats);
+            break;
+        }
     return ferror(f) ? -EIO : 0;
 }
 
@@ -344,7 +350,10 @@ static int write_json(FILE *f, const struct report_docset *set)
 
 /* ---- output files ----------------------------------------------------------------- */
 
-/* Writes through PATH.tmp renamed over path, so a reader never sees half a file. */
+/*
+ * Writes through PATH.tmp renamed over path, so a reader never sees half a
+ * file, and says on stderr what it wrote (or why it could not).
+ */
 static int write_file(const char *path,
                       int (*fn)(FILE *f, const struct report_docset *set, const void *arg),
                       const struct report_docset *set, const void *arg)
@@ -366,6 +375,7 @@ static int write_file(const char *path,
         return rc;
     }
     rc = fn(f, set, arg);
+    long size = rc ? -1 : ftell(f);
     if (fclose(f) && !rc)
         rc = -EIO;
     if (!rc && rename(tmp, path)) {
@@ -373,6 +383,8 @@ static int write_file(const char *path,
         fprintf(stderr, "tokenstorm report: cannot write %s: %s\n", path, strerror(errno));
     } else if (rc) {
         fprintf(stderr, "tokenstorm report: cannot write %s: %s\n", path, ts_strerror(rc));
+    } else {
+        fprintf(stderr, "tokenstorm report: wrote %s (%ld bytes)\n", path, size);
     }
     if (rc)
         unlink(tmp);
@@ -486,7 +498,7 @@ int cmd_report(int argc, char **argv)
     int c, rc;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:vh", report_options, NULL)) != -1) {
+    while ((c = cmd_getopt("report", argc, argv, "o:vh", report_options, NULL)) != -1) {
         switch (c) {
         case O_FORMAT:
             if (!strcmp(optarg, "text"))
@@ -504,6 +516,9 @@ int cmd_report(int argc, char **argv)
                 return TS_EXIT_USAGE;
             }
             break;
+        case O_JSON:
+            o.format = FMT_JSON;
+            break;
         case 'o':
             o.out = optarg;
             break;
@@ -519,8 +534,7 @@ int cmd_report(int argc, char **argv)
         case O_VERSION:
             printf("tokenstorm %s\n", TS_VERSION);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

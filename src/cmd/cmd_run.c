@@ -18,6 +18,7 @@
 #include "base/units.h"
 #include "cmd/cmd.h"
 #include "cmd/cmd_common.h"
+#include "cmd/cmd_opts.h"
 #include "app/run_job.h"
 #include "app/run_pg.h"
 #include "app/run_quality.h"
@@ -46,7 +47,8 @@ static void usage_rest(FILE *out)
         "                         first 65536 per request); implies --save-requests\n"
         "  --json                 print result.json on stdout instead of the summary\n"
         "  --metrics-listen H:P   serve live Prometheus metrics on http://H:P/metrics while the\n"
-        "                         run goes on (e.g. 127.0.0.1:9464; port 0 = any free port)\n"
+        "                         run goes on (e.g. 127.0.0.1:9464; port 0 = any free port;\n"
+        "                         default none)\n"
         "  --metrics-linger DUR   keep /metrics up this long after the run (default 0s)\n"
         "  --ui H:P               a live dashboard at http://H:P/ (the report's charts, updated\n"
         "                         every second; a stop button); /metrics is served there too.\n"
@@ -57,11 +59,14 @@ static void usage_rest(FILE *out)
         "                         TGI, SGLang names): running/waiting requests, KV-cache usage,\n"
         "                         preemptions, server TTFT -> result.json \"server_timeline\";\n"
         "                         'auto' = the target's host and port, path /metrics\n"
+        "                         (default none)\n"
         "  --server-metrics-interval DUR  how often (default 1s)\n"
         "  --otlp-endpoint URL    export one OpenTelemetry span per request (OTLP/HTTP JSON) to\n"
         "                         URL (/v1/traces added when missing); also the standard\n"
-        "                         $OTEL_EXPORTER_OTLP_* variables (docs/OBSERVABILITY.md)\n"
-        "  -q, --quiet            no progress display\n"
+        "                         $OTEL_EXPORTER_OTLP_* variables (docs/OBSERVABILITY.md;\n"
+        "                         default none)\n"
+        "  -q, --quiet            no progress or status lines;\n"
+        "                         errors and the result still print)\n"
         "  -v, --verbose          debug logging\n"
         "distributed (docs/DISTRIBUTED.md):\n"
         "  --shard i/N            send only share i of N of the run (0 <= i < N); run N such\n"
@@ -70,7 +75,8 @@ static void usage_rest(FILE *out)
         "themselves\n"
         "  --start-at TIME        start the schedule at this wall-clock instant (Unix seconds or\n"
         "                         2026-01-01T12:00:00Z), so that shards on several machines\n"
-        "                         start together (clocks synchronised by NTP/PTP)\n"
+        "                         start together (clocks synchronised by NTP/PTP; default:\n"
+        "                         at once)\n"
         "built-in simulator (no --target):\n"
         "  --sim-profile NAME     (default llama3-8b-a100)   --sim-set KEY=VALUE (repeatable)\n"
         "\nexamples:\n"
@@ -133,16 +139,18 @@ static void usage(FILE *out)
         "                         --seed... given here win over it; what a class sets itself\n"
         "                         (--rate, --concurrency, --input-len, --no-stream...) is refused\n"
         "  --check                validate the file and exit\n"
-        "  --dry-run DIR          write the generated requests and the workload summary, send "
-        "nothing\n"
+        "  --dry-run DIR          write the generated requests and the workload summary, send\n"
+        "                         nothing (default: off)\n"
         "  --dry-run-requests N   iterations per class in a dry run (default 100)\n"
         "  --tokenizer FILE       tokenizer.json or tiktoken file: exact input lengths; counts\n"
-        "                         answers (checked against server usage: docs/METRICS.md)\n\n"
+        "                         answers (checked against server usage: docs/METRICS.md;\n"
+        "                         default none: an approximation, server usage when given)\n\n"
         "target:\n"
         "  --target URL           server root, base URL ending in /v1, or a full endpoint URL\n"
+        "                         (default: the built-in simulator on a loopback port)\n"
         "  --model NAME           model to ask for (default: the first of /v1/models)\n"
         "  --api-key KEY          bearer token (default: $OPENAI_API_KEY); never printed or saved\n"
-        "  --header 'K: V'        extra request header (repeatable)\n"
+        "  --header 'K: V'        extra request header (repeatable; default none)\n"
         "  --endpoint E           chat (default), completions, embeddings, vector-search\n"
         "                         (POST /v1/vectors/search; recall@k per answer, below), or\n"
         "                         realtime: the chat requests as OpenAI Realtime\n"
@@ -155,16 +163,23 @@ static void usage(FILE *out)
         "                         usage and error (docs/REALTIME.md)\n"
         "  --insecure             do not verify TLS certificates\n"
         "  --http2                use HTTP/2 where the server offers it\n"
-        "load (open loop when --rate is given, else closed loop):\n"
-        "  --rate R               requests per second (open loop)\n"
+        "load (default: open loop, Poisson arrivals, 10 requests/s for 20s; --concurrency N\n"
+        "alone: closed loop, N users; --rate and --concurrency: open loop with a cap):\n"
+        "  --rate R               requests per second, open loop (default 10 when neither\n"
+        "                         --concurrency nor --stages is given); more than 0\n"
         "  --arrival A            poisson (default), constant, gamma:B (B = burstiness)\n"
         "  --ramp-to R2           open loop: rise linearly from --rate to R2 over --duration\n"
-        "  --stages S             open loop, k6-like: '30s:10,1m:50,30s:0' (duration:rate, ...)\n"
+        "                         (default: no ramp)\n"
+        "  --stages S             open loop, k6-like: '30s:10,1m:50,30s:0' (duration:rate, ...;\n"
+        "                         default none)\n"
         "  --concurrency N        closed loop: N users; with --rate: cap on requests in flight\n"
-        "  --think DIST           closed loop: think time in seconds between requests\n"
-        "  --ramp-users DUR       closed loop: start users evenly over DUR\n"
-        "  --duration DUR         sending window after warm-up (default 20s)\n"
-        "  --requests N           stop after N requests\n"
+        "                         (default none: open loop, no cap)\n"
+        "  --think DIST           closed loop: think time in seconds between requests (default\n"
+        "                         none)\n"
+        "  --ramp-users DUR       closed loop: start users evenly over DUR (default 0s: at once)\n"
+        "  --duration DUR         sending window after warm-up (default 20s; with --requests\n"
+        "                         or --stages alone: until they are done); more than 0\n"
+        "  --requests N           stop after N requests (default: no limit); 1 or more\n"
         "  --warmup DUR           sent but not counted (default 0s)\n"
         "  --drain DUR            at the end wait this long for requests in flight, then cut\n"
         "                         them (default 30s)\n"
@@ -184,33 +199,42 @@ static void usage(FILE *out)
         "                         lognormal:MEAN,SIGMA, empirical:FILE (default "
         "lognormal:512,0.5)\n"
         "  --output-len DIST      max_tokens per request (default uniform:64-256)\n"
-        "  --prompts FILE.jsonl   prompts from a file ({\"prompt\"} or {\"messages\"} lines)\n"
-        "  --system-prompt TEXT   a system message for every chat request\n"
+        "  --prompts FILE.jsonl   prompts from a file ({\"prompt\"} or {\"messages\"} lines;\n"
+        "                         default: synthetic text of --input-len tokens)\n"
+        "  --system-prompt TEXT   a system message for every chat request (default none)\n"
         "  --no-ignore-eos        let the server stop early (default sends ignore_eos)\n"
         "  --no-stream            non-streamed requests (no TTFT, TTFC, ITL or TPOT: SLOs and\n"
         "                         --goodput on them are refused; E2EL and tokens are measured)\n"
         "  --body JSON            merged into every request body, e.g. '{\"temperature\":0}'\n"
+        "                         (default none)\n"
         "timeouts:\n"
         "  --timeout-connect DUR  (default 10s)    --timeout-ttfb DUR (default 5m)\n"
-        "  --timeout-idle DUR     between chunks (default 2m)   --timeout DUR total (none)\n"
+        "  --timeout-idle DUR     between chunks (default 2m)   --timeout DUR total (default\n"
+        "                         none); every timeout is more than 0\n"
         "  --no-kernel-timestamps time stream bytes when they are read, not by their kernel\n"
         "                         arrival (SO_TIMESTAMPNS; HTTP/1.1 only; see docs/METRICS.md)\n"
         "  --http-engine auto|curl  plain http:// HTTP/1.1 on the own engine (auto, the\n"
         "                         default) or on libcurl like TLS, HTTP/2 and proxies\n"
         "checks:\n"
         "  --slo EXPR             e.g. 'ttft.p95<2100ms', 'error_rate<0.3%%', 'goodput>5/s'\n"
+        "                         (default none)\n"
         "                         (repeatable; exit code 1 when one fails; 2 at start when\n"
         "                         the options cannot evaluate it, e.g. goodput without\n"
         "                         --goodput); names as in compare --fail-on work too\n"
-        "  --goodput 'ttft:MS tpot:MS e2el:MS'  what a good request is (vLLM's --goodput)\n"
+        "  --goodput 'ttft:MS tpot:MS e2el:MS'  what a good request is (vLLM's --goodput;\n"
+        "                         default none: goodput not measured)\n"
         "answer quality (references come from a --prompts file's \"reference\" fields):\n"
-        "  --quality-regex RE     every answer must match RE (PCRE2)\n"
-        "  --quality-json[=K,..]  every answer must be JSON (an object with keys K,..)\n"
+        "  --quality-regex RE     every answer must match RE (PCRE2; default none)\n"
+        "  --quality-json[=K,..]  every answer must be JSON (an object with keys K,..; default\n"
+        "                         none)\n"
         "  --quality-min SPEC     a quality-ok answer: 'rouge_l:0.5 bleu4:0.2 exact regex json'\n"
+        "                         (default none)\n"
         "  --dual-sla SPEC        windows of requests meeting quality and latency (--goodput):\n"
         "                         'window=50,quality=0.9,latency=0.9'; slo: dual_sla>=95%%\n"
+        "                         (default none)\n"
         "  --consistency[=SPEC]   similarity of answers to repeated prompts:\n"
         "                         'threshold=0.8,window=20,k=3'; slo: consistency>=0.8\n"
+        "                         (default none; the SPEC's defaults are those shown)\n"
         "  --integrity hmac       verify chained chunk signatures (sim --sign-chunks KEY);\n"
         "                         key from --integrity-key or $TOKENSTORM_INTEGRITY_KEY\n");
     usage_vector(out);
@@ -246,6 +270,11 @@ static int parse_rate(const char *opt, const char *s, double *out)
     double v = strtod(s, &end);
     if (end == s || (*end && strcmp(end, "/s")) || !(v >= 0) || v > 1e7) {
         fprintf(stderr, "tokenstorm run: %s: expected requests per second, got '%s'\n", opt, s);
+        return -1;
+    }
+    if (v == 0 && !strcmp(opt, "--rate")) {
+        fprintf(stderr, "tokenstorm run: --rate: must be more than 0 requests/s (for a closed "
+                        "loop give --concurrency N instead)\n");
         return -1;
     }
     *out = v;
@@ -492,6 +521,30 @@ static int target_option(int c, const char *name, struct run_opts *o)
     }
 }
 
+/* A whole number of at least 1 for opt: 0 cannot be meant (0 or -1, the message printed). */
+static int parse_positive(const char *opt, const char *s, uint64_t *out)
+{
+    if (parse_u64(opt, s, out))
+        return -1;
+    if (*out == 0) {
+        fprintf(stderr, "tokenstorm run: %s: must be 1 or more, got '%s'\n", opt, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* A duration above 0 for opt, where 0 cannot be meant (0 or -1, the message printed). */
+static int parse_dur_positive(const char *opt, const char *s, uint64_t *out)
+{
+    if (parse_dur(opt, s, out))
+        return -1;
+    if (*out == 0) {
+        fprintf(stderr, "tokenstorm run: %s: must be longer than 0, got '%s'\n", opt, s);
+        return -1;
+    }
+    return 0;
+}
+
 /* A whole number in 1..max for opt, or a usage error. */
 static int parse_count(const char *opt, const char *s, uint64_t max, uint32_t *out)
 {
@@ -530,9 +583,9 @@ static int load_option(int c, const char *name, struct run_opts *o)
         return next_or_usage(parse_dur("--ramp-users", optarg, &o->ramp_users_ns));
     case O_DURATION:
         o->duration_given = true;
-        return next_or_usage(parse_dur("--duration", optarg, &o->duration_ns));
+        return next_or_usage(parse_dur_positive("--duration", optarg, &o->duration_ns));
     case O_REQUESTS:
-        return next_or_usage(parse_u64("--requests", optarg, &o->requests));
+        return next_or_usage(parse_positive("--requests", optarg, &o->requests));
     case O_WARMUP:
         return next_or_usage(parse_dur("--warmup", optarg, &o->warmup_ns));
     case O_DRAIN:
@@ -599,10 +652,10 @@ static int workload_option(int c, const char *name, struct run_opts *o)
         o->check = true;
         return ARG_NEXT;
     case O_DRY_RUN:
-        o->dry_run = optarg;
+        o->dry_run = cmd_tidy_dir(optarg);
         return ARG_NEXT;
     case O_DRY_RUN_N:
-        return next_or_usage(parse_u64("--dry-run-requests", optarg, &o->dry_run_n));
+        return next_or_usage(parse_positive("--dry-run-requests", optarg, &o->dry_run_n));
     case O_TOKENIZER:
         o->tokenizer = optarg;
         return ARG_NEXT;
@@ -617,13 +670,13 @@ static int timeout_option(int c, const char *name, struct run_opts *o)
     (void)name;
     switch (c) {
     case O_T_CONNECT:
-        return next_or_usage(parse_dur("--timeout-connect", optarg, &o->t_connect));
+        return next_or_usage(parse_dur_positive("--timeout-connect", optarg, &o->t_connect));
     case O_T_TTFB:
-        return next_or_usage(parse_dur("--timeout-ttfb", optarg, &o->t_ttfb));
+        return next_or_usage(parse_dur_positive("--timeout-ttfb", optarg, &o->t_ttfb));
     case O_T_IDLE:
-        return next_or_usage(parse_dur("--timeout-idle", optarg, &o->t_idle));
+        return next_or_usage(parse_dur_positive("--timeout-idle", optarg, &o->t_idle));
     case O_T_TOTAL:
-        return next_or_usage(parse_dur("--timeout", optarg, &o->t_total));
+        return next_or_usage(parse_dur_positive("--timeout", optarg, &o->t_total));
     case O_NO_KERNEL_TS:
         o->no_kernel_timestamps = true;
         return ARG_NEXT;
@@ -735,7 +788,7 @@ static int output_option(int c, const char *name, struct run_opts *o)
     (void)name;
     switch (c) {
     case O_OUT:
-        o->out_dir = optarg;
+        o->out_dir = cmd_tidy_dir(optarg);
         return ARG_NEXT;
     case O_FORCE:
         o->force = true;
@@ -823,8 +876,7 @@ static int help_option(int c)
     case O_VERSION:
         printf("tokenstorm %s\n", TS_VERSION);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -938,7 +990,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     run_opts_defaults(o);
     o->options = run_options;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", run_options, &opt_index)) != -1) {
+    while ((c = cmd_getopt("run", argc, argv, "qvh", run_options, &opt_index)) != -1) {
         int rc = parse_option(c, run_options[opt_index].name, o);
         if (rc != ARG_NEXT)
             return rc;

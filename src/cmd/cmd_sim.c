@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "app/serve_sim.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
 #include "cmd/cmd_common.h"
 #include "net/addr.h"
 #include "sim/server.h"
@@ -35,22 +36,24 @@ static void usage(FILE *out)
         "  --listen HOST:PORT     where to listen (default 127.0.0.1:8000; port 0 = any)\n"
         "  --profile NAME         model/hardware preset (default " SIM_DEFAULT_PROFILE
         "; see --list-profiles)\n"
-        "  --config FILE.yaml     profile overrides (keys as for --set; 'base: PRESET')\n"
+        "  --config FILE.yaml     profile overrides (keys as for --set; 'base: PRESET'; default\n"
+        "                         none)\n"
         "  --set KEY=VALUE        override one profile field (repeatable)\n"
         "  --model NAME           served model id (default: the profile's)\n"
         "  --any-model            accept any model name instead of answering 404\n"
         "  --no-noise             exact step times (no jitter, no stalls)\n"
-        "  --seed N               seed of the noise and of the generated text\n"
-        "  --output-len DIST      natural answer length in tokens when ignore_eos is not\n"
-        "                         set (default lognormal:180,0.7)\n"
+        "  --seed N               seed of the noise and of the generated text (default 1)\n"
+        "  --answer-len DIST      natural answer length in tokens when the request does not\n"
+        "                         set ignore_eos (default lognormal:180,0.7; max_tokens caps\n"
+        "                         it, as run --output-len sets)\n"
         "  --answers FILE.jsonl   {\"prompt\":..,\"answer\":..} lines: known questions get\n"
-        "                         their reference answer\n"
+        "                         their reference answer (default none: generated text)\n"
         "  --trace-log FILE.jsonl ground truth per request: arrival, admission, each\n"
-        "                         token's send time, finish\n"
+        "                         token's send time, finish (default none)\n"
         "  --header-timeout DUR   cut clients whose headers take longer (default 10s)\n"
         "  --sign-chunks KEY      put a chained HMAC-SHA256 signature on every stream event\n"
         "                         (in the SSE id field, a realtime delta's \"sig\"; run\n"
-        "                         --integrity hmac checks it)\n"
+        "                         --integrity hmac checks it; default none)\n"
         "  --admin                the admin API for chaos faults: POST/GET/DELETE\n"
         "                         /admin/faults (kv_shrink, stall, cold_start, error_rate;\n"
         "                         docs/CHAOS.md)\n"
@@ -88,7 +91,8 @@ static void usage(FILE *out)
         "                         answer; models the server of a timeout cascade\n"
         "  --grace DUR            on SIGINT/SIGTERM, let streams finish this long (default 10s)\n"
         "  --list-profiles        print the presets and every settable key, then exit\n"
-        "  -q, --quiet            print nothing but errors\n"
+        "  -q, --quiet            no progress or status lines;\n"
+        "                         errors and the result still print)\n"
         "  -v, --verbose          debug logging\n"
         "  -h, --help             this text\n"
         "      --version          print the version\n\n"
@@ -100,7 +104,9 @@ static void usage(FILE *out)
         "  tokenstorm sim --vector-data gen:20000x64 --vector-index IVF256,Flat\n"
         "  curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\\n"
         "       -d "
-        "'{\"model\":\"x\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'"
+        "'{\"model\":\"meta-llama/"
+        "Llama-3.1-8B-Instruct\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":"
+        "\"hi\"}]}'"
         "\n");
 }
 
@@ -318,8 +324,7 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
     case OPT_VERSION:
         printf("tokenstorm %s\n", TS_VERSION);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -336,7 +341,8 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         {"any-model", no_argument, NULL, OPT_ANY_MODEL},
         {"no-noise", no_argument, NULL, OPT_NO_NOISE},
         {"seed", required_argument, NULL, OPT_SEED},
-        {"output-len", required_argument, NULL, OPT_OUTPUT_LEN},
+        {"answer-len", required_argument, NULL, OPT_OUTPUT_LEN},
+        {"output-len", required_argument, NULL, OPT_OUTPUT_LEN}, /* old name */
         {"answers", required_argument, NULL, OPT_ANSWERS},
         {"trace-log", required_argument, NULL, OPT_TRACE_LOG},
         {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
@@ -371,7 +377,7 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
         .grace_ns = 10 * 1000000000ull,
     };
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("sim", argc, argv, "qvh", opts, NULL)) != -1) {
         if ((rc = take_option(o, c, optarg)) >= 0)
             return rc;
     }

@@ -9,6 +9,8 @@
 
 #include "app/sim_calibrate.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
+#include "ts_config.h"
 
 #define CALIB_DEFAULT_PROFILE "llama3-8b-a100"
 #define CALIB_MAX_SETS        64
@@ -79,11 +81,12 @@ static int parse(int argc, char **argv, struct calib_cli *c)
         {"max-evals", required_argument, NULL, 'm'},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt("sim calibrate", argc, argv, "o:h", opts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'p':
@@ -115,8 +118,10 @@ static int parse(int argc, char **argv, struct calib_cli *c)
         case 'h':
             usage(stdout);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        case 'V':
+            printf("tokenstorm %s\n", TS_VERSION);
+            return TS_EXIT_OK;
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

@@ -11,6 +11,8 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
+#include "ts_config.h"
 
 static void usage(FILE *f)
 {
@@ -116,6 +118,7 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
         {"load-arg", required_argument, NULL, O_LARG},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *o = (struct suggest_opts){.max = 5,
@@ -128,7 +131,7 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
     optind = 1;
     int c;
     char *end;
-    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("chaos suggest", argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
         case O_TOPO:
             o->topology = optarg;
@@ -181,8 +184,10 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
         case 'h':
             usage(stdout);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        case 'V':
+            printf("tokenstorm %s\n", TS_VERSION);
+            return TS_EXIT_OK;
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

@@ -15,6 +15,8 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
+#include "cmd/cmd_opts.h"
 #include "app/sweep_job.h"
 #include "ts_config.h"
 
@@ -31,7 +33,7 @@ static void usage(FILE *out)
         "Each step gets its own --seed, derived from the one passed through (default 1)\n"
         "and its order; rates (sent, achieved, output) count what happened inside the\n"
         "sending window, without the drain (docs/SWEEP.md).\n\n"
-        "plan (one of):\n"
+        "plan (one of them is required, or --interference):\n"
         "  --rates LIST           explicit rates in requests/s, e.g. 2,4,8,16\n"
         "  --concurrencies LIST   explicit closed-loop user counts, e.g. 1,4,16,64\n"
         "  --ladder START:FACTOR:MAX  geometric loads (rate or concurrency per --mode)\n"
@@ -67,7 +69,7 @@ static void usage(FILE *out)
         "tenant interference:\n"
         "  --interference NAME=OPTS  a tenant's run options (exactly two): each alone, then\n"
         "                         both at once against the same target; the change of each\n"
-        "                         one's p99 when the other is added\n"
+        "                         one's p99 when the other is added (default none)\n"
         "  --interference-metric M   ttft.p99 (default), tpot.p99, e2el.p99\n"
         "output:\n"
         "  --out DIR              sweep directory (default ./tokenstorm-results/<time>-sweep):\n"
@@ -77,7 +79,8 @@ static void usage(FILE *out)
         "                         step-*/, interference-*/ and what runs wrote in them;\n"
         "                         nothing else)\n"
         "  --json                 print sweep.json on stdout instead of the table\n"
-        "  -q, --quiet            no progress lines\n"
+        "  -q, --quiet            no progress or status lines;\n"
+        "                         errors and the result still print)\n"
         "  -v, --verbose          debug logging\n"
         "\nexamples:\n"
         "  tokenstorm sweep --rates 2,4,8,16 --slo 'ttft.p99<500ms' -- \\\n"
@@ -396,7 +399,7 @@ static int output_option(int c, struct sweep_opts *o)
 {
     switch (c) {
     case O_OUT:
-        o->out_dir = optarg;
+        o->out_dir = cmd_tidy_dir(optarg);
         return ARG_NEXT;
     case O_FORCE:
         o->force = true;
@@ -416,8 +419,7 @@ static int output_option(int c, struct sweep_opts *o)
     case O_VERSION:
         printf("tokenstorm %s\n", TS_VERSION);
         return TS_EXIT_OK;
-    default:
-        usage(stderr);
+    default: /* cmd_getopt said what was wrong */
         return TS_EXIT_USAGE;
     }
 }
@@ -456,8 +458,7 @@ static int finish_args(int argc, char **argv, struct sweep_opts *o)
     }
     if (!o->plan_name && !o->ntenants) {
         fprintf(stderr, "tokenstorm sweep: give a plan (--rates, --concurrencies, --ladder, "
-                        "--adaptive) or --interference\n\n");
-        usage(stderr);
+                        "--adaptive) or --interference; see 'tokenstorm sweep --help'\n");
         return TS_EXIT_USAGE;
     }
     if (o->ntenants == 1) {
@@ -476,7 +477,7 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
 
     sweep_opts_defaults(o);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qvh", sweep_options, NULL)) != -1) {
+    while ((c = cmd_getopt("sweep", argc, argv, "qvh", sweep_options, NULL)) != -1) {
         int rc = parse_option(c, o);
         if (rc != ARG_NEXT)
             return rc;

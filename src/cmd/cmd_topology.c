@@ -10,6 +10,8 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_opts.h"
+#include "ts_config.h"
 
 static void usage(FILE *f)
 {
@@ -24,7 +26,7 @@ static void usage(FILE *f)
         "retries multiplied along a path, missing timeouts, synchronous calls in streaming\n"
         "paths. See docs/TOPOLOGY.md.\n"
         "\n"
-        "sources (at least one):\n"
+        "sources (at least one is required):\n"
         "  --source DIR        a Python application tree, read with python3's ast module\n"
         "                      (nothing of it is imported or run); unparseable files are\n"
         "                      reported as FILE:LINE and skipped\n"
@@ -34,14 +36,16 @@ static void usage(FILE *f)
         "                      protobuf is answered 415) until SIGINT/SIGTERM, --listen-for\n"
         "                      or --until-spans\n"
         "options:\n"
-        "  --listen-for DUR    stop receiving after DUR (e.g. 30s)\n"
-        "  --until-spans N     stop receiving once N spans came\n"
-        "  --save-traces FILE  write what was received as OTLP/JSON lines (--traces reads it)\n"
-        "  --out DIR           write DIR/topology.json, .dot, .mmd, .svg and .html (the picture)\n"
+        "  --listen-for DUR    stop receiving after DUR (e.g. 30s; default: at SIGINT/SIGTERM)\n"
+        "  --until-spans N     stop receiving once N spans came (default: no limit)\n"
+        "  --save-traces FILE  write what was received as OTLP/JSON lines (--traces reads it;\n"
+        "                      default none)\n"
+        "  --out DIR           write DIR/topology.json, .dot, .mmd, .svg and .html (the picture;\n"
+        "                      default none: stdout only)\n"
         "  --format F          on stdout: text (default), json, dot, mermaid, svg, html\n"
         "  --python PATH       the interpreter (default $TOKENSTORM_PYTHON or python3)\n"
         "  --scan-timeout DUR  give up on the scan after DUR (default 120s)\n"
-        "  -v, --verbose, -h, --help\n"
+        "  -v, --verbose, -h, --help, --version\n"
         "\n"
         "examples:\n"
         "  tokenstorm topology --source ./app --format mermaid\n"
@@ -75,12 +79,13 @@ static int parse_args(int argc, char **argv, struct topology_opts *o)
         {"scan-timeout", required_argument, NULL, O_STO},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *o = (struct topology_opts){.scan_timeout_ns = 120000000000ull, .max_files = 20000};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+    while ((c = cmd_getopt("topology", argc, argv, "vh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case O_SRC:
@@ -128,8 +133,10 @@ static int parse_args(int argc, char **argv, struct topology_opts *o)
         case 'h':
             usage(stdout);
             return TS_EXIT_OK;
-        default:
-            usage(stderr);
+        case 'V':
+            printf("tokenstorm %s\n", TS_VERSION);
+            return TS_EXIT_OK;
+        default: /* cmd_getopt said what was wrong */
             return TS_EXIT_USAGE;
         }
     }

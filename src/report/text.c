@@ -85,8 +85,8 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
     fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", run_summary_rps(sum),
             run_summary_output_tps(sum));
-    /* the peak counts chunks: nothing to count without a stream; a class's
-     * own peak is not measured (its chunks share the run's seconds) */
+    /* the peak counts chunks: nothing to count without a stream; a traffic
+     * class has no 1-second series of its own (0): no peak rather than 0 */
     if (s->streams && sum->max_output_tokens_per_s > 0)
         fprintf(f, " (peak %.0f tok/s)", sum->max_output_tokens_per_s);
     if (w->valid)
@@ -189,48 +189,58 @@ static void print_latency(FILE *f, const struct run_stats *s, const struct run_s
     if (none_streamed)
         fprintf(f, "(no request was streamed: an answer that arrives whole has no TTFT, TTFC, ITL "
                    "or TPOT)\n");
-    else
-        fprintf(f, "(first token: the first chunk with content, reasoning or a tool call, what "
-                   "users see; TTFT (vLLM): the first chunk with choices; lag: how late the "
-                   "client sent each request after its intended time)\n");
 }
 
-/* Answer quality, when answers were scored or checked (--quality-*, references). */
+void report_text_legend(FILE *f, const struct run_stats *s)
+{
+    if (s->streams)
+        fprintf(f, "(first token: to the first content, reasoning or tool-call token users see "
+                   "(ttfc); TTFT (vLLM): to the first chunk with choices; lag: how late requests "
+                   "were sent after their intended time, already in every latency above; "
+                   "docs/METRICS.md)\n");
+    else
+        fprintf(f, "(lag: how late requests were sent after their intended time, already in "
+                   "every latency above; docs/METRICS.md)\n");
+}
+
+/* A ratio as a percentage, or a score, into the quality line when measured. */
+static void quality_part(FILE *f, const char **sep, const char *name, double v, bool pct)
+{
+    if (!isfinite(v))
+        return;
+    if (pct)
+        fprintf(f, "%s%s %.1f%%", *sep, name, v * 100);
+    else
+        fprintf(f, "%s%s %.3f", *sep, name, v);
+    *sep = ", ";
+}
+
+/* "quality": the answer-quality means and rates, when any was measured. */
 static void print_quality(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
-    const struct quality_stats *q = &s->quality;
     const char *sep = "";
-
-    if (!q->requests && !isfinite(sum->quality.dual_sla) && !isfinite(sum->quality.consistency))
+    const struct quality_stats *q = &s->quality;
+    double v[] = {sum->quality.rouge_l,     sum->quality.bleu4,      sum->quality.exact_match,
+                  sum->quality.regex_match, sum->quality.json_valid, sum->quality.dual_sla,
+                  sum->quality.consistency};
+    bool any = false;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        any |= isfinite(v[i]);
+    if (!any)
         return;
     fprintf(f, "quality       ");
-    if (isfinite(sum->quality.rouge_l)) {
-        fprintf(f, "ROUGE-L %.3f, BLEU-4 %.3f", sum->quality.rouge_l, sum->quality.bleu4);
-        sep = ", ";
-    }
-    if (q->with_ref) {
-        fprintf(f, "%sexact match %.1f%% (%" PRIu64 " with a reference)", sep,
-                100.0 * (double)q->exact / (double)q->with_ref, q->with_ref);
-        sep = ", ";
-    }
-    if (q->json_checked) {
-        fprintf(f, "%sJSON valid %.1f%%", sep,
-                100.0 * (double)q->json_valid / (double)q->json_checked);
-        sep = ", ";
-    }
-    if (q->regex_checked) {
-        fprintf(f, "%sregex matched %.1f%%", sep,
-                100.0 * (double)q->regex_matched / (double)q->regex_checked);
-        sep = ", ";
-    }
-    if (isfinite(sum->quality.dual_sla)) {
-        fprintf(f, "%sdual SLA %.1f%%", sep, 100 * sum->quality.dual_sla);
-        sep = ", ";
-    }
-    if (isfinite(sum->quality.consistency))
-        fprintf(f, "%sconsistency %.3f", sep, sum->quality.consistency);
-    fprintf(f, "\n              %" PRIu64 " answers scored%s\n", q->requests,
-            q->truncated ? " (some on a cut text)" : "");
+    quality_part(f, &sep, "rouge_l", sum->quality.rouge_l, false);
+    quality_part(f, &sep, "bleu4", sum->quality.bleu4, false);
+    quality_part(f, &sep, "exact", sum->quality.exact_match, true);
+    quality_part(f, &sep, "regex", sum->quality.regex_match, true);
+    quality_part(f, &sep, "json", sum->quality.json_valid, true);
+    quality_part(f, &sep, "dual_sla", sum->quality.dual_sla, true);
+    quality_part(f, &sep, "consistency", sum->quality.consistency, false);
+    fprintf(f, " (%" PRIu64 " answers scored, %" PRIu64 " with a reference", q->requests,
+            q->with_ref);
+    if (q->truncated)
+        fprintf(f, ", %" PRIu64 " cut", q->truncated);
+    fprintf(f, "; means and shares, docs/QUALITY.md)\n");
 }
 
 int report_text_summary(FILE *f, const struct run_stats *s, const struct run_summary *sum)

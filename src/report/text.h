@@ -20,6 +20,14 @@
 #include "analysis/summary.h"
 #include "base/err.h"
 
+/*
+ * One line under the latency table saying what its less obvious rows
+ * measure: the first token (TTFC) against vLLM's TTFT, and lag. Printed
+ * once per page of output (not per traffic class); the streaming rows are
+ * left out when s streamed nothing.
+ */
+void report_text_legend(FILE *f, const struct run_stats *s);
+
 /* Prints the summary of s (sum computed from it). Returns 0 or -EIO if f reported an error. */
 TS_MUST_CHECK int report_text_summary(FILE *f, const struct run_stats *s,
                                       const struct run_summary *sum);

@@ -84,6 +84,54 @@ static const char *line_starting(const char *text, const char *prefix)
     return NULL;
 }
 
+/* The quality line: only what was measured, shares as percentages. */
+static void test_quality_line(void **state)
+{
+    (void)state;
+    struct run_stats *s = sample();
+    struct run_summary sum;
+    run_summary_compute(&sum, s, 2.0, 35, NULL);
+    char *text = capture_summary(s, &sum);
+    assert_null(strstr(text, "quality")); /* nothing measured: no line */
+    free(text);
+    s->quality.requests = 10;
+    s->quality.with_ref = 8;
+    s->quality.truncated = 1;
+    sum.quality.rouge_l = 0.5;
+    sum.quality.exact_match = 0.25;
+    sum.quality.dual_sla = 0.95;
+    text = capture_summary(s, &sum);
+    assert_string_equal(line_starting(text, "quality"),
+                        "quality       rouge_l 0.500, exact 25.0%, dual_sla 95.0% (10 answers "
+                        "scored, 8 with a reference, 1 cut; means and shares, docs/QUALITY.md)");
+    free(text);
+    run_stats_free(s);
+}
+
+/* The legend: first token, TTFT and lag for streams; lag alone without. */
+static void test_legend(void **state)
+{
+    (void)state;
+    struct run_stats *s = sample();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    s->streams = 1;
+    report_text_legend(f, s);
+    s->streams = 0;
+    report_text_legend(f, s);
+    fclose(f);
+    assert_string_equal(buf, "(first token: to the first content, reasoning or tool-call token "
+                             "users see (ttfc); TTFT (vLLM): to the first chunk with choices; lag: "
+                             "how late requests were sent after their intended time, already in "
+                             "every latency above; docs/METRICS.md)\n"
+                             "(lag: how late requests were sent after their intended time, already "
+                             "in every latency above; docs/METRICS.md)\n");
+    free(buf);
+    run_stats_free(s);
+}
+
 static void test_summary_text(void **state)
 {
     struct run_stats *s = sample();
@@ -106,6 +154,17 @@ static void test_summary_text(void **state)
                         "150.00 tok/s");
     assert_string_equal(line_starting(text, "goodput"),
                         "goodput       2.50 req/s, 5 good (ttft <= 5 ms, e2el <= 60 ms)");
+    free(text);
+    /* no peak known (a scenario's traffic class): none shown, never "peak 0" */
+    run_summary_compute(&sum, s, 2.0, 0, &cfg);
+    text = capture_summary(s, &sum);
+    assert_string_equal(line_starting(text, "throughput"),
+                        "throughput    5.00 req/s, output 50.00 tok/s, total 150.00 tok/s");
+    free(text);
+    run_summary_compute(&sum, s, 2.0, 35, &cfg);
+    sum.good = 5;
+    sum.request_goodput = 2.5;
+    text = capture_summary(s, &sum);
     assert_string_equal(line_starting(text, "error rate"), "error rate    23.08%");
     assert_string_equal(line_starting(text, "tokens"),
                         "tokens        input 200, output 100 (counted by tokenizer; 0 usage "
@@ -234,8 +293,8 @@ static void test_slo_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_summary_text),
-        cmocka_unit_test(test_first_token_apart),
+        cmocka_unit_test(test_summary_text), cmocka_unit_test(test_legend),
+        cmocka_unit_test(test_quality_line), cmocka_unit_test(test_first_token_apart),
         cmocka_unit_test(test_slo_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
