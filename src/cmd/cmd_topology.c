@@ -51,7 +51,7 @@ static void usage(FILE *f)
         "  tokenstorm topology --source ./app --format mermaid\n"
         "  tokenstorm topology --source ./app --traces traces.jsonl --out topo\n"
         "  tokenstorm topology --otlp-listen 127.0.0.1:4318 --listen-for 60s --out topo\n"
-        "  tokenstorm report --format html -o report.html results/run1 topo  (in a report)\n"
+        "  tokenstorm report --format html -o report.html results/run1 topo   # in a report\n"
         "\n"
         "exit codes: 0 ok; 2 bad options or files; 3 python3 or the receiver failed;\n"
         "130 SIGINT, 143 SIGTERM (the graph of what came is still written)\n");

@@ -4,11 +4,13 @@
 // of it) with these stated overrides so the whole set takes about a minute
 // (each code block in its own directory, its lines in order, so a line reads
 // what the lines above it wrote; `> FILE` is kept):
-//   hosts on :8000 -> the simulator, :9000 / :9001 -> the proxy and its API;
+//   any host on :8000 -> the simulator (serving a small raw-vector corpus
+//   too), :9000 / :9001 -> the proxy and its API;
 //   --duration 1s (added to runs that give none), --requests 8,
 //   --stages 1s:5, sweeps at most 3 steps of two loads, chaos with --check,
 //   listeners on port 0, --listen-for 1s; sim and proxy lines count as run
 //   when they listen; the user's files: ./app is the topology fixture app,
+//   rec/ a recording of three requests (tests/fixtures/recording),
 //   traces.jsonl an empty OTLP/JSON export;
 //   runs and sweeps without --out get one (out-N);
 //   result directories a line reads (report, compare, merge) are copies of
@@ -24,7 +26,9 @@ import { BIN, runBin, startSim, startServer } from './lib.mjs';
 const root = new URL('../../', import.meta.url).pathname;
 // Names the docs use for the user's own files, and what stands in for them
 // when the repository ships one.
-const fixtures = [['app', path.join(root, 'tests/fixtures/topology/ragapp')]];
+// (rec/ is copied: a line of its block records into it)
+const fixtures = [['app', path.join(root, 'tests/fixtures/topology/ragapp')],
+  ['rec', path.join(root, 'tests/fixtures/recording/rec'), 'copy']];
 
 // The command lines of each fenced code block (lines starting with
 // `tokenstorm ` or `curl `, backslash continuations joined; outputs quoted in
@@ -80,7 +84,7 @@ function loadArgOpts() {
 let outSeq = 0;
 function rewrite(argv, env) {
   const a = argv.map((x) => x
-    .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost|gpu|gpu-box):8000/, env.sim)
+    .replace(/^(https?:\/\/)?[A-Za-z0-9.-]+:8000/, env.sim)
     .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9000/, env.proxy)
     .replace(/^(https?:\/\/)?(127\.0\.0\.1|localhost):9001/, env.api));
   const cmd = a[1];
@@ -148,7 +152,11 @@ function blockDir(cwd, k) {
   const lcwd = path.join(cwd, `block-${k}`, 'work');
   fs.mkdirSync(lcwd, { recursive: true });
   for (const f of ['examples', 'faults.yaml', 'kb.jsonl', 'traces.jsonl']) fs.symlinkSync(path.join(cwd, f), path.join(lcwd, f));
-  for (const [name, target] of fixtures) if (fs.existsSync(target)) fs.symlinkSync(target, path.join(lcwd, name));
+  for (const [name, target, how] of fixtures) {
+    if (!fs.existsSync(target)) continue;
+    if (how === 'copy') fs.cpSync(target, path.join(lcwd, name), { recursive: true });
+    else fs.symlinkSync(target, path.join(lcwd, name));
+  }
   return lcwd;
 }
 
@@ -223,7 +231,7 @@ test('every command line in README.md, docs/ and --help examples runs', { timeou
   fs.copyFileSync(path.join(root, 'examples/faults.yaml'), path.join(cwd, 'faults.yaml'));
   fs.writeFileSync(path.join(cwd, 'kb.jsonl'), '{"text":"The KV cache keeps keys and values.","id":"d1"}\n');
   fs.writeFileSync(path.join(cwd, 'traces.jsonl'), '{"resourceSpans":[]}\n'); // an empty OTLP/JSON export
-  const sim = await startSim(['--profile', 'tiny', '--any-model', '--admin']);
+  const sim = await startSim(['--profile', 'tiny', '--any-model', '--admin', '--vector-data', 'gen:2000x8']);
   const proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0']);
   await new Promise((r) => setTimeout(r, 300));
   const apiPort = (proxy.output.match(/control API on http:\/\/[0-9.]+:(\d+)/) || [])[1];
