@@ -307,7 +307,8 @@ static const struct bad bad_files[] = {
      "you "
      "mean 'chat'?)"},
     {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n",
-     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings or realtime, got 'vector-search'"},
+     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings or realtime, got "
+     "'vector-search'"},
     {"classes:\n  - name: a\n    rate: 1\n    arrival: possion\n",
      "s.yaml:4:14: 'arrival': unknown arrival process 'possion' (expected poisson, constant or "
      "gamma:B)"},
