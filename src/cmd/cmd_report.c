@@ -246,7 +246,7 @@ static int write_text(FILE *f, const struct report_docset *set)
         text_slos(f, d->doc);
     }
     for (size_t i = 0; i < set->n; i++)
-        if (set->docs[i].kind != REPORT_DOC_SWEEP) { /* once, under the runs */
+        if (set->docs[i].kind == REPORT_DOC_RESULT) { /* once, under the runs */
             fputc('\n', f);
             report_text_legend(f, set->docs[i].stats);
             break;
