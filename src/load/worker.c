@@ -141,11 +141,6 @@ static void next_arrival(struct worker *w)
     }
 }
 
-static bool sending_allowed(struct worker *w, uint64_t now)
-{
-    return !atomic_load(&w->run->stop) && now < w->run->end_send_ns;
-}
-
 static void check_done(struct worker *w)
 {
     if (w->reported_done || !w->sending_over || w->n_inflight)
@@ -455,15 +450,15 @@ static void cls_start(struct worker *w)
     }
 }
 
-static void on_timer(struct ptimer *t)
+/*
+ * Sends what is due at now: arrivals whose intended time has come. The
+ * schedule itself ends at the end of sending (next_arrival, send_closed), so
+ * a worker that runs late still sends what fell due before it (late, its lag
+ * recorded) instead of dropping it. Returns false when sending is over.
+ */
+static bool send_due(struct worker *w, uint64_t now)
 {
-    struct worker *w = t->data;
     const struct runner_config *cfg = w->run->cfg;
-    uint64_t now = ts_now_ns();
-    if (!sending_allowed(w, now)) {
-        stop_sending(w);
-        return;
-    }
     if (w->ncls) {
         cls_on_timer(w, now);
     } else if (cfg->mode == RUNNER_OPEN) {
@@ -475,11 +470,11 @@ static void on_timer(struct ptimer *t)
             (void)exch_start(w, w->next_index, w->next_at, 0); /* failures are recorded */
             next_arrival(w);
             if (w->closing)
-                return;
+                return false;
         }
         if (!w->next_at) {
             stop_sending(w);
-            return;
+            return false;
         }
     } else {
         while (w->heap_len && w->heap[0].at_ns <= now + SEND_SLACK_NS && !w->sending_over) {
@@ -487,7 +482,18 @@ static void on_timer(struct ptimer *t)
             send_closed(w, wk.at_ns, wk.user);
         }
     }
-    arm(w);
+    return !w->sending_over && !w->closing;
+}
+
+static void on_timer(struct ptimer *t)
+{
+    struct worker *w = t->data;
+    if (atomic_load(&w->run->stop)) {
+        stop_sending(w);
+        return;
+    }
+    if (send_due(w, ts_now_ns()))
+        arm(w);
 }
 
 /* Between two sockets' reads of a long poll pass, or between decodes of
@@ -660,6 +666,11 @@ static void on_cmd(uv_async_t *h)
     unsigned bits = atomic_exchange(&w->cmd_bits, 0);
     if (bits & WCMD_ROTATE)
         rotate(w);
+    /* the end of sending: first what fell due before it (a late worker's
+     * backlog), unless the run was stopped or is being cut */
+    if ((bits & WCMD_STOP) && !(bits & WCMD_CUT) && !w->sending_over && !w->closing &&
+        !atomic_load(&w->run->stop))
+        (void)send_due(w, ts_now_ns());
     if (bits & (WCMD_STOP | WCMD_CUT))
         stop_sending(w);
     if (bits & WCMD_CUT) {

@@ -408,8 +408,8 @@ static void test_page_sweep_meaningless_fit(void **state)
         "{\"lambda_c\":-24.41,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3}",
         "{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.31,\"points\":3}",
         /* a newer one says so itself */
-        "{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3,"
-        "\"meaningful\":false,\"not_meaningful_because\":\"the fit puts it far beyond\"}",
+        ("{\"lambda_c\":9.5,\"epsilon0\":0.01,\"delta_lambda\":2.3,\"r2\":0.97,\"points\":3,"
+         "\"meaningful\":false,\"not_meaningful_because\":\"the fit puts it far beyond\"}"),
     };
     char err[512];
     (void)state;
