@@ -16,6 +16,8 @@
 #include <jansson.h>
 
 #include "analysis/quality.h"
+#include "analysis/record.h"
+#include "analysis/stats.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "chaos/proxy_int.h"
@@ -23,6 +25,7 @@
 #define MIRROR_TEXT_MAX (1u << 20) /* bytes of each side's body kept for the comparison */
 
 struct mirror_side {
+    uint64_t first_ns, last_ns; /* first and last body bytes (0: none) */
     uint64_t end_ns;
     int status;
     bool failed; /* no complete answer: a transport error, a cut, a status outside 2xx */
@@ -32,6 +35,7 @@ struct mirror_side {
 struct mirror_pair {
     struct proxy_worker *w;
     uint64_t start_ns;
+    bool cut;                   /* a side was cut by the proxy's shutdown */
     int running;                /* sides not ended */
     struct mirror_side side[2]; /* 0: primary, 1: mirror */
 };
@@ -59,12 +63,35 @@ static void keep(struct buf *b, const char *data, size_t len)
     (void)rc; /* full: the rest is not compared */
 }
 
-/* The answer text of a body: the content deltas of an event stream, or
- * choices[0].message.content / .text of a JSON body. */
-static void answer_text(const struct buf *b, struct buf *out)
+/* What a body said: its answer text and how it came. */
+struct answer {
+    bool stream;
+    uint32_t choice_chunks, content_chunks;
+    int32_t usage_tokens; /* usage.completion_tokens, -1: none */
+    int32_t usage_prompt; /* usage.prompt_tokens, -1: none */
+};
+
+/* usage.completion_tokens and prompt_tokens of j into a (when there). */
+static void take_usage(const json_t *j, struct answer *a)
+{
+    const json_t *us = json_object_get(j, "usage");
+    json_t *u = json_object_get(us, "completion_tokens");
+    if (json_is_integer(u) && json_integer_value(u) >= 0 && json_integer_value(u) <= INT32_MAX)
+        a->usage_tokens = (int32_t)json_integer_value(u);
+    u = json_object_get(us, "prompt_tokens");
+    if (json_is_integer(u) && json_integer_value(u) >= 0 && json_integer_value(u) <= INT32_MAX)
+        a->usage_prompt = (int32_t)json_integer_value(u);
+}
+
+/* The answer text of a body (into out when not NULL): the content deltas of
+ * an event stream, or choices[0].message.content / .text of a JSON body. */
+static void answer_text(const struct buf *b, struct buf *out, struct answer *a)
 {
     const char *s = b->data ? b->data : "";
+    memset(a, 0, sizeof *a);
+    a->usage_tokens = a->usage_prompt = -1;
     if (b->len >= 5 && (!strncmp(s, "data:", 5) || strstr(s, "\ndata:"))) {
+        a->stream = true;
         for (const char *p = s; p && p < s + b->len;) {
             const char *nl = memchr(p, '\n', (size_t)(s + b->len - p));
             size_t n = nl ? (size_t)(nl - p) : (size_t)(s + b->len - p);
@@ -74,9 +101,13 @@ static void answer_text(const struct buf *b, struct buf *out)
                 json_t *t = json_object_get(json_object_get(c, "delta"), "content");
                 if (!json_is_string(t))
                     t = json_object_get(c, "text");
-                if (json_is_string(t) &&
-                    buf_append(out, json_string_value(t), json_string_length(t)))
-                    n = (size_t)(s + b->len - p); /* full: stop */
+                a->choice_chunks += c != NULL;
+                if (json_is_string(t) && json_string_length(t)) {
+                    a->content_chunks++;
+                    if (out)
+                        keep(out, json_string_value(t), json_string_length(t));
+                }
+                take_usage(j, a);
                 json_decref(j);
             }
             p = nl ? nl + 1 : NULL;
@@ -88,8 +119,9 @@ static void answer_text(const struct buf *b, struct buf *out)
     json_t *t = json_object_get(json_object_get(c, "message"), "content");
     if (!json_is_string(t))
         t = json_object_get(c, "text");
-    if (json_is_string(t))
+    if (json_is_string(t) && out)
         keep(out, json_string_value(t), json_string_length(t));
+    take_usage(j, a);
     json_decref(j);
 }
 
@@ -104,8 +136,9 @@ static double similarity(struct mirror_pair *mp)
         return -1;
     buf_init(&a, MIRROR_TEXT_MAX);
     buf_init(&b, MIRROR_TEXT_MAX);
-    answer_text(&mp->side[1].body, &a);
-    answer_text(&mp->side[0].body, &b);
+    struct answer ia, ib;
+    answer_text(&mp->side[1].body, &a, &ia);
+    answer_text(&mp->side[0].body, &b, &ib);
     if ((a.len || b.len) &&
         quality_rouge_l(w->qs, a.data ? a.data : "", a.len, b.data ? b.data : "", b.len, &rs) == 0)
         v = rs.fmeasure;
@@ -114,13 +147,77 @@ static double similarity(struct mirror_pair *mp)
     return v;
 }
 
+/* One side's request as the load engine would have recorded it (for
+ * --mirror-out's result.json): from the common start to its first and last
+ * body bytes; tokens from usage, else one per content chunk. */
+static void side_record(const struct mirror_pair *mp, int i, struct req_record *r)
+{
+    const struct mirror_side *sd = &mp->side[i];
+    struct answer a;
+    memset(r, 0, sizeof *r);
+    r->http_status = sd->status;
+    r->intended_ns = r->start_ns = mp->start_ns;
+    r->end_ns = sd->end_ns;
+    r->prefix = -1;
+    r->usage_prompt_tokens = -1;
+    if (sd->failed) {
+        r->usage_completion_tokens = -1;
+        r->outcome = sd->status == 429                        ? REQ_HTTP_429
+                     : sd->status >= 400 && sd->status <= 499 ? REQ_HTTP_4XX
+                     : sd->status >= 500                      ? REQ_HTTP_5XX
+                     : sd->status == 0                        ? REQ_CONNECT
+                                                              : REQ_RECV;
+        snprintf(r->error, sizeof r->error, "%s: %s%d", i ? "mirror" : "primary",
+                 sd->status ? "HTTP " : "no complete answer, status ", sd->status);
+        return;
+    }
+    answer_text(&sd->body, NULL, &a);
+    r->outcome = REQ_OK;
+    r->first_byte_ns = sd->first_ns;
+    r->last_chunk_ns = r->last_event_ns = sd->last_ns ? sd->last_ns : sd->end_ns;
+    if (a.stream) {
+        r->flags |= REQF_STREAM;
+        r->first_chunk_ns = r->first_token_ns = sd->first_ns;
+    }
+    r->choice_chunks = a.choice_chunks;
+    r->content_chunks = a.content_chunks;
+    r->usage_completion_tokens = a.usage_tokens;
+    r->usage_prompt_tokens = a.usage_prompt;
+    r->prompt_tokens = a.usage_prompt > 0 ? (uint32_t)a.usage_prompt : 0;
+    r->client_tokens = a.content_chunks;
+    r->token_source = a.usage_tokens >= 0 ? TOKENS_USAGE : TOKENS_CHUNKS;
+    r->output_tokens = a.usage_tokens >= 0 ? (uint32_t)a.usage_tokens : a.content_chunks;
+}
+
 /* Both sides ended: the comparison into the proxy's stats; frees mp. */
 static void pair_done(struct mirror_pair *mp)
 {
     struct proxy_mirror_stats *m = &mp->w->p->mirror;
     bool f0 = mp->side[0].failed, f1 = mp->side[1].failed;
+    if (mp->cut) {
+        pthread_mutex_lock(&m->mu);
+        m->cut++;
+        pthread_mutex_unlock(&m->mu);
+        goto out_free;
+    }
     double sim = !f0 && !f1 ? similarity(mp) : -1;
+    struct req_record rec[2];
+    if (m->stats[0])
+        for (int i = 0; i < 2; i++)
+            side_record(mp, i, &rec[i]);
     pthread_mutex_lock(&m->mu);
+    if (m->stats[0]) {
+        for (int i = 0; i < 2; i++)
+            run_stats_add_record(m->stats[i], &rec[i], NULL);
+        if (!m->first_ns || mp->start_ns < m->first_ns)
+            m->first_ns = mp->start_ns;
+        for (int i = 0; i < 2; i++)
+            m->last_ns = mp->side[i].end_ns > m->last_ns ? mp->side[i].end_ns : m->last_ns;
+        if (sim >= 0) {
+            m->sim_min = m->sim_n && m->sim_min < sim ? m->sim_min : sim;
+            m->sim_n++;
+        }
+    }
     for (int i = 0; i < 2; i++)
         if (!mp->side[i].failed)
             prom_hist_observe(&m->latency[i], (double)(mp->side[i].end_ns - mp->start_ns) / 1e9);
@@ -136,6 +233,7 @@ static void pair_done(struct mirror_pair *mp)
         m->errors_both++;
     }
     pthread_mutex_unlock(&m->mu);
+out_free:
     for (int i = 0; i < 2; i++)
         buf_release(&mp->side[i].body);
     ts_free(mp);
@@ -153,12 +251,63 @@ static void side_done(struct mirror_pair *mp, int i, int status, bool failed)
 
 /* ---- the mirror's call ---- */
 
+/* The wait of proxy_mirror_drain. */
+struct mirror_wait {
+    uv_timer_t timer;
+    void (*done)(struct proxy_worker *w);
+};
+
+static void wait_closed(uv_handle_t *h)
+{
+    ts_free(h->data);
+}
+
+/* The wait is over (the calls ended, or the grace): done. */
+static void drain_done(struct proxy_worker *w)
+{
+    struct mirror_wait *mw = w->mirror_wait;
+    w->mirror_wait = NULL;
+    uv_timer_stop(&mw->timer);
+    mw->timer.data = mw;
+    void (*done)(struct proxy_worker *) = mw->done;
+    uv_close((uv_handle_t *)&mw->timer, wait_closed);
+    done(w);
+}
+
+static void wait_fired(uv_timer_t *t)
+{
+    struct proxy_worker *w = t->data;
+    drain_done(w);
+}
+
+void proxy_mirror_drain(struct proxy_worker *w, void (*done)(struct proxy_worker *w))
+{
+    uint64_t now = ts_now_ns();
+    struct mirror_wait *mw = NULL;
+    if (w->mirror_calls > 0 && w->stop_deadline_ns > now && (mw = ts_calloc(1, sizeof *mw))) {
+        if (uv_timer_init(w->loop, &mw->timer) == 0) {
+            mw->done = done;
+            mw->timer.data = w;
+            w->mirror_wait = mw;
+            if (uv_timer_start(&mw->timer, wait_fired,
+                               (w->stop_deadline_ns - now + 999999) / 1000000, 0) == 0)
+                return;
+            drain_done(w); /* closes the timer, frees mw */
+            return;
+        }
+        ts_free(mw);
+    }
+    done(w);
+}
+
 static int mirror_on_body(struct http_call *call, const char *data, size_t len, uint64_t now_ns,
                           void *user)
 {
     struct mirror_pair *mp = user;
     (void)call;
-    (void)now_ns;
+    if (!mp->side[1].first_ns)
+        mp->side[1].first_ns = now_ns;
+    mp->side[1].last_ns = now_ns;
     keep(&mp->side[1].body, data, len);
     return 0;
 }
@@ -166,9 +315,15 @@ static int mirror_on_body(struct http_call *call, const char *data, size_t len, 
 static void mirror_on_done(struct http_call *call, const struct http_call_result *res, void *user)
 {
     struct mirror_pair *mp = user;
+    struct proxy_worker *w = mp->w;
     (void)call;
-    atomic_fetch_sub_explicit(&mp->w->p->mirror.in_flight, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&w->p->mirror.in_flight, 1, memory_order_relaxed);
+    w->mirror_calls--;
+    if (res->error == HTTP_CALL_ERR_ABORTED && w->stopping)
+        mp->cut = true;
     side_done(mp, 1, (int)res->status, res->error != HTTP_CALL_OK);
+    if (w->mirror_wait && w->mirror_calls == 0)
+        drain_done(w);
 }
 
 static const struct http_call_ops mirror_ops = {
@@ -215,22 +370,30 @@ void px_mirror_start(struct pxreq *x, const struct http_call_spec *primary)
         return;
     }
     atomic_fetch_add_explicit(&m->mirrored, 1, memory_order_relaxed);
+    x->w->mirror_calls++;
     x->mp = mp;
 }
 
 void px_mirror_primary_body(struct pxreq *x, const char *data, size_t len)
 {
-    if (x->mp)
-        keep(&x->mp->side[0].body, data, len);
+    if (!x->mp)
+        return;
+    uint64_t now = ts_now_ns();
+    if (!x->mp->side[0].first_ns)
+        x->mp->side[0].first_ns = now;
+    x->mp->side[0].last_ns = now;
+    keep(&x->mp->side[0].body, data, len);
 }
 
-void px_mirror_primary_done(struct pxreq *x, int status, bool failed)
+void px_mirror_primary_done(struct pxreq *x, const struct http_call_result *res)
 {
     if (!x->mp)
         return;
     struct mirror_pair *mp = x->mp;
     x->mp = NULL;
-    side_done(mp, 0, status, failed);
+    if (res->error == HTTP_CALL_ERR_ABORTED && x->w->stopping)
+        mp->cut = true;
+    side_done(mp, 0, (int)res->status, res->error != HTTP_CALL_OK);
 }
 
 /* The Prometheus text of the mirror's stats. 0 or a buf error. */
@@ -239,18 +402,20 @@ int proxy_mirror_metrics(struct proxy *p, struct buf *out)
     struct proxy_mirror_stats *m = &p->mirror;
     static const char *const cn[] = {
         "tokenstorm_proxy_mirror_sampled_total", "tokenstorm_proxy_mirror_requests_total",
-        "tokenstorm_proxy_mirror_dropped_total", "tokenstorm_proxy_mirror_compared_total"};
+        "tokenstorm_proxy_mirror_dropped_total", "tokenstorm_proxy_mirror_compared_total",
+        "tokenstorm_proxy_mirror_cut_total"};
     static const char *const ch[] = {
         "Requests chosen for the mirror (--mirror-share).", "Requests also sent to the mirror.",
         "Requests not mirrored: the mirror's queue was full (--mirror-max) or the call failed.",
-        "Pairs where both targets answered 2xx: latency difference and similarity observed."};
+        "Pairs where both targets answered 2xx: latency difference and similarity observed.",
+        "Pairs cut by the proxy's shutdown (a side still running when its grace ended)."};
     if (!p->cfg.mirror_url)
         return 0;
     pthread_mutex_lock(&m->mu);
     const uint64_t v[] = {atomic_load(&m->sampled), atomic_load(&m->mirrored),
-                          atomic_load(&m->dropped), m->compared};
+                          atomic_load(&m->dropped), m->compared, m->cut};
     int rc = 0;
-    for (int k = 0; k < 4 && !rc; k++) {
+    for (int k = 0; k < 5 && !rc; k++) {
         rc = prom_header(out, cn[k], ch[k], "counter");
         if (!rc)
             rc = prom_sample(out, cn[k], NULL, 0, (double)v[k]);
