@@ -191,7 +191,9 @@ int proxy_mirror_out_start(struct proxy *p, char *err, size_t errlen)
             ts_errf(err, errlen, "--mirror-out: path too long");
             return -ENAMETOOLONG;
         }
-        rc = file_mkdirs(dir, err, errlen);
+        char why[512];
+        if ((rc = file_mkdirs(dir, why, sizeof why)) != 0)
+            ts_errf(err, errlen, "--mirror-out: %s", why);
     }
     for (int i = 0; i < 2 && !rc; i++)
         if (run_stats_new(&m->stats[i])) {

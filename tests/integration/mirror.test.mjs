@@ -148,10 +148,16 @@ test('--mirror-out: a proxy killed with SIGKILL leaves what it had written perio
   assert.equal(mj.similarity.count, 30);
 });
 
-test('--mirror-out without --mirror is a usage error', async () => {
+test('--mirror-out without --mirror, or a directory that cannot be made, is a usage error', async () => {
   const r = await runBin(['proxy', '--upstream', 'http://127.0.0.1:9', '--mirror-out', path.join(tmp, 'x')]);
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--mirror-out needs --mirror/);
+  const file = path.join(tmp, 'a-file');
+  fs.writeFileSync(file, 'x');
+  const r2 = await runBin(['proxy', '--upstream', 'http://127.0.0.1:9', '--mirror', 'http://127.0.0.1:9',
+    '--mirror-out', path.join(file, 'sub'), '--listen', '127.0.0.1:0', '--no-api']);
+  assert.equal(r2.code, 2);
+  assert.match(r2.stderr, /--mirror-out: cannot create/);
 });
 
 test('shutdown: mirror calls finish within the grace; past it their pairs count as cut, not errors', { timeout: 60000 }, async () => {
