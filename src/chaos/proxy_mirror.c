@@ -24,9 +24,15 @@
 
 #define MIRROR_TEXT_MAX (1u << 20) /* bytes of each side's body kept for the comparison */
 
+#define MIRROR_PIECES_MAX 8192u /* body pieces whose arrival time is kept, per side */
+
 struct mirror_side {
     uint64_t first_ns, last_ns; /* first and last body bytes (0: none) */
     uint64_t end_ns;
+    /* when each body piece came: piece_ns[k] for the bytes up to piece_end[k] */
+    uint64_t *piece_ns;
+    uint32_t *piece_end;
+    uint32_t npieces, cap;
     int status;
     bool failed; /* no complete answer: a transport error, a cut, a status outside 2xx */
     struct buf body;
@@ -63,13 +69,66 @@ static void keep(struct buf *b, const char *data, size_t len)
     (void)rc; /* full: the rest is not compared */
 }
 
+/* A body piece of side sd came at now: kept with its time. */
+static void side_body(struct mirror_side *sd, const char *data, size_t len, uint64_t now)
+{
+    if (!sd->first_ns)
+        sd->first_ns = now;
+    sd->last_ns = now;
+    size_t before = sd->body.len;
+    keep(&sd->body, data, len);
+    if (sd->body.len == before)
+        return; /* full (or empty): the bytes, and so their times, are not kept */
+    if (sd->npieces == sd->cap && sd->cap < MIRROR_PIECES_MAX) {
+        uint32_t cap = sd->cap ? 2 * sd->cap : 64;
+        uint64_t *ns = ts_realloc(sd->piece_ns, cap * sizeof *ns);
+        if (ns)
+            sd->piece_ns = ns;
+        uint32_t *end = ns ? ts_realloc(sd->piece_end, cap * sizeof *end) : NULL;
+        if (end) {
+            sd->piece_end = end;
+            sd->cap = cap;
+        }
+    }
+    if (sd->npieces < sd->cap) {
+        sd->piece_ns[sd->npieces] = now;
+        sd->piece_end[sd->npieces++] = (uint32_t)sd->body.len;
+    } else if (sd->npieces) {
+        sd->piece_end[sd->npieces - 1] = (uint32_t)sd->body.len; /* later bytes: the last time */
+        sd->piece_ns[sd->npieces - 1] = now;
+    }
+}
+
+static void side_release(struct mirror_side *sd)
+{
+    buf_release(&sd->body);
+    ts_free(sd->piece_ns);
+    ts_free(sd->piece_end);
+    sd->piece_ns = NULL;
+    sd->piece_end = NULL;
+    sd->npieces = sd->cap = 0;
+}
+
 /* What a body said: its answer text and how it came. */
 struct answer {
     bool stream;
     uint32_t choice_chunks, content_chunks;
     int32_t usage_tokens; /* usage.completion_tokens, -1: none */
     int32_t usage_prompt; /* usage.prompt_tokens, -1: none */
+    /* with the side's piece times (a stream): when its events came */
+    uint64_t first_chunk_ns, first_token_ns, last_chunk_ns;
+    uint64_t *chunk_ns; /* each event with choices, up to chunk_cap (caller's; NULL: none) */
+    uint32_t chunk_cap, nchunk;
 };
+
+/* The time the byte before offset end came (sd's pieces; 0: not known). *k
+ * is where the search starts and ends: offsets only grow. */
+static uint64_t time_at(const struct mirror_side *sd, size_t end, uint32_t *k)
+{
+    while (*k + 1 < sd->npieces && sd->piece_end[*k] < end)
+        (*k)++;
+    return *k < sd->npieces ? sd->piece_ns[*k] : 0;
+}
 
 /* usage.completion_tokens and prompt_tokens of j into a (when there). */
 static void take_usage(const json_t *j, struct answer *a)
@@ -84,11 +143,18 @@ static void take_usage(const json_t *j, struct answer *a)
 }
 
 /* The answer text of a body (into out when not NULL): the content deltas of
- * an event stream, or choices[0].message.content / .text of a JSON body. */
-static void answer_text(const struct buf *b, struct buf *out, struct answer *a)
+ * an event stream, or choices[0].message.content / .text of a JSON body.
+ * With sd (the side whose body b is), the events' times too (a->chunk_ns:
+ * the caller's array of a->chunk_cap, or NULL). */
+static void answer_text(const struct buf *b, struct buf *out, struct answer *a,
+                        const struct mirror_side *sd)
 {
     const char *s = b->data ? b->data : "";
+    uint64_t *chunk_ns = a->chunk_ns;
+    uint32_t chunk_cap = a->chunk_cap, k = 0;
     memset(a, 0, sizeof *a);
+    a->chunk_ns = chunk_ns;
+    a->chunk_cap = chunk_cap;
     a->usage_tokens = a->usage_prompt = -1;
     if (b->len >= 5 && (!strncmp(s, "data:", 5) || strstr(s, "\ndata:"))) {
         a->stream = true;
@@ -101,8 +167,17 @@ static void answer_text(const struct buf *b, struct buf *out, struct answer *a)
                 json_t *t = json_object_get(json_object_get(c, "delta"), "content");
                 if (!json_is_string(t))
                     t = json_object_get(c, "text");
+                uint64_t at = sd && c ? time_at(sd, (size_t)(p + n - s), &k) : 0;
                 a->choice_chunks += c != NULL;
+                if (at) {
+                    a->first_chunk_ns = a->first_chunk_ns ? a->first_chunk_ns : at;
+                    a->last_chunk_ns = at;
+                    if (a->chunk_ns && a->nchunk < a->chunk_cap)
+                        a->chunk_ns[a->nchunk++] = at;
+                }
                 if (json_is_string(t) && json_string_length(t)) {
+                    if (at && !a->first_token_ns)
+                        a->first_token_ns = at;
                     a->content_chunks++;
                     if (out)
                         keep(out, json_string_value(t), json_string_length(t));
@@ -136,9 +211,9 @@ static double similarity(struct mirror_pair *mp)
         return -1;
     buf_init(&a, MIRROR_TEXT_MAX);
     buf_init(&b, MIRROR_TEXT_MAX);
-    struct answer ia, ib;
-    answer_text(&mp->side[1].body, &a, &ia);
-    answer_text(&mp->side[0].body, &b, &ib);
+    struct answer ia = {0}, ib = {0};
+    answer_text(&mp->side[1].body, &a, &ia, NULL);
+    answer_text(&mp->side[0].body, &b, &ib, NULL);
     if ((a.len || b.len) &&
         quality_rouge_l(w->qs, a.data ? a.data : "", a.len, b.data ? b.data : "", b.len, &rs) == 0)
         v = rs.fmeasure;
@@ -148,12 +223,15 @@ static double similarity(struct mirror_pair *mp)
 }
 
 /* One side's request as the load engine would have recorded it (for
- * --mirror-out's result.json): from the common start to its first and last
- * body bytes; tokens from usage, else one per content chunk. */
-static void side_record(const struct mirror_pair *mp, int i, struct req_record *r)
+ * --mirror-out's result.json): from the common start to its events (the
+ * arrival of the body piece that completed each; chunk_buf holds their
+ * times, cap of them, and r->chunk_ns points to it) or, for a JSON body,
+ * its last byte; tokens from usage, else one per content chunk. */
+static void side_record(const struct mirror_pair *mp, int i, struct req_record *r,
+                        uint64_t *chunk_buf, uint32_t cap)
 {
     const struct mirror_side *sd = &mp->side[i];
-    struct answer a;
+    struct answer a = {.chunk_ns = chunk_buf, .chunk_cap = chunk_buf ? cap : 0};
     memset(r, 0, sizeof *r);
     r->http_status = sd->status;
     r->intended_ns = r->start_ns = mp->start_ns;
@@ -171,13 +249,23 @@ static void side_record(const struct mirror_pair *mp, int i, struct req_record *
                  sd->status ? "HTTP " : "no complete answer, status ", sd->status);
         return;
     }
-    answer_text(&sd->body, NULL, &a);
+    answer_text(&sd->body, NULL, &a, sd);
     r->outcome = REQ_OK;
     r->first_byte_ns = sd->first_ns;
     r->last_chunk_ns = r->last_event_ns = sd->last_ns ? sd->last_ns : sd->end_ns;
     if (a.stream) {
         r->flags |= REQF_STREAM;
-        r->first_chunk_ns = r->first_token_ns = sd->first_ns;
+        r->first_chunk_ns = a.first_chunk_ns;
+        r->first_token_ns = a.first_token_ns;
+        if (a.last_chunk_ns)
+            r->last_chunk_ns = a.last_chunk_ns;
+        r->chunk_ns = a.chunk_ns;
+        r->n_chunk_ns = a.nchunk;
+        for (uint32_t k = 1; k < a.nchunk; k++) {
+            uint64_t gap = a.chunk_ns[k] - a.chunk_ns[k - 1];
+            r->itl_sum_ns += gap;
+            r->itl_max_ns = gap > r->itl_max_ns ? gap : r->itl_max_ns;
+        }
     }
     r->choice_chunks = a.choice_chunks;
     r->content_chunks = a.content_chunks;
@@ -202,13 +290,19 @@ static void pair_done(struct mirror_pair *mp)
     }
     double sim = !f0 && !f1 ? similarity(mp) : -1;
     struct req_record rec[2];
+    uint64_t *chunks[2] = {NULL, NULL};
     if (m->stats[0])
-        for (int i = 0; i < 2; i++)
-            side_record(mp, i, &rec[i]);
+        for (int i = 0; i < 2; i++) {
+            chunks[i] = ts_malloc(MIRROR_PIECES_MAX * sizeof *chunks[i]);
+            side_record(mp, i, &rec[i], chunks[i], MIRROR_PIECES_MAX);
+        }
     pthread_mutex_lock(&m->mu);
     if (m->stats[0]) {
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 2; i++) {
             run_stats_add_record(m->stats[i], &rec[i], NULL);
+            for (uint32_t k = 1; k < rec[i].n_chunk_ns; k++)
+                run_stats_add_itl(m->stats[i], rec[i].chunk_ns[k] - rec[i].chunk_ns[k - 1]);
+        }
         if (!m->first_ns || mp->start_ns < m->first_ns)
             m->first_ns = mp->start_ns;
         for (int i = 0; i < 2; i++)
@@ -233,9 +327,11 @@ static void pair_done(struct mirror_pair *mp)
         m->errors_both++;
     }
     pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < 2; i++)
+        ts_free(chunks[i]);
 out_free:
     for (int i = 0; i < 2; i++)
-        buf_release(&mp->side[i].body);
+        side_release(&mp->side[i]);
     ts_free(mp);
 }
 
@@ -305,10 +401,7 @@ static int mirror_on_body(struct http_call *call, const char *data, size_t len, 
 {
     struct mirror_pair *mp = user;
     (void)call;
-    if (!mp->side[1].first_ns)
-        mp->side[1].first_ns = now_ns;
-    mp->side[1].last_ns = now_ns;
-    keep(&mp->side[1].body, data, len);
+    side_body(&mp->side[1], data, len, now_ns);
     return 0;
 }
 
@@ -363,8 +456,8 @@ void px_mirror_start(struct pxreq *x, const struct http_call_spec *primary)
         atomic_fetch_sub_explicit(&m->in_flight, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&m->dropped, 1, memory_order_relaxed);
         if (mp) {
-            buf_release(&mp->side[0].body);
-            buf_release(&mp->side[1].body);
+            side_release(&mp->side[0]);
+            side_release(&mp->side[1]);
             ts_free(mp);
         }
         return;
@@ -376,13 +469,8 @@ void px_mirror_start(struct pxreq *x, const struct http_call_spec *primary)
 
 void px_mirror_primary_body(struct pxreq *x, const char *data, size_t len)
 {
-    if (!x->mp)
-        return;
-    uint64_t now = ts_now_ns();
-    if (!x->mp->side[0].first_ns)
-        x->mp->side[0].first_ns = now;
-    x->mp->side[0].last_ns = now;
-    keep(&x->mp->side[0].body, data, len);
+    if (x->mp)
+        side_body(&x->mp->side[0], data, len, ts_now_ns());
 }
 
 void px_mirror_primary_done(struct pxreq *x, const struct http_call_result *res)

@@ -113,6 +113,9 @@ test('--mirror-out: DIR/primary and DIR/mirror compare with intervals; mirror.js
     assert.equal(r.summary.completed, mj.compared, side);
     assert.equal(r.summary.total_output_tokens, 20 * mj.compared, side); // usage of each answer
     assert.equal(r.run.target, side);
+    // each event timed: role + 20 tokens + finish, so 21 gaps an answer
+    assert.ok(r.latency.itl.count >= 20 * mj.compared, `${side}: ${r.latency.itl.count} gaps`);
+    assert.ok(r.latency.ttft.p50 < r.latency.e2el.p50, side);
   }
   const c = await runBin(['compare', path.join(out, 'primary'), path.join(out, 'mirror'), '--json',
     '--fail-on', 'e2el.p50>+100ms']);
@@ -123,6 +126,9 @@ test('--mirror-out: DIR/primary and DIR/mirror compare with intervals; mirror.js
   assert.ok(row.change > 100 && row.ci[0] > 0 && row.ci[0] <= row.change && row.change <= row.ci[1],
     JSON.stringify(row));
   assert.ok(row.significant && row.regression, JSON.stringify(row));
+  // the mirror's engine steps are 10 ms longer: so is every gap between its tokens
+  const itl = cmp.metrics.find((r) => r.name === 'itl.p50');
+  assert.ok(itl.change > 5 && itl.change < 30 && itl.ci[0] > 0, JSON.stringify(itl));
   const rep = await runBin(['report', out]);
   assert.equal(rep.code, 0, rep.stderr);
   assert.match(rep.stdout, /run mirror/);

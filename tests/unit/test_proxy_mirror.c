@@ -20,7 +20,7 @@ static void test_answer_stream(void **state)
     (void)state;
     struct mirror_side sd = {0};
     struct buf t;
-    struct answer a;
+    struct answer a = {0};
     set_body(&sd,
              "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
              "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n"
@@ -28,7 +28,7 @@ static void test_answer_stream(void **state)
              "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\n"
              "data: [DONE]\n\n");
     buf_init(&t, 100);
-    answer_text(&sd.body, &t, &a);
+    answer_text(&sd.body, &t, &a, NULL);
     assert_true(a.stream);
     assert_int_equal(t.len, 5);
     assert_memory_equal(t.data, "Hello", 5);
@@ -53,7 +53,7 @@ static void test_side_record(void **state)
     mp.side[0].first_ns = 3000;
     mp.side[0].last_ns = 4000;
     mp.side[0].end_ns = 5000;
-    side_record(&mp, 0, &r);
+    side_record(&mp, 0, &r, NULL, 0);
     assert_int_equal(r.outcome, REQ_OK);
     assert_int_equal(r.output_tokens, 4);
     assert_int_equal(r.token_source, TOKENS_USAGE);
@@ -74,12 +74,45 @@ static void test_side_record(void **state)
     for (size_t i = 0; i < sizeof fails / sizeof *fails; i++) {
         mp.side[1].status = fails[i].status;
         mp.side[1].failed = true;
-        side_record(&mp, 1, &r);
+        side_record(&mp, 1, &r, NULL, 0);
         assert_int_equal(r.outcome, fails[i].o);
         assert_true(req_outcome_is_error(r.outcome));
         assert_non_null(strstr(r.error, "mirror"));
     }
     buf_release(&mp.side[0].body);
+}
+
+/* A stream's events timed by the body pieces that brought them: the first
+ * chunk with choices (the role), the first with content, each gap. */
+static void test_event_times(void **state)
+{
+    (void)state;
+    static const char *const ev[] = {
+        "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{",
+        "\"delta\":{\"content\":\"b\"}}]}\n\n", /* the event that began in the piece before */
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"};
+    struct mirror_pair mp = {.start_ns = 100};
+    buf_init(&mp.side[0].body, MIRROR_TEXT_MAX);
+    for (int k = 0; k < 4; k++)
+        side_body(&mp.side[0], ev[k], strlen(ev[k]), 1000 * (uint64_t)(k + 1));
+    mp.side[0].status = 200;
+    mp.side[0].end_ns = 5000;
+    assert_int_equal(mp.side[0].npieces, 4);
+    uint64_t chunks[8];
+    struct req_record r;
+    side_record(&mp, 0, &r, chunks, 8);
+    assert_true(r.flags & REQF_STREAM);
+    assert_int_equal(r.first_byte_ns, 1000);
+    assert_int_equal(r.first_chunk_ns, 1000); /* the role chunk */
+    assert_int_equal(r.first_token_ns, 2000);
+    assert_int_equal(r.last_chunk_ns, 4000);
+    assert_int_equal(r.n_chunk_ns, 4);
+    assert_int_equal(chunks[2], 3000); /* "b" completed with the third piece */
+    assert_int_equal(r.itl_sum_ns, 3000);
+    assert_int_equal(r.itl_max_ns, 1000);
+    assert_int_equal(r.output_tokens, 2); /* no usage: one per content chunk */
+    side_release(&mp.side[0]);
 }
 
 /* No user:password of a URL reaches the files. */
@@ -97,6 +130,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_answer_stream),
         cmocka_unit_test(test_side_record),
+        cmocka_unit_test(test_event_times),
         cmocka_unit_test(test_clean_url),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
