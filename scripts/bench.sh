@@ -5,6 +5,7 @@
 #   scripts/bench.sh                  all of them
 #   scripts/bench.sh fidelity locust  only those (sim_capacity, client_capacity,
 #                                     fidelity, locust, proxy_overhead,
+#                                     mirror_overhead,
 #                                     sim_published)
 #
 # Environment: BUILD (build directory, default build), PYTHON (default
@@ -29,7 +30,7 @@ fi
 ninja -C "$BUILD" tokenstorm src/base/libts_base.a >/dev/null || exit 1
 mkdir -p bench/out
 
-all=(sim_capacity client_capacity fidelity locust proxy_overhead vector_nprobe sim_published realtime_vs_sse)
+all=(sim_capacity client_capacity fidelity locust proxy_overhead mirror_overhead vector_nprobe sim_published realtime_vs_sse)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 
@@ -43,6 +44,7 @@ for name in "${names[@]}"; do
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
     proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
+    mirror_overhead) cmd=("$PYTHON" bench/mirror_overhead.py); limit=240 ;;
     vector_nprobe) cmd=("$PYTHON" bench/vector_nprobe.py); limit=600 ;;
     sim_published) cmd=("$PYTHON" bench/sim_published.py); limit=420 ;;
     realtime_vs_sse) cmd=("$PYTHON" bench/realtime_vs_sse.py); limit=240 ;;

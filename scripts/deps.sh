@@ -40,7 +40,9 @@ for group in "$@"; do
             # a self-signed certificate for the wss:// test (tests/compat/realtime_integrity.test.mjs)
             openssl
             # the shells whose generated completions tests/integration/cli.test.mjs runs
-            zsh fish)
+            zsh fish
+            # a real retrying gateway between two proxies (tests/integration/chain_gateway.test.mjs)
+            nginx)
         node=1 ;;
     # make deb: dpkg-shlibdeps finds the runtime dependencies; man-db for `man -w`
     deb) pkgs+=(dpkg-dev man-db) ;;

@@ -624,7 +624,7 @@ static void up_on_done(struct http_call *call, const struct http_call_result *re
     (void)call;
     x->call_running = false;
     x->call = NULL;
-    px_mirror_primary_done(x, (int)res->status, res->error != HTTP_CALL_OK);
+    px_mirror_primary_done(x, res);
     if (x->orphan) {
         px_orphan_end(x);
     } else if (x->state == PX_DONE || x->state == PX_HANGING || x->close_pending) {

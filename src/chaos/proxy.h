@@ -88,8 +88,11 @@ struct proxy_config {
                                     (orphaned work, chain.h); 0: 60 s */
     const struct recorder_config *record; /* --record: every exchange to files; NULL: off */
     const char *mirror_url;               /* --mirror: shadow traffic to this base URL; NULL: off */
-    double mirror_share; /* the share of requests mirrored, 0..1 (proxy_mirror.c) */
-    int mirror_max;      /* mirror calls in flight at most; over it a request is dropped */
+    double mirror_share;          /* the share of requests mirrored, 0..1 (proxy_mirror.c) */
+    int mirror_max;               /* mirror calls in flight at most; over it a request is dropped */
+    const char *mirror_out;       /* --mirror-out: the pairs as two result directories and
+                               mirror.json in this directory (proxy_mirror_out.c); NULL: off */
+    uint64_t mirror_out_every_ns; /* how often they are rewritten; 0: 2 s */
 };
 
 /*
@@ -100,6 +103,7 @@ struct proxy_config {
  * on the proxy's loop; the others each on a thread with its own loop.
  */
 struct quality_scratch;
+struct run_stats;
 
 /* Shadow traffic (--mirror, proxy_mirror.c): counters are atomic, the rest
  * under mu. Index 0 is the primary, 1 the mirror. */
@@ -108,7 +112,17 @@ struct proxy_mirror_stats {
     _Atomic uint64_t sampled, mirrored, dropped;
     _Atomic int in_flight;
     uint64_t compared, errors_only[2], errors_both;
+    uint64_t cut; /* pairs a side of which the proxy's shutdown cut (past its grace) */
     struct prom_hist latency[2], diff, similarity;
+    /* --mirror-out: each target's side of every pair, as a load run's
+     * stats (NULL: off); when the first pair started and the last ended; the similarity's
+     * count and minimum; the writer thread. */
+    struct run_stats *stats[2];
+    uint64_t first_ns, last_ns, sim_n, started_wall_ns;
+    double sim_min;
+    pthread_t writer;
+    pthread_cond_t wake;
+    bool writer_on, writer_stop;
 };
 
 struct proxy_worker {
@@ -127,6 +141,12 @@ struct proxy_worker {
     pthread_mutex_t hist_mu;
     struct prom_hist forward_delay;
     bool stopping; /* its shutdown began (set on its own loop) */
+    /* --mirror on its loop: mirror calls in flight; at shutdown the client
+     * is closed only when they have ended or the grace is over
+     * (mirror_wait: that wait's timer, NULL when not waiting) */
+    int mirror_calls;
+    uint64_t stop_deadline_ns;
+    struct mirror_wait *mirror_wait;
     /* workers on threads (index > 0) */
     uv_loop_t own_loop;
     uv_async_t stop; /* proxy loop -> worker: begin the shutdown */
@@ -203,6 +223,26 @@ TS_MUST_CHECK int proxy_metrics(struct proxy *p, struct buf *out);
 
 /* --mirror's stats (proxy_mirror.c): set up before the workers start. */
 void proxy_mirror_stats_init(struct proxy_mirror_stats *m);
+/*
+ * --mirror-out DIR (proxy_mirror_out.c): makes DIR/primary and DIR/mirror
+ * and starts the thread that writes, every cfg.mirror_out_every_ns,
+ * DIR/primary/result.json, DIR/mirror/result.json (tokenstorm.result/1:
+ * each target's side of the compared pairs, for `tokenstorm compare
+ * DIR/primary DIR/mirror`) and DIR/mirror.json (the counts, the latency
+ * difference, the similarity). Nothing without cfg.mirror_out. Returns 0,
+ * or a negative errno with the reason in err (nothing to stop then).
+ */
+TS_MUST_CHECK int proxy_mirror_out_start(struct proxy *p, char *err, size_t errlen);
+/* Stops the writer, writes the files a last time and frees the stats. Idempotent. */
+void proxy_mirror_out_stop(struct proxy *p);
+/* Writes the files now. 0 or a negative errno with the reason in err. */
+TS_MUST_CHECK int proxy_mirror_out_write(struct proxy *p, char *err, size_t errlen);
+/*
+ * At w's shutdown, after its clients: calls done(w) once the mirror calls
+ * on w have ended, or when the grace is over (then the client's close cuts
+ * them; such pairs count as cut, not as errors). Runs on w's loop.
+ */
+void proxy_mirror_drain(struct proxy_worker *w, void (*done)(struct proxy_worker *w));
 /* Appends their Prometheus text (nothing without --mirror). 0 or a buf error. */
 TS_MUST_CHECK int proxy_mirror_metrics(struct proxy *p, struct buf *out);
 

@@ -150,9 +150,9 @@ void px_record_end(struct pxreq *x);
 
 /* Mirrors x (its share rolled, the queue bound kept) with the primary's spec. */
 void px_mirror_start(struct pxreq *x, const struct http_call_spec *primary);
-/* The primary's body pieces, and its end (failed: no complete answer). */
+/* The primary's body pieces, and its end (res: its upstream call's result). */
 void px_mirror_primary_body(struct pxreq *x, const char *data, size_t len);
-void px_mirror_primary_done(struct pxreq *x, int status, bool failed);
+void px_mirror_primary_done(struct pxreq *x, const struct http_call_result *res);
 
 /* ---- proxy_shape.c ---- */
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "analysis/quality.h"
 #include "chaos/proxy_int.h"
@@ -36,18 +37,25 @@ static void worker_client_closed(struct http_client *c, void *arg)
         uv_close((uv_handle_t *)&w->stop, NULL); /* the last handle: the thread's loop ends */
 }
 
-/* w's listener and connections closed: close its upstream client. */
+/* w's requests and mirror calls ended (or their grace is over): close its upstream client. */
+static void worker_close_client(struct proxy_worker *w)
+{
+    http_client_close(&w->client, worker_client_closed, w);
+}
+
+/* w's listener and connections closed: the mirror calls may end, then the client closes. */
 static void worker_front_closed(struct http_server *s)
 {
     struct proxy_worker *w =
         (struct proxy_worker *)((char *)s - offsetof(struct proxy_worker, front));
-    http_client_close(&w->client, worker_client_closed, w);
+    proxy_mirror_drain(w, worker_close_client);
 }
 
 /* On w's loop: stop accepting, let requests finish, close the client. */
 static void worker_stop(struct proxy_worker *w, uint64_t grace_ms)
 {
     w->stopping = true;
+    w->stop_deadline_ns = ts_now_ns() + grace_ms * 1000000ull;
     (void)http_server_shutdown(&w->front, grace_ms, worker_front_closed);
 }
 
@@ -246,15 +254,21 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
     proxy_tracer_init(&p->tracer, cfg->otlp, cfg->otlp_all, p->upstream);
     p->n_workers = p->cfg.threads;
     proxy_mirror_stats_init(&p->mirror);
-    if (p->cfg.record && (rc = recorder_open(p->cfg.record, &p->recorder, err, errlen)))
+    if ((rc = proxy_mirror_out_start(p, err, errlen)) != 0)
         return rc;
+    if (p->cfg.record && (rc = recorder_open(p->cfg.record, &p->recorder, err, errlen))) {
+        proxy_mirror_out_stop(p);
+        return rc;
+    }
     if (chain_init(&p->chain, p->cfg.retry_window_ns) != 0) {
+        proxy_mirror_out_stop(p);
         (void)recorder_close(p->recorder);
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     p->workers = ts_calloc((size_t)p->n_workers, sizeof *p->workers);
     if (!p->workers) {
+        proxy_mirror_out_stop(p);
         chain_release(&p->chain);
         (void)recorder_close(p->recorder);
         ts_errf(err, errlen, "out of memory");
@@ -296,6 +310,7 @@ out_release_faults:
     chain_release(&p->chain);
     for (int i = 0; i < p->n_workers; i++)
         quality_scratch_free(p->workers[i].qs);
+    proxy_mirror_out_stop(p); /* the workers are gone: the last pairs are in */
     pthread_mutex_destroy(&p->mirror.mu);
     if (recorder_close(p->recorder) != 0)
         ts_warn("proxy: --record: a write failed; the recording is incomplete");
@@ -346,6 +361,7 @@ static void reaped_closed(uv_handle_t *h)
     chain_release(&p->chain);
     for (int i = 0; i < p->n_workers; i++)
         quality_scratch_free(p->workers[i].qs);
+    proxy_mirror_out_stop(p); /* the workers are gone: the last pairs are in */
     pthread_mutex_destroy(&p->mirror.mu);
     if (recorder_close(p->recorder) != 0)
         ts_warn("proxy: --record: a write failed; the recording is incomplete");

@@ -77,6 +77,10 @@ static void usage(FILE *out)
         "  --mirror-share P       mirror this share of the requests (default 100%%)\n"
         "  --mirror-max N         mirror calls in flight at most; beyond, requests are not\n"
         "                         mirrored and counted as dropped (default 64)\n"
+        "  --mirror-out DIR       also write the compared pairs, every 2 s and at the end:\n"
+        "                         DIR/primary and DIR/mirror (result.json each: 'tokenstorm\n"
+        "                         compare DIR/primary DIR/mirror'), DIR/mirror.json\n"
+        "                         (drops, one-sided errors, similarity; default none)\n"
         "  --check                parse --faults, print them as JSON and exit\n"
         "  -q, --quiet            no progress or status lines;\n"
         "                         errors and the result still print)\n"
@@ -123,6 +127,7 @@ enum {
     OPT_MIRROR,
     OPT_MIRROR_SHARE,
     OPT_MIRROR_MAX,
+    OPT_MIRROR_OUT,
     OPT_VERSION,
 };
 
@@ -189,11 +194,11 @@ static int parse_duration(struct proxy_opts *o, int c, const char *arg)
     return -1;
 }
 
-/* --mirror, --mirror-share, --mirror-max. Returns -1 or the exit code. */
+/* --mirror, --mirror-share, --mirror-max, --mirror-out. Returns -1 or the exit code. */
 static int take_mirror_option(struct proxy_config *cfg, int c, const char *arg)
 {
-    if (c == OPT_MIRROR) {
-        cfg->mirror_url = arg;
+    if (c == OPT_MIRROR || c == OPT_MIRROR_OUT) {
+        *(c == OPT_MIRROR ? &cfg->mirror_url : &cfg->mirror_out) = arg;
         return -1;
     }
     char *end;
@@ -278,6 +283,7 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
     case OPT_MIRROR:
     case OPT_MIRROR_SHARE:
     case OPT_MIRROR_MAX:
+    case OPT_MIRROR_OUT:
         return take_mirror_option(&o->serve.cfg, c, arg);
     case OPT_RETRY_KEY:
         if (!*arg || strpbrk(arg, " :\r\n")) {
@@ -352,6 +358,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"mirror", required_argument, NULL, OPT_MIRROR},
         {"mirror-share", required_argument, NULL, OPT_MIRROR_SHARE},
         {"mirror-max", required_argument, NULL, OPT_MIRROR_MAX},
+        {"mirror-out", required_argument, NULL, OPT_MIRROR_OUT},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -373,6 +380,10 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
     }
     if (optind < argc) {
         fprintf(stderr, "tokenstorm proxy: unexpected argument '%s'\n", argv[optind]);
+        return TS_EXIT_USAGE;
+    }
+    if (o->serve.cfg.mirror_out && !o->serve.cfg.mirror_url) {
+        fprintf(stderr, "tokenstorm proxy: --mirror-out needs --mirror URL\n");
         return TS_EXIT_USAGE;
     }
     if (o->record.nredact && !o->record.dir) {

@@ -83,3 +83,103 @@ test('a mirror that is down: errors only on the mirror side, the client unaffect
   assert.equal(metric(m, 'tokenstorm_proxy_mirror_errors_total{side="mirror"}'), sent);
   assert.equal(metric(m, 'tokenstorm_proxy_mirror_errors_total{side="primary"}'), 0);
 });
+
+// `--mirror-out DIR`: the pairs as two runs that compare and report read, and
+// mirror.json; rewritten periodically (a killed proxy leaves them) and at the end.
+const readJson = (f) => JSON.parse(fs.readFileSync(f, 'utf8'));
+
+test('--mirror-out: DIR/primary and DIR/mirror compare with intervals; mirror.json has the rest', { timeout: 90000 }, async () => {
+  const fast = await startSim(['--profile', 'tiny', '--no-noise']);
+  const slow = await startSim(['--profile', 'tiny', '--no-noise', '--set', 't_fix_ms=10']);
+  procs.push(fast, slow);
+  const out = path.join(tmp, 'mo');
+  const p = await proxy(['--upstream', fast.base, '--mirror', slow.base, '--mirror-out', out]);
+  // written at once, so the directory is usable before any traffic
+  assert.equal(readJson(path.join(out, 'mirror.json')).compared, 0);
+  const s = await load(p.base, 'mo-run');
+  assert.equal(s.completed, 30);
+  assert.equal((await p.stop('SIGTERM')).code, 0); // the last write at the end
+  const mj = readJson(path.join(out, 'mirror.json'));
+  assert.equal(mj.schema, 'tokenstorm.mirror/1');
+  assert.equal(mj.sampled, 30);
+  assert.equal(mj.mirrored + mj.dropped, 30);
+  assert.equal(mj.compared, mj.mirrored);
+  assert.deepEqual(mj.errors, { primary_only: 0, mirror_only: 0, both: 0 });
+  assert.ok(mj.latency_diff_s.count === mj.compared && mj.latency_diff_s.mean > 0.1, JSON.stringify(mj.latency_diff_s));
+  assert.ok(mj.similarity.count === mj.compared && mj.similarity.min >= 0 && mj.similarity.mean <= 1);
+  for (const side of ['primary', 'mirror']) {
+    const r = readJson(path.join(out, side, 'result.json'));
+    assert.equal(r.schema, 'tokenstorm.result/1');
+    assert.equal(r.summary.completed, mj.compared, side);
+    assert.equal(r.summary.total_output_tokens, 20 * mj.compared, side); // usage of each answer
+    assert.equal(r.run.target, side);
+    // each event timed: role + 20 tokens + finish, so 21 gaps an answer
+    assert.ok(r.latency.itl.count >= 20 * mj.compared, `${side}: ${r.latency.itl.count} gaps`);
+    assert.ok(r.latency.ttft.p50 < r.latency.e2el.p50, side);
+  }
+  const c = await runBin(['compare', path.join(out, 'primary'), path.join(out, 'mirror'), '--json',
+    '--fail-on', 'e2el.p50>+100ms']);
+  assert.equal(c.code, 1, c.stderr); // the mirror is slower by ~0.2 s per answer: a regression
+  const cmp = JSON.parse(c.stdout);
+  const row = cmp.metrics.find((r) => r.name === 'e2el.p50');
+  assert.ok(row, c.stdout.slice(0, 400));
+  assert.ok(row.change > 100 && row.ci[0] > 0 && row.ci[0] <= row.change && row.change <= row.ci[1],
+    JSON.stringify(row));
+  assert.ok(row.significant && row.regression, JSON.stringify(row));
+  // the mirror's engine steps are 10 ms longer: so is every gap between its tokens
+  const itl = cmp.metrics.find((r) => r.name === 'itl.p50');
+  assert.ok(itl.change > 5 && itl.change < 30 && itl.ci[0] > 0, JSON.stringify(itl));
+  const rep = await runBin(['report', out]);
+  assert.equal(rep.code, 0, rep.stderr);
+  assert.match(rep.stdout, /run mirror/);
+  assert.match(rep.stdout, /run primary/);
+});
+
+test('--mirror-out: a proxy killed with SIGKILL leaves what it had written periodically', { timeout: 60000 }, async () => {
+  const fast = await startSim(['--profile', 'tiny', '--no-noise']);
+  procs.push(fast);
+  const out = path.join(tmp, 'mo-kill');
+  const p = await proxy(['--upstream', fast.base, '--mirror', fast.base, '--mirror-out', out]);
+  const s = await load(p.base, 'mo-kill-run');
+  assert.equal(s.completed, 30);
+  let mj;
+  for (let i = 0; i < 50; i++) { // rewritten every 2 s
+    await sleep(200);
+    mj = readJson(path.join(out, 'mirror.json'));
+    if (mj.compared === 30) break;
+  }
+  await p.stop('SIGKILL');
+  assert.equal(mj.compared, 30);
+  assert.equal(readJson(path.join(out, 'mirror', 'result.json')).summary.completed, 30);
+  assert.equal(mj.similarity.count, 30);
+});
+
+test('--mirror-out without --mirror, or a directory that cannot be made, is a usage error', async () => {
+  const r = await runBin(['proxy', '--upstream', 'http://127.0.0.1:9', '--mirror-out', path.join(tmp, 'x')]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--mirror-out needs --mirror/);
+  const file = path.join(tmp, 'a-file');
+  fs.writeFileSync(file, 'x');
+  const r2 = await runBin(['proxy', '--upstream', 'http://127.0.0.1:9', '--mirror', 'http://127.0.0.1:9',
+    '--mirror-out', path.join(file, 'sub'), '--listen', '127.0.0.1:0', '--no-api']);
+  assert.equal(r2.code, 2);
+  assert.match(r2.stderr, /--mirror-out: cannot create/);
+});
+
+test('shutdown: mirror calls finish within the grace; past it their pairs count as cut, not errors', { timeout: 60000 }, async () => {
+  const fast = await startSim(['--profile', 'tiny', '--no-noise']);
+  const slow = await startSim(['--profile', 'tiny', '--no-noise', '--set', 't_fix_ms=500']); // ~10 s an answer
+  procs.push(fast, slow);
+  const out = path.join(tmp, 'mo-grace');
+  const p = await proxy(['--upstream', fast.base, '--mirror', slow.base, '--mirror-out', out, '--grace', '300ms']);
+  const s = await load(p.base, 'mo-grace-run');
+  assert.equal(s.completed, 30);
+  const t0 = Date.now();
+  assert.equal((await p.stop('SIGTERM')).code, 0);
+  assert.ok(Date.now() - t0 < 8000, 'the grace bounds the wait for the mirror');
+  const mj = readJson(path.join(out, 'mirror.json'));
+  assert.equal(mj.mirrored, 30);
+  assert.equal(mj.cut, 30);
+  assert.equal(mj.compared, 0);
+  assert.deepEqual(mj.errors, { primary_only: 0, mirror_only: 0, both: 0 });
+});
