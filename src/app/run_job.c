@@ -688,11 +688,21 @@ static int start_simulator(struct job *j)
     scfg.host = "127.0.0.1";
     scfg.quiet = true;
     scfg.any_model = true;
-    if (j->ep == WORKLOAD_VECTOR_SEARCH) {
+    if (j->ep == WORKLOAD_VECTOR_SEARCH && !o->scenario) {
         /* the simulator holds the corpus the ground truth is computed over */
         scfg.vector_data = o->vector.data ? o->vector.data : RUN_VECTOR_DEFAULT_DATA;
         scfg.vector_index = o->vector.index;
         scfg.vector_seed = o->vector.seed;
+    }
+    for (size_t k = 0; o->scenario && k < j->scn.nclasses; k++) {
+        const struct scenario_vector *v = &j->scn.classes[k].vector;
+        if (j->scn.classes[k].endpoint != WORKLOAD_VECTOR_SEARCH)
+            continue;
+        /* one corpus: the scenario parser made every vector class agree on it */
+        scfg.vector_data = v->data ? v->data : RUN_VECTOR_DEFAULT_DATA;
+        scfg.vector_index = v->index;
+        scfg.vector_seed = v->seed;
+        break;
     }
     if (sim_thread_start(&scfg, &j->sim, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", j->err);
@@ -1425,6 +1435,8 @@ static int report(struct job *j, const struct runner_result *res)
 {
     struct report rp;
     memset(&rp, 0, sizeof(rp));
+    if (j->o.scenario)
+        scenario_run_total_recall(&j->sr, res->total);
     report_compute(j, res, &rp);
     bool no_success = judge_success(j, res, &rp);
     int code = report_write(j, res, &rp);
