@@ -1207,7 +1207,9 @@ static int class_vector(struct sctx *c, struct fy_node *n, struct scenario_class
     struct yamlwalk *w = &c->w;
     struct fy_node *v = yw_key_node(n, "vector");
     if (k->endpoint != WORKLOAD_VECTOR_SEARCH)
-        return v ? yw_err(w, v, "%s: 'vector' is for endpoint vector-search", what) : 0;
+        return v ? yw_err(w, val_of(c, n, "vector"), "%s: 'vector' is for endpoint vector-search",
+                          what)
+                 : 0;
     static const char *const no[] = {
         "prompts",  "prompts_file",  "dataset",       "input_tokens", "output_tokens", "system",
         "sessions", "shared_prefix", "perturbations", "flow",         "stream",        "ignore_eos",
