@@ -255,6 +255,9 @@ static int class_vectors(struct scenario_run *sr, size_t k, char *err, size_t er
     struct run_vector_opts o;
     char e2[512] = "";
     scenario_vector_opts(&c->vector, &o);
+    o.embed = sr->embed;
+    if (vector_embed_is_spec(o.queries) && !o.embed)
+        return 0; /* --check, --dry-run: no server to embed them */
     int rc = run_vector_prepare(&o, &sr->vec[k], e2, sizeof(e2));
     if (rc) {
         bool opt = !strncmp(e2, "--vector-", 9);
@@ -270,8 +273,10 @@ int scenario_run_init(struct scenario_run *sr, struct scenario *s, const char *b
                       const char *model, uint64_t requests, char *err, size_t errlen)
 {
     struct tokenizer *keep = sr->tokenizer;
+    const struct vector_embed_target *embed = sr->embed;
     memset(sr, 0, sizeof(*sr));
     sr->tokenizer = keep;
+    sr->embed = embed;
     sr->scn = s;
     sr->traffic = ts_calloc(s->nclasses, sizeof(*sr->traffic));
     sr->classes = ts_calloc(s->nclasses, sizeof(*sr->classes));

@@ -35,6 +35,10 @@ struct scenario_run {
     size_t *slo_first, *slo_count;
     struct tokenizer *tokenizer; /* --tokenizer / target.tokenizer, or NULL */
     struct run_vector *vec;      /* per class: a vector-search class's queries and truth */
+    /* where vector classes' "text:FILE" queries are embedded (kept by
+     * scenario_run_init like tokenizer; NULL: such classes get no queries,
+     * as in --check and --dry-run) */
+    const struct vector_embed_target *embed;
 };
 
 /*

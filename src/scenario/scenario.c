@@ -1168,7 +1168,17 @@ static int get_vecspec(struct sctx *c, struct fy_node *map, const char *key, cha
         *out = p;
         return 1;
     }
-    *out = yw_path_resolve(c->dir, p);
+    /* "text:FILE" (queries embedded by the target): FILE is resolved */
+    bool text = !strcmp(key, "queries") && !strncmp(p, "text:", 5);
+    char *r = yw_path_resolve(c->dir, p + (text ? 5 : 0));
+    size_t n = r ? strlen(r) + 6 : 0;
+    *out = r && text ? ts_malloc(n) : r;
+    if (*out && text) {
+        snprintf(*out, n, "text:%s", r);
+        ts_free(r);
+    } else if (!*out) {
+        ts_free(r);
+    }
     ts_free(p);
     return *out ? 1 : yw_oom(&c->w);
 }
