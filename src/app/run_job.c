@@ -320,9 +320,11 @@ struct job {
     const char *target;
     char model[256];
     char url[TARGET_URL_MAX], models_url[TARGET_URL_MAX];
-    bool realtime;               /* --endpoint realtime: the chat requests over WebSocket */
-    char rt_url[TARGET_URL_MAX]; /* its ws:// URL */
-    struct wsframes_spec wsf;    /* --ws-frames */
+    char embed_url[TARGET_URL_MAX];   /* scenario vector classes' text queries */
+    struct vector_embed_target embed; /* with embed_url */
+    bool realtime;                    /* --endpoint realtime: the chat requests over WebSocket */
+    char rt_url[TARGET_URL_MAX];      /* its ws:// URL */
+    struct wsframes_spec wsf;         /* --ws-frames */
     bool has_wsf;
     char auth[1024];
     const char *headers[RUN_MAX_HEADERS + 2]; /* the API key, Content-Type and o.headers */
@@ -688,11 +690,21 @@ static int start_simulator(struct job *j)
     scfg.host = "127.0.0.1";
     scfg.quiet = true;
     scfg.any_model = true;
-    if (j->ep == WORKLOAD_VECTOR_SEARCH) {
+    if (j->ep == WORKLOAD_VECTOR_SEARCH && !o->scenario) {
         /* the simulator holds the corpus the ground truth is computed over */
         scfg.vector_data = o->vector.data ? o->vector.data : RUN_VECTOR_DEFAULT_DATA;
         scfg.vector_index = o->vector.index;
         scfg.vector_seed = o->vector.seed;
+    }
+    for (size_t k = 0; o->scenario && k < j->scn.nclasses; k++) {
+        const struct scenario_vector *v = &j->scn.classes[k].vector;
+        if (j->scn.classes[k].endpoint != WORKLOAD_VECTOR_SEARCH)
+            continue;
+        /* one corpus: the scenario parser made every vector class agree on it */
+        scfg.vector_data = v->data ? v->data : RUN_VECTOR_DEFAULT_DATA;
+        scfg.vector_index = v->index;
+        scfg.vector_seed = v->seed;
+        break;
     }
     if (sim_thread_start(&scfg, &j->sim, j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: cannot start the simulator: %s\n", j->err);
@@ -757,7 +769,8 @@ static int resolve_target(struct job *j)
         return code;
     if (o->model) {
         snprintf(j->model, sizeof(j->model), "%s", o->model);
-    } else if (!j->model[0] && j->ep != WORKLOAD_VECTOR_SEARCH &&
+    } else if (!j->model[0] &&
+               (j->ep != WORKLOAD_VECTOR_SEARCH || vector_embed_is_spec(o->vector.queries)) &&
                target_discover_model(j->models_url, j->headers, j->nheaders, o->insecure, j->model,
                                      sizeof(j->model), j->err, sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);
@@ -771,6 +784,16 @@ static int resolve_target(struct job *j)
         return TS_EXIT_USAGE;
     }
     return 0;
+}
+
+/* The embeddings URL next to a models URL (".../v1/models" -> ".../v1/embeddings"). */
+static bool embeddings_url(const char *models_url, char *out, size_t n)
+{
+    size_t l = strlen(models_url);
+    if (l < 7 || strcmp(models_url + l - 7, "/models"))
+        return false;
+    int w = snprintf(out, n, "%.*s/embeddings", (int)(l - 7), models_url);
+    return w > 0 && (size_t)w < n;
 }
 
 /* The requests of a run without a scenario: synthetic, or from --prompts. */
@@ -792,7 +815,12 @@ static int build_workload(struct job *j)
     if (j->ep == WORKLOAD_VECTOR_SEARCH && !o->scenario) {
         struct run_vector_api api = j->vec.api; /* run_vector_prepare starts afresh */
         memset(&j->vec.api, 0, sizeof(j->vec.api));
-        int rc = run_vector_prepare(&o->vector, &j->vec, j->err, sizeof(j->err));
+        struct run_vector_opts vo = o->vector;
+        char eurl[TARGET_URL_MAX];
+        struct vector_embed_target et = {eurl, j->model, j->headers, j->nheaders, o->insecure};
+        if (!o->vector.api && embeddings_url(j->models_url, eurl, sizeof(eurl)))
+            vo.embed = &et; /* text queries: the target embeds them */
+        int rc = run_vector_prepare(&vo, &j->vec, j->err, sizeof(j->err));
         j->vec.api = api;
         if (rc) {
             fprintf(stderr, "tokenstorm run: %s\n", j->err);
@@ -1090,6 +1118,11 @@ static int configure_classes(struct job *j)
         size_t bl = strlen(base);
         if (bl > 7 && !strcmp(base + bl - 7, "/models"))
             base[bl - 7] = '\0';
+        if (embeddings_url(j->models_url, j->embed_url, sizeof(j->embed_url))) {
+            j->embed = (struct vector_embed_target){j->embed_url, j->model, j->headers, j->nheaders,
+                                                    o->insecure};
+            j->sr.embed = &j->embed;
+        }
         if (build_classes(j, base, j->model)) {
             fprintf(stderr, "tokenstorm run: %s\n", j->err);
             return TS_EXIT_USAGE;
@@ -1425,6 +1458,8 @@ static int report(struct job *j, const struct runner_result *res)
 {
     struct report rp;
     memset(&rp, 0, sizeof(rp));
+    if (j->o.scenario)
+        scenario_run_total_recall(&j->sr, res->total);
     report_compute(j, res, &rp);
     bool no_success = judge_success(j, res, &rp);
     int code = report_write(j, res, &rp);

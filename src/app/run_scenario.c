@@ -222,17 +222,67 @@ int scenario_check_slo_needs(const struct scenario *s, unsigned have, char *err,
     return 0;
 }
 
+void scenario_run_total_recall(const struct scenario_run *sr, struct run_stats *total)
+{
+    for (size_t k = 0; total && k < sr->n; k++)
+        if (sr->traffic[k].endpoint != WORKLOAD_VECTOR_SEARCH) {
+            memset(&total->recall, 0, sizeof(total->recall));
+            total->recall_k = 0;
+            return;
+        }
+}
+
+void scenario_vector_opts(const struct scenario_vector *v, struct run_vector_opts *o)
+{
+    run_vector_opts_init(o);
+    o->data = v->data;
+    o->index = v->index;
+    o->queries = v->queries;
+    o->truth = v->truth;
+    o->k = v->k;
+    o->nprobe = v->nprobe;
+    o->ef_search = v->ef_search;
+    o->has_nprobe = v->has_nprobe;
+    o->has_ef_search = v->has_ef_search;
+    o->seed = v->seed;
+}
+
+/* A vector-search class's queries and ground truth (blocking: the exact
+ * search), lent to its traffic; "--vector-X:" messages become "vector.X:". */
+static int class_vectors(struct scenario_run *sr, size_t k, char *err, size_t errlen)
+{
+    const struct scenario_class *c = &sr->scn->classes[k];
+    struct run_vector_opts o;
+    char e2[512] = "";
+    scenario_vector_opts(&c->vector, &o);
+    o.embed = sr->embed;
+    if (vector_embed_is_spec(o.queries) && !o.embed)
+        return 0; /* --check, --dry-run: no server to embed them */
+    int rc = run_vector_prepare(&o, &sr->vec[k], e2, sizeof(e2));
+    if (rc) {
+        bool opt = !strncmp(e2, "--vector-", 9);
+        ts_errf(err, errlen, "%s%s", opt ? "vector." : "", opt ? e2 + 9 : e2);
+        return rc;
+    }
+    sr->traffic[k].vectors = &sr->vec[k].queries;
+    sr->traffic[k].truth = &sr->vec[k].truth;
+    return 0;
+}
+
 int scenario_run_init(struct scenario_run *sr, struct scenario *s, const char *base_url,
                       const char *model, uint64_t requests, char *err, size_t errlen)
 {
     struct tokenizer *keep = sr->tokenizer;
+    const struct vector_embed_target *embed = sr->embed;
     memset(sr, 0, sizeof(*sr));
     sr->tokenizer = keep;
+    sr->embed = embed;
     sr->scn = s;
     sr->traffic = ts_calloc(s->nclasses, sizeof(*sr->traffic));
     sr->classes = ts_calloc(s->nclasses, sizeof(*sr->classes));
     sr->times = ts_calloc(s->nclasses, sizeof(*sr->times));
-    if (!sr->traffic || !sr->classes || !sr->times) {
+    sr->vec = ts_calloc(s->nclasses, sizeof(*sr->vec));
+    if (!sr->traffic || !sr->classes || !sr->times || !sr->vec) {
         ts_errf(err, errlen, "out of memory");
         scenario_run_release(sr);
         return -ENOMEM;
@@ -241,6 +291,10 @@ int scenario_run_init(struct scenario_run *sr, struct scenario *s, const char *b
     int rc = scenario_run_make_tokcount(sr, &tc);
     for (size_t k = 0; !rc && k < s->nclasses; k++) {
         rc = traffic_init(&sr->traffic[k], s, (uint32_t)k, base_url, model, tc, err, errlen);
+        if (!rc)
+            sr->n = k + 1;
+        if (!rc && s->classes[k].endpoint == WORKLOAD_VECTOR_SEARCH)
+            rc = class_vectors(sr, k, err, errlen);
         if (rc) {
             char why[512];
             snprintf(why, sizeof(why), "%s", err);
@@ -299,6 +353,9 @@ void scenario_run_release(struct scenario_run *sr)
         traffic_release(&sr->traffic[k]);
     for (size_t k = 0; sr->times && sr->scn && k < sr->scn->nclasses; k++)
         ts_free(sr->times[k]);
+    for (size_t k = 0; sr->vec && sr->scn && k < sr->scn->nclasses; k++)
+        run_vector_release(&sr->vec[k]);
+    ts_free(sr->vec);
     ts_free(sr->times);
     ts_free(sr->traffic);
     ts_free(sr->classes);
@@ -788,8 +845,9 @@ void scenario_print_check(FILE *f, const struct scenario *s)
             s->nclasses == 1 ? "" : "es");
     for (size_t k = 0; k < s->nclasses; k++) {
         const struct scenario_class *c = &s->classes[k];
-        const char *src = c->has_prompts    ? "prompt schema"
-                          : c->prompts_file ? "prompts file"
+        const char *src = c->endpoint == WORKLOAD_VECTOR_SEARCH ? "vector search"
+                          : c->has_prompts                      ? "prompt schema"
+                          : c->prompts_file                     ? "prompts file"
                           : c->dataset.path ? dataset_format_name(c->dataset.format)
                                             : "synthetic";
         bool trace = c->dataset.path && c->dataset.format == DATASET_TRACE;

@@ -19,6 +19,7 @@
 #include "analysis/stats.h"
 #include "llm/tokcount.h"
 #include "app/run_job.h"
+#include "app/run_vector.h"
 #include "load/runner.h"
 #include "scenario/scenario.h"
 #include "scenario/traffic.h"
@@ -33,7 +34,23 @@ struct scenario_run {
     struct slo *slos; /* all classes' SLOs, class k's from slo_first[k] */
     size_t *slo_first, *slo_count;
     struct tokenizer *tokenizer; /* --tokenizer / target.tokenizer, or NULL */
+    struct run_vector *vec;      /* per class: a vector-search class's queries and truth */
+    /* where vector classes' "text:FILE" queries are embedded (kept by
+     * scenario_run_init like tokenizer; NULL: such classes get no queries,
+     * as in --check and --dry-run) */
+    const struct vector_embed_target *embed;
 };
+
+/*
+ * A scenario that mixes vector-search classes with others reports recall per
+ * class only: the whole run's QPS and latency would mix the searches with
+ * the other requests, so the total's recall is cleared (no top-level
+ * "vector_search" in result.json, no "vector search" line above the classes).
+ */
+void scenario_run_total_recall(const struct scenario_run *sr, struct run_stats *total);
+
+/* A vector-search class's 'vector' block as the run's vector options. */
+void scenario_vector_opts(const struct scenario_vector *v, struct run_vector_opts *o);
 
 /*
  * Refuses the run options that a scenario's classes set for themselves (the

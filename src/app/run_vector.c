@@ -101,6 +101,27 @@ static int load_truth(const struct run_vector_opts *o, struct run_vector *rv, si
     return 0;
 }
 
+/* "text:FILE" queries: embedded by the target. */
+static int embed_queries(const struct run_vector_opts *o, struct run_vector *rv, char *err,
+                         size_t errlen)
+{
+    char e2[400] = "";
+    const char *path = o->queries + strlen(VECTOR_EMBED_PREFIX);
+    int rc = -EINVAL;
+    if (!o->embed)
+        snprintf(e2, sizeof(e2),
+                 "text queries need a target with an embeddings endpoint (not a PostgreSQL "
+                 "target or --vector-api template)");
+    else
+        rc = vector_embed_file(path, o->embed, &rv->queries, &rv->embed_s, &rv->embed_requests, e2,
+                               sizeof(e2));
+    if (!rc && !(rv->embed_url = ts_strdup(o->embed->url)))
+        rc = -ENOMEM;
+    if (rc)
+        ts_errf(err, errlen, "--vector-queries: %s", e2);
+    return rc;
+}
+
 int run_vector_prepare(const struct run_vector_opts *o, struct run_vector *rv, char *err,
                        size_t errlen)
 {
@@ -117,16 +138,20 @@ int run_vector_prepare(const struct run_vector_opts *o, struct run_vector *rv, c
         ts_errf(err, errlen, "--vector-data: %s", e2);
         return rc;
     }
-    rc = load_set("vector-queries", o->queries ? o->queries : RUN_VECTOR_DEFAULT_QUERIES,
-                  gen ? &g : NULL, 1, &rv->queries, err, errlen);
+    if (vector_embed_is_spec(o->queries))
+        rc = embed_queries(o, rv, err, errlen);
+    else
+        rc = load_set("vector-queries", o->queries ? o->queries : RUN_VECTOR_DEFAULT_QUERIES,
+                      gen ? &g : NULL, 1, &rv->queries, err, errlen);
     if (!rc && o->truth) {
         rc = load_truth(o, rv, k, err, errlen);
     } else if (!rc) {
         rc = load_set("vector-data", data, NULL, 0, &base, err, errlen);
         if (!rc && (base.dim != rv->queries.dim || k > base.n)) {
             ts_errf(err, errlen,
-                    "--vector-queries: %zu dimensions against a corpus of %zu x %zu (k %zu)",
-                    rv->queries.dim, base.n, base.dim, k);
+                    "--vector-queries: %zu dimensions%s against a corpus of %zu x %zu (k %zu)",
+                    rv->queries.dim, rv->embed_requests ? " (the target's embeddings)" : "", base.n,
+                    base.dim, k);
             rc = -EINVAL;
         }
         if (!rc)
@@ -148,6 +173,8 @@ void run_vector_release(struct run_vector *rv)
     ts_free(rv->api.results);
     ts_free(rv->api.id);
     memset(&rv->api, 0, sizeof(rv->api));
+    ts_free(rv->embed_url);
+    rv->embed_url = NULL;
 }
 
 int run_vector_write_truth(const struct run_vector *rv, const char *path, char *err, size_t errlen)
@@ -195,6 +222,11 @@ json_t *run_vector_config_json(const struct run_vector_opts *o, const struct run
                   o->has_ef_search ? json_integer(o->ef_search) : json_null(), "seed",
                   (json_int_t)o->seed, "query_count", (json_int_t)rv->queries.n, "truth_method",
                   rv->truth_method ? rv->truth_method : "none", "truth_seconds", rv->truth_s);
+    if (c && rv->embed_requests)
+        json_object_set_new(c, "embedded",
+                            json_pack("{s:s?,s:I,s:I,s:f}", "url", rv->embed_url, "texts",
+                                      (json_int_t)rv->queries.n, "requests",
+                                      (json_int_t)rv->embed_requests, "seconds", rv->embed_s));
     if (c && o->api)
         json_object_set_new(c, "api",
                             json_pack("{s:s,s:s?,s:s?,s:s?}", "template", o->api, "path",

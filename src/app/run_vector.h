@@ -9,7 +9,8 @@
  * string) and what an exact search runs over when no truth file is given.
  * Queries (--vector-queries): "gen:N" (N vectors of the corpus's generator,
  * stream 1: the same distribution, not copies; needs a generated corpus),
- * or a .fvecs/.npy file; default gen:1000. Request i searches query i mod n.
+ * a .fvecs/.npy file, or "text:FILE" (a prompts file whose texts the
+ * target embeds before the run: app/vector_embed.h); default gen:1000. Request i searches query i mod n.
  * Ground truth (--vector-truth): an .ivecs/.npy file of at least k ids per
  * query, one row per query; else computed before the load by an exact
  * search over the corpus (FAISS's flat index when the build has FAISS,
@@ -24,6 +25,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
+#include "app/vector_embed.h"
 #include "llm/vecset.h"
 
 #define RUN_VECTOR_DEFAULT_DATA    "gen:20000x64"
@@ -70,6 +72,9 @@ struct run_vector_opts {
     /* a PostgreSQL target (app/run_pg.h): --pg-table, --pg-column, --pg-id;
      * NULL: items, embedding, id */
     const char *pg_table, *pg_column, *pg_id;
+    /* queries "text:FILE": embedded through this target's embeddings endpoint
+     * (app/vector_embed.h); NULL: such queries are refused */
+    const struct vector_embed_target *embed;
 };
 
 /* Sets the defaults (nothing given). */
@@ -81,6 +86,10 @@ struct run_vector {
     const char *truth_method;  /* "file", "faiss-flat" or "scan" */
     double truth_s;            /* seconds the exact search took (0 for a file) */
     struct run_vector_api api; /* template mode: path NULL when off */
+    /* text queries: how many embeddings requests, and how long they took */
+    size_t embed_requests;
+    double embed_s;
+    char *embed_url; /* owned */
 };
 
 /*

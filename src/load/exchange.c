@@ -353,10 +353,13 @@ static int64_t hit_id(const json_t *id)
 static void finish_vector_body(struct exch *x)
 {
     const struct runner_config *cfg = x->w->run->cfg;
-    const struct ivecset *truth = cfg->vector_truth;
+    /* a scenario's vector-search class carries its own queries and truth */
+    const struct traffic *t = x->actor ? cfg->classes[x->actor->cls].traffic : NULL;
+    const struct ivecset *truth = t ? t->truth : cfg->vector_truth;
+    uint32_t want_k = t ? t->vector_k : cfg->workload->vector_k;
     struct req_record *r = &x->rec;
-    const char *rp = cfg->vector_results ? cfg->vector_results : "/data";
-    const char *ip = cfg->vector_id ? cfg->vector_id : "/id";
+    const char *rp = !t && cfg->vector_results ? cfg->vector_results : "/data";
+    const char *ip = !t && cfg->vector_id ? cfg->vector_id : "/id";
     json_t *doc = json_loadb(buf_cstr(&x->body), x->body.len, 0, NULL);
     json_t *data = jsonptr_get(doc, rp, strlen(rp));
     if (!json_is_array(data)) {
@@ -370,7 +373,7 @@ static void finish_vector_body(struct exch *x)
     x->saw_done = x->saw_finish = true;
     if (truth && truth->n) {
         int64_t ids[VECSET_MAX_K];
-        size_t k = cfg->workload->vector_k < truth->k ? cfg->workload->vector_k : truth->k, n = 0;
+        size_t k = want_k < truth->k ? want_k : truth->k, n = 0;
         for (size_t i = 0; i < json_array_size(data) && n < VECSET_MAX_K; i++)
             ids[n++] = hit_id(jsonptr_get(json_array_get(data, i), ip, strlen(ip)));
         r->recall =
@@ -390,8 +393,10 @@ static void finish_body(struct exch *x)
         describe_error_body(x);
         return;
     }
-    if (x->w->run->cfg->workload && x->w->run->cfg->workload->endpoint == WORKLOAD_VECTOR_SEARCH &&
-        !x->actor) {
+    const struct runner_config *rc = x->w->run->cfg;
+    if (x->actor ? !x->treq.step && !rc->classes[x->actor->cls].traffic->has_flow &&
+                       rc->classes[x->actor->cls].traffic->endpoint == WORKLOAD_VECTOR_SEARCH
+                 : rc->workload && rc->workload->endpoint == WORKLOAD_VECTOR_SEARCH) {
         finish_vector_body(x);
         return;
     }

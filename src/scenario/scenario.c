@@ -14,6 +14,7 @@
 #include "base/file.h"
 #include "base/rng.h"
 #include "base/units.h"
+#include "llm/vecset.h"
 #include "workload/perturb.h"
 #include "scenario/yamlwalk.h"
 
@@ -1047,19 +1048,15 @@ static int parse_flow(struct sctx *c, struct fy_node *n, struct flow_def *d)
 
 /* ---------------------------------------------------------------- classes */
 
-static const char *const class_keys[] = {"name",          "endpoint",
-                                         "rate",          "arrival",
-                                         "stages",        "max_concurrency",
-                                         "users",         "think",
-                                         "ramp_users",    "requests",
-                                         "stream",        "ignore_eos",
-                                         "body",          "input_tokens",
-                                         "output_tokens", "system",
-                                         "prompts",       "prompts_file",
-                                         "dataset",       "sessions",
-                                         "shared_prefix", "perturbations",
-                                         "slos",          "goodput",
-                                         "flow",          NULL};
+static const char *const class_keys[] = {"name",          "endpoint",     "rate",
+                                         "arrival",       "stages",       "max_concurrency",
+                                         "users",         "think",        "ramp_users",
+                                         "requests",      "stream",       "ignore_eos",
+                                         "body",          "input_tokens", "output_tokens",
+                                         "system",        "prompts",      "prompts_file",
+                                         "dataset",       "sessions",     "shared_prefix",
+                                         "perturbations", "slos",         "goodput",
+                                         "flow",          "vector",       NULL};
 
 /* rate: a number or a units rate ("600/m"), > 0. */
 static int parse_rate(struct sctx *c, struct fy_node *v, double *rate)
@@ -1151,6 +1148,107 @@ static int class_rules(struct sctx *c, struct fy_node *n, struct scenario_class 
     return 0;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+/* A gen:... spec as written, or a path resolved against the file's directory. */
+static int get_vecspec(struct sctx *c, struct fy_node *map, const char *key, char **out)
+{
+    char *p = NULL;
+    int rc = yw_str(&c->w, map, key, 4096, &p);
+    if (rc != 1)
+        return rc;
+    if (!*p) {
+        ts_free(p);
+        return yw_err(&c->w, val_of(c, map, key), "vector: '%s' is empty", key);
+    }
+    if (vecgen_is_spec(p)) {
+        *out = p;
+        return 1;
+    }
+    /* "text:FILE" (queries embedded by the target): FILE is resolved */
+    bool text = !strcmp(key, "queries") && !strncmp(p, "text:", 5);
+    char *r = yw_path_resolve(c->dir, p + (text ? 5 : 0));
+    size_t n = r ? strlen(r) + 6 : 0;
+    *out = r && text ? ts_malloc(n) : r;
+    if (*out && text) {
+        snprintf(*out, n, "text:%s", r);
+        ts_free(r);
+    } else if (!*out) {
+        ts_free(r);
+    }
+    ts_free(p);
+    return *out ? 1 : yw_oom(&c->w);
+}
+
+/* vector: {data, index, queries, truth, k, nprobe, ef_search, seed}. */
+static int parse_vector(struct sctx *c, struct fy_node *n, struct scenario_vector *v)
+{
+    static const char *const keys[] = {"data",   "index",     "queries", "truth", "k",
+                                       "nprobe", "ef_search", "seed",    NULL};
+    struct yamlwalk *w = &c->w;
+    int rc = yw_keys_check(w, n, keys, "vector");
+    uint64_t u;
+    if (rc || (rc = get_vecspec(c, n, "data", &v->data)) < 0 ||
+        (rc = get_vecspec(c, n, "queries", &v->queries)) < 0 ||
+        (rc = get_path(c, n, "truth", &v->truth)) < 0 ||
+        (rc = yw_str(w, n, "index", 256, &v->index)) < 0)
+        return rc;
+    if ((rc = yw_u64(w, n, "k", 1, VECSET_MAX_K, &u)) < 0)
+        return rc;
+    v->k = rc ? (uint32_t)u : 0;
+    if ((rc = yw_i64(w, n, "nprobe", 0, 65536, &v->nprobe)) < 0)
+        return rc;
+    v->has_nprobe = rc == 1;
+    if ((rc = yw_i64(w, n, "ef_search", 0, 65536, &v->ef_search)) < 0)
+        return rc;
+    v->has_ef_search = rc == 1;
+    if ((rc = yw_u64(w, n, "seed", 0, UINT64_MAX, &v->seed)) < 0)
+        return rc;
+    return 0;
+}
+
+/* A vector-search class: the vector block, and none of the text-request keys. */
+static int class_vector(struct sctx *c, struct fy_node *n, struct scenario_class *k,
+                        const char *what)
+{
+    struct yamlwalk *w = &c->w;
+    struct fy_node *v = yw_key_node(n, "vector");
+    if (k->endpoint != WORKLOAD_VECTOR_SEARCH)
+        return v ? yw_err(w, val_of(c, n, "vector"), "%s: 'vector' is for endpoint vector-search",
+                          what)
+                 : 0;
+    static const char *const no[] = {
+        "prompts",  "prompts_file",  "dataset",       "input_tokens", "output_tokens", "system",
+        "sessions", "shared_prefix", "perturbations", "flow",         "stream",        "ignore_eos",
+        NULL};
+    for (size_t i = 0; no[i]; i++)
+        if (yw_key_node(n, no[i]))
+            return yw_err(w, yw_key_node(n, no[i]),
+                          "%s: '%s' is not for endpoint vector-search (its requests are the "
+                          "'vector' block's query vectors)",
+                          what, no[i]);
+    int rc = yw_find(w, n, "vector", &v);
+    if (rc == 1 && (rc = parse_vector(c, v, &k->vector)) < 0)
+        return rc;
+    /* the built-in simulator holds one corpus: every vector class searches it */
+    for (struct scenario_class *o = c->s->classes; !c->s->target.url && o < k; o++) {
+        if (o->endpoint != WORKLOAD_VECTOR_SEARCH)
+            continue;
+        if (!same_str(o->vector.data, k->vector.data) ||
+            !same_str(o->vector.index, k->vector.index) || o->vector.seed != k->vector.seed)
+            return yw_err(w, v ? v : n,
+                          "%s: vector data, index and seed must be those of class '%s': the "
+                          "built-in simulator holds one corpus (give target.url to search "
+                          "several)",
+                          what, o->name);
+        break;
+    }
+    return 0;
+}
+
 /* A class's defaults, mapping, position, name (unique in the file) and keys;
    what is set to "class 'NAME'" for the later steps' messages. */
 static int class_head(struct sctx *c, struct fy_node *n, size_t idx, char *what, size_t whatlen)
@@ -1185,10 +1283,11 @@ static int class_head(struct sctx *c, struct fy_node *n, size_t idx, char *what,
     return yw_keys_check(w, n, class_keys, what);
 }
 
-/* endpoint: chat, completions, embeddings or realtime (chat over WebSocket). */
+/* endpoint: chat, completions, embeddings, realtime (chat over WebSocket) or vector-search. */
 static int class_endpoint(struct sctx *c, struct fy_node *n, struct scenario_class *k)
 {
-    static const char *const endpoints[] = {"chat", "completions", "embeddings", "realtime", NULL};
+    static const char *const endpoints[] = {"chat",     "completions",   "embeddings",
+                                            "realtime", "vector-search", NULL};
     char *str = NULL, h[96];
     int rc = yw_str(&c->w, n, "endpoint", 64, &str);
     if (rc != 1)
@@ -1196,12 +1295,10 @@ static int class_endpoint(struct sctx *c, struct fy_node *n, struct scenario_cla
     k->realtime = !strcmp(str, "realtime");
     if (k->realtime)
         k->endpoint = WORKLOAD_CHAT;
-    /* vector search runs from the command line only (run --endpoint vector-search) */
-    rc = !k->realtime && (workload_endpoint_parse(str, &k->endpoint) ||
-                          k->endpoint == WORKLOAD_VECTOR_SEARCH)
+    rc = !k->realtime && workload_endpoint_parse(str, &k->endpoint)
              ? yw_err(&c->w, val_of(c, n, "endpoint"),
-                      "'endpoint' must be chat, completions, embeddings or realtime, got "
-                      "'%.80s'%s",
+                      "'endpoint' must be chat, completions, embeddings, realtime or "
+                      "vector-search, got '%.80s'%s",
                       str, hint(h, sizeof(h), str, endpoints))
              : 0;
     ts_free(str);
@@ -1376,7 +1473,9 @@ static int parse_class(struct sctx *c, struct fy_node *n, size_t idx)
                     "say their own endpoints");
         goto out_free_prefix;
     }
-    rc = class_rules(c, n, k, what);
+    rc = class_vector(c, n, k, what);
+    if (!rc)
+        rc = class_rules(c, n, k, what);
     if (!rc && k->has_prompts)
         rc = class_prompt_seed(c, k, idx, prefix_spec);
 out_free_prefix:
@@ -1523,6 +1622,10 @@ int scenario_load(struct scenario *out, const char *path, char *err, size_t errl
 
 static void class_release(struct scenario_class *k)
 {
+    ts_free(k->vector.data);
+    ts_free(k->vector.index);
+    ts_free(k->vector.queries);
+    ts_free(k->vector.truth);
     ts_free(k->name);
     ts_free(k->stages);
     dist_release(&k->think);

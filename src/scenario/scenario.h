@@ -28,8 +28,11 @@
  *
  * A class (a tenant): its own arrivals, workload and SLOs:
  *   name: STR (unique; required)
- *   endpoint: chat | completions | embeddings | realtime   (default chat; realtime:
- *             the chat requests over OpenAI Realtime WebSocket, docs/REALTIME.md)
+ *   endpoint: chat | completions | embeddings | realtime | vector-search   (default chat;
+ *             realtime: the chat requests over OpenAI Realtime WebSocket, docs/REALTIME.md;
+ *             vector-search: POST {target}/vectors/search with recall@k, docs/VECTOR.md)
+ *   vector: {data, index, queries, truth, k, nprobe, ef_search, seed}  (vector-search only;
+ *             data/queries are gen:... specs or paths, resolved like the other paths)
  *   open loop:   rate: REQ/S, arrival: poisson|constant|gamma:B, stages: "30s:10,1m:50",
  *                max_concurrency: INT
  *   closed loop: users: INT, think: DIST (seconds), ramp_users: DURATION
@@ -140,6 +143,18 @@ struct scenario_dataset {
     bool shuffle;
 };
 
+/* A vector_search class's 'vector' block (docs/VECTOR.md, app/run_vector.h). */
+struct scenario_vector {
+    char *data;    /* the corpus the target holds: gen:... or a resolved path; NULL: default */
+    char *index;   /* the built-in simulator's FAISS factory string; NULL: Flat */
+    char *queries; /* gen:N or a resolved path; NULL: default */
+    char *truth;   /* resolved .ivecs/.npy path; NULL: computed */
+    uint32_t k;    /* 1..VECSET_MAX_K; 0: 10 */
+    int64_t nprobe, ef_search;
+    bool has_nprobe, has_ef_search;
+    uint64_t seed;
+};
+
 struct scenario_class {
     char *name;
     struct scenario_pos pos;
@@ -176,6 +191,9 @@ struct scenario_class {
 
     bool has_flow;
     struct flow_def flow;
+
+    /* endpoint: vector-search (POST {target}/vectors/search, recall@k per answer) */
+    struct scenario_vector vector;
 };
 
 struct scenario {

@@ -4,7 +4,9 @@
  */
 #include "scenario/traffic.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -56,7 +58,8 @@ static uint64_t mix3(uint64_t a, uint64_t b, uint64_t c)
 
 /* ---- building ---- */
 
-static const char *const path_of[] = {"/chat/completions", "/completions", "/embeddings"};
+static const char *const path_of[] = {"/chat/completions", "/completions", "/embeddings",
+                                      "/vectors/search"};
 
 static char *join_url(const char *base, const char *path)
 {
@@ -109,7 +112,13 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
     t->index = class_index;
     t->endpoint = c->endpoint;
     t->realtime = c->realtime;
-    t->stream = c->stream && c->endpoint != WORKLOAD_EMBEDDINGS;
+    t->stream =
+        c->stream && c->endpoint != WORKLOAD_EMBEDDINGS && c->endpoint != WORKLOAD_VECTOR_SEARCH;
+    t->vector_k = c->vector.k ? c->vector.k : 10;
+    t->nprobe = c->vector.nprobe;
+    t->ef_search = c->vector.ef_search;
+    t->has_nprobe = c->vector.has_nprobe;
+    t->has_ef_search = c->vector.has_ef_search;
     t->ignore_eos = c->ignore_eos;
     t->seed = mix3(s->seed, class_index, 0x636c617373);
     t->name = ts_strdup(c->name);
@@ -222,7 +231,7 @@ void traffic_release(struct traffic *t)
 
 const char *traffic_step_name(const struct traffic *t, uint32_t step)
 {
-    static const char *const ep[] = {"chat", "completions", "embeddings"};
+    static const char *const ep[] = {"chat", "completions", "embeddings", "vector-search"};
     if (t->has_flow && step < t->flow->n)
         return t->flow->steps[step].name;
     return ep[t->endpoint];
@@ -737,6 +746,63 @@ static void remember_user(struct traffic_actor *a, const struct turn_text *tt,
     buf_release(&valid);
 }
 
+/*
+ * A vector search: {"vector":[row],"k":K[,"nprobe":N][,"ef_search":E]} and
+ * the class's body overrides (which win); the row is the iteration's number
+ * mod the query count, kept in item.index for the recall.
+ */
+static int build_vector(struct traffic_actor *a, struct traffic_req *rq, char *err, size_t errlen)
+{
+    const struct traffic *t = a->t;
+    if (!t->vectors || !t->vectors->n) {
+        ts_errf(err, errlen, "no query vectors");
+        return -EINVAL;
+    }
+    uint64_t index = a->session_no % t->vectors->n;
+    const float *row = t->vectors->v + index * t->vectors->dim;
+    struct buf body;
+    buf_init(&body, TRAFFIC_MAX_BODY);
+    int rc = buf_append_str(&body, "{\"vector\":[");
+    for (size_t d = 0; !rc && d < t->vectors->dim; d++)
+        rc = buf_appendf(&body, d ? ",%.9g" : "%.9g", (double)row[d]);
+    if (!rc && !json_object_get(t->body, "k"))
+        rc = buf_appendf(&body, "],\"k\":%" PRIu32, t->vector_k);
+    else if (!rc)
+        rc = buf_append_str(&body, "]");
+    if (!rc && t->has_nprobe && !json_object_get(t->body, "nprobe"))
+        rc = buf_appendf(&body, ",\"nprobe\":%" PRId64, t->nprobe);
+    if (!rc && t->has_ef_search && !json_object_get(t->body, "ef_search"))
+        rc = buf_appendf(&body, ",\"ef_search\":%" PRId64, t->ef_search);
+    const char *key;
+    json_t *val;
+    json_object_foreach(t->body, key, val)
+    {
+        if (rc || !strcmp(key, "vector"))
+            continue;
+        json_t *ks = json_string(key);
+        char *kt = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
+        char *vt = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
+        rc = kt && vt ? buf_appendf(&body, ",%s:%s", kt, vt) : -ENOMEM;
+        json_decref(ks);
+        free(kt);
+        free(vt);
+    }
+    if (!rc)
+        rc = buf_append_char(&body, '}');
+    if (rc) {
+        buf_release(&body);
+        ts_errf(err, errlen, "cannot build the request: %s", ts_strerror(rc));
+        return rc;
+    }
+    rq->item.index = index;
+    rq->item.body = body.data;
+    rq->item.body_len = body.len;
+    rq->url = t->url;
+    rq->method = "POST";
+    rq->openai = true;
+    return 0;
+}
+
 /* The plain request of the current turn (chat, completions or embeddings). */
 static int build_single(struct traffic_actor *a, const struct tokcount *tc, struct traffic_req *rq,
                         char *err, size_t errlen)
@@ -984,7 +1050,8 @@ int traffic_next(struct traffic_actor *a, const struct tokcount *tc, struct traf
         if (!a->single || a->sent)
             return 0;
         a->sent = true;
-        rc = build_single(a, tc, out, err, errlen);
+        rc = t->endpoint == WORKLOAD_VECTOR_SEARCH ? build_vector(a, out, err, errlen)
+                                                   : build_single(a, tc, out, err, errlen);
         if (!rc)
             rc = add_session_header(a, out);
         if (rc) {

@@ -52,6 +52,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "llm/tokcount.h"
+#include "llm/vecset.h"
 #include "workload/dataset.h"
 #include "scenario/flow.h"
 #include "workload/perturb.h"
@@ -102,6 +103,17 @@ struct traffic {
 
     bool has_flow;
     const struct flow_def *flow; /* borrowed from the scenario */
+
+    /* endpoint vector-search: iteration i searches row i mod n of vectors
+     * ({"vector":[...],"k":K,"nprobe","ef_search"} + the body overrides, at
+     * base_url + "/vectors/search"), and its answer's recall@k is measured
+     * against row i mod n of truth. Both borrowed, set by whoever prepares
+     * them (app/run_scenario.h) after traffic_init; truth NULL: no recall. */
+    const struct vecset *vectors;
+    const struct ivecset *truth;
+    uint32_t vector_k; /* 1..VECSET_MAX_K */
+    int64_t nprobe, ef_search;
+    bool has_nprobe, has_ef_search;
 };
 
 /* One request to send: owned by its receiver; traffic_req_release() it. */

@@ -112,10 +112,67 @@ static void test_template_file(void **state)
     unlink(path);
 }
 
+/* An embeddings answer: rows placed by "index", one dimension, finite values;
+ * base64 vectors decoded; what does not fit is refused with the reason. */
+static void test_embed_answer(void **state)
+{
+    (void)state;
+    struct vecset out = {.n = 4};
+    char err[300] = "";
+    const char *a = "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":1,"
+                    "\"embedding\":[3,4]},{\"object\":\"embedding\",\"index\":0,"
+                    "\"embedding\":[1,2]}],\"model\":\"m\"}";
+    assert_int_equal(vector_embed_answer(a, strlen(a), 2, 2, &out, err, sizeof(err)), 0);
+    assert_int_equal(out.dim, 2);
+    assert_true(out.v[4] == 1 && out.v[5] == 2 && out.v[6] == 3 && out.v[7] == 4);
+    /* base64 of the float32s 0.5 and -1 */
+    const char *b = "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,"
+                    "\"embedding\":\"AAAAPwAAgL8=\"}]}";
+    assert_int_equal(vector_embed_answer(b, strlen(b), 0, 1, &out, err, sizeof(err)), 0);
+    assert_true(out.v[0] == 0.5f && out.v[1] == -1.0f);
+    static const struct {
+        const char *body, *err;
+    } bad[] = {
+        {"{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,"
+         "\"embedding\":[1,2,3]}]}",
+         "data[0]: expected an embedding of 2 dimensions (1..4096, as the first) with an index "
+         "below 1, got 3 dimensions at index 0"},
+        {"{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":5,"
+         "\"embedding\":[1,2]}]}",
+         "data[0]: expected an embedding of 2 dimensions (1..4096, as the first) with an index "
+         "below 1, got 2 dimensions at index 5"},
+        {"{\"object\":\"list\",\"data\":[]}", "expected 1 embeddings in \"data\", got 0"},
+        {"{\"choices\":[]}", "expected 1 embeddings in \"data\", got 0"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(
+            vector_embed_answer(bad[i].body, strlen(bad[i].body), 0, 1, &out, err, sizeof(err)),
+            TS_PARSE);
+        assert_string_equal(err, bad[i].err);
+    }
+    assert_int_equal(vector_embed_answer("{", 1, 0, 1, &out, err, sizeof(err)), TS_PARSE);
+    assert_non_null(strstr(err, "not JSON"));
+    vecset_release(&out);
+    assert_true(vector_embed_is_spec("text:q.jsonl"));
+    assert_false(vector_embed_is_spec("gen:10"));
+    assert_false(vector_embed_is_spec(NULL));
+
+    /* without a target to embed them, text queries are refused by name */
+    struct run_vector_opts o;
+    struct run_vector rv;
+    run_vector_opts_init(&o);
+    o.data = "gen:100x4";
+    o.queries = "text:q.jsonl";
+    assert_int_equal(run_vector_prepare(&o, &rv, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "--vector-queries: text queries need a target with an embeddings "
+                             "endpoint (not a PostgreSQL target or --vector-api template)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets),
+        cmocka_unit_test(test_embed_answer),
         cmocka_unit_test(test_template_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

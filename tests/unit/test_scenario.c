@@ -303,12 +303,10 @@ static const struct bad bad_files[] = {
      "s.yaml:2:11: 'name' must be 1 to 64 letters, digits, '_', '.' or '-', got 'a b'"},
     {"classes:\n  - rate: 1\n", "s.yaml:2:5: class 1: 'name' is required"},
     {"classes:\n  - name: a\n    endpoint: chatt\n    rate: 1\n",
-     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings or realtime, got 'chatt' (did "
+     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings, realtime or vector-search, "
+     "got 'chatt' (did "
      "you "
      "mean 'chat'?)"},
-    {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n",
-     "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings or realtime, got "
-     "'vector-search'"},
     {"classes:\n  - name: a\n    rate: 1\n    arrival: possion\n",
      "s.yaml:4:14: 'arrival': unknown arrival process 'possion' (expected poisson, constant or "
      "gamma:B)"},
@@ -642,6 +640,97 @@ static void test_paths(void **state)
     ts_free(r);
 }
 
+/* ---------------------------------------------------------------- vector-search classes */
+
+/* A vector-search class: its block's values, gen specs kept, paths resolved,
+ * and the keys and mixes that are refused, each at its place. */
+static void test_vector_class(void **state)
+{
+    (void)state;
+    const char *text = "classes:\n"
+                       "  - name: chat\n"
+                       "    rate: 1\n"
+                       "  - name: v\n"
+                       "    endpoint: vector-search\n"
+                       "    users: 2\n"
+                       "    body: {extra: 1}\n"
+                       "    vector: {data: gen:500x8, index: \"IVF16,Flat\", queries: q.fvecs,\n"
+                       "             truth: gt.ivecs, k: 5, nprobe: 4, ef_search: 0, seed: 3}\n"
+                       "  - name: w\n"
+                       "    endpoint: vector_search\n"
+                       "    rate: 2\n"
+                       "    vector: {data: gen:500x8, index: \"IVF16,Flat\", seed: 3}\n";
+    struct scenario s;
+    char err[512];
+    if (load(&s, text, err, sizeof(err)))
+        fail_msg("%s", err);
+    const struct scenario_class *v = &s.classes[1];
+    assert_int_equal(s.classes[0].endpoint, WORKLOAD_CHAT);
+    assert_int_equal(v->endpoint, WORKLOAD_VECTOR_SEARCH);
+    assert_string_equal(v->vector.data, "gen:500x8");
+    assert_string_equal(v->vector.index, "IVF16,Flat");
+    assert_string_equal(v->vector.queries, "/base/q.fvecs");
+    assert_string_equal(v->vector.truth, "/base/gt.ivecs");
+    assert_int_equal(v->vector.k, 5);
+    assert_true(v->vector.has_nprobe && v->vector.nprobe == 4);
+    assert_true(v->vector.has_ef_search && v->vector.ef_search == 0);
+    assert_int_equal(v->vector.seed, 3);
+    const struct scenario_class *w = &s.classes[2];
+    assert_int_equal(w->endpoint, WORKLOAD_VECTOR_SEARCH);
+    assert_null(w->vector.queries);
+    assert_int_equal(w->vector.k, 0); /* the default, 10, is the runner's */
+    assert_false(w->vector.has_nprobe);
+    scenario_release(&s);
+
+    static const struct {
+        const char *text, *err;
+    } bad[] = {
+        {"classes:\n  - name: a\n    rate: 1\n    vector: {k: 5}\n",
+         "s.yaml:4:14: class 'a': 'vector' is for endpoint vector-search"},
+        {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n"
+         "    input_tokens: fixed:8\n",
+         "s.yaml:5:5: class 'a': 'input_tokens' is not for endpoint vector-search (its "
+         "requests are the 'vector' block's query vectors)"},
+        {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n"
+         "    vector: {k: 0}\n",
+         "s.yaml:5:17: 'k' must be an integer in [1, 1024], got '0'"},
+        {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n"
+         "    vector: {nprob: 4}\n",
+         "s.yaml:5:14: unknown key 'nprob' in vector (did you mean 'nprobe'?)"},
+        {"classes:\n  - name: a\n    endpoint: vector-search\n    rate: 1\n"
+         "    vector: {data: gen:100x4}\n"
+         "  - name: b\n    endpoint: vector-search\n    rate: 1\n"
+         "    vector: {data: gen:200x4}\n",
+         "s.yaml:9:14: class 'b': vector data, index and seed must be those of class 'a': the "
+         "built-in simulator holds one corpus (give target.url to search several)"},
+        {"classes:\n  - name: a\n    endpoint: vectors\n    rate: 1\n",
+         "s.yaml:3:15: 'endpoint' must be chat, completions, embeddings, realtime or "
+         "vector-search, got 'vectors'"},
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = load(&s, bad[i].text, err, sizeof(err));
+        if (rc == 0) {
+            scenario_release(&s);
+            fail_msg("case %zu loaded", i);
+        }
+        if (strcmp(err, bad[i].err)) {
+            print_error("case %zu:\n  got  %s\n  want %s\n", i, err, bad[i].err);
+            failed++;
+        }
+    }
+    assert_int_equal(failed, 0);
+    /* with a target of its own, classes may search different collections */
+    const char *two = "target: {url: http://127.0.0.1:9/v1}\nclasses:\n"
+                      "  - name: a\n    endpoint: vector-search\n    rate: 1\n"
+                      "    vector: {data: gen:100x4}\n"
+                      "  - name: b\n    endpoint: vector-search\n    rate: 1\n"
+                      "    vector: {data: gen:200x4}\n";
+    if (load(&s, two, err, sizeof(err)))
+        fail_msg("%s", err);
+    scenario_release(&s);
+}
+
 /* ---------------------------------------------------------------- allocation failures */
 
 static void test_alloc_failures(void **state)
@@ -674,7 +763,7 @@ int main(void)
         cmocka_unit_test(test_full_example),     cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_too_many_classes), cmocka_unit_test(test_aliases),
         cmocka_unit_test(test_semantics),        cmocka_unit_test(test_paths),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_alloc_failures),   cmocka_unit_test(test_vector_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
