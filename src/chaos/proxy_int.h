@@ -135,6 +135,14 @@ void px_count(struct pxreq *x, struct fault *f);
 /* A sample of d from x's generator, in ns, clamped to 0..1 h. */
 uint64_t px_sample_ns(struct pxreq *x, const struct dist *d);
 
+/* ---- proxy_ws.c ---- */
+
+/* Whether req asks for a WebSocket upgrade (Upgrade: websocket). */
+bool proxy_ws_wanted(const struct http_request *req);
+/* Forwards the upgrade req to the upstream and relays its messages both
+ * ways with the WebSocket frame faults (ws_faults.h) of the set. */
+void proxy_ws_handle(struct proxy_worker *w, struct http_request *req);
+
 /* ---- proxy_record.c ---- */
 
 /* Starts x's record (when the proxy records): the request. */
