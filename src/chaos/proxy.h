@@ -100,6 +100,7 @@ struct proxy_config {
  * on the proxy's loop; the others each on a thread with its own loop.
  */
 struct quality_scratch;
+struct pxws;
 
 /* Shadow traffic (--mirror, proxy_mirror.c): counters are atomic, the rest
  * under mu. Index 0 is the primary, 1 the mirror. */
@@ -126,7 +127,8 @@ struct proxy_worker {
      * Written by its thread, read by /metrics: under hist_mu. */
     pthread_mutex_t hist_mu;
     struct prom_hist forward_delay;
-    bool stopping; /* its shutdown began (set on its own loop) */
+    bool stopping;            /* its shutdown began (set on its own loop) */
+    struct pxws *ws_sessions; /* its WebSocket pass-throughs (proxy_ws.c) */
     /* workers on threads (index > 0) */
     uv_loop_t own_loop;
     uv_async_t stop; /* proxy loop -> worker: begin the shutdown */

@@ -142,6 +142,8 @@ bool proxy_ws_wanted(const struct http_request *req);
 /* Forwards the upgrade req to the upstream and relays its messages both
  * ways with the WebSocket frame faults (ws_faults.h) of the set. */
 void proxy_ws_handle(struct proxy_worker *w, struct http_request *req);
+/* w stops: each relayed connection gets a close 1001 on both sides. */
+void proxy_ws_stop(struct proxy_worker *w);
 
 /* ---- proxy_record.c ---- */
 

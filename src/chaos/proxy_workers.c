@@ -48,6 +48,7 @@ static void worker_front_closed(struct http_server *s)
 static void worker_stop(struct proxy_worker *w, uint64_t grace_ms)
 {
     w->stopping = true;
+    proxy_ws_stop(w);
     (void)http_server_shutdown(&w->front, grace_ms, worker_front_closed);
 }
 

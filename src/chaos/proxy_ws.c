@@ -37,6 +37,7 @@ struct pxws_msg {
 };
 
 struct pxws {
+    struct pxws *prev, *next; /* the worker's list */
     struct proxy *p;
     struct proxy_worker *w;
     struct http_request *req; /* the client's; NULL once finished */
@@ -68,6 +69,12 @@ static void pxws_maybe_free(struct pxws *s)
         }
         return;
     }
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->w->ws_sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
     ws_tap_release(&s->tap);
     ws_conn_release(&s->cws);
     while (s->q_head) {
@@ -440,6 +447,10 @@ void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)
     atomic_fetch_add_explicit(&p->in_flight, 1, memory_order_relaxed);
     s->p = p;
     s->w = w;
+    s->next = w->ws_sessions;
+    if (s->next)
+        s->next->prev = s;
+    w->ws_sessions = s;
     s->req = req;
     uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
     uint64_t seed = rng_mix64(p->cfg.seed ^ rng_mix64(seq));
@@ -461,4 +472,15 @@ void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)
     }
     req->user = s;
     http_request_on_abort(req, pxws_on_abort);
+}
+
+void proxy_ws_stop(struct proxy_worker *w)
+{
+    for (struct pxws *s = w->ws_sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->req && s->upgraded) {
+            (void)ws_conn_close(&s->cws, WS_CLOSE_GOING_AWAY, "proxy shutting down");
+            pxws_end(s, false, WS_CLOSE_GOING_AWAY);
+        }
+    }
 }

@@ -130,3 +130,41 @@ test('ws_stall: everything arrives, after one long gap', async () => {
   assert.equal(s.text, s.finalText);
   assert.ok(s.ms >= 750, `${s.ms} ms`);
 });
+
+test('a client that vanishes mid-response: the proxy lets the upstream go', async () => {
+  const { default: WebSocket } = await import('ws');
+  const ws = new WebSocket(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=${encodeURIComponent(model)}`);
+  let n = 0;
+  await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error(`only ${n} messages`)), 10000);
+    ws.on('open', () => ws.send(JSON.stringify({ type: 'response.create', response: { max_output_tokens: 4000, ignore_eos: true, instructions: 'Talk.' } })));
+    ws.on('message', () => { if (++n === 20) { clearTimeout(t); ws._socket.destroy(); res(); } });
+  });
+  let inflight = -1;
+  for (let i = 0; i < 50 && inflight !== 0; i++) {
+    await sleep(50);
+    const m = await (await fetch(api + '/metrics')).text();
+    inflight = Number(m.match(/^tokenstorm_proxy_requests_in_flight (\d+)/m)[1]);
+  }
+  assert.equal(inflight, 0);
+});
+
+test('proxy SIGTERM: open WebSocket sessions are closed with 1001 at once', async () => {
+  const { default: WebSocket } = await import('ws');
+  const p = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--no-api', '--grace', '8s']);
+  try {
+    const ws = new WebSocket(`ws://127.0.0.1:${p.port}/v1/realtime?model=${encodeURIComponent(model)}`);
+    const closed = new Promise((res) => ws.on('close', (code, reason) => res({ code, reason: reason.toString() })));
+    await new Promise((res) => ws.on('open', res));
+    ws.send(JSON.stringify({ type: 'response.create', response: { max_output_tokens: 4000, ignore_eos: true, instructions: 'Talk.' } }));
+    await new Promise((res) => ws.once('message', res));
+    const t0 = Date.now();
+    p.proc.kill('SIGTERM');
+    assert.deepEqual(await closed, { code: 1001, reason: 'proxy shutting down' });
+    const exit = await p.waitExit();
+    assert.equal(exit.code, 0);
+    assert.ok(Date.now() - t0 < 6000, `${Date.now() - t0} ms: not held for the 8 s grace`);
+  } finally {
+    await p.stop('SIGKILL');
+  }
+});
