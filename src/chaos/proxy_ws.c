@@ -423,6 +423,7 @@ static int pxws_open(struct pxws *s, struct http_request *req, uint64_t seed)
             (uint32_t)(s->p->cfg.connect_timeout_ms ? s->p->cfg.connect_timeout_ms : 10000),
         .max_message = PXWS_MAX_MESSAGE,
         .mask_seed = seed,
+        .insecure = s->p->cfg.insecure,
     };
     return ws_call_open(s->w->loop, &spec, &up_ops, s, &s->call);
 }
