@@ -129,6 +129,7 @@ struct proxy_worker {
     struct prom_hist forward_delay;
     bool stopping;            /* its shutdown began (set on its own loop) */
     struct pxws *ws_sessions; /* its WebSocket pass-throughs (proxy_ws.c) */
+    bool front_closed;        /* its server closed: the client closes when ws_sessions is empty */
     /* workers on threads (index > 0) */
     uv_loop_t own_loop;
     uv_async_t stop; /* proxy loop -> worker: begin the shutdown */

@@ -145,6 +145,12 @@ void proxy_ws_handle(struct proxy_worker *w, struct http_request *req);
 /* w stops: each relayed connection gets a close 1001 on both sides. */
 void proxy_ws_stop(struct proxy_worker *w);
 
+/* ---- proxy_workers.c ---- */
+
+/* A relayed WebSocket connection of w was freed: once w's server closed and
+ * none is left, w's upstream client is closed (the shutdown goes on). */
+void proxy_worker_ws_gone(struct proxy_worker *w);
+
 /* ---- proxy_record.c ---- */
 
 /* Starts x's record (when the proxy records): the request. */

@@ -36,12 +36,21 @@ static void worker_client_closed(struct http_client *c, void *arg)
         uv_close((uv_handle_t *)&w->stop, NULL); /* the last handle: the thread's loop ends */
 }
 
-/* w's listener and connections closed: close its upstream client. */
+void proxy_worker_ws_gone(struct proxy_worker *w)
+{
+    if (w->front_closed && !w->ws_sessions)
+        http_client_close(&w->client, worker_client_closed, w);
+}
+
+/* w's listener and connections closed: close its upstream client once the
+ * last relayed WebSocket connection is gone too (its upstream side closes
+ * on this loop after the client's). */
 static void worker_front_closed(struct http_server *s)
 {
     struct proxy_worker *w =
         (struct proxy_worker *)((char *)s - offsetof(struct proxy_worker, front));
-    http_client_close(&w->client, worker_client_closed, w);
+    w->front_closed = true;
+    proxy_worker_ws_gone(w);
 }
 
 /* On w's loop: stop accepting, let requests finish, close the client. */

@@ -83,7 +83,9 @@ static void pxws_maybe_free(struct pxws *s)
         ts_free(m);
     }
     atomic_fetch_sub_explicit(&s->p->in_flight, 1, memory_order_relaxed);
+    struct proxy_worker *w = s->w;
     ts_free(s);
+    proxy_worker_ws_gone(w);
 }
 
 static void pxws_timer_closed(struct ptimer *t)
@@ -105,8 +107,10 @@ static void pxws_end(struct pxws *s, bool abort, uint16_t up_code)
         else
             (void)http_stream_end(req);
     }
-    if (s->call)
+    if (s->call && s->upgraded)
         ws_call_close(s->call, up_code ? up_code : WS_CLOSE_GOING_AWAY);
+    else if (s->call)
+        ws_call_cancel(s->call); /* no 101 yet: nothing to close */
 }
 
 static int pxws_client_write(struct ws_conn *ws, const void *data, size_t len, void *ctx)
