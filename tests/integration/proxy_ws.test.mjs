@@ -108,6 +108,16 @@ test('ws_truncate: no response.done, the run times out', async () => {
   assert.ok(fault.injected >= 3);
 });
 
+test('ws_truncate under --timeout-idle: the silence ends the request as timeout_idle', async () => {
+  const { code, result } = await runUnder({ name: 'ti', type: 'ws_truncate', after_events: 2 },
+    ['--timeout', '20s', '--timeout-idle', '1s']);
+  assert.equal(code, 3);
+  assert.equal(result.outcomes.timeout_idle, 3);
+  assert.equal(result.streams.no_done, 3);
+  assert.match(result.errors.top[0].message, /idle timeout: nothing for 1000 ms/);
+  assert.ok(result.summary.duration < 15, `${result.summary.duration} s`);
+});
+
 test('ws_close: the close code reaches the client as a bad close before response.done', async () => {
   const { code, result, reqs } = await runUnder({ name: 'c', type: 'ws_close', after_events: 3, code: 4001, text: 'chaos' });
   assert.equal(code, 3);
