@@ -162,9 +162,11 @@ struct proxy {
     _Atomic uint64_t requests_total;
     _Atomic uint64_t in_flight;
     _Atomic uint64_t upstream_errors;
-    atomic_bool warned_up_shaping;  /* said once: upstream TCP faults need http:// */
-    _Atomic uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
-    _Atomic uint64_t req_seq;       /* seeds per-request generators */
+    atomic_bool warned_up_shaping;   /* said once: upstream TCP faults need http:// */
+    _Atomic uint64_t header_faults;  /* injections asked for by x-tokenstorm-fault-* headers */
+    _Atomic uint64_t ws_connections; /* WebSocket upgrades relayed (the upstream said 101) */
+    _Atomic uint64_t ws_messages[2]; /* messages passed on: [0] to the upstream, [1] to clients */
+    _Atomic uint64_t req_seq;        /* seeds per-request generators */
     /* private */
     uv_async_t reaped; /* a worker thread -> the proxy loop: its loop is empty */
     void (*on_closed)(struct proxy *p);

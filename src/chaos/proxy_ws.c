@@ -137,6 +137,8 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
     }
     if (ws_call_send_text(s->call, (const char *)data, len) != 0)
         (void)ws_conn_close(&s->cws, WS_CLOSE_SERVER_ERR, "upstream gone");
+    else
+        atomic_fetch_add_explicit(&s->p->ws_messages[0], 1, memory_order_relaxed);
 }
 
 static const struct ws_conn_ops pxws_client_ops = {
@@ -186,6 +188,8 @@ static void pxws_flush(struct pxws *s)
         bool close = m->close;
         int rc = close ? ws_conn_close(&s->cws, m->code, m->reason[0] ? m->reason : NULL)
                        : ws_conn_send_text(&s->cws, m->data, m->len);
+        if (!close && !rc)
+            atomic_fetch_add_explicit(&s->p->ws_messages[1], 1, memory_order_relaxed);
         ts_free(m);
         if (close || (rc && rc != TS_CLOSED)) {
             /* a close went out (or writing failed): the connection ends
@@ -274,6 +278,7 @@ static void up_on_open(struct ws_call *c, void *user)
         return;
     }
     s->upgraded = true;
+    atomic_fetch_add_explicit(&s->p->ws_connections, 1, memory_order_relaxed);
 }
 
 /* The upstream refused the upgrade or failed before it: the client gets

@@ -55,10 +55,21 @@ async function runUnder(spec, extra = []) {
   return { code: r.code, stderr: r.stderr, result, reqs, fault };
 }
 
+async function metric(name) {
+  const text = await (await fetch(proxy.api + '/metrics', { signal: AbortSignal.timeout(5000) })).text();
+  const m = text.match(new RegExp('^' + name.replace(/[{}"]/g, '\\$&') + ' (\\d+)', 'm'));
+  assert.ok(m, name);
+  return Number(m[1]);
+}
+
 const clean = (s) => { for (const k of ['after_done', 'out_of_order', 'bad_close', 'no_done']) assert.equal(s[k], 0, k); };
 
 test('no fault: realtime passes through the proxy unchanged', async () => {
+  const conns = await metric('tokenstorm_proxy_websocket_connections_total');
+  const up = await metric('tokenstorm_proxy_websocket_messages_total{direction="upstream"}');
   const { code, stderr, result, reqs } = await runUnder(null);
+  assert.equal(await metric('tokenstorm_proxy_websocket_connections_total'), conns + 3);
+  assert.ok(await metric('tokenstorm_proxy_websocket_messages_total{direction="upstream"}') >= up + 3);
   assert.equal(code, 0, stderr);
   assert.equal(result.summary.completed, 3);
   assert.equal(result.summary.total_output_tokens, 24);
@@ -85,7 +96,9 @@ test('ws_drop: one delta fewer, usage still says 8', async () => {
 });
 
 test('ws_duplicate: every delta twice', async () => {
+  const down = await metric('tokenstorm_proxy_websocket_messages_total{direction="downstream"}');
   const { code, stderr, result, reqs } = await runUnder({ name: 'du', type: 'ws_duplicate' });
+  assert.ok(await metric('tokenstorm_proxy_websocket_messages_total{direction="downstream"}') >= down + 3 * 16);
   assert.equal(code, 0, stderr);
   clean(result.streams);
   for (const q of reqs) assert.equal(q.content_chunks, 16);
