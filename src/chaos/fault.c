@@ -72,6 +72,12 @@ static const struct type_info types[FAULT_TYPE_COUNT] = {
     [FAULT_RAG_LOWER_SCORES] = {"rag_lower_scores", FAULT_RAG, DOWN, DOWN, "pointer field factor"},
     [FAULT_RAG_LATENCY] = {"rag_latency", FAULT_RAG, DOWN, DOWN, "delay"},
     [FAULT_HTTP_TIMEOUT] = {"http_timeout", FAULT_HTTP, UP, UP, "delay"},
+    [FAULT_WS_DELAY] = {"ws_delay", FAULT_WS, DOWN, DOWN, "delay event"},
+    [FAULT_WS_DROP] = {"ws_drop", FAULT_WS, DOWN, DOWN, "rate after_events event"},
+    [FAULT_WS_DUPLICATE] = {"ws_duplicate", FAULT_WS, DOWN, DOWN, "rate after_events event"},
+    [FAULT_WS_TRUNCATE] = {"ws_truncate", FAULT_WS, DOWN, DOWN, "after_events event"},
+    [FAULT_WS_CLOSE] = {"ws_close", FAULT_WS, DOWN, DOWN, "after_events code text event"},
+    [FAULT_WS_STALL] = {"ws_stall", FAULT_WS, DOWN, DOWN, "after_events delay event"},
 };
 
 #undef UP
@@ -86,7 +92,7 @@ static const char *const output_fields[] = {"injected", "matched", "active", NUL
 static const char *const all_params[] = {
     "delay",  "rate",        "bytes", "after_events", "after_tokens", "count",  "cut",
     "status", "retry_after", "text",  "pointer",      "field",        "factor", "norm",
-    "set",    "remove",      "mode",  "raw",          NULL,
+    "set",    "remove",      "mode",  "raw",          "code",         "event",  NULL,
 };
 static const char *const match_fields[] = {
     "path", "method", "header", "model", "tenant", "tenant_header", NULL,
@@ -688,6 +694,7 @@ static int parse_cut(const json_t *v, enum fault_cut *cut, const struct perr *pe
 static int params_defaults(enum fault_type t, struct fault_params *p)
 {
     p->status = 503;
+    p->code = 1011;
     p->factor = 0.5;
     p->rate = 1;
     snprintf(p->field, sizeof p->field, "score");
@@ -778,6 +785,29 @@ static int params_how(const json_t *spec, struct fault_params *p, const struct p
             return perr(pe, "raw", "expected true or false, got %s", json_show(v, got, sizeof got));
         p->raw = json_is_true(v);
     }
+    if ((v = json_object_get(spec, "code"))) {
+        json_int_t c = json_is_integer(v) ? json_integer_value(v) : 0;
+        /* 1005, 1006 and 1015 are never sent in a close frame (RFC 6455 7.4.1) */
+        if (c < 1000 || c > 4999 || c == 1005 || c == 1006 || c == 1015 || (c >= 1016 && c < 3000))
+            return perr(pe, "code",
+                        "expected a WebSocket close code (1000..1014 or 3000..4999, "
+                        "not 1005 or 1006), got %s",
+                        json_show(v, got, sizeof got));
+        p->code = (uint16_t)c;
+    }
+    if ((v = json_object_get(spec, "event"))) {
+        const char *e = json_is_string(v) ? json_string_value(v) : "";
+        size_t n = strlen(e), ok = n > 0 && n < sizeof p->event;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = islower((unsigned char)e[i]) || isdigit((unsigned char)e[i]) || e[i] == '.' ||
+                 e[i] == '_' || (e[i] == '*' && n == 1);
+        if (!ok)
+            return perr(pe, "event",
+                        "expected a Realtime event type (response.output_text.delta) or \"*\", "
+                        "got %s",
+                        json_show(v, got, sizeof got));
+        memcpy(p->event, e, n + 1);
+    }
     return 0;
 }
 
@@ -849,6 +879,8 @@ static int params_required(const json_t *spec, enum fault_type t, const struct f
     case FAULT_SSE_JITTER:
     case FAULT_SSE_STALL:
     case FAULT_RAG_LATENCY:
+    case FAULT_WS_DELAY:
+    case FAULT_WS_STALL:
         if (!p->has_delay)
             return perr(pe, "delay", "required for %s (e.g. \"200ms\")", types[t].name);
         break;
@@ -866,6 +898,10 @@ static int params_required(const json_t *spec, enum fault_type t, const struct f
     case FAULT_TCP_RESET:
         if (!p->has_bytes && !p->has_delay)
             return perr(pe, "delay", "tcp_reset needs delay, bytes or both");
+        break;
+    case FAULT_WS_TRUNCATE:
+        if (p->unit == FAULT_UNIT_NONE)
+            return perr(pe, "after_events", "required for ws_truncate (deltas passed before)");
         break;
     case FAULT_SSE_TRUNCATE:
     case FAULT_LLM_PREMATURE_LENGTH:
@@ -1107,8 +1143,9 @@ json_t *fault_to_json(const struct fault *f, uint64_t now_ns)
         put(o, "delay", json_string(delay_str(&p->delay, tmp, sizeof tmp)), &ok);
     if (type_has_param(t, "bytes") && (p->has_bytes || t == FAULT_SSE_SPLIT))
         put(o, "bytes", json_integer((json_int_t)p->bytes), &ok);
-    if (type_has_param(t, "rate") && (p->has_rate || t == FAULT_LLM_FORMAT_VIOLATION ||
-                                      t == FAULT_SSE_DUPLICATE || t == FAULT_SSE_REORDER))
+    if (type_has_param(t, "rate") &&
+        (p->has_rate || t == FAULT_LLM_FORMAT_VIOLATION || t == FAULT_SSE_DUPLICATE ||
+         t == FAULT_SSE_REORDER || t == FAULT_WS_DROP || t == FAULT_WS_DUPLICATE))
         put(o, "rate", json_real(p->rate), &ok);
     if (p->unit != FAULT_UNIT_NONE) {
         const char *k = p->unit == FAULT_UNIT_TOKENS ? "after_tokens" : "after_events";
@@ -1129,6 +1166,10 @@ json_t *fault_to_json(const struct fault *f, uint64_t now_ns)
         put(o, "mode", json_string(p->jitter_mode == FAULT_JITTER_FLOOR ? "floor" : "add"), &ok);
     if (type_has_param(t, "raw"))
         put(o, "raw", json_boolean(p->raw), &ok);
+    if (type_has_param(t, "code"))
+        put(o, "code", json_integer(p->code), &ok);
+    if (type_has_param(t, "event") && p->event[0])
+        put(o, "event", json_string(p->event), &ok);
     if (type_has_param(t, "pointer"))
         put(o, "pointer", json_string(p->pointer), &ok);
     if (type_has_param(t, "field"))

@@ -105,6 +105,24 @@
  *   rag_lower_scores    pointer, field (score member, default "score"),
  *                       factor (multiplier, 0..1, default 0.5)
  *   rag_latency         delay
+ *   (WebSocket faults, on the server->client messages of a proxied
+ *   WebSocket connection; "deltas" are response.output_text.delta and
+ *   response.text.delta events, counted per response from response.created;
+ *   a count is sampled once per connection; every ws_* fault takes event:
+ *   the Realtime event type it acts on and counts, default the text deltas,
+ *   "*" any message; ws_delay's default is "*")
+ *   ws_delay            delay (per message, order kept: jitter is a spread
+ *                       distribution)
+ *   ws_drop             rate (share of deltas dropped, default 1) or
+ *                       after_events (drop the delta after that many)
+ *   ws_duplicate        rate (share of deltas sent twice, default 1) or
+ *                       after_events (that one)
+ *   ws_truncate         after_events (deltas passed; the rest of the
+ *                       response, response.done included, is swallowed)
+ *   ws_close            after_events (count, default 0), code (1000..4999,
+ *                       default 1011), text (the close reason)
+ *   ws_stall            after_events (count, default 0), delay (how long
+ *                       nothing is passed on)
  *
  * Ownership: a struct fault owns no heap memory (fixed arrays, and
  * distributions that are never empirical), so it may be copied by value.
@@ -136,7 +154,7 @@
 #define FAULT_PATH_MAX      256        /* including the NUL */
 #define FAULT_SPEC_MAX      (1u << 20) /* a YAML/JSON fault file */
 
-enum fault_family { FAULT_TCP, FAULT_HTTP, FAULT_SSE, FAULT_LLM, FAULT_RAG };
+enum fault_family { FAULT_TCP, FAULT_HTTP, FAULT_SSE, FAULT_LLM, FAULT_RAG, FAULT_WS };
 
 enum fault_type {
     FAULT_TCP_LATENCY,
@@ -176,6 +194,12 @@ enum fault_type {
     FAULT_RAG_LOWER_SCORES,
     FAULT_RAG_LATENCY,
     FAULT_HTTP_TIMEOUT,
+    FAULT_WS_DELAY,
+    FAULT_WS_DROP,
+    FAULT_WS_DUPLICATE,
+    FAULT_WS_TRUNCATE,
+    FAULT_WS_CLOSE,
+    FAULT_WS_STALL,
     FAULT_TYPE_COUNT
 };
 
@@ -237,6 +261,8 @@ struct fault_params {
     enum fault_cut cut;                 /* sse_truncate, http_truncate_response */
     enum fault_jitter_mode jitter_mode; /* sse_jitter */
     bool raw;                           /* sse_error_event: text is the data itself */
+    uint16_t code;                      /* ws_close: the close code (default 1011) */
+    char event[64]; /* ws_*: the Realtime event type acted on ("" = the text deltas, "*" = any) */
     char text[FAULT_TEXT_MAX];
     char pointer[FAULT_POINTER_MAX];
     char field[64];

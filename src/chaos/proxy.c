@@ -1198,6 +1198,10 @@ void proxy_on_request(struct http_request *req, void *ctx)
 
     atomic_fetch_add_explicit(&w->p->requests_total, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->requests, 1, memory_order_relaxed);
+    if (proxy_ws_wanted(req)) {
+        proxy_ws_handle(w, req);
+        return;
+    }
     x = px_new(w, req);
     if (!x) {
         (void)http_respond(req, 503, NULL, NULL, "", 0);

@@ -104,6 +104,7 @@ struct proxy_config {
  */
 struct quality_scratch;
 struct run_stats;
+struct pxws;
 
 /* Shadow traffic (--mirror, proxy_mirror.c): counters are atomic, the rest
  * under mu. Index 0 is the primary, 1 the mirror. */
@@ -147,6 +148,10 @@ struct proxy_worker {
     int mirror_calls;
     uint64_t stop_deadline_ns;
     struct mirror_wait *mirror_wait;
+    struct pxws *ws_sessions; /* its WebSocket pass-throughs (proxy_ws.c) */
+    /* shutdown: its server closed, its mirror calls over, its client closing
+     * (proxy_worker_ws_gone closes the client when all three allow) */
+    bool front_closed, mirrors_done, client_closing;
     /* workers on threads (index > 0) */
     uv_loop_t own_loop;
     uv_async_t stop; /* proxy loop -> worker: begin the shutdown */
@@ -179,9 +184,11 @@ struct proxy {
     _Atomic uint64_t requests_total;
     _Atomic uint64_t in_flight;
     _Atomic uint64_t upstream_errors;
-    atomic_bool warned_up_shaping;  /* said once: upstream TCP faults need http:// */
-    _Atomic uint64_t header_faults; /* injections asked for by x-tokenstorm-fault-* headers */
-    _Atomic uint64_t req_seq;       /* seeds per-request generators */
+    atomic_bool warned_up_shaping;   /* said once: upstream TCP faults need http:// */
+    _Atomic uint64_t header_faults;  /* injections asked for by x-tokenstorm-fault-* headers */
+    _Atomic uint64_t ws_connections; /* WebSocket upgrades relayed (the upstream said 101) */
+    _Atomic uint64_t ws_messages[2]; /* messages passed on: [0] to the upstream, [1] to clients */
+    _Atomic uint64_t req_seq;        /* seeds per-request generators */
     /* private */
     uv_async_t reaped; /* a worker thread -> the proxy loop: its loop is empty */
     void (*on_closed)(struct proxy *p);

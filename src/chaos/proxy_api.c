@@ -87,6 +87,26 @@ static int api_spec(struct http_request *req, const char *path_name, struct faul
     return 0;
 }
 
+/* The WebSocket pass-through's counters (proxy_ws.c). */
+static int ws_metrics(struct proxy *p, struct buf *out)
+{
+    int rc = prom_header(out, "tokenstorm_proxy_websocket_connections_total",
+                         "WebSocket upgrades relayed (the upstream answered 101).", "counter");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_websocket_connections_total", NULL, 0,
+                         (double)atomic_load(&p->ws_connections));
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_websocket_messages_total",
+                         "WebSocket messages passed on, after the frame faults.", "counter");
+    static const char *const dirs[] = {"upstream", "downstream"};
+    for (int d = 0; d < 2 && !rc; d++) {
+        const char *labels[] = {"direction", dirs[d]};
+        rc = prom_sample(out, "tokenstorm_proxy_websocket_messages_total", labels, 1,
+                         (double)atomic_load(&p->ws_messages[d]));
+    }
+    return rc;
+}
+
 /* proxy_metrics with faults_mu held. */
 static int metrics_locked(struct proxy *p, struct buf *out)
 {
@@ -113,6 +133,8 @@ static int metrics_locked(struct proxy *p, struct buf *out)
     if (!rc)
         rc = prom_sample(out, "tokenstorm_proxy_header_faults_total", NULL, 0,
                          (double)p->header_faults);
+    if (!rc)
+        rc = ws_metrics(p, out);
     if (!rc)
         rc = prom_header(out, "tokenstorm_faults_active", "Faults in the set.", "gauge");
     if (!rc)

@@ -135,6 +135,22 @@ void px_count(struct pxreq *x, struct fault *f);
 /* A sample of d from x's generator, in ns, clamped to 0..1 h. */
 uint64_t px_sample_ns(struct pxreq *x, const struct dist *d);
 
+/* ---- proxy_ws.c ---- */
+
+/* Whether req asks for a WebSocket upgrade (Upgrade: websocket). */
+bool proxy_ws_wanted(const struct http_request *req);
+/* Forwards the upgrade req to the upstream and relays its messages both
+ * ways with the WebSocket frame faults (ws_faults.h) of the set. */
+void proxy_ws_handle(struct proxy_worker *w, struct http_request *req);
+/* w stops: each relayed connection gets a close 1001 on both sides. */
+void proxy_ws_stop(struct proxy_worker *w);
+
+/* ---- proxy_workers.c ---- */
+
+/* A relayed WebSocket connection of w was freed: once w's server closed and
+ * none is left, w's upstream client is closed (the shutdown goes on). */
+void proxy_worker_ws_gone(struct proxy_worker *w);
+
 /* ---- proxy_record.c ---- */
 
 /* Starts x's record (when the proxy records): the request. */

@@ -37,10 +37,25 @@ static void worker_client_closed(struct http_client *c, void *arg)
         uv_close((uv_handle_t *)&w->stop, NULL); /* the last handle: the thread's loop ends */
 }
 
-/* w's requests and mirror calls ended (or their grace is over): close its upstream client. */
-static void worker_close_client(struct proxy_worker *w)
+/*
+ * w's upstream client closes once three things are over: its listener and
+ * connections (front_closed), its mirror calls or their grace (mirrors_done),
+ * and its relayed WebSocket connections (ws_sessions; their upstream side
+ * closes on this loop after the client's). Each calls this when it ends.
+ */
+void proxy_worker_ws_gone(struct proxy_worker *w)
 {
-    http_client_close(&w->client, worker_client_closed, w);
+    if (w->front_closed && w->mirrors_done && !w->ws_sessions && !w->client_closing) {
+        w->client_closing = true;
+        http_client_close(&w->client, worker_client_closed, w);
+    }
+}
+
+/* w's mirror calls ended (or their grace is over). */
+static void worker_mirrors_done(struct proxy_worker *w)
+{
+    w->mirrors_done = true;
+    proxy_worker_ws_gone(w);
 }
 
 /* w's listener and connections closed: the mirror calls may end, then the client closes. */
@@ -48,7 +63,8 @@ static void worker_front_closed(struct http_server *s)
 {
     struct proxy_worker *w =
         (struct proxy_worker *)((char *)s - offsetof(struct proxy_worker, front));
-    proxy_mirror_drain(w, worker_close_client);
+    w->front_closed = true;
+    proxy_mirror_drain(w, worker_mirrors_done);
 }
 
 /* On w's loop: stop accepting, let requests finish, close the client. */
@@ -56,6 +72,7 @@ static void worker_stop(struct proxy_worker *w, uint64_t grace_ms)
 {
     w->stopping = true;
     w->stop_deadline_ns = ts_now_ns() + grace_ms * 1000000ull;
+    proxy_ws_stop(w);
     (void)http_server_shutdown(&w->front, grace_ms, worker_front_closed);
 }
 

@@ -272,11 +272,19 @@ static int rt_start(struct exch *x, const struct http_call_spec *spec)
     for (size_t i = 0; i < spec->n_headers && n < sizeof(headers) / sizeof(headers[0]); i++)
         if (strncasecmp(spec->headers[i], "content-type:", 13))
             headers[n++] = spec->headers[i];
+    /* a per-call timeout, else the run's --timeout, --timeout-idle and
+       --timeout-connect (the HTTP client applies those itself; the
+       WebSocket call is told) */
+    const struct http_client_config *cc = &x->w->run->cfg->client;
+    uint32_t total = spec->total_timeout_ms ? spec->total_timeout_ms : cc->total_timeout_ms;
+    uint32_t idle = spec->idle_timeout_ms ? spec->idle_timeout_ms : cc->idle_timeout_ms;
     struct ws_call_spec ws = {
         .url = spec->url,
         .headers = headers,
         .n_headers = n,
-        .total_timeout_ms = spec->total_timeout_ms,
+        .connect_timeout_ms = cc->connect_timeout_ms,
+        .total_timeout_ms = total == HTTP_CALL_TIMEOUT_NONE ? 0 : total,
+        .idle_timeout_ms = idle == HTTP_CALL_TIMEOUT_NONE ? 0 : idle,
         .max_message = RT_MAX_MESSAGE,
         .mask_seed = x->w->run->run_id ^ (x->rec.id * 0x9e3779b97f4a7c15ull),
         .insecure = x->w->run->cfg->client.insecure,

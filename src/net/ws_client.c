@@ -74,7 +74,8 @@ struct ws_call {
     struct buf plain; /* wss://: what one read decrypted to */
     uint64_t read_at;
     size_t max_message;
-    uint32_t connect_timeout_ms, total_timeout_ms;
+    uint32_t connect_timeout_ms, total_timeout_ms, idle_timeout_ms;
+    uint64_t total_deadline; /* uv_now() ms when the total timeout ends; 0: none */
     char host[256];
     char port[8];
     struct ws_call_result res;
@@ -153,8 +154,26 @@ static void on_timer(uv_timer_t *t)
         end_call(c, HTTP_CALL_OK, NULL); /* the peer never answered our close */
     else if (c->st == ST_RESOLVE || c->st == ST_CONNECT)
         end_call(c, HTTP_CALL_ERR_TIMEOUT_CONNECT, "connect timeout");
-    else
+    else if (c->total_deadline && uv_now(c->loop) >= c->total_deadline)
         end_call(c, HTTP_CALL_ERR_TIMEOUT_TOTAL, "total timeout");
+    else
+        end_call(c, HTTP_CALL_ERR_TIMEOUT_IDLE, "idle timeout: nothing for %u ms",
+                 c->idle_timeout_ms);
+}
+
+/* Connected and not closing: the timer runs to the total deadline or to
+ * idle_timeout_ms from now, whichever is first (none: stopped). */
+static void arm_timer(struct ws_call *c)
+{
+    uint64_t now = uv_now(c->loop), due = 0;
+    if (c->total_deadline)
+        due = c->total_deadline > now ? c->total_deadline - now : 0;
+    if (c->idle_timeout_ms && (!c->total_deadline || c->idle_timeout_ms < due))
+        due = c->idle_timeout_ms;
+    if (c->total_deadline || c->idle_timeout_ms)
+        (void)uv_timer_start(&c->timer, on_timer, due, 0);
+    else
+        (void)uv_timer_stop(&c->timer);
 }
 
 /* ------------------------------------------------------------ writing */
@@ -427,6 +446,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (!nread)
         return;
     c->read_at = read_time(c);
+    if (c->idle_timeout_ms && (c->st == ST_HANDSHAKE || c->st == ST_OPEN))
+        arm_timer(c); /* the silence starts again */
     if (c->tls)
         tls_read(c, b->base, (size_t)nread);
     else
@@ -471,10 +492,8 @@ static void on_connect(uv_connect_t *r, int status)
     int one = 1;
     if (!uv_fileno((uv_handle_t *)&c->tcp, &fd))
         (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)); /* see read_time */
-    if (c->total_timeout_ms)
-        (void)uv_timer_start(&c->timer, on_timer, c->total_timeout_ms, 0);
-    else
-        (void)uv_timer_stop(&c->timer);
+    c->total_deadline = c->total_timeout_ms ? uv_now(c->loop) + c->total_timeout_ms : 0;
+    arm_timer(c);
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     char err[256] = "";
     if (!rc && c->tls_on)
@@ -614,6 +633,7 @@ int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec, const struct 
     c->max_message = spec->max_message ? spec->max_message : (4u << 20);
     c->connect_timeout_ms = spec->connect_timeout_ms ? spec->connect_timeout_ms : 10000;
     c->total_timeout_ms = spec->total_timeout_ms;
+    c->idle_timeout_ms = spec->idle_timeout_ms;
     c->insecure = spec->insecure;
     buf_init(&c->plain, SIZE_MAX / 4);
     c->res.start_ns = ts_now_ns();

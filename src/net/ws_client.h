@@ -36,6 +36,7 @@ struct ws_call_spec {
     size_t n_headers;
     uint32_t connect_timeout_ms; /* 0: 10000 */
     uint32_t total_timeout_ms;   /* 0: none */
+    uint32_t idle_timeout_ms;    /* silence (nothing read) from the connect on; 0: none */
     size_t max_message;          /* 0: 4 MiB */
     uint64_t mask_seed;          /* seeds the frame masks and the key */
     bool insecure;               /* wss://: do not check the server's certificate */

@@ -1,0 +1,496 @@
+/*
+ * proxy_ws.c - WebSocket pass-through of the chaos proxy: an upgrade request
+ * is forwarded to the upstream (ws:// for http://, wss:// for https://) by
+ * net/ws_client; once the upstream answers 101 the client's upgrade is
+ * accepted and whole messages are relayed both ways through wslay (net/ws.h
+ * on the client side, ws_client on the upstream side). Server->client
+ * messages go through the frame faults of ws_faults.h: delayed, dropped,
+ * duplicated, swallowed, or replaced by a close. An upstream that refuses
+ * the upgrade has its status and body passed on. Runs on the worker's loop.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "chaos/proxy_int.h"
+#include "chaos/ws_faults.h"
+#include "net/ws.h"
+#include "net/ws_client.h"
+
+#define PXWS_MAX_MESSAGE (4u << 20)  /* a relayed message, either way */
+#define PXWS_MAX_QUEUED  (16u << 20) /* messages held back by faults */
+#define PXWS_HEAD_MAX    16384
+
+/* A message held back by a fault (or a close), in order. */
+struct pxws_msg {
+    struct pxws_msg *next;
+    uint64_t at;
+    bool close;
+    uint16_t code;
+    char reason[124];
+    size_t len;
+    char data[];
+};
+
+struct pxws {
+    struct pxws *prev, *next; /* the worker's list */
+    struct proxy *p;
+    struct proxy_worker *w;
+    struct http_request *req; /* the client's; NULL once finished */
+    struct ws_call *call;     /* the upstream's; NULL once on_done ran */
+    struct ws_conn cws;       /* the client side, after the upgrade */
+    bool upgraded;
+    struct ws_tap tap;
+    struct ptimer timer;
+    bool timer_on, timer_closing;
+    struct pxws_msg *q_head, *q_tail;
+    size_t q_bytes;
+    char accept[WS_ACCEPT_LEN + 1];
+};
+
+static void pxws_flush(struct pxws *s);
+
+static void pxws_timer_closed(struct ptimer *t);
+
+/* Frees s once the client's request is finished and the upstream call is
+ * gone (closing the timer first). */
+static void pxws_maybe_free(struct pxws *s)
+{
+    if (s->req || s->call)
+        return;
+    if (s->timer_on) {
+        if (!s->timer_closing) {
+            s->timer_closing = true;
+            ptimer_close(&s->timer, pxws_timer_closed);
+        }
+        return;
+    }
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->w->ws_sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    ws_tap_release(&s->tap);
+    ws_conn_release(&s->cws);
+    while (s->q_head) {
+        struct pxws_msg *m = s->q_head;
+        s->q_head = m->next;
+        ts_free(m);
+    }
+    atomic_fetch_sub_explicit(&s->p->in_flight, 1, memory_order_relaxed);
+    struct proxy_worker *w = s->w;
+    ts_free(s);
+    proxy_worker_ws_gone(w);
+}
+
+static void pxws_timer_closed(struct ptimer *t)
+{
+    struct pxws *s = t->data;
+    s->timer_on = false;
+    pxws_maybe_free(s);
+}
+
+/* Over for the client: the connection is ended (abort: cut, else its
+ * queued bytes go first) and the upstream is closed with up_code. */
+static void pxws_end(struct pxws *s, bool abort, uint16_t up_code)
+{
+    struct http_request *req = s->req;
+    s->req = NULL;
+    if (req) {
+        if (abort)
+            (void)http_stream_abort(req);
+        else
+            (void)http_stream_end(req);
+    }
+    if (s->call && s->upgraded)
+        ws_call_close(s->call, up_code ? up_code : WS_CLOSE_GOING_AWAY);
+    else if (s->call)
+        ws_call_cancel(s->call); /* no 101 yet: nothing to close */
+}
+
+static int pxws_client_write(struct ws_conn *ws, const void *data, size_t len, void *ctx)
+{
+    struct pxws *s = ctx;
+    (void)ws;
+    if (!s->req)
+        return TS_CLOSED;
+    int rc = http_stream_write(s->req, data, len);
+    return rc == TS_AGAIN ? 0 : rc; /* bounded by the server's write queue */
+}
+
+/* A whole message of the client: to the upstream as it is. */
+static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *data, size_t len,
+                                void *ctx)
+{
+    struct pxws *s = ctx;
+    (void)ws;
+    if (!s->call)
+        return;
+    if (opcode != WS_OP_TEXT) {
+        (void)ws_conn_close(&s->cws, 1003, "only text messages are relayed");
+        return;
+    }
+    if (ws_call_send_text(s->call, (const char *)data, len) != 0)
+        (void)ws_conn_close(&s->cws, WS_CLOSE_SERVER_ERR, "upstream gone");
+    else
+        atomic_fetch_add_explicit(&s->p->ws_messages[0], 1, memory_order_relaxed);
+}
+
+static const struct ws_conn_ops pxws_client_ops = {
+    .on_message = pxws_client_message,
+    .write = pxws_client_write,
+};
+
+static void pxws_on_data(struct http_request *req, const char *data, size_t len)
+{
+    struct pxws *s = req->user;
+    int rc = ws_conn_feed(&s->cws, data, len);
+    if (rc == TS_CLOSED && ws_conn_close_sent(&s->cws)) {
+        uint16_t code = ws_conn_close_received(&s->cws) ? ws_conn_close_code(&s->cws) : 0;
+        if (code == WS_CLOSE_NO_STATUS || code == WS_CLOSE_ABNORMAL)
+            code = WS_CLOSE_NORMAL;
+        pxws_end(s, false, code); /* the client's close, answered: passed upstream */
+    } else if (rc && rc != TS_CLOSED) {
+        pxws_end(s, true, WS_CLOSE_GOING_AWAY);
+    }
+    pxws_maybe_free(s);
+}
+
+static void pxws_on_abort(struct http_request *req)
+{
+    struct pxws *s = req->user;
+    pxws_end(s, true, WS_CLOSE_GOING_AWAY);
+    pxws_maybe_free(s);
+}
+
+/* ---- server -> client, through the faults ---- */
+
+static void pxws_timer_cb(struct ptimer *t)
+{
+    pxws_flush(t->data);
+}
+
+/* Sends what is due; arms the timer for the rest. */
+static void pxws_flush(struct pxws *s)
+{
+    uint64_t now = ts_now_ns();
+    while (s->req && s->q_head && s->q_head->at <= now) {
+        struct pxws_msg *m = s->q_head;
+        s->q_head = m->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        s->q_bytes -= m->len;
+        bool close = m->close;
+        int rc = close ? ws_conn_close(&s->cws, m->code, m->reason[0] ? m->reason : NULL)
+                       : ws_conn_send_text(&s->cws, m->data, m->len);
+        if (!close && !rc)
+            atomic_fetch_add_explicit(&s->p->ws_messages[1], 1, memory_order_relaxed);
+        ts_free(m);
+        if (close || (rc && rc != TS_CLOSED)) {
+            /* a close went out (or writing failed): the connection ends
+             * once its bytes are written; the upstream is let go */
+            pxws_end(s, !close, close ? WS_CLOSE_GOING_AWAY : 0);
+        }
+    }
+    if (s->req && s->q_head && s->timer_on && !s->timer_closing &&
+        ptimer_start_at(&s->timer, s->q_head->at, pxws_timer_cb) != 0)
+        pxws_end(s, true, WS_CLOSE_GOING_AWAY);
+    pxws_maybe_free(s);
+}
+
+/* Queues a message (or a close: data NULL) to go out at at. */
+static int pxws_queue(struct pxws *s, uint64_t at, const char *data, size_t len, bool close,
+                      uint16_t code, const char *reason)
+{
+    if (s->q_bytes + len > PXWS_MAX_QUEUED)
+        return -ENOMEM;
+    struct pxws_msg *m = ts_malloc(sizeof *m + len);
+    if (!m)
+        return -ENOMEM;
+    *m = (struct pxws_msg){.at = at, .close = close, .code = code, .len = len};
+    snprintf(m->reason, sizeof m->reason, "%s", reason ? reason : "");
+    if (len)
+        memcpy(m->data, data, len);
+    if (s->q_tail)
+        s->q_tail->next = m;
+    else
+        s->q_head = m;
+    s->q_tail = m;
+    s->q_bytes += len;
+    return 0;
+}
+
+static void up_on_message(struct ws_call *c, const char *data, size_t len, uint64_t at, void *user)
+{
+    struct pxws *s = user;
+    (void)c;
+    (void)at;
+    if (!s->req)
+        return;
+    uint64_t now = ts_now_ns();
+    struct ws_verdict v = {.copies = 1, .at = now, .reason = ""};
+    char type[WS_EVENT_TYPE_MAX];
+    if (ws_tap_active(&s->tap))
+        v = ws_tap_message(&s->tap, ws_event_type(data, len, type), now);
+    int rc = 0;
+    for (unsigned i = 0; !rc && i < v.copies; i++)
+        rc = pxws_queue(s, v.at, data, len, false, 0, NULL);
+    if (!rc && v.close)
+        rc = pxws_queue(s, v.at, NULL, 0, true, v.code, v.reason);
+    if (rc) {
+        (void)ws_conn_close(&s->cws, WS_CLOSE_TOO_BIG, "proxy queue full");
+        pxws_end(s, false, WS_CLOSE_GOING_AWAY);
+    }
+    pxws_flush(s);
+}
+
+/* ---- the upstream's side ---- */
+
+static void up_on_open(struct ws_call *c, void *user)
+{
+    struct pxws *s = user;
+    char extra[160];
+    (void)c;
+    if (!s->req)
+        return;
+    if (ws_conn_init(&s->cws, true, PXWS_MAX_MESSAGE, 0, &pxws_client_ops, s) != 0) {
+        (void)http_respond(s->req, 500, NULL, NULL, NULL, 0);
+        s->req = NULL;
+        ws_call_cancel(s->call);
+        return;
+    }
+    snprintf(extra, sizeof extra,
+             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n",
+             s->accept);
+    int rc = http_upgrade(s->req, extra, pxws_on_data);
+    if (rc) {
+        if (rc == -EINVAL)
+            (void)http_respond(s->req, 400, NULL, NULL, NULL, 0);
+        else
+            (void)http_stream_end(s->req);
+        s->req = NULL;
+        ws_call_cancel(s->call);
+        return;
+    }
+    s->upgraded = true;
+    atomic_fetch_add_explicit(&s->p->ws_connections, 1, memory_order_relaxed);
+}
+
+/* The upstream refused the upgrade or failed before it: the client gets
+ * its status and body, or a 502. */
+static void pxws_refused(struct pxws *s, const struct ws_call_result *res)
+{
+    struct http_request *req = s->req;
+    s->req = NULL;
+    if (res->status >= 200 && res->status != 101) {
+        (void)http_respond(req, (int)res->status, "application/json", NULL, res->body,
+                           res->body_len);
+        return;
+    }
+    atomic_fetch_add_explicit(&s->p->upstream_errors, 1, memory_order_relaxed);
+    static const char body[] = "{\"error\":{\"message\":\"the upstream's WebSocket upgrade "
+                               "failed\",\"type\":\"server_error\",\"code\":null}}";
+    (void)http_respond(req, 502, "application/json", NULL, body, sizeof body - 1);
+}
+
+static void up_on_done(struct ws_call *c, const struct ws_call_result *res, void *user)
+{
+    struct pxws *s = user;
+    (void)c;
+    s->call = NULL;
+    if (s->req && !s->upgraded) {
+        pxws_refused(s, res);
+    } else if (s->req) {
+        /* the upstream ended: its close (or the lack of one) follows the
+         * messages still held back */
+        uint16_t code = res->close_code;
+        if (res->error == HTTP_CALL_OK && code != WS_CLOSE_ABNORMAL) {
+            if (code == WS_CLOSE_NO_STATUS)
+                code = 0;
+            uint64_t at = s->q_tail ? s->q_tail->at : ts_now_ns();
+            if (pxws_queue(s, at, NULL, 0, true, code, NULL) != 0)
+                pxws_end(s, true, 0);
+            pxws_flush(s);
+        } else {
+            pxws_end(s, true, 0); /* no close frame upstream: none to the client */
+        }
+    }
+    pxws_maybe_free(s);
+}
+
+static const struct ws_call_ops up_ops = {
+    .on_open = up_on_open,
+    .on_message = up_on_message,
+    .on_done = up_on_done,
+};
+
+/* ---- the upgrade request ---- */
+
+bool proxy_ws_wanted(const struct http_request *req)
+{
+    const char *up = http_request_header(req, "upgrade");
+    return up && strcasecmp(up, "websocket") == 0;
+}
+
+/* Request headers that go upstream: not the hop-by-hop ones nor those of
+ * the handshake (ws_client makes its own). */
+static bool ws_header_kept(const char *name)
+{
+    static const char *const names[] = {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "content-length",
+        NULL,
+    };
+    for (size_t i = 0; names[i]; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return false;
+    return true;
+}
+
+/* The upstream's URL of req: ws:// for http://, wss:// for https://. */
+static int ws_url(const struct proxy *p, const struct http_request *req, char *out, size_t n)
+{
+    const char *u = p->upstream;
+    const char *scheme = "ws://";
+    if (!strncmp(u, "https://", 8)) {
+        u += 8;
+        scheme = "wss://";
+    } else if (!strncmp(u, "http://", 7)) {
+        u += 7;
+    }
+    int rc = snprintf(out, n, "%s%s%s", scheme, u, req->url[0] == '/' ? req->url : req->path);
+    return rc < 0 || (size_t)rc >= n ? -EINVAL : 0;
+}
+
+static void pxws_error(struct http_request *req, int status, const char *msg)
+{
+    char body[320];
+    int n = snprintf(body, sizeof body,
+                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
+                     "\"code\":null}}",
+                     msg);
+    (void)http_respond(req, status, "application/json", NULL, body, (size_t)n);
+}
+
+/* Rolls the WS faults of the set for the connection's upgrade request. */
+static void pxws_roll(struct pxws *s, struct http_request *req, uint64_t seed)
+{
+    struct fault *hits[FAULTSET_HITS];
+    struct fault_request fr = {
+        .method = req->method,
+        .path = req->path,
+        .headers = req->headers,
+        .n_headers = req->header_count,
+    };
+    pthread_mutex_lock(&s->p->faults_mu);
+    size_t n = faultset_roll(&s->p->faults, &fr, 1u << FAULT_WS, ts_now_ns(), hits, FAULTSET_HITS);
+    pthread_mutex_unlock(&s->p->faults_mu);
+    ws_tap_init(&s->tap, hits, n, seed);
+    for (size_t i = 0; i < n; i++)
+        fault_unref(hits[i]);
+}
+
+static int pxws_open(struct pxws *s, struct http_request *req, uint64_t seed)
+{
+    char url[PROXY_UPSTREAM_MAX + 8192];
+    const char *hv[64];
+    size_t nh = 0;
+    static _Thread_local char hbuf[PXWS_HEAD_MAX];
+    size_t off = 0;
+    if (ws_url(s->p, req, url, sizeof url) != 0)
+        return -EINVAL;
+    for (size_t i = 0; i < req->header_count; i++) {
+        const struct http_header *h = &req->headers[i];
+        if (!ws_header_kept(h->name))
+            continue;
+        int k = snprintf(hbuf + off, sizeof hbuf - off, "%s: %s", h->name, h->value);
+        if (k < 0 || (size_t)k >= sizeof hbuf - off || nh == 64)
+            return -E2BIG;
+        hv[nh++] = hbuf + off;
+        off += (size_t)k + 1;
+    }
+    struct ws_call_spec spec = {
+        .url = url,
+        .headers = hv,
+        .n_headers = nh,
+        .connect_timeout_ms =
+            (uint32_t)(s->p->cfg.connect_timeout_ms ? s->p->cfg.connect_timeout_ms : 10000),
+        .max_message = PXWS_MAX_MESSAGE,
+        .mask_seed = seed,
+        .insecure = s->p->cfg.insecure,
+    };
+    return ws_call_open(s->w->loop, &spec, &up_ops, s, &s->call);
+}
+
+void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)
+{
+    struct proxy *p = w->p;
+    const char *key = http_request_header(req, "sec-websocket-key");
+    const char *version = http_request_header(req, "sec-websocket-version");
+    if (!ws_key_valid(key) || !version || strcmp(version, "13") != 0) {
+        pxws_error(req, 400,
+                   "Bad WebSocket handshake: Sec-WebSocket-Key and Sec-WebSocket-Version 13 "
+                   "are required.");
+        return;
+    }
+    struct pxws *s = ts_calloc(1, sizeof *s);
+    if (!s || ws_accept_key(key, strlen(key), s->accept) != 0) {
+        ts_free(s);
+        (void)http_respond(req, 503, NULL, NULL, NULL, 0);
+        return;
+    }
+    atomic_fetch_add_explicit(&p->in_flight, 1, memory_order_relaxed);
+    s->p = p;
+    s->w = w;
+    s->next = w->ws_sessions;
+    if (s->next)
+        s->next->prev = s;
+    w->ws_sessions = s;
+    s->req = req;
+    uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
+    uint64_t seed = rng_mix64(p->cfg.seed ^ rng_mix64(seq));
+    pxws_roll(s, req, seed);
+    if (ptimer_init(w->loop, &s->timer) == 0) {
+        s->timer.data = s;
+        s->timer_on = true;
+    }
+    int rc = s->timer_on ? pxws_open(s, req, seed) : -ENOMEM;
+    if (rc != 0) {
+        s->req = NULL;
+        if (rc == -E2BIG)
+            pxws_error(req, 431, "too many request headers");
+        else
+            pxws_error(req, rc == -EINVAL ? 414 : 502, "cannot forward the WebSocket upgrade");
+        pxws_end(s, false, 0);
+        pxws_maybe_free(s);
+        return;
+    }
+    req->user = s;
+    http_request_on_abort(req, pxws_on_abort);
+}
+
+void proxy_ws_stop(struct proxy_worker *w)
+{
+    for (struct pxws *s = w->ws_sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->req && s->upgraded) {
+            (void)ws_conn_close(&s->cws, WS_CLOSE_GOING_AWAY, "proxy shutting down");
+            pxws_end(s, false, WS_CLOSE_GOING_AWAY);
+        }
+    }
+}

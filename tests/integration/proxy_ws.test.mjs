@@ -1,0 +1,171 @@
+// `tokenstorm proxy` in front of the simulator's /v1/realtime: the WebSocket
+// upgrade is forwarded, messages relayed both ways, and each frame fault
+// (ws_delay, ws_drop, ws_duplicate, ws_truncate, ws_close, ws_stall) shows in
+// what `tokenstorm run --endpoint realtime` reports through the proxy.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runBin, startSim, startServer, sleep } from './lib.mjs';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-proxyws-'));
+let sim;
+let proxy;
+let n = 0;
+
+before(async () => {
+  sim = await startSim(['--profile', 'tiny', '--no-noise', '--admin']);
+  proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
+    '--api', '127.0.0.1:0', '--seed', '7']);
+  for (let i = 0; i < 100 && !/control API on http/.test(proxy.output); i++) await sleep(20);
+  proxy.api = proxy.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+});
+
+after(async () => {
+  if (proxy) await proxy.stop('SIGKILL');
+  if (sim) await sim.stop('SIGKILL');
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function api(method, p, body) {
+  const res = await fetch(proxy.api + p, { method, body: body && JSON.stringify(body),
+    headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(10000) });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : null };
+}
+
+// Runs 3 realtime requests of 8 tokens through the proxy under spec (none:
+// no fault); returns the exit code, result.json, the request lines and the
+// fault as the API shows it afterwards.
+async function runUnder(spec, extra = []) {
+  if (spec) assert.equal((await api('POST', '/faults', spec)).status, 201);
+  const out = path.join(tmp, `r${++n}`);
+  const r = await runBin(['run', '--target', proxy.base, '--endpoint', 'realtime', '--requests', '3',
+    '--concurrency', '1', '--output-len', 'fixed:8', '--timeout', '3s', '--save-requests',
+    '--out', out, '-q', ...extra], { timeoutMs: 60000 });
+  const result = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+  const reqs = fs.readFileSync(path.join(out, 'requests.jsonl'), 'utf8').split('\n').filter(Boolean)
+    .map((l) => JSON.parse(l));
+  let fault = null;
+  if (spec) {
+    fault = (await api('GET', `/faults/${spec.name}`)).json;
+    assert.equal((await api('DELETE', `/faults/${spec.name}`)).status, 204);
+  }
+  return { code: r.code, stderr: r.stderr, result, reqs, fault };
+}
+
+async function metric(name) {
+  const text = await (await fetch(proxy.api + '/metrics', { signal: AbortSignal.timeout(5000) })).text();
+  const m = text.match(new RegExp('^' + name.replace(/[{}"]/g, '\\$&') + ' (\\d+)', 'm'));
+  assert.ok(m, name);
+  return Number(m[1]);
+}
+
+const clean = (s) => { for (const k of ['after_done', 'out_of_order', 'bad_close', 'no_done']) assert.equal(s[k], 0, k); };
+
+test('no fault: realtime passes through the proxy unchanged', async () => {
+  const conns = await metric('tokenstorm_proxy_websocket_connections_total');
+  const up = await metric('tokenstorm_proxy_websocket_messages_total{direction="upstream"}');
+  const { code, stderr, result, reqs } = await runUnder(null);
+  assert.equal(await metric('tokenstorm_proxy_websocket_connections_total'), conns + 3);
+  assert.ok(await metric('tokenstorm_proxy_websocket_messages_total{direction="upstream"}') >= up + 3);
+  assert.equal(code, 0, stderr);
+  assert.equal(result.summary.completed, 3);
+  assert.equal(result.summary.total_output_tokens, 24);
+  clean(result.streams);
+  for (const q of reqs) assert.equal(q.content_chunks, 8);
+});
+
+test('ws_delay: every message later, nothing else changes', async () => {
+  const { code, stderr, result, fault } = await runUnder({ name: 'd', type: 'ws_delay', delay: '300ms' });
+  assert.equal(code, 0, stderr);
+  assert.equal(result.summary.completed, 3);
+  clean(result.streams);
+  assert.ok(result.summary.p50_ttft_ms >= 280, `ttft ${result.summary.p50_ttft_ms}`);
+  assert.ok(fault.injected >= 3 * 8);
+});
+
+test('ws_drop: one delta fewer, usage still says 8', async () => {
+  const { code, stderr, result, reqs, fault } = await runUnder({ name: 'dr', type: 'ws_drop', after_events: 2 });
+  assert.equal(code, 0, stderr);
+  clean(result.streams);
+  assert.equal(result.summary.total_output_tokens, 24);
+  for (const q of reqs) assert.equal(q.content_chunks, 7);
+  assert.equal(fault.injected, 3);
+});
+
+test('ws_duplicate: every delta twice', async () => {
+  const down = await metric('tokenstorm_proxy_websocket_messages_total{direction="downstream"}');
+  const { code, stderr, result, reqs } = await runUnder({ name: 'du', type: 'ws_duplicate' });
+  assert.ok(await metric('tokenstorm_proxy_websocket_messages_total{direction="downstream"}') >= down + 3 * 16);
+  assert.equal(code, 0, stderr);
+  clean(result.streams);
+  for (const q of reqs) assert.equal(q.content_chunks, 16);
+});
+
+test('ws_duplicate of response.done and ws_drop of response.created: out of order', async () => {
+  let r = await runUnder({ name: 'dd', type: 'ws_duplicate', event: 'response.done' });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.result.streams.out_of_order, 3);
+  r = await runUnder({ name: 'dc', type: 'ws_drop', event: 'response.created' });
+  assert.equal(r.result.streams.out_of_order, 3);
+});
+
+test('ws_truncate: no response.done, the run times out', async () => {
+  const { code, result, reqs, fault } = await runUnder({ name: 't', type: 'ws_truncate', after_events: 3 });
+  assert.equal(code, 3);
+  assert.equal(result.streams.no_done, 3);
+  assert.equal(result.outcomes.timeout_total, 3);
+  for (const q of reqs) assert.equal(q.content_chunks, 3);
+  assert.ok(fault.injected >= 3);
+});
+
+test('ws_truncate under --timeout-idle: the silence ends the request as timeout_idle', async () => {
+  const { code, result } = await runUnder({ name: 'ti', type: 'ws_truncate', after_events: 2 },
+    ['--timeout', '20s', '--timeout-idle', '1s']);
+  assert.equal(code, 3);
+  assert.equal(result.outcomes.timeout_idle, 3);
+  assert.equal(result.streams.no_done, 3);
+  assert.match(result.errors.top[0].message, /idle timeout: nothing for 1000 ms/);
+  assert.ok(result.summary.duration < 15, `${result.summary.duration} s`);
+});
+
+test('ws_close: the close code reaches the client as a bad close before response.done', async () => {
+  const { code, result, reqs } = await runUnder({ name: 'c', type: 'ws_close', after_events: 3, code: 4001, text: 'chaos' });
+  assert.equal(code, 3);
+  assert.equal(result.streams.bad_close, 3);
+  assert.equal(result.streams.no_done, 3);
+  assert.match(reqs[0].error, /closed with 4001 before response\.done/);
+  for (const q of reqs) assert.equal(q.content_chunks, 3);
+});
+
+test('ws_stall: one long gap between deltas', async () => {
+  const { code, stderr, result } = await runUnder({ name: 's', type: 'ws_stall', after_events: 2, delay: '700ms' });
+  assert.equal(code, 0, stderr);
+  clean(result.streams);
+  assert.ok(result.latency.itl.max >= 650, JSON.stringify(result.latency.itl));
+  assert.ok(result.summary.p50_itl_ms < 300);
+});
+
+test('fault specs: bad ws_* fields are refused with the field named', async () => {
+  let r = await api('POST', '/faults', { name: 'x', type: 'ws_close', code: 1006 });
+  assert.equal(r.status, 400);
+  assert.match(JSON.stringify(r.json), /code/);
+  r = await api('POST', '/faults', { name: 'x', type: 'ws_truncate' });
+  assert.equal(r.status, 400);
+  assert.match(JSON.stringify(r.json), /after_events/);
+  r = await api('POST', '/faults', { name: 'x', type: 'ws_drop', event: 'Bad Type' });
+  assert.equal(r.status, 400);
+  assert.match(JSON.stringify(r.json), /event/);
+});
+
+test('an upgrade the upstream refuses is passed on with its status', async () => {
+  const r = await runBin(['run', '--target', proxy.base, '--endpoint', 'realtime', '--api-key', 'x',
+    '--model', 'no-such-model', '--requests', '1', '-q', '--out', path.join(tmp, 'refused')]);
+  assert.equal(r.code, 3);
+  const result = JSON.parse(fs.readFileSync(path.join(tmp, 'refused', 'result.json'), 'utf8'));
+  assert.equal(result.http_status['4xx'], 1);
+  assert.equal(result.errors.top[0].status, 404);
+  assert.match(result.errors.top[0].message, /upgrade refused: The model `no-such-model` does not exist/);
+});
