@@ -103,8 +103,8 @@ static void serve_events(struct http_request *req, struct live_ui *ui)
         return;
     }
     if (http_stream_begin(req, 200, "text/event-stream", "Cache-Control: no-store\r\n") ||
-        send_event(req, "frame", &ui->frame) ||
-        (ui->inner_port && send_inner(req, ui->inner_port))) {
+        (ui->inner_port && send_inner(req, ui->inner_port)) ||
+        send_event(req, "frame", &ui->frame)) {
         (void)http_stream_end(req);
         return;
     }
@@ -210,8 +210,8 @@ static void broadcast(struct live_ui *ui, bool inner)
 {
     ui->frames++;
     for (size_t i = 0; i < ui->nviewers;) {
-        if (send_event(ui->viewers[i], "frame", &ui->frame) ||
-            (inner && send_inner(ui->viewers[i], ui->inner_port))) {
+        if ((inner && send_inner(ui->viewers[i], ui->inner_port)) ||
+            send_event(ui->viewers[i], "frame", &ui->frame)) {
             struct http_request *req = ui->viewers[i];
             viewer_drop(ui, i);
             (void)http_stream_end(req);
