@@ -67,9 +67,10 @@ static void ui_draw(struct printer *p)
     if (!rc && p->out->nsteps) {
         sweep_analyse(p->out->steps, p->out->nsteps, &p->out->acfg, &p->out->findings);
         rc = sweep_json_build(p->out, &doc);
-        rc =
-            rc ? rc
-               : report_docset_add_json(&set, doc, "sweep", "sweep.json", p->dir, err, sizeof(err));
+        rc = rc ? rc
+                : report_docset_add_json(&set, doc,
+                                         strrchr(p->dir, '/') ? strrchr(p->dir, '/') + 1 : p->dir,
+                                         "sweep.json", p->dir, err, sizeof(err));
         rc = rc ? rc : report_html_live_frame(&set, &html);
     }
     if (rc || live_host_publish(p->ui, html.data, html.len, p->ui_port))
