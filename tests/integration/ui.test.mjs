@@ -11,7 +11,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, sleep } from './lib.mjs';
+import { runBin, sleep, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-ui-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -330,4 +330,88 @@ test('sweep --ui: the token rule, and no --ui of its own in the run options', as
   assert.equal((await fetch(`${sw.base}/stop?token=s3cret-Token`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 202);
   const r2 = await sw.done;
   assert.equal(r2.code, 130, r2.stderr);
+});
+
+// chaos --ui: an experiment against a simulator with its admin API (127.0.0.1)
+function experimentFile(name, sim, seconds) {
+  const file = path.join(tmp, `${name}.yaml`);
+  fs.writeFileSync(file, JSON.stringify({
+    title: `live ${name}`, 'steady-state-hypothesis': { probes: [{ slo: 'error_rate<5%' }] },
+    method: [{ name: 'errors', at: '2s', for: '3s', sim: sim.base, fault: { type: 'error_rate', rate: 0.5 } }],
+    load: ['--target', `${sim.base}/v1`, '--rate', '10', '--duration', `${seconds}s`, '--input-len', 'fixed:32',
+      '--output-len', 'fixed:8', '--seed', '2'],
+  }));
+  return file;
+}
+
+async function innerUp(port, query = '') {
+  for (let i = 0; i < 100; i++) {
+    const st = await fetch(`http://127.0.0.1:${port}/status${query}`, { signal: AbortSignal.timeout(5000) }).catch(() => null);
+    if (st) return st;
+    await sleep(100);
+  }
+  return null;
+}
+
+test('chaos --ui: the phases as they happen, the load\'s own dashboard, the verdict', async (t) => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise', '--admin', '--seed', '5']);
+  try {
+    const file = experimentFile('verdict', sim, 9);
+    const out = path.join(tmp, 'chaos');
+    const ch = await startCmd(['chaos', file, '--out', out, '--ui', '127.0.0.1:0']);
+    const first = await waitFrame(`${ch.base}/events`, (f, inner) => /id="chaos-phases"/.test(f) && /pending/.test(f) && inner);
+    assert.match(first.frame, /Experiment: live verdict/);
+    assert.equal((await innerUp(first.inner)).status, 200);
+    const on = await waitFrame(`${ch.base}/events`, (f) => /<b>on<\/b> since/.test(f));
+    assert.match(on.frame, /error_rate \(sim\)/);
+    const page = await (await fetch(`${ch.base}/`, { signal: AbortSignal.timeout(10000) })).text();
+    assert.match(page, /<title>tokenstorm chaos<\/title>/);
+    const chrome = findChromium();
+    let dom = null;
+    if (chrome) {
+      const png1 = path.join(tmp, 'chaos1.png');
+      const netlog = path.join(tmp, 'chaos-netlog.json');
+      await chromium(`${ch.base}/`, { png: png1, netlog });
+      assert.ok(fs.readFileSync(png1).length > 20000);
+      const hosts = requestedHosts(netlog);
+      assert.ok(hosts.includes(`127.0.0.1:${first.inner}`), `the load's dashboard was not loaded: ${hosts}`);
+      assert.deepEqual(hosts.filter((h) => !h.startsWith('127.0.0.1:')), []);
+      // the DOM once the experiment is judged (the page's script runs until the end event)
+      dom = await chromium(`${ch.base}/`, { dom: true });
+    } else {
+      t.diagnostic('chromium is not installed: the rendering check was skipped');
+    }
+    const r = await ch.done;
+    assert.ok([0, 1].includes(r.code), r.stderr);
+    const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
+    if (dom) {
+      assert.match(dom, /id="status">the run is over: final results</);
+      assert.match(dom, new RegExp(`id="chaos-verdict">${e.verdict}`));
+      assert.match(dom, /id="chaos-windows"/);
+      assert.match(dom, /during 'errors'/);
+      assert.match(dom, /done: on at \+2\.\d s, off at \+5\.\d s/);
+    }
+  } finally {
+    await sim.stop('SIGKILL');
+  }
+});
+
+test('chaos --ui: the stop button stops the experiment as Ctrl-C does (rollbacks, exit 130)', async () => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise', '--admin', '--seed', '5']);
+  try {
+    const file = experimentFile('stop', sim, 30);
+    const out = path.join(tmp, 'chaos-stop');
+    const ch = await startCmd(['chaos', file, '--out', out, '--ui', '127.0.0.1:0']);
+    await waitFrame(`${ch.base}/events`, (f) => /<b>on<\/b> since/.test(f));
+    assert.equal((await fetch(`${sim.base}/admin/faults`, { signal: AbortSignal.timeout(5000) }).then((x) => x.json())).faults.length, 1);
+    assert.equal((await fetch(`${ch.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 202);
+    const r = await ch.done;
+    assert.equal(r.code, 130, r.stderr);
+    assert.deepEqual(await fetch(`${sim.base}/admin/faults`, { signal: AbortSignal.timeout(5000) }).then((x) => x.json()), { faults: [] });
+    const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
+    assert.equal(e.interrupted, true);
+    assert.ok(r.ms < 25000, `the stop took ${r.ms} ms`);
+  } finally {
+    await sim.stop('SIGKILL');
+  }
 });
