@@ -78,6 +78,7 @@ struct chaos {
     uint64_t t0, ui_drawn_ns;
     json_t *final; /* experiment.json once judged (for the last frame), or NULL */
     const char *ui_host;
+    const char *ui_token; /* --ui's token: the load's dashboard wants it too */
 };
 
 static void ui_draw(struct chaos *c);
@@ -776,6 +777,32 @@ static void load_status(const struct chaos *c, char *failure, size_t n)
 }
 
 /*
+ * Starts the load. With --ui and a token, the load's dashboard gets it in
+ * its environment only: this process keeps its own TOKENSTORM_API_TOKEN,
+ * the one it sends to the proxies and simulators it steers.
+ */
+static int spawn_load(struct chaos *c, char *err, size_t errlen)
+{
+    const char *old = c->ui_token ? getenv("TOKENSTORM_API_TOKEN") : NULL;
+    char *saved = old ? strdup(old) : NULL;
+    int rc;
+    if (c->ui_token && ((old && !saved) || setenv("TOKENSTORM_API_TOKEN", c->ui_token, 1))) {
+        free(saved);
+        ts_errf(err, errlen, "--ui: cannot pass the token on: out of memory");
+        return -ENOMEM;
+    }
+    rc = sweep_spawn(c->args, c->runtxt, &c->pid, err, errlen);
+    if (c->ui_token) {
+        if (saved)
+            (void)setenv("TOKENSTORM_API_TOKEN", saved, 1);
+        else
+            (void)unsetenv("TOKENSTORM_API_TOKEN");
+    }
+    free(saved);
+    return rc;
+}
+
+/*
  * The experiment proper: the load, the phases, the rollbacks (always, before
  * the load winds down), then the judgement. Returns the exit code.
  */
@@ -785,7 +812,7 @@ static int execute(struct chaos *c)
     char err[1024], failure[512] = "";
 
     proxies_before(c);
-    if (sweep_spawn(c->args, c->runtxt, &c->pid, err, sizeof(err))) {
+    if (spawn_load(c, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm chaos: %s\n", err);
         return TS_EXIT_FAIL;
     }
@@ -859,10 +886,7 @@ static int ui_open(struct chaos *c, const struct chaos_opts *o)
             return TS_EXIT_USAGE;
         }
     }
-    if (o->ui_token && setenv("TOKENSTORM_API_TOKEN", o->ui_token, 1)) {
-        fprintf(stderr, "tokenstorm chaos: --ui: %s\n", strerror(errno));
-        return TS_EXIT_FAIL;
-    }
+    c->ui_token = o->ui_token;
     if (live_host_open(o->ui_host, o->ui_port, "tokenstorm chaos", o->ui_token, ui_stop, &c->ui,
                        err, sizeof(err))) {
         fprintf(stderr, "tokenstorm chaos: --ui: %s\n", err);

@@ -52,7 +52,6 @@ static void usage(FILE *f)
            "examples (each file says which simulator and proxy it needs):\n"
            "  tokenstorm chaos --check examples/chaos/429-storm.yaml\n"
            "  tokenstorm chaos examples/chaos/429-storm.yaml --out storm\n"
-           "  tokenstorm chaos examples/chaos/429-storm.yaml --out storm-live --ui 127.0.0.1:8089\n"
            "\n"
            "exit codes: 0 steady, deviated or recovered; 1 not recovered or not steady before\n"
            "the faults; 2 bad file or options; 3 the experiment could not run; 130 SIGINT,\n"

@@ -401,15 +401,22 @@ test('chaos --ui: the stop button stops the experiment as Ctrl-C does (rollbacks
   try {
     const file = experimentFile('stop', sim, 30);
     const out = path.join(tmp, 'chaos-stop');
-    const ch = await startCmd(['chaos', file, '--out', out, '--ui', '127.0.0.1:0']);
-    await waitFrame(`${ch.base}/events`, (f) => /<b>on<\/b> since/.test(f));
+    // with a token: the page and the load's dashboard want it; the simulator
+    // the faults go to (no token of its own) still gets them
+    const ch = await startCmd(['chaos', file, '--out', out, '--ui', '127.0.0.1:0', '--api-token', 's3cret-Token']);
+    assert.equal((await fetch(`${ch.base}/`, { signal: AbortSignal.timeout(10000) })).status, 401);
+    const { inner } = await waitFrame(`${ch.base}/events?token=s3cret-Token`, (f, i) => /<b>on<\/b> since/.test(f) && i);
+    assert.equal((await innerUp(inner)).status, 401);
+    assert.equal((await innerUp(inner, '?token=s3cret-Token')).status, 200);
     assert.equal((await fetch(`${sim.base}/admin/faults`, { signal: AbortSignal.timeout(5000) }).then((x) => x.json())).faults.length, 1);
-    assert.equal((await fetch(`${ch.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 202);
+    assert.equal((await fetch(`${ch.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 401);
+    assert.equal((await fetch(`${ch.base}/stop?token=s3cret-Token`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 202);
     const r = await ch.done;
     assert.equal(r.code, 130, r.stderr);
     assert.deepEqual(await fetch(`${sim.base}/admin/faults`, { signal: AbortSignal.timeout(5000) }).then((x) => x.json()), { faults: [] });
     const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
     assert.equal(e.interrupted, true);
+    assert.doesNotMatch(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'), /s3cret/);
     assert.ok(r.ms < 25000, `the stop took ${r.ms} ms`);
   } finally {
     await sim.stop('SIGKILL');
