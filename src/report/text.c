@@ -170,6 +170,8 @@ static bool stream_metric(enum stat_metric m)
 static void print_latency(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     bool none_streamed = !s->streams && s->requests;
+    if (sum->latency_scope)
+        fprintf(f, "\nlatency below: %s", sum->latency_scope);
     fprintf(f, "\n%-12s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p95",
             "p99", "p99.9", "max");
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
