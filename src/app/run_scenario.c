@@ -658,12 +658,12 @@ static bool step_streams_llm(const struct flow_step_def *d, const struct run_sta
 }
 
 /* The summary sections of one group of requests (a class or a step). */
-static json_t *group_json(const struct run_stats *st, double duration_s,
+static json_t *group_json(const struct run_stats *st, double duration_s, double peak_tps,
                           const struct goodput_cfg *g, const struct slo *slos, size_t nslos,
                           size_t *failed)
 {
     struct run_summary sum;
-    run_summary_compute(&sum, st, duration_s, 0, g);
+    run_summary_compute(&sum, st, duration_s, peak_tps, g);
     struct result_info info = {.slos = slos, .nslos = nslos};
     json_t *doc = NULL;
     if (result_build(st, &sum, &info, &doc))
@@ -686,8 +686,9 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
     for (size_t k = 0; arr && k < sr->n && k < res->nclasses; k++) {
         const struct runner_class_result *r = &res->classes[k];
         const struct traffic *t = &sr->traffic[k];
-        json_t *c = group_json(r->stats, res->duration_s, &sr->classes[k].goodput,
-                               sr->slos + sr->slo_first[k], sr->slo_count[k], failed);
+        json_t *c =
+            group_json(r->stats, res->duration_s, r->peak_output_tps, &sr->classes[k].goodput,
+                       sr->slos + sr->slo_first[k], sr->slo_count[k], failed);
         if (!c)
             continue;
         if (t->has_flow || t->sessions) {
@@ -711,8 +712,8 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
         if (r->steps) {
             json_t *steps = json_array();
             for (uint32_t s = 0; s < r->nsteps; s++) {
-                json_t *sj = group_json(r->steps[s], res->duration_s, &sr->classes[k].goodput, NULL,
-                                        0, NULL);
+                json_t *sj = group_json(r->steps[s], res->duration_s, 0, &sr->classes[k].goodput,
+                                        NULL, 0, NULL);
                 if (!sj)
                     continue;
                 const struct flow_step_def *d = &t->flow->steps[s];
@@ -829,7 +830,8 @@ void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct run
         const struct runner_class_result *r = &res->classes[k];
         const struct traffic *t = &sr->traffic[k];
         struct run_summary sum;
-        run_summary_compute(&sum, r->stats, res->duration_s, 0, &sr->classes[k].goodput);
+        run_summary_compute(&sum, r->stats, res->duration_s, r->peak_output_tps,
+                            &sr->classes[k].goodput);
         fprintf(f, "\n== class %s (%s loop) ==\n", t->name,
                 sr->classes[k].mode == RUNNER_OPEN ? "open" : "closed");
         if (t->has_flow || t->sessions)

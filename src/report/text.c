@@ -85,8 +85,8 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
     fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", run_summary_rps(sum),
             run_summary_output_tps(sum));
-    /* the peak counts chunks: nothing to count without a stream; a traffic
-     * class has no 1-second series of its own (0): no peak rather than 0 */
+    /* the peak counts chunks: nothing to count without a stream; 0 (a flow
+     * step has no 1-second series of its own): no peak rather than 0 */
     if (s->streams && sum->max_output_tokens_per_s > 0)
         fprintf(f, " (peak %.0f tok/s)", sum->max_output_tokens_per_s);
     if (w->valid)

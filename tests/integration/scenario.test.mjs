@@ -521,3 +521,28 @@ test('rag.yaml: the headline says what it counts, each step has its own latency'
   // headline TTFT, over every call with a first byte, sits below the LLM's own
   assert.ok(steps.generate.latency.ttft.p50 >= steps.search.latency.ttft.p50);
 });
+
+// Issue 20: each class has its own 1-second series of content chunks, so its
+// block shows its own peak. A class's rate in a second is part of the whole's
+// in that second: each class's peak is at most the run's, and the run's peak
+// second is shared out among the classes, so their peaks add up to at least it.
+test('tenants.yaml: each class block shows its own output-token peak', async () => {
+  const out = path.join(tmp, 'class-peaks');
+  const r = await runBin(['run', path.join(examples, 'tenants.yaml'), '--duration', '4s', '--out', out], { timeoutMs: 60000 });
+  assert.equal(r.code, 0, r.stderr);
+  const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+  const total = res.summary.max_output_tokens_per_s;
+  assert.ok(total > 0);
+  const peaks = res.classes.map((c) => c.summary.max_output_tokens_per_s);
+  assert.equal(peaks.length, 2);
+  for (const p of peaks) {
+    assert.ok(p > 0, `a class without its peak: ${peaks}`);
+    assert.ok(p <= total + 1e-6, `a class peak ${p} above the run's ${total}`);
+  }
+  assert.ok(peaks[0] + peaks[1] >= total - 1e-6, `${peaks} do not add up to ${total}`);
+  // the console's class blocks print them
+  for (const [i, c] of res.classes.entries()) {
+    const block = r.stdout.split(`== class ${c.name} `)[1];
+    assert.match(block, new RegExp(`\\(peak ${Math.round(peaks[i])} tok/s\\)`));
+  }
+});
