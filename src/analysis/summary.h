@@ -38,6 +38,9 @@ struct run_summary {
     /* Borrowed from the caller of run_summary_compute(), for percentiles
      * other than the fixed ones (SLOs like ttft.p75); may be NULL. */
     const struct run_stats *stats;
+    /* What the latency table counts, printed above it (report/text.h); NULL:
+     * nothing said (every request of a plain run). Set by the caller. */
+    const char *latency_scope;
 
     uint64_t requests;        /* started after warm-up (every outcome) */
     uint64_t completed;       /* outcome ok */

@@ -25,7 +25,10 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "app/experiment.h"
+#include "app/live_host.h"
 #include "app/sweep.h"
+#include "base/buf.h"
+#include "report/html_page.h"
 #include "report/outdir.h"
 #include "report/runfiles.h"
 
@@ -67,8 +70,18 @@ struct chaos {
     bool quiet;
     /* the load's command line: this binary's `run` into rundir, stdout to runtxt */
     char exe[PATH_MAX], rundir[PATH_MAX], runtxt[PATH_MAX];
-    const char *args[EXP_MAX_LOAD_ARGS + 8];
+    const char *args[EXP_MAX_LOAD_ARGS + 10];
+    /* --ui: the live page, the load's own dashboard, the time of the last frame */
+    struct live_host *ui;
+    char ui_arg[80];
+    int ui_child_port;
+    uint64_t t0, ui_drawn_ns;
+    json_t *final; /* experiment.json once judged (for the last frame), or NULL */
+    const char *ui_host;
+    const char *ui_token; /* --ui's token: the load's dashboard wants it too */
 };
+
+static void ui_draw(struct chaos *c);
 
 /* Sleeps ns; a signal may end it early (the callers poll stop_flag). */
 static void sleep_ns(uint64_t ns)
@@ -115,8 +128,142 @@ static void child_wait(struct chaos *c, uint64_t deadline)
     while (!child_poll(c)) {
         if (stop_flag || ts_now_ns() >= deadline)
             child_stop(c);
+        if (c->ui && ts_now_ns() - c->ui_drawn_ns >= TS_NS_PER_S)
+            ui_draw(c);
         sleep_ns(POLL_NS);
     }
+}
+
+/* ---- --ui: the live page ---- */
+
+/* One phase's row: when it is planned, and what happened to it so far. */
+static void ui_phase_row(struct html_page *p, const struct chaos *c, size_t i)
+{
+    const struct exp_phase *ph = &c->e->phases[i];
+    const struct phase_state *s = &c->ph[i];
+    const char *type = json_string_value(json_object_get(ph->spec, "type"));
+
+    html_emit(p, "<tr><td>");
+    html_esc(p, ph->name);
+    html_emit(p, "</td><td>");
+    html_esc(p, type ? type : "?");
+    html_emitf(p, " (%s)</td><td class=\"num\">%.1f</td><td class=\"num\">%.1f</td><td>",
+               ph->target == EXP_TARGET_PROXY ? "proxy" : "sim", (double)ph->at_ns / 1e9,
+               (double)(ph->at_ns + ph->for_ns) / 1e9);
+    if (s->error[0] && !s->applied) {
+        html_emit(p, "<span class=\"bad\">not applied: ");
+        html_esc(p, s->error);
+        html_emit(p, "</span>");
+    } else if (s->removed) {
+        html_emitf(p, "done: on at +%.1f s, off at +%.1f s", (double)(s->applied_ns - c->t0) / 1e9,
+                   (double)(s->removed_ns - c->t0) / 1e9);
+    } else if (s->applied) {
+        html_emitf(p, "<b>on</b> since +%.1f s", (double)(s->applied_ns - c->t0) / 1e9);
+    } else {
+        html_emit(p, "pending");
+    }
+    html_emit(p, "</td></tr>\n");
+}
+
+/* A judged window of experiment.json ("baseline", a phase, recovery) as a row. */
+static void ui_window_row(struct html_page *p, const json_t *w, const char *label)
+{
+    const json_t *pr;
+    size_t i;
+    html_emit(p, "<tr><td>");
+    html_esc(p, label);
+    html_emitf(
+        p, "</td><td class=\"num\">%.1f-%.1f s</td><td class=\"num\">%lld</td><td>%s</td><td>",
+        json_number_value(json_object_get(w, "from_s")),
+        json_number_value(json_object_get(w, "to_s")),
+        (long long)json_integer_value(json_object_get(w, "requests")),
+        json_is_true(json_object_get(w, "holds")) ? "holds" : "<span class=\"bad\">broken</span>");
+    json_array_foreach(json_object_get(w, "probes"), i, pr)
+    {
+        const char *slo = json_string_value(json_object_get(pr, "slo"));
+        const char *act = json_string_value(json_object_get(pr, "actual_text"));
+        html_emit(p, i ? "; " : "");
+        html_esc(p, slo ? slo : "?");
+        html_emit(p, ": ");
+        html_esc(p, act ? act : "n/a");
+        html_emit(p, json_is_true(json_object_get(pr, "holds")) ? " ok" : " <b>fail</b>");
+    }
+    html_emit(p, "</td></tr>\n");
+}
+
+/* The verdict and its windows, once judged. */
+static void ui_verdict(struct html_page *p, const json_t *doc)
+{
+    const json_t *w, *rec = json_object_get(doc, "recovery");
+    const char *v = json_string_value(json_object_get(doc, "verdict"));
+    const char *error = json_string_value(json_object_get(doc, "error"));
+    size_t i;
+
+    html_emit(p, "<h3>Verdict</h3><p id=\"chaos-verdict\">");
+    if (v)
+        html_esc(p, v);
+    else if (json_is_true(json_object_get(doc, "interrupted")))
+        html_emit(p, "none: the experiment was stopped");
+    else
+        html_emit(p, "none");
+    if (error) {
+        html_emit(p, " (");
+        html_esc(p, error);
+        html_emit(p, ")");
+    }
+    html_emit(p, "</p>\n");
+    if (!json_is_object(json_object_get(doc, "baseline")))
+        return;
+    html_emit(p, "<table id=\"chaos-windows\"><tr><th>window</th><th>time</th><th>requests</th>"
+                 "<th>hypothesis</th><th>probes</th></tr>\n");
+    ui_window_row(p, json_object_get(doc, "baseline"), "before the faults");
+    json_array_foreach(json_object_get(doc, "phases"), i, w)
+    {
+        char label[96];
+        snprintf(label, sizeof(label), "during '%.60s'",
+                 json_string_value(json_object_get(w, "name")));
+        ui_window_row(p, w, label);
+    }
+    json_array_foreach(rec, i, w) ui_window_row(p, w, "after");
+    html_emit(p, "</table>\n");
+}
+
+/* The page's frame: the experiment, its phases so far, the verdict once judged. */
+static void ui_draw(struct chaos *c)
+{
+    struct buf out;
+    struct html_page p = {.out = &out};
+    uint64_t now = ts_now_ns();
+
+    if (!c->ui)
+        return;
+    c->ui_drawn_ns = now;
+    buf_init(&out, 4u << 20);
+    html_emit(&p, "<section id=\"chaos\"><h2>Experiment: ");
+    html_esc(&p, c->e->title);
+    html_emit(&p, "</h2>\n<p class=\"note\">");
+    if (c->e->description) {
+        html_esc(&p, c->e->description);
+        html_emit(&p, " &middot; ");
+    }
+    if (c->final)
+        html_emit(&p, "judged");
+    else if (c->t0)
+        html_emitf(&p, "the load has run %.0f s", (double)(now - c->t0) / 1e9);
+    else
+        html_emit(&p, "starting");
+    html_emit(&p, "</p>\n<h3>Fault phases</h3><table id=\"chaos-phases\"><tr><th>phase</th>"
+                  "<th>fault</th><th>on at (s)</th><th>off at (s)</th><th>state</th></tr>\n");
+    for (size_t i = 0; i < c->e->nphases; i++)
+        ui_phase_row(&p, c, i);
+    html_emit(&p, "</table>\n");
+    if (c->final)
+        ui_verdict(&p, c->final);
+    html_emit(&p, "</section>\n");
+    html_page_release(&p);
+    if (p.rc || live_host_publish(c->ui, out.data, out.len, c->final ? 0 : c->ui_child_port))
+        ts_warn("tokenstorm chaos: --ui: cannot draw the page");
+    buf_release(&out);
 }
 
 /*
@@ -143,6 +290,7 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
                 }
                 s->applied = true;
                 s->applied_ns = ts_now_ns();
+                c->ui_drawn_ns = 0; /* a new frame at once */
                 if (!c->quiet)
                     fprintf(stderr, "tokenstorm chaos: +%.1fs phase '%s' on\n",
                             (double)(s->applied_ns - t0) / 1e9, p->name);
@@ -154,6 +302,7 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
                             s->error);
                 s->removed = true;
                 s->removed_ns = before;
+                c->ui_drawn_ns = 0;
                 if (!c->quiet)
                     fprintf(stderr, "tokenstorm chaos: +%.1fs phase '%s' off\n",
                             (double)(before - t0) / 1e9, p->name);
@@ -164,6 +313,8 @@ static int run_phases(struct chaos *c, uint64_t t0, char *err, size_t errlen)
                 next = t < next ? t : next;
             }
         }
+        if (c->ui && ts_now_ns() - c->ui_drawn_ns >= TS_NS_PER_S)
+            ui_draw(c);
         if (!left)
             return 0;
         if (child_poll(c)) {
@@ -527,6 +678,8 @@ out:
     if (interrupted || failure)
         json_object_set_new(doc, "verdict", json_null());
     json_object_set_new(doc, "exit_code", json_integer(code));
+    if (c->ui)
+        c->final = json_incref(doc);
     snprintf(path, sizeof(path), "%s/experiment.json", dir);
     if (write_json(path, doc)) {
         fprintf(stderr, "tokenstorm chaos: cannot write %s\n", path);
@@ -568,6 +721,13 @@ static int prepare_load(struct chaos *c)
     c->args[n++] = "run";
     for (size_t i = 0; i < e->nload; i++)
         c->args[n++] = e->load[i];
+    if (c->ui && (c->ui_child_port = live_host_free_port(c->ui_host))) {
+        bool v6 = strchr(c->ui_host, ':') != NULL;
+        snprintf(c->ui_arg, sizeof(c->ui_arg), "%s%s%s:%d", v6 ? "[" : "", c->ui_host,
+                 v6 ? "]" : "", c->ui_child_port);
+        c->args[n++] = "--ui";
+        c->args[n++] = c->ui_arg;
+    }
     c->args[n++] = "--save-requests";
     c->args[n++] = "--out";
     c->args[n++] = c->rundir;
@@ -617,6 +777,32 @@ static void load_status(const struct chaos *c, char *failure, size_t n)
 }
 
 /*
+ * Starts the load. With --ui and a token, the load's dashboard gets it in
+ * its environment only: this process keeps its own TOKENSTORM_API_TOKEN,
+ * the one it sends to the proxies and simulators it steers.
+ */
+static int spawn_load(struct chaos *c, char *err, size_t errlen)
+{
+    const char *old = c->ui_token ? getenv("TOKENSTORM_API_TOKEN") : NULL;
+    char *saved = old ? strdup(old) : NULL;
+    int rc;
+    if (c->ui_token && ((old && !saved) || setenv("TOKENSTORM_API_TOKEN", c->ui_token, 1))) {
+        free(saved);
+        ts_errf(err, errlen, "--ui: cannot pass the token on: out of memory");
+        return -ENOMEM;
+    }
+    rc = sweep_spawn(c->args, c->runtxt, &c->pid, err, errlen);
+    if (c->ui_token) {
+        if (saved)
+            (void)setenv("TOKENSTORM_API_TOKEN", saved, 1);
+        else
+            (void)unsetenv("TOKENSTORM_API_TOKEN");
+    }
+    free(saved);
+    return rc;
+}
+
+/*
  * The experiment proper: the load, the phases, the rollbacks (always, before
  * the load winds down), then the judgement. Returns the exit code.
  */
@@ -626,11 +812,13 @@ static int execute(struct chaos *c)
     char err[1024], failure[512] = "";
 
     proxies_before(c);
-    if (sweep_spawn(c->args, c->runtxt, &c->pid, err, sizeof(err))) {
+    if (spawn_load(c, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm chaos: %s\n", err);
         return TS_EXIT_FAIL;
     }
     uint64_t t0 = ts_now_ns();
+    c->t0 = t0;
+    ui_draw(c);
     uint64_t deadline = t0 + sweep_run_deadline_ns((const char *const *)e->load, e->nload);
     if (!c->quiet)
         fprintf(stderr,
@@ -646,7 +834,9 @@ static int execute(struct chaos *c)
     proxies_after(c);
     if (!interrupted && !failure[0])
         load_status(c, failure, sizeof(failure));
-    return judge(c, rb, interrupted, failure[0] ? failure : NULL);
+    int code = judge(c, rb, interrupted, failure[0] ? failure : NULL);
+    ui_draw(c);
+    return code;
 }
 
 /*
@@ -669,6 +859,45 @@ static int claim_dir(struct chaos *c, const struct chaos_opts *o)
         fprintf(stderr, "tokenstorm chaos: --force: removed from %s: %s\n", dir, c->od.note);
     c->out_dir = c->od.path;
     return TS_EXIT_OK;
+}
+
+/* --ui's stop button: as Ctrl-C (called on the page's thread: only a flag). */
+static void ui_stop(void)
+{
+    on_signal(SIGINT);
+}
+
+/*
+ * --ui: the page on its own thread; the load's dashboard on the same host
+ * (the token in its environment, not its argv). 0, or the exit code.
+ */
+static int ui_open(struct chaos *c, const struct chaos_opts *o)
+{
+    char err[512];
+    if (!o->ui_host)
+        return 0;
+    for (size_t i = 0; i < c->e->nload; i++) {
+        const char *a = c->e->load[i];
+        if (!strncmp(a, "--ui", 4) || !strncmp(a, "--metrics-listen", 16)) {
+            fprintf(stderr,
+                    "tokenstorm chaos: --ui: the load's options in %s have %s: the "
+                    "experiment gives the load its own dashboard\n",
+                    c->file, a);
+            return TS_EXIT_USAGE;
+        }
+    }
+    c->ui_token = o->ui_token;
+    if (live_host_open(o->ui_host, o->ui_port, "tokenstorm chaos", o->ui_token, ui_stop, &c->ui,
+                       err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm chaos: --ui: %s\n", err);
+        return TS_EXIT_FAIL;
+    }
+    c->ui_host = o->ui_host;
+    bool v6 = strchr(o->ui_host, ':') != NULL;
+    fprintf(stderr, "tokenstorm chaos: dashboard on http://%s%s%s:%d/\n", v6 ? "[" : "", o->ui_host,
+            v6 ? "]" : "", live_host_port(c->ui));
+    ui_draw(c);
+    return 0;
 }
 
 /* --check: the file is valid; what it holds, in one line. */
@@ -708,12 +937,16 @@ int chaos_run(const struct chaos_opts *o)
     c->quiet = o->quiet;
     if ((code = claim_dir(c, o)))
         goto out_free_chaos;
+    if ((code = ui_open(c, o)))
+        goto out_release_dir;
     code = TS_EXIT_FAIL;
     if (prepare_load(c) || signals_catch(&old_int, &old_term))
         goto out_release_dir;
     code = execute(c);
     signals_restore(&old_int, &old_term);
 out_release_dir:
+    live_host_close(c->ui, c->final ? 1000 : 0);
+    json_decref(c->final);
     outdir_release(&c->od);
 out_free_chaos:
     ts_free(c);

@@ -24,6 +24,8 @@
  *    "tokenstorm.chaos/1") gets the verdict, the windows, the rollbacks and
  *    each proxy's forward delay; the report goes to stdout.
  *
+ * With ui_host, the live page is served from before the load starts until
+ * a second after the verdict.
  * While it runs, SIGINT and SIGTERM of this process stop the phases and the
  * load (the previous handlers are restored before chaos_run returns).
  * Blocking: it polls the child every 10 ms on the caller's thread.
@@ -40,6 +42,14 @@ struct chaos_opts {
     bool force;          /* clear the results already in out_dir (report/outdir.h) */
     bool check;          /* only validate the file and print a one-line summary */
     bool quiet;          /* print only the verdict (and errors) */
+    /* --ui HOST:PORT: a live page (app/live_host.h): the phases as they are
+     * applied and removed, the load's own dashboard (`run --ui` on the same
+     * host, a free port), the windows and the verdict once judged; a stop
+     * button that stops the experiment as Ctrl-C does. ui_token enforced
+     * (net/ctlauth.h; NULL: none). NULL ui_host: no page. */
+    const char *ui_host;
+    int ui_port;
+    const char *ui_token;
 };
 
 /*

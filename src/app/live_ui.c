@@ -56,6 +56,16 @@ static void on_viewer_abort(struct http_request *req)
     }
 }
 
+/* The "inner" event: the port of the running step's dashboard ("" for none). */
+static int send_inner(struct http_request *req, int port)
+{
+    char ev[64];
+    int n = port > 0 ? snprintf(ev, sizeof(ev), "event: inner\ndata: %d\n\n", port)
+                     : snprintf(ev, sizeof(ev), "event: inner\ndata: \n\n");
+    int rc = http_stream_write(req, ev, (size_t)n);
+    return rc == TS_AGAIN ? 0 : rc;
+}
+
 /* Writes the frame as one server-sent event, a data: line per line of HTML. */
 static int send_event(struct http_request *req, const char *event, const struct buf *frame)
 {
@@ -93,6 +103,7 @@ static void serve_events(struct http_request *req, struct live_ui *ui)
         return;
     }
     if (http_stream_begin(req, 200, "text/event-stream", "Cache-Control: no-store\r\n") ||
+        (ui->inner_port && send_inner(req, ui->inner_port)) ||
         send_event(req, "frame", &ui->frame)) {
         (void)http_stream_end(req);
         return;
@@ -137,8 +148,11 @@ void live_ui_request(struct http_request *req, struct live_ui *ui)
                            (size_t)n);
     } else if (!strcmp(req->path, "/stop") && !strcmp(req->method, "POST")) {
         if (!ui->ended) {
-            ts_info("run: stop asked from the dashboard");
-            runner_stop();
+            ts_info("stop asked from the dashboard");
+            if (ui->on_stop)
+                ui->on_stop();
+            else
+                runner_stop();
         }
         (void)http_respond(req, 202, text, NULL, "stopping\n", 9);
     } else if (!strcmp(req->path, "/") || !strcmp(req->path, "/events") ||
@@ -191,6 +205,22 @@ static int draw(struct live_ui *ui, const struct runner_progress *pr)
     return rc;
 }
 
+/* Sends the newest frame (and the inner port when it changed) to every viewer. */
+static void broadcast(struct live_ui *ui, bool inner)
+{
+    ui->frames++;
+    for (size_t i = 0; i < ui->nviewers;) {
+        if ((inner && send_inner(ui->viewers[i], ui->inner_port)) ||
+            send_event(ui->viewers[i], "frame", &ui->frame)) {
+            struct http_request *req = ui->viewers[i];
+            viewer_drop(ui, i);
+            (void)http_stream_end(req);
+        } else {
+            i++;
+        }
+    }
+}
+
 void live_ui_tick(struct live_ui *ui, const struct runner_progress *pr)
 {
     if (ui->ended || !pr->total)
@@ -200,16 +230,21 @@ void live_ui_tick(struct live_ui *ui, const struct runner_progress *pr)
         ts_warn("run --ui: cannot draw the dashboard: %s", ts_strerror(rc));
         return;
     }
-    ui->frames++;
-    for (size_t i = 0; i < ui->nviewers;) {
-        if (send_event(ui->viewers[i], "frame", &ui->frame)) {
-            struct http_request *req = ui->viewers[i];
-            viewer_drop(ui, i);
-            (void)http_stream_end(req);
-        } else {
-            i++;
-        }
-    }
+    broadcast(ui, false);
+}
+
+int live_ui_publish(struct live_ui *ui, const char *html, size_t len, int inner_port)
+{
+    if (ui->ended)
+        return 0;
+    buf_reset(&ui->frame);
+    int rc = buf_append(&ui->frame, html, len);
+    if (rc)
+        return rc;
+    bool inner = inner_port != ui->inner_port;
+    ui->inner_port = inner_port;
+    broadcast(ui, inner);
+    return 0;
 }
 
 void live_ui_end(struct live_ui *ui)
@@ -220,6 +255,8 @@ void live_ui_end(struct live_ui *ui)
     while (ui->nviewers) {
         struct http_request *req = ui->viewers[0];
         viewer_drop(ui, 0);
+        if (ui->inner_port)
+            (void)send_inner(req, 0);
         (void)send_event(req, "end", &ui->frame);
         (void)http_stream_end(req);
     }

@@ -11,6 +11,9 @@
  *                  frame when the run is over;
  *   GET /status    {"frames": N, "viewers": N, "ended": bool}, for scripts;
  *   POST /stop     ends the run as Ctrl-C does (results written; exit 130).
+ * A sweep's or an experiment's page (app/live_host.h) is served by the same
+ * code, with frames drawn by their owner (live_ui_publish) and an "inner"
+ * event naming the port of the running step's own dashboard.
  * A frame is the HTML report of the result so far: result_build() over the
  * merged measurements and the timeline, read back as a report document and
  * drawn by report_html_live_frame(). One renderer for the report and the
@@ -51,6 +54,11 @@ struct live_ui {
     struct buf frame; /* the newest frame (HTML) */
     uint64_t frames;  /* frames drawn */
     bool ended;
+    /* What POST /stop calls (NULL: runner_stop(), the run's Ctrl-C). */
+    void (*on_stop)(void);
+    /* A sweep or chaos page: the port of the running step's own dashboard
+     * (same host), sent as an "inner" event; 0 for none. */
+    int inner_port;
 };
 
 /* Sets up ui (config copied; token borrowed). 0 or -ENOMEM. */
@@ -64,6 +72,12 @@ void live_ui_release(struct live_ui *ui);
 void live_ui_request(struct http_request *req, struct live_ui *ui);
 /* Draws a frame from pr (total, timeline) and sends it to every viewer. */
 void live_ui_tick(struct live_ui *ui, const struct runner_progress *pr);
+/*
+ * A frame drawn elsewhere (a sweep's or an experiment's page, app/live_host.h):
+ * copies html as the newest frame and sends it to every viewer, with the
+ * "inner" event when inner_port changed. 0, -ENOMEM or TS_TOOBIG.
+ */
+TS_MUST_CHECK int live_ui_publish(struct live_ui *ui, const char *html, size_t len, int inner_port);
 /* The run is over: sends the last frame as "end" and ends every stream. */
 void live_ui_end(struct live_ui *ui);
 

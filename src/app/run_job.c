@@ -1407,9 +1407,14 @@ static size_t report_print(const struct job *j, const struct runner_result *res,
         }
         return failed;
     }
-    if (report_text_summary(stdout, res->total, &rp->sum))
+    struct run_summary sum = rp->sum; /* with what its latency table counts */
+    if (o->scenario && scenario_run_has_steps(&j->sr, res))
+        sum.latency_scope = "every call of every flow step; each step apart below";
+    if (report_text_summary(stdout, res->total, &sum))
         ts_warn("cannot print the summary");
     report_text_legend(stdout, res->total);
+    if (o->scenario)
+        scenario_run_print_steps(stdout, &j->sr, res);
     if (o->nslos && report_text_slo(stdout, j->slos, o->nslos, &rp->sum, &failed))
         ts_warn("cannot print the summary");
     if (o->scenario)

@@ -707,13 +707,20 @@ static json_t *sent_json(const struct traffic *t, const struct runner_class_resu
                      (json_int_t)r->trimmed);
 }
 
+/* A step's LLM call streams its answer: its TTFT is the LLM's first token. */
+static bool step_streams_llm(const struct flow_step_def *d, const struct run_stats *st)
+{
+    return (d->kind == FLOW_STEP_CHAT || d->kind == FLOW_STEP_COMPLETION) &&
+           hdr_total_count(st->hist[STAT_TTFT]) > 0;
+}
+
 /* The summary sections of one group of requests (a class or a step). */
-static json_t *group_json(const struct run_stats *st, double duration_s,
+static json_t *group_json(const struct run_stats *st, double duration_s, double peak_tps,
                           const struct goodput_cfg *g, const struct slo *slos, size_t nslos,
                           size_t *failed)
 {
     struct run_summary sum;
-    run_summary_compute(&sum, st, duration_s, 0, g);
+    run_summary_compute(&sum, st, duration_s, peak_tps, g);
     struct result_info info = {.slos = slos, .nslos = nslos};
     json_t *doc = NULL;
     if (result_build(st, &sum, &info, &doc))
@@ -736,8 +743,9 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
     for (size_t k = 0; arr && k < sr->n && k < res->nclasses; k++) {
         const struct runner_class_result *r = &res->classes[k];
         const struct traffic *t = &sr->traffic[k];
-        json_t *c = group_json(r->stats, res->duration_s, &sr->classes[k].goodput,
-                               sr->slos + sr->slo_first[k], sr->slo_count[k], failed);
+        json_t *c =
+            group_json(r->stats, res->duration_s, r->peak_output_tps, &sr->classes[k].goodput,
+                       sr->slos + sr->slo_first[k], sr->slo_count[k], failed);
         if (!c)
             continue;
         if (t->has_flow || t->sessions) {
@@ -761,12 +769,15 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
         if (r->steps) {
             json_t *steps = json_array();
             for (uint32_t s = 0; s < r->nsteps; s++) {
-                json_t *sj = group_json(r->steps[s], res->duration_s, &sr->classes[k].goodput, NULL,
-                                        0, NULL);
+                json_t *sj = group_json(r->steps[s], res->duration_s, 0, &sr->classes[k].goodput,
+                                        NULL, 0, NULL);
                 if (!sj)
                     continue;
                 const struct flow_step_def *d = &t->flow->steps[s];
                 json_object_set_new(sj, "name", json_string(d->name));
+                json_object_set_new(sj, "kind", json_string(flow_step_kind_name(d->kind)));
+                json_object_set_new(sj, "llm_stream",
+                                    json_boolean(step_streams_llm(d, r->steps[s])));
                 if (d->role)
                     json_object_set_new(sj, "role", json_string(d->role));
                 json_array_append_new(steps, sj);
@@ -810,27 +821,83 @@ static void print_iterations(FILE *f, const struct runner_class_result *r)
                    "iteration failed its steps\n");
 }
 
+/* A latency of h at percentile q in ms, or "-" when h has no value. */
+static const char *step_ms(const struct hdr *h, double q, char *buf, size_t n)
+{
+    if (!hdr_total_count(h))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.1f", (double)hdr_value_at_percentile(h, q) / 1000.0);
+    return buf;
+}
+
+static void print_step_header(FILE *f, const char *first)
+{
+    fprintf(f, "  %-22s %-18s %7s %6s %9s %9s %9s %9s %9s\n", first, "kind", "calls", "failed",
+            "TTFT p50", "TTFT p99", "E2EL p50", "E2EL p90", "E2EL p99");
+}
+
+/* One row a step: calls, failures, TTFT (streamed LLM steps only), E2EL. */
+static void print_step_table(FILE *f, const struct traffic *t, const struct runner_class_result *r,
+                             const char *prefix)
+{
+    char a[24], b[24], c[24], d[24], e[24], name[96];
+    for (uint32_t s = 0; s < r->nsteps; s++) {
+        const struct run_stats *st = r->steps[s];
+        const struct flow_step_def *def = &t->flow->steps[s];
+        bool llm = step_streams_llm(def, st);
+        char kind[32];
+        snprintf(kind, sizeof(kind), "%s%s", flow_step_kind_name(def->kind), llm ? " stream" : "");
+        snprintf(name, sizeof(name), "%s%s%s", prefix ? prefix : "", prefix ? "/" : "", def->name);
+        fprintf(f, "  %-22s %-18s %7llu %6llu %9s %9s %9s %9s %9s\n", name, kind,
+                (unsigned long long)st->requests, (unsigned long long)run_stats_failed(st),
+                llm ? step_ms(st->hist[STAT_TTFT], 50, a, sizeof(a)) : "-",
+                llm ? step_ms(st->hist[STAT_TTFT], 99, b, sizeof(b)) : "-",
+                step_ms(st->hist[STAT_E2EL], 50, c, sizeof(c)),
+                step_ms(st->hist[STAT_E2EL], 90, d, sizeof(d)),
+                step_ms(st->hist[STAT_E2EL], 99, e, sizeof(e)));
+    }
+}
+
+bool scenario_run_has_steps(const struct scenario_run *sr, const struct runner_result *res)
+{
+    for (size_t k = 0; k < sr->n && k < res->nclasses; k++)
+        if (res->classes[k].steps && res->classes[k].nsteps)
+            return true;
+    return false;
+}
+
+void scenario_run_print_steps(FILE *f, const struct scenario_run *sr,
+                              const struct runner_result *res)
+{
+    if (!scenario_run_has_steps(sr, res))
+        return;
+    fprintf(f, "\nlatency by flow step (ms): the table above counts every call of every step,\n"
+               "embeddings, searches and LLM calls alike; TTFT here is the LLM's own, for the\n"
+               "streamed chat and completion steps only\n");
+    print_step_header(f, "class/step");
+    for (size_t k = 0; k < sr->n && k < res->nclasses; k++)
+        if (res->classes[k].steps)
+            print_step_table(f, &sr->traffic[k], &res->classes[k], sr->traffic[k].name);
+}
+
 void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct runner_result *res)
 {
     for (size_t k = 0; k < sr->n && k < res->nclasses; k++) {
         const struct runner_class_result *r = &res->classes[k];
         const struct traffic *t = &sr->traffic[k];
         struct run_summary sum;
-        run_summary_compute(&sum, r->stats, res->duration_s, 0, &sr->classes[k].goodput);
+        run_summary_compute(&sum, r->stats, res->duration_s, r->peak_output_tps,
+                            &sr->classes[k].goodput);
         fprintf(f, "\n== class %s (%s loop) ==\n", t->name,
                 sr->classes[k].mode == RUNNER_OPEN ? "open" : "closed");
         if (t->has_flow || t->sessions)
             print_iterations(f, r);
         if (report_text_summary(f, r->stats, &sum))
             ts_warn("cannot print the summary of class %s", t->name);
-        for (uint32_t s = 0; r->steps && s < r->nsteps; s++) {
-            const struct run_stats *st = r->steps[s];
-            fprintf(f,
-                    "  step %-16s requests %6llu  failed %5llu  e2e p50 %8.1f ms  p99 %8.1f ms\n",
-                    t->flow->steps[s].name, (unsigned long long)st->requests,
-                    (unsigned long long)run_stats_failed(st),
-                    (double)hdr_value_at_percentile(st->hist[STAT_E2EL], 50) / 1000.0,
-                    (double)hdr_value_at_percentile(st->hist[STAT_E2EL], 99) / 1000.0);
+        if (r->steps) {
+            print_step_header(f, "step");
+            print_step_table(f, t, r, NULL);
         }
         size_t nfailed = 0;
         if (sr->slo_count[k] &&

@@ -130,6 +130,17 @@ TS_MUST_CHECK int scenario_run_dry(struct scenario_run *sr, uint64_t iterations,
 json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_result *res,
                              size_t *failed);
 void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct runner_result *res);
+/*
+ * For flows: the latency of each step apart ("latency by flow step"), right
+ * under the headline table, which counts every call of every step: calls,
+ * failures, TTFT p50/p99 for the streamed chat and completion steps (the
+ * LLM's own; "-" for embeddings, HTTP calls such as a vector search, and
+ * unstreamed steps), E2EL p50/p90/p99 for all. Nothing without flows.
+ */
+/* True when some class of the run has flow steps with their own statistics. */
+bool scenario_run_has_steps(const struct scenario_run *sr, const struct runner_result *res);
+void scenario_run_print_steps(FILE *f, const struct scenario_run *sr,
+                              const struct runner_result *res);
 
 /*
  * True when class k runs iterations (a flow or sessions), some ended and

@@ -26,6 +26,7 @@
 #include "base/file.h"
 #include "base/rng.h"
 #include "base/units.h"
+#include "app/live_host.h"
 #include "report/result.h"
 
 #define JOB_ARGS     (SWEEP_MAX_ARGS + 2 * SWEEP_MAX_SLOS + SWEEP_TENANT_ARGS + 16)
@@ -131,6 +132,7 @@ struct job {
     char path[PATH_MAX];
     char num[32];
     char vary_opt[40]; /* --vary: "--NAME" */
+    char ui[80];       /* --ui: "HOST:PORT" of the step's own dashboard */
     char *storage;     /* a tenant's split options */
     pid_t pid;
     int status;
@@ -447,11 +449,23 @@ static int run_step(const struct sweep_config *cfg, struct sweep_outcome *o, int
              (unsigned long long)sweep_step_seed(cfg->run_args, cfg->nrun_args, seq));
     job_add(j, "--seed");
     job_add(j, seed);
+    int ui_port = cfg->step_ui_host ? live_host_free_port(cfg->step_ui_host) : 0;
+    if (ui_port) {
+        bool v6 = strchr(cfg->step_ui_host, ':') != NULL;
+        snprintf(j->ui, sizeof(j->ui), "%s%s%s:%d", v6 ? "[" : "", cfg->step_ui_host, v6 ? "]" : "",
+                 ui_port);
+        job_add(j, "--ui");
+        job_add(j, j->ui);
+    }
     if (cfg->on_start)
         cfg->on_start(label, load, cfg->arg);
+    if (cfg->on_step_ui && ui_port)
+        cfg->on_step_ui(ui_port, cfg->arg);
     memset(st, 0, sizeof(*st));
     st->send_s = send_seconds(cfg->run_args, cfg->nrun_args);
     rc = jobs_run(cfg, j, 1, st, err, errlen);
+    if (cfg->on_step_ui && ui_port)
+        cfg->on_step_ui(0, cfg->arg);
     st->load = load;
     st->seq = seq;
     if (!rc && st->interrupted)
@@ -494,6 +508,8 @@ static int run_probes(const struct sweep_config *cfg, struct sweep_outcome *o,
     return 0;
 }
 
+static void write_partial(const struct sweep_config *cfg, struct sweep_outcome *o);
+
 static int run_plan(const struct sweep_config *cfg, struct sweep_outcome *o, char *err,
                     size_t errlen)
 {
@@ -521,12 +537,26 @@ static int run_plan(const struct sweep_config *cfg, struct sweep_outcome *o, cha
             break; /* interrupted before it had a result */
         o->nsteps++;
         sweep_step_judge(st, o->steps, o->nsteps - 1, cfg->mode);
+        write_partial(cfg, o);
         if (cfg->on_step)
             cfg->on_step(st, false, cfg->arg);
         if (o->interrupted)
             break;
     }
     return 0;
+}
+
+static int write_json(const struct sweep_outcome *o, const char *dir, char *err, size_t errlen);
+
+/* --ui: sweep.json with the steps and findings so far, after each step. */
+static void write_partial(const struct sweep_config *cfg, struct sweep_outcome *o)
+{
+    char err[512];
+    if (!cfg->step_ui_host)
+        return;
+    sweep_analyse(o->steps, o->nsteps, &o->acfg, &o->findings);
+    if (write_json(o, cfg->out_dir, err, sizeof(err)))
+        ts_warn("tokenstorm sweep: %s", err);
 }
 
 static double metric_of(const struct sweep_step *s, enum sweep_knee_metric m)

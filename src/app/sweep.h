@@ -299,6 +299,14 @@ struct sweep_config {
     /* called after each step of the load plan and each probe (may be NULL) */
     void (*on_step)(const struct sweep_step *st, bool probe, void *arg);
     void (*on_start)(const char *what, double load, void *arg); /* before each run */
+    /*
+     * --ui: when set, each step of the load plan gets its own dashboard,
+     * `run --ui step_ui_host:PORT` on a free port, told to on_step_ui before
+     * the step starts (and 0 once it ended); and sweep.json is rewritten
+     * after every step with the steps and findings so far.
+     */
+    const char *step_ui_host;
+    void (*on_step_ui)(int port, void *arg);
     void *arg;
 };
 

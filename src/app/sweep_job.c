@@ -16,9 +16,14 @@
 #include <unistd.h>
 
 #include "analysis/slo.h"
+#include "app/live_host.h"
 #include "app/run_quality.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "report/docset.h"
+#include "report/html.h"
 #include "report/outdir.h"
 #include "sim/thread.h"
 
@@ -31,7 +36,58 @@ struct printer {
     enum sweep_mode mode;
     const char *vary; /* --vary's option name, or NULL */
     int rows;
+    /* --ui: the live page, the outcome so far (sweep_run fills it in place) */
+    struct live_host *ui;
+    struct sweep_outcome *out;
+    const char *dir;
+    char running[160]; /* the step running now ("" between steps) */
+    int ui_port;       /* the running step's dashboard */
 };
+
+/* --ui: the page's frame, the sweep section of the steps so far and a line
+ * on the step running now, drawn by the report's own code. */
+static void ui_draw(struct printer *p)
+{
+    struct report_docset set;
+    struct buf html;
+    json_t *doc = NULL;
+    char err[256];
+    int rc;
+
+    if (!p->ui)
+        return;
+    buf_init(&html, 8u << 20);
+    report_docset_init(&set);
+    rc = buf_append_str(&html, "<section><p class=\"note\" id=\"sweep-running\">");
+    if (!rc && p->running[0])
+        rc = buf_appendf(&html, "Running: %s (step %zu).", p->running, p->out->nsteps + 1);
+    else if (!rc)
+        rc = buf_appendf(&html, "%zu steps done.", p->out->nsteps);
+    rc = rc ? rc : buf_append_str(&html, "</p></section>\n");
+    if (!rc && p->out->nsteps) {
+        sweep_analyse(p->out->steps, p->out->nsteps, &p->out->acfg, &p->out->findings);
+        rc = sweep_json_build(p->out, &doc);
+        rc = rc ? rc
+                : report_docset_add_json(&set, doc,
+                                         strrchr(p->dir, '/') ? strrchr(p->dir, '/') + 1 : p->dir,
+                                         "sweep.json", p->dir, err, sizeof(err));
+        rc = rc ? rc : report_html_live_frame(&set, &html);
+    }
+    if (rc || live_host_publish(p->ui, html.data, html.len, p->ui_port))
+        ts_warn("tokenstorm sweep: --ui: cannot draw the page: %s", ts_strerror(rc));
+    report_docset_release(&set);
+    json_decref(doc);
+    buf_release(&html);
+}
+
+static void on_step_ui(int port, void *arg)
+{
+    struct printer *p = arg;
+    p->ui_port = port;
+    if (!port)
+        p->running[0] = '\0';
+    ui_draw(p);
+}
 
 static const char *ms(char *buf, size_t n, double v)
 {
@@ -47,6 +103,11 @@ static const char *ms(char *buf, size_t n, double v)
 static void on_start(const char *what, double load, void *arg)
 {
     struct printer *p = arg;
+    if (isfinite(load))
+        snprintf(p->running, sizeof(p->running), "%s %g%s", what, load,
+                 !strcmp(what, "rate") ? " req/s" : "");
+    else
+        snprintf(p->running, sizeof(p->running), "%s", what);
     if (!p->progress)
         return;
     if (isfinite(load))
@@ -78,6 +139,7 @@ static void on_step(const struct sweep_step *st, bool probe, void *arg)
     struct printer *p = arg;
     char load[48], a[24], b[24], c[24], d[24], sat[96] = "";
 
+    ui_draw(p);
     if (!p->table)
         return;
     if (p->vary)
@@ -296,6 +358,42 @@ static void on_signal(int sig)
     sweep_stop();
 }
 
+/* --ui's stop button: as Ctrl-C (called on the page's thread: only flags). */
+static void ui_stop(void)
+{
+    on_signal(SIGINT);
+}
+
+/*
+ * --ui: the page, on its own thread; the steps' dashboards on the same host
+ * (with the token in their environment: a child's argv is visible to every
+ * user). TS_EXIT_OK, or TS_EXIT_FAIL when it cannot listen.
+ */
+static int ui_open(const struct sweep_job_opts *o, struct sweep_job *j)
+{
+    char err[512];
+    bool v6;
+
+    if (!o->ui_host)
+        return TS_EXIT_OK;
+    if (o->ui_token && setenv("TOKENSTORM_API_TOKEN", o->ui_token, 1)) {
+        fprintf(stderr, "tokenstorm sweep: --ui: %s\n", strerror(errno));
+        return TS_EXIT_FAIL;
+    }
+    if (live_host_open(o->ui_host, o->ui_port, "tokenstorm sweep", o->ui_token, ui_stop, &j->pr.ui,
+                       err, sizeof(err))) {
+        fprintf(stderr, "tokenstorm sweep: --ui: %s\n", err);
+        return TS_EXIT_FAIL;
+    }
+    j->cfg.step_ui_host = o->ui_host;
+    j->cfg.on_step_ui = on_step_ui;
+    j->pr.dir = j->dir;
+    v6 = strchr(o->ui_host, ':') != NULL;
+    fprintf(stderr, "tokenstorm sweep: dashboard on http://%s%s%s:%d/\n", v6 ? "[" : "", o->ui_host,
+            v6 ? "]" : "", live_host_port(j->pr.ui));
+    return TS_EXIT_OK;
+}
+
 /* SIGINT and SIGTERM stop the sweep (which passes them on to its runs). */
 static void catch_signals(struct sigaction *old_int, struct sigaction *old_term)
 {
@@ -394,9 +492,20 @@ int sweep_job_run(const struct sweep_job_opts *o)
         exit_code = TS_EXIT_FAIL;
         goto restore_signals;
     }
+    j.pr.out = out;
+    if ((exit_code = ui_open(o, &j)) != TS_EXIT_OK) {
+        ts_free(out);
+        goto restore_signals;
+    }
     rc = sweep_run(&j.cfg, out, err, sizeof(err));
     exit_code = exit_code_of(rc, out, &j.cfg);
     report_end(o, rc, out, err, j.dir);
+    if (j.pr.ui) {
+        j.pr.running[0] = '\0';
+        j.pr.ui_port = 0;
+        ui_draw(&j.pr);
+        live_host_close(j.pr.ui, 1000);
+    }
     ts_free(out);
 restore_signals:
     sigaction(SIGINT, &old_int, NULL);

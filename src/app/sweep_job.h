@@ -13,6 +13,7 @@
  *    quiet or json) and a table row on stdout after each step (unless json);
  *  - turns SIGINT and SIGTERM into sweep_stop() while it runs (the previous
  *    handlers are put back);
+ *  - with ui_host, serves the live page while it runs;
  *  - ends with the findings on stdout, or sweep.json with json.
  * Errors go to stderr prefixed "tokenstorm sweep: ".
  */
@@ -37,6 +38,13 @@ struct sweep_job_opts {
     bool force;          /* --force: clear the results already in out_dir (report/outdir.h) */
     bool json;           /* sweep.json on stdout instead of the table and findings */
     bool quiet;          /* no progress lines on stderr */
+    /* --ui HOST:PORT: the sweep's live page (app/live_host.h): the sweep
+     * section of the steps so far and the running step's own dashboard
+     * (each step a `run --ui` on ui_host); ui_token enforced (net/ctlauth.h),
+     * NULL for none; a stop button that stops the sweep as Ctrl-C does. */
+    const char *ui_host; /* NULL: no page */
+    int ui_port;
+    const char *ui_token;
 };
 
 /*

@@ -3,6 +3,7 @@
  * stops climbing at saturation, and reports the knee, the maximum goodput
  * meeting the SLOs, the critical load and tenant interference.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "app/sweep_job.h"
+#include "net/addr.h"
 #include "ts_config.h"
 
 static void usage(FILE *out)
@@ -79,6 +81,13 @@ static void usage(FILE *out)
         "                         step-*/, interference-*/ and what runs wrote in them;\n"
         "                         nothing else)\n"
         "  --json                 print sweep.json on stdout instead of the table\n"
+        "  --ui H:P               a live page at http://H:P/ (loopback by default): the steps\n"
+        "                         so far as the report draws them, the running step's own\n"
+        "                         dashboard (each step gets `run --ui` on the same host and a\n"
+        "                         free port), a stop button that stops the sweep as Ctrl-C\n"
+        "                         does; sweep.json is rewritten after every step\n"
+        "  --api-token TOKEN      the token --ui wants on a routable address (or\n"
+        "                         $TOKENSTORM_API_TOKEN); --api-insecure: none\n"
         "  -q, --quiet            no progress or status lines;\n"
         "                         errors and the result still print)\n"
         "  -v, --verbose          debug logging\n"
@@ -117,6 +126,9 @@ enum {
     O_FORCE,
     O_JSON,
     O_VERSION,
+    O_UI,
+    O_API_TOKEN,
+    O_API_INSECURE,
 };
 
 static const struct option sweep_options[] = {
@@ -142,6 +154,9 @@ static const struct option sweep_options[] = {
     {"out", required_argument, NULL, O_OUT},
     {"force", no_argument, NULL, O_FORCE},
     {"json", no_argument, NULL, O_JSON},
+    {"ui", required_argument, NULL, O_UI},
+    {"api-token", required_argument, NULL, O_API_TOKEN},
+    {"api-insecure", no_argument, NULL, O_API_INSECURE},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -154,6 +169,10 @@ struct sweep_opts {
     char vary[32];         /* --vary's option name */
     const char *list, *ladder, *mode, *out_dir;
     bool json, quiet, force;
+    const char *ui, *api_token, *ui_token; /* --ui, --api-token, the token --ui enforces */
+    char ui_host[ADDR_HOST_MAX];
+    int ui_port;
+    bool api_insecure;
     long max_steps, refine, past_sat, points, sat_conc, fit_min;
     double tolerance, error_level;
     uint64_t step_timeout_ns;
@@ -407,6 +426,22 @@ static int output_option(int c, struct sweep_opts *o)
     case O_JSON:
         o->json = true;
         return ARG_NEXT;
+    case O_UI: {
+        char aerr[128];
+        unsigned char ip[16];
+        o->ui = optarg;
+        if (addr_parse(optarg, "127.0.0.1", o->ui_host, &o->ui_port, aerr, sizeof(aerr)))
+            return bad_opt("--ui", "HOST:PORT", optarg);
+        if (inet_pton(AF_INET, o->ui_host, ip) != 1 && inet_pton(AF_INET6, o->ui_host, ip) != 1)
+            return bad_opt("--ui", "an IP address and a port (e.g. 127.0.0.1:8089)", optarg);
+        return ARG_NEXT;
+    }
+    case O_API_TOKEN:
+        o->api_token = optarg;
+        return ARG_NEXT;
+    case O_API_INSECURE:
+        o->api_insecure = true;
+        return ARG_NEXT;
     case 'q':
         o->quiet = true;
         return ARG_NEXT;
@@ -489,9 +524,13 @@ static int parse_args(int argc, char **argv, struct sweep_opts *o)
 static int check_run_args(const struct sweep_opts *o, bool concurrency)
 {
     char vary[40];
-    const char *own[8] = {"--out", "--json", "--force"};
+    const char *own[10] = {"--out", "--json", "--force"};
     size_t nowned = 3;
 
+    if (o->ui) { /* each step's own dashboard */
+        own[nowned++] = "--ui";
+        own[nowned++] = "--metrics-listen";
+    }
     if (o->vary[0]) {
         /* --vary: the load is the runs' own; only the varied option is the sweep's */
         snprintf(vary, sizeof(vary), "--%s", o->vary);
@@ -639,6 +678,11 @@ static int build_job(const struct sweep_opts *o, struct sweep_job_opts *job)
     job->force = o->force;
     job->json = o->json;
     job->quiet = o->quiet;
+    if (o->ui) {
+        job->ui_host = o->ui_host;
+        job->ui_port = o->ui_port;
+        job->ui_token = o->ui_token;
+    }
     return 0;
 }
 
@@ -649,6 +693,9 @@ int cmd_sweep(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
 
     if (rc >= 0)
+        return rc;
+    if (o.ui && (rc = cmd_ctlauth_setup("tokenstorm sweep", "--ui", "the sweep's page (--ui)",
+                                        o.ui_host, o.api_token, o.api_insecure, &o.ui_token)) >= 0)
         return rc;
     if ((rc = build_job(&o, &job)))
         return rc;

@@ -111,6 +111,9 @@ void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             if (c->flags & OPENAI_CHUNK_TOOL_CALLS)
                 x->saw_tool_calls = true;
             atomic_fetch_add_explicit(&x->w->chunks_rx, 1, memory_order_relaxed);
+            if (x->actor)
+                atomic_fetch_add_explicit(&x->w->cls[x->actor->cls].chunks_rx, 1,
+                                          memory_order_relaxed);
             if (!r->first_token_ns)
                 r->first_token_ns = at;
         }

@@ -196,6 +196,22 @@ static double first_token_pct_ms(const struct run_stats *s, double p)
     return pct_ms(s, hdr_total_count(s->hist[STAT_TTFC]) ? STAT_TTFC : STAT_TTFT, p);
 }
 
+/* Each class's content chunks in the interval just closed (len s long), and its peak rate. */
+static void class_peaks(struct coord *c, double len)
+{
+    struct runner *run = &c->run;
+    for (size_t k = 0; run->cls_last_chunks && k < run->cfg->nclasses; k++) {
+        uint64_t n = 0;
+        for (uint32_t i = 0; i < run->nworkers; i++)
+            if (run->workers[i].cls)
+                n += atomic_load_explicit(&run->workers[i].cls[k].chunks_rx, memory_order_relaxed);
+        double rate = (double)(n - run->cls_last_chunks[k]) / len;
+        run->cls_last_chunks[k] = n;
+        if (len > 0.5 && c->last_tick_ns >= run->warmup_end_ns && rate > run->cls_peak_tps[k])
+            run->cls_peak_tps[k] = rate;
+    }
+}
+
 /* Closes one interval: a timeline point, .hlog lines, the progress callback. */
 static void close_interval(struct coord *c, uint64_t now)
 {
@@ -236,6 +252,7 @@ static void close_interval(struct coord *c, uint64_t now)
     if (len > 0.5 && (double)p.chunks / len > c->peak_tps &&
         c->last_tick_ns >= c->run.warmup_end_ns)
         c->peak_tps = (double)p.chunks / len;
+    class_peaks(c, len);
     if (cfg->hlog) {
         static const struct {
             const char *tag;
@@ -558,7 +575,9 @@ static int coord_alloc(struct coord *c, const struct runner_config *cfg, char *e
     if (cfg->nclasses) {
         run->cls_iter = ts_calloc(cfg->nclasses, sizeof(*run->cls_iter));
         run->cls_session = ts_calloc(cfg->nclasses, sizeof(*run->cls_session));
-        if (!run->cls_iter || !run->cls_session) {
+        run->cls_last_chunks = ts_calloc(cfg->nclasses, sizeof(*run->cls_last_chunks));
+        run->cls_peak_tps = ts_calloc(cfg->nclasses, sizeof(*run->cls_peak_tps));
+        if (!run->cls_iter || !run->cls_session || !run->cls_last_chunks || !run->cls_peak_tps) {
             ts_errf(err, errlen, "out of memory");
             return -ENOMEM;
         }
@@ -578,6 +597,8 @@ static void coord_free(struct coord *c)
     ts_free(c->run.workers);
     ts_free((void *)c->run.cls_iter);
     ts_free((void *)c->run.cls_session);
+    ts_free(c->run.cls_last_chunks);
+    ts_free(c->run.cls_peak_tps);
     ts_free(c);
 }
 
@@ -825,6 +846,8 @@ static int hand_out(struct coord *c, struct runner_result *out, char *err, size_
     out->otlp_enabled = c->otlp_on;
     out->otlp = c->otlp_stats;
     int rc = run->cfg->nclasses ? merge_classes(&c->run, out) : 0;
+    for (size_t k = 0; !rc && k < out->nclasses; k++)
+        out->classes[k].peak_output_tps = c->run.cls_peak_tps ? c->run.cls_peak_tps[k] : 0;
     if (rc) {
         ts_errf(err, errlen, "out of memory merging the classes' measurements");
         runner_result_release(out);

@@ -137,6 +137,9 @@ struct runner_class_result {
     uint32_t nintents;
     uint64_t perturb_sent[16]; /* per item of the class's perturbation set */
     uint64_t sent, with_prefix, trimmed;
+    /* the highest 1-second rate of the class's content chunks after the
+     * warm-up (its own peak, as runner_result.peak_output_tps for all) */
+    double peak_output_tps;
 };
 
 struct runner_config {

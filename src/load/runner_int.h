@@ -80,6 +80,7 @@ struct wclass {
     uint32_t users_active;
     uint64_t iters_inflight;        /* open loop: iterations in flight (max_concurrency) */
     struct runner_class_result res; /* kept for the whole run, merged at the end */
+    atomic_uint_fast64_t chunks_rx; /* content chunks of this class (its live token rate) */
 };
 
 enum worker_cmd_bits {
@@ -161,8 +162,12 @@ struct runner {
     atomic_uint_fast64_t closed_next_index; /* closed loop: the next request index */
     atomic_uint_fast64_t *cls_iter;         /* classes: the next iteration number, per class */
     atomic_uint_fast64_t *cls_session;      /* classes, closed loop: the next session number */
-    atomic_uint_fast64_t req_seq;           /* classes: the next request id */
-    atomic_uint_fast64_t users_lost;        /* closed-loop users that could not run on (memory) */
+    /* classes, the coordinator's: content chunks counted at the last tick,
+     * and the highest 1-second rate after warm-up (each class's own peak) */
+    uint64_t *cls_last_chunks;
+    double *cls_peak_tps;
+    atomic_uint_fast64_t req_seq;    /* classes: the next request id */
+    atomic_uint_fast64_t users_lost; /* closed-loop users that could not run on (memory) */
     atomic_bool stop;
     struct worker *workers;
     uint32_t nworkers;

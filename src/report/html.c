@@ -163,8 +163,13 @@ int report_html_live_frame(const struct report_docset *set, struct buf *out)
 
     if (!set->n)
         return -EINVAL;
-    html_overview_section(&p, set);
-    html_distributions_section(&p, set);
+    for (size_t i = 0; i < set->n; i++)
+        if (set->docs[i].kind == REPORT_DOC_SWEEP)
+            html_sweep_section(&p, &set->docs[i]);
+    if (report_docset_count(set, REPORT_DOC_RESULT)) {
+        html_overview_section(&p, set);
+        html_distributions_section(&p, set);
+    }
     for (size_t i = 0; i < set->n; i++)
         if (set->docs[i].kind == REPORT_DOC_RESULT)
             html_run_section(&p, &set->docs[i]);
@@ -183,6 +188,14 @@ static const char live_script[] =
     "es.addEventListener('end',e=>{fr.innerHTML=e.data;st.textContent='the run is over: "
     "final results';btn.disabled=true;es.close();});\n"
     "es.onerror=()=>{st.textContent='disconnected from the run';};\n"
+    "const inn=document.getElementById('inner');\n"
+    "es.addEventListener('inner',e=>{const p=e.data.trim();if(!p){inn.hidden=true;inn.innerHTML='';"
+    "return;}const u=location.protocol+'//'+location.hostname+':'+p+'/'+q;"
+    "const f=inn.querySelector('iframe');if(f&&f.dataset.port===p)return;"
+    "inn.innerHTML='<h2>The running step, live</h2><p class=\"note\"><a></a></p>"
+    "<iframe style=\"width:100%;height:1600px;border:1px solid #d1d9e0\"></iframe>';"
+    "inn.querySelector('a').href=u;inn.querySelector('a').textContent=u;"
+    "const g=inn.querySelector('iframe');g.dataset.port=p;g.src=u;inn.hidden=false;});\n"
     "btn.onclick=()=>{btn.disabled=true;fetch(STOP+q,{method:'POST'}).then(r=>{"
     "st.textContent=r.ok?'stopping: the results are being written':'stop refused: '+r.status;"
     "});};\n";
@@ -220,7 +233,7 @@ int report_html_live_page(const char *title, const char *frame, const char *even
                "%s</div></header>\n<main id=\"frame\">\n",
                TS_VERSION);
     html_emit(&p, frame);
-    html_emit(&p, "</main>\n<script>\nconst EVENTS=");
+    html_emit(&p, "</main>\n<section id=\"inner\" hidden></section>\n<script>\nconst EVENTS=");
     emit_js_string(&p, events);
     html_emit(&p, ",STOP=");
     emit_js_string(&p, stop);

@@ -85,8 +85,8 @@ static void print_headlines(FILE *f, const struct run_stats *s, const struct run
     fprintf(f, "duration      %.2f s\n", sum->duration_s);
     fprintf(f, "throughput    %.2f req/s, output %.2f tok/s", run_summary_rps(sum),
             run_summary_output_tps(sum));
-    /* the peak counts chunks: nothing to count without a stream; a traffic
-     * class has no 1-second series of its own (0): no peak rather than 0 */
+    /* the peak counts chunks: nothing to count without a stream; 0 (a flow
+     * step has no 1-second series of its own): no peak rather than 0 */
     if (s->streams && sum->max_output_tokens_per_s > 0)
         fprintf(f, " (peak %.0f tok/s)", sum->max_output_tokens_per_s);
     if (w->valid)
@@ -170,6 +170,8 @@ static bool stream_metric(enum stat_metric m)
 static void print_latency(FILE *f, const struct run_stats *s, const struct run_summary *sum)
 {
     bool none_streamed = !s->streams && s->requests;
+    if (sum->latency_scope)
+        fprintf(f, "\nlatency below: %s", sum->latency_scope);
     fprintf(f, "\n%-12s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p95",
             "p99", "p99.9", "max");
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {

@@ -486,3 +486,63 @@ classes:
     assert.match(bytes.toString('latin1'), /^\{"messages":\[\{"role":"user","content":"/);
   }
 });
+
+// Issue 20: a flow's headline latency counts every call (embeddings, the
+// vector search, the LLM); the LLM's own latency is the flow-step block
+// under it, TTFT only for the streamed chat step.
+test('rag.yaml: the headline says what it counts, each step has its own latency', async () => {
+  const out = path.join(tmp, 'rag-steps');
+  const r = await runBin(['run', path.join(examples, 'rag.yaml'), '--duration', '3s', '--out', out], { timeoutMs: 60000 });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /latency below: every call of every flow step; each step apart below\nlatency \(ms\)/);
+  const block = r.stdout.split('latency by flow step (ms)')[1];
+  assert.ok(block, r.stdout);
+  const row = (name) => block.split('\n').find((l) => l.trim().startsWith(`rag/${name} `)).trim().split(/\s+/);
+  const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+  const steps = Object.fromEntries(res.classes[0].steps.map((s) => [s.name, s]));
+  // kind, calls, failed, TTFT p50, TTFT p99, E2EL p50, p90, p99
+  const gen = row('generate');
+  assert.deepEqual(gen.slice(1, 3), ['chat', 'stream']);
+  assert.equal(Number(gen[3]), steps.generate.summary.requests);
+  assert.ok(Math.abs(Number(gen[5]) - steps.generate.latency.ttft.p50) < 0.06, `${gen} vs ${steps.generate.latency.ttft.p50}`);
+  assert.ok(Math.abs(Number(gen[7]) - steps.generate.latency.e2el.p50) < 0.06);
+  for (const name of ['embed', 'search']) {
+    const x = row(name);
+    assert.equal(Number(x[2]), steps[name].summary.requests);
+    assert.deepEqual(x.slice(4, 6), ['-', '-'], `${name} shows a TTFT: ${x}`); // not the LLM's
+    assert.ok(Math.abs(Number(x[6]) - steps[name].latency.e2el.p50) < 0.06);
+  }
+  assert.equal(steps.generate.kind, 'chat');
+  assert.equal(steps.generate.llm_stream, true);
+  assert.equal(steps.search.kind, 'http');
+  assert.equal(steps.search.llm_stream, false);
+  assert.equal(steps.embed.kind, 'embeddings');
+  // the search answers in a few ms, the LLM's first token later: the
+  // headline TTFT, over every call with a first byte, sits below the LLM's own
+  assert.ok(steps.generate.latency.ttft.p50 >= steps.search.latency.ttft.p50);
+});
+
+// Issue 20: each class has its own 1-second series of content chunks, so its
+// block shows its own peak. A class's rate in a second is part of the whole's
+// in that second: each class's peak is at most the run's, and the run's peak
+// second is shared out among the classes, so their peaks add up to at least it.
+test('tenants.yaml: each class block shows its own output-token peak', async () => {
+  const out = path.join(tmp, 'class-peaks');
+  const r = await runBin(['run', path.join(examples, 'tenants.yaml'), '--duration', '4s', '--out', out], { timeoutMs: 60000 });
+  assert.equal(r.code, 0, r.stderr);
+  const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8'));
+  const total = res.summary.max_output_tokens_per_s;
+  assert.ok(total > 0);
+  const peaks = res.classes.map((c) => c.summary.max_output_tokens_per_s);
+  assert.equal(peaks.length, 2);
+  for (const p of peaks) {
+    assert.ok(p > 0, `a class without its peak: ${peaks}`);
+    assert.ok(p <= total + 1e-6, `a class peak ${p} above the run's ${total}`);
+  }
+  assert.ok(peaks[0] + peaks[1] >= total - 1e-6, `${peaks} do not add up to ${total}`);
+  // the console's class blocks print them
+  for (const [i, c] of res.classes.entries()) {
+    const block = r.stdout.split(`== class ${c.name} `)[1];
+    assert.match(block, new RegExp(`\\(peak ${Math.round(peaks[i])} tok/s\\)`));
+  }
+});

@@ -11,7 +11,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, sleep } from './lib.mjs';
+import { runBin, sleep, startSim } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-ui-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -33,6 +33,53 @@ function startRun(args, name) {
     });
     done.then((r) => { if (!started) reject(new Error(`the run ended before its dashboard: ${r.stderr}`)); });
   });
+}
+
+// Starts `tokenstorm ARGS` (sweep or chaos with --ui); resolves with
+// { base, done } once it prints its page's address.
+function startCmd(args) {
+  return new Promise((resolve, reject) => {
+    let started = false;
+    const done = runBin(args, {
+      timeoutMs: 150000,
+      onStderr: (err) => {
+        const m = err.match(/tokenstorm (?:sweep|chaos): dashboard on (http:\/\/127\.0\.0\.1:\d+)\//);
+        if (m && !started) {
+          started = true;
+          resolve({ base: m[1], done });
+        }
+      },
+    });
+    done.then((r) => { if (!started) reject(new Error(`ended before its dashboard (${r.code}): ${r.stderr}`)); });
+  });
+}
+
+// Reads /events until pred(frame, inner) holds for a frame (bounded in
+// time); resolves with { frame, inner } (inner: the last "inner" port, or '').
+async function waitFrame(url, pred, ms = 60000) {
+  const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  let inner = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the event stream ended first');
+      text += dec.decode(value, { stream: true });
+      let i;
+      while ((i = text.indexOf('\n\n')) >= 0) {
+        const ev = text.slice(0, i);
+        text = text.slice(i + 2);
+        const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        if (ev.startsWith('event: inner')) inner = data.trim();
+        if (ev.startsWith('event: frame') && pred(data, inner)) return { frame: data, inner };
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
 }
 
 // Reads n "frame" events of /events (a bounded wait), as the page's EventSource would.
@@ -193,4 +240,185 @@ test('--ui on a routable address without a token is refused (exit 2)', async () 
   const r = await runBin(['run', '--ui', '0.0.0.0:0', '--duration', '1s', '--out', path.join(tmp, 'open')]);
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /--ui/);
+});
+
+test('sweep --ui: the steps so far, the running step\'s own dashboard, a stop button', async (t) => {
+  const out = path.join(tmp, 'sweep');
+  const sw = await startCmd(['sweep', '--rates', '2,3,4', '--ui', '127.0.0.1:0', '--out', out, '--',
+    '--sim-profile', 'tiny', '--duration', '8s', '--output-len', 'fixed:32']);
+  // step 1 runs: the page says so and names the step's dashboard, a run --ui of its own
+  const first = await waitFrame(`${sw.base}/events`, (f, inner) => /Running: rate 2 req\/s \(step 1\)/.test(f) && inner);
+  const inner = `http://127.0.0.1:${first.inner}`;
+  let st;
+  for (let i = 0; i < 100; i++) { // the child's dashboard may take a moment to listen
+    st = await fetch(`${inner}/status`, { signal: AbortSignal.timeout(5000) }).catch(() => null);
+    if (st) break;
+    await sleep(100);
+  }
+  assert.equal(st.status, 200);
+  const page = await (await fetch(`${sw.base}/`, { signal: AbortSignal.timeout(10000) })).text();
+  assert.match(page, /<title>tokenstorm sweep<\/title>/);
+  assert.match(page, /<section id="inner" hidden>/);
+  assert.equal((page.match(/<script/g) || []).length, 1);
+  const png1 = path.join(tmp, 'sweep1.png');
+  const netlog = path.join(tmp, 'sweep-netlog.json');
+  const chrome = findChromium();
+  if (chrome) await chromium(`${sw.base}/`, { png: png1, netlog });
+  // step 2 runs: step 1 is drawn as the report draws a sweep, and the
+  // partial sweep.json on disk holds it
+  const second = await waitFrame(`${sw.base}/events`, (f) => /\(step 2\)/.test(f));
+  for (const id of ['sweep1', 'sweep1-latency-load', 'sweep1-throughput', 'sweep1-ttft-cdf'])
+    assert.match(second.frame, new RegExp(`id="${id}"`), `no ${id}`);
+  assert.notEqual(second.inner, first.inner, 'each step has its own dashboard');
+  const partial = JSON.parse(fs.readFileSync(path.join(out, 'sweep.json'), 'utf8'));
+  assert.equal(partial.steps.length, 1);
+  if (chrome) {
+    const png2 = path.join(tmp, 'sweep2.png');
+    await chromium(`${sw.base}/`, { png: png2 });
+    const [p1, p2] = [fs.readFileSync(png1), fs.readFileSync(png2)];
+    assert.equal(p1.subarray(1, 4).toString(), 'PNG');
+    assert.ok(!p1.equals(p2), 'the two screenshots are the same');
+    const hosts = requestedHosts(netlog);
+    assert.ok(hosts.includes(`127.0.0.1:${first.inner}`), `the step's dashboard was not loaded: ${hosts}`);
+    assert.deepEqual(hosts.filter((h) => !h.startsWith('127.0.0.1:')), []);
+    const stopper = (async () => {
+      for (let i = 0; i < 300; i++) {
+        const s = await (await fetch(`${sw.base}/status`, { signal: AbortSignal.timeout(10000) })).json();
+        if (s.viewers > 0) break;
+        await sleep(100);
+      }
+      return fetch(`${sw.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) });
+    })();
+    const dom = await chromium(`${sw.base}/`, { dom: true });
+    assert.equal((await stopper).status, 202);
+    assert.match(dom, /id="status">the run is over: final results</);
+    assert.match(dom, /id="sweep1-latency-load"/);
+  } else {
+    t.diagnostic('chromium is not installed (scripts/deps.sh installs it): the rendering check was skipped');
+    const r = await fetch(`${sw.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) });
+    assert.equal(r.status, 202);
+  }
+  // the stop is Ctrl-C: the running step stops and writes, sweep.json says interrupted, exit 130
+  const r = await sw.done;
+  assert.equal(r.code, 130, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(path.join(out, 'sweep.json'), 'utf8'));
+  assert.equal(doc.interrupted, true);
+  assert.ok(doc.steps.length >= 1);
+});
+
+test('sweep --ui: the token rule, and no --ui of its own in the run options', async () => {
+  let r = await runBin(['sweep', '--rates', '1', '--ui', '0.0.0.0:0', '--out', path.join(tmp, 'sw-open'), '--', '--duration', '1s']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /tokenstorm sweep: --ui: /);
+  r = await runBin(['sweep', '--rates', '1', '--ui', '127.0.0.1:0', '--out', path.join(tmp, 'sw-twice'), '--', '--ui', '127.0.0.1:0']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /--ui cannot be passed to the runs/);
+  const sw = await startCmd(['sweep', '--rates', '2', '--ui', '127.0.0.1:0', '--api-token', 's3cret-Token',
+    '--out', path.join(tmp, 'sw-token'), '--', '--sim-profile', 'tiny', '--duration', '20s']);
+  assert.equal((await fetch(`${sw.base}/`, { signal: AbortSignal.timeout(10000) })).status, 401);
+  assert.equal((await fetch(`${sw.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 401);
+  const { inner } = await waitFrame(`${sw.base}/events?token=s3cret-Token`, (f, i) => i);
+  // the step's dashboard wants the same token (given in its environment, not its argv)
+  let st;
+  for (let i = 0; i < 100; i++) {
+    st = await fetch(`http://127.0.0.1:${inner}/status`, { signal: AbortSignal.timeout(5000) }).catch(() => null);
+    if (st) break;
+    await sleep(100);
+  }
+  assert.equal(st.status, 401);
+  assert.equal((await fetch(`http://127.0.0.1:${inner}/status?token=s3cret-Token`, { signal: AbortSignal.timeout(5000) })).status, 200);
+  assert.equal((await fetch(`${sw.base}/stop?token=s3cret-Token`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 202);
+  const r2 = await sw.done;
+  assert.equal(r2.code, 130, r2.stderr);
+});
+
+// chaos --ui: an experiment against a simulator with its admin API (127.0.0.1)
+function experimentFile(name, sim, seconds) {
+  const file = path.join(tmp, `${name}.yaml`);
+  fs.writeFileSync(file, JSON.stringify({
+    title: `live ${name}`, 'steady-state-hypothesis': { probes: [{ slo: 'error_rate<5%' }] },
+    method: [{ name: 'errors', at: '2s', for: '3s', sim: sim.base, fault: { type: 'error_rate', rate: 0.5 } }],
+    load: ['--target', `${sim.base}/v1`, '--rate', '10', '--duration', `${seconds}s`, '--input-len', 'fixed:32',
+      '--output-len', 'fixed:8', '--seed', '2'],
+  }));
+  return file;
+}
+
+async function innerUp(port, query = '') {
+  for (let i = 0; i < 100; i++) {
+    const st = await fetch(`http://127.0.0.1:${port}/status${query}`, { signal: AbortSignal.timeout(5000) }).catch(() => null);
+    if (st) return st;
+    await sleep(100);
+  }
+  return null;
+}
+
+test('chaos --ui: the phases as they happen, the load\'s own dashboard, the verdict', async (t) => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise', '--admin', '--seed', '5']);
+  try {
+    const file = experimentFile('verdict', sim, 9);
+    const out = path.join(tmp, 'chaos');
+    const ch = await startCmd(['chaos', file, '--out', out, '--ui', '127.0.0.1:0']);
+    const first = await waitFrame(`${ch.base}/events`, (f, inner) => /id="chaos-phases"/.test(f) && /pending/.test(f) && inner);
+    assert.match(first.frame, /Experiment: live verdict/);
+    assert.equal((await innerUp(first.inner)).status, 200);
+    const on = await waitFrame(`${ch.base}/events`, (f) => /<b>on<\/b> since/.test(f));
+    assert.match(on.frame, /error_rate \(sim\)/);
+    const page = await (await fetch(`${ch.base}/`, { signal: AbortSignal.timeout(10000) })).text();
+    assert.match(page, /<title>tokenstorm chaos<\/title>/);
+    const chrome = findChromium();
+    let dom = null;
+    if (chrome) {
+      const png1 = path.join(tmp, 'chaos1.png');
+      const netlog = path.join(tmp, 'chaos-netlog.json');
+      await chromium(`${ch.base}/`, { png: png1, netlog });
+      assert.ok(fs.readFileSync(png1).length > 20000);
+      const hosts = requestedHosts(netlog);
+      assert.ok(hosts.includes(`127.0.0.1:${first.inner}`), `the load's dashboard was not loaded: ${hosts}`);
+      assert.deepEqual(hosts.filter((h) => !h.startsWith('127.0.0.1:')), []);
+      // the DOM once the experiment is judged (the page's script runs until the end event)
+      dom = await chromium(`${ch.base}/`, { dom: true });
+    } else {
+      t.diagnostic('chromium is not installed: the rendering check was skipped');
+    }
+    const r = await ch.done;
+    assert.ok([0, 1].includes(r.code), r.stderr);
+    const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
+    if (dom) {
+      assert.match(dom, /id="status">the run is over: final results</);
+      assert.match(dom, new RegExp(`id="chaos-verdict">${e.verdict}`));
+      assert.match(dom, /id="chaos-windows"/);
+      assert.match(dom, /during 'errors'/);
+      assert.match(dom, /done: on at \+2\.\d s, off at \+5\.\d s/);
+    }
+  } finally {
+    await sim.stop('SIGKILL');
+  }
+});
+
+test('chaos --ui: the stop button stops the experiment as Ctrl-C does (rollbacks, exit 130)', async () => {
+  const sim = await startSim(['--profile', 'tiny', '--no-noise', '--admin', '--seed', '5']);
+  try {
+    const file = experimentFile('stop', sim, 30);
+    const out = path.join(tmp, 'chaos-stop');
+    // with a token: the page and the load's dashboard want it; the simulator
+    // the faults go to (no token of its own) still gets them
+    const ch = await startCmd(['chaos', file, '--out', out, '--ui', '127.0.0.1:0', '--api-token', 's3cret-Token']);
+    assert.equal((await fetch(`${ch.base}/`, { signal: AbortSignal.timeout(10000) })).status, 401);
+    const { inner } = await waitFrame(`${ch.base}/events?token=s3cret-Token`, (f, i) => /<b>on<\/b> since/.test(f) && i);
+    assert.equal((await innerUp(inner)).status, 401);
+    assert.equal((await innerUp(inner, '?token=s3cret-Token')).status, 200);
+    assert.equal((await fetch(`${sim.base}/admin/faults`, { signal: AbortSignal.timeout(5000) }).then((x) => x.json())).faults.length, 1);
+    assert.equal((await fetch(`${ch.base}/stop`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 401);
+    assert.equal((await fetch(`${ch.base}/stop?token=s3cret-Token`, { method: 'POST', signal: AbortSignal.timeout(10000) })).status, 202);
+    const r = await ch.done;
+    assert.equal(r.code, 130, r.stderr);
+    assert.deepEqual(await fetch(`${sim.base}/admin/faults`, { signal: AbortSignal.timeout(5000) }).then((x) => x.json()), { faults: [] });
+    const e = JSON.parse(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'));
+    assert.equal(e.interrupted, true);
+    assert.doesNotMatch(fs.readFileSync(path.join(out, 'experiment.json'), 'utf8'), /s3cret/);
+    assert.ok(r.ms < 25000, `the stop took ${r.ms} ms`);
+  } finally {
+    await sim.stop('SIGKILL');
+  }
 });

@@ -633,9 +633,51 @@ static void test_page_limits(void **state)
     report_docset_release(&set);
 }
 
+/* The live dashboard of a sweep (`sweep --ui`): the frame is the report's
+ * sweep section alone (no overview of runs it has not got); the page keeps a
+ * place for the running step's own dashboard outside the frame, which the
+ * script fills from the "inner" event. */
+static void test_live_sweep_frame(void **state)
+{
+    (void)state;
+    struct report_docset set;
+    struct buf frame, page;
+    char err[512];
+    report_docset_init(&set);
+    json_t *doc = load_json(sweep_json);
+    assert_int_equal(
+        report_docset_add_json(&set, doc, "sw", "/x/sweep.json", NULL, err, sizeof(err)), 0);
+    json_decref(doc);
+    buf_init(&frame, 8u << 20);
+    assert_int_equal(report_html_live_frame(&set, &frame), 0);
+    const char *f = buf_cstr(&frame);
+    assert_non_null(strstr(f, "id=\"sweep1\""));
+    assert_non_null(strstr(f, "id=\"sweep1-latency-load\""));
+    assert_null(strstr(f, "id=\"overview\""));
+    assert_null(strstr(f, "<script"));
+    buf_init(&page, 16u << 20);
+    assert_int_equal(report_html_live_page("tokenstorm sweep", f, "events", "stop", &page), 0);
+    const char *pg = buf_cstr(&page);
+    const char *main_end = strstr(pg, "</main>"),
+               *inner = strstr(pg, "<section id=\"inner\" hidden>");
+    assert_non_null(main_end);
+    assert_non_null(inner);
+    assert_true(inner > main_end); /* outside the frame the events replace */
+    assert_non_null(strstr(pg, "addEventListener('inner'"));
+    /* the one script asks only for its own server's paths and the step's port on the same host */
+    assert_int_equal(count(pg, "<script"), 1);
+    assert_null(strstr(pg, "<link"));
+    assert_null(strstr(pg, "http://"));
+    assert_non_null(strstr(pg, "location.protocol+'//'+location.hostname+':'+p"));
+    buf_release(&page);
+    buf_release(&frame);
+    report_docset_release(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_live_sweep_frame),
         cmocka_unit_test(test_page_sections),
         cmocka_unit_test(test_page_minimal_result),
         cmocka_unit_test(test_page_several_runs),

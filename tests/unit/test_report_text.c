@@ -172,6 +172,15 @@ static void test_summary_text(void **state)
     assert_string_equal(line_starting(text, "latency (ms)"),
                         "latency (ms)      mean       p50       p90       p95       p99     p99.9 "
                         "      max");
+    assert_null(strstr(text, "latency below:")); /* a plain run: nothing to say */
+    free(text);
+    /* a flow's run: the table says what it counts, right above its header */
+    sum.latency_scope = "every call of every flow step; each step apart below";
+    text = capture_summary(s, &sum);
+    const char *scope = strstr(text, "\nlatency below: every call of every flow step; each step "
+                                     "apart below\nlatency (ms) ");
+    assert_non_null(scope);
+    sum.latency_scope = NULL;
     /*
      * TTFT 1..10 ms. Percentiles are the highest value of their histogram
      * bucket: 9000 us sits in [9000, 9007] and 10000 us in [10000, 10007]
