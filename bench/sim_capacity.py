@@ -7,7 +7,16 @@ epoll client that only counts "data:" events, holds N streams from core 1 and
 re-issues a request whenever one ends. Over a measurement window it reports
 SSE events/s, simulator CPU per 1,000 events, simulator RSS per stream and the
 p99 of the simulator's send lag (its /metrics histogram, interpolated in the
-bucket). Usage: sim_capacity.py [--streams 2000,4000] [--duration 15]
+bucket).
+
+Capacity per core: events per simulator CPU-second (events / the
+simulator's utime+stime in the window) for each run, and the highest events/s
+written with send lag p99 under 1 ms (the bound; --lag-bound-ms) with its
+events per CPU-second, beside sseload's receive cost (events per client
+CPU-second) on the same runs, and how many streams of 20 or 50 tokens/s that
+stands for. Target (issue 21): >= 200,000 events/s per simulator core.
+Usage: sim_capacity.py [--streams 200,500,1000,2000,4000] [--duration 15]
+                       [--lag-bound-ms 1]
 """
 
 import argparse
@@ -52,6 +61,12 @@ def measure(streams, warmup, duration):
         "send_lag_p99_bucket_ms": [lo * 1e3, hi * 1e3] if p99 is not None else None,
         "send_lag_samples": n,
         "client_cpu_s": r["client_cpu_s"],
+        # per core: events per CPU-second of the process (the simulator writes,
+        # sseload only receives and counts)
+        "sim_events_per_cpu_s": round(r["events"] / r["server_cpu_s"]) if r["server_cpu_s"]
+        else None,
+        "client_events_per_cpu_s": round(r["events"] / r["client_cpu_s"]) if r["client_cpu_s"]
+        else None,
         "other_cpu_s": r["other_cpu_s"],
     }
     if r["other_cpu_s"] > 0.05 * r["window_s"]:
@@ -60,11 +75,35 @@ def measure(streams, warmup, duration):
     return out
 
 
+TARGET_PER_CORE = 200000
+
+
+def capacity(runs, bound_ms):
+    """The run with the most events/s among those with send lag p99 under
+    bound_ms, and the figures a user sizes with."""
+    ok = [m for m in runs if m["send_lag_p99_ms"] is not None and m["send_lag_p99_ms"] < bound_ms]
+    best = max(ok, key=lambda m: m["events_per_s"]) if ok else None
+    out = {"lag_bound_ms": bound_ms, "target_events_per_s_per_core": TARGET_PER_CORE,
+           "runs_within_bound": [m["streams"] for m in ok]}
+    if best:
+        out.update(streams=best["streams"], events_per_s=best["events_per_s"],
+                   sim_cpu_util=best["sim_cpu_util"],
+                   sim_events_per_cpu_s=best["sim_events_per_cpu_s"],
+                   client_events_per_cpu_s=best["client_events_per_cpu_s"],
+                   send_lag_p99_ms=best["send_lag_p99_ms"],
+                   streams_at_20_tokens_per_s=best["events_per_s"] // 20,
+                   streams_at_50_tokens_per_s=best["events_per_s"] // 50,
+                   other_cpu_s=best["other_cpu_s"])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--streams", default="2000,4000")
+    ap.add_argument("--streams", default="200,500,1000,2000,4000")
     ap.add_argument("--warmup", type=float, default=3)
     ap.add_argument("--duration", type=float, default=15)
+    ap.add_argument("--lag-bound-ms", type=float, default=1.0,
+                    help="the send lag p99 bound of the capacity figure (ms)")
     a = ap.parse_args()
     c.ensure_built()
     runs = []
@@ -79,11 +118,28 @@ def main():
                  m["sim_cpu_util"] * 100, m["sim_cpu_ms_per_1000_events"],
                  m["sim_rss_kb_per_stream"], m["send_lag_p50_ms"], m["send_lag_p99_ms"],
                  m["send_lag_p99_bucket_ms"][0], m["send_lag_p99_bucket_ms"][1]))
+        print("              per CPU-second: sim writes %s events, sseload receives %s events"
+              "  (other load %.1f CPU-s)" % (m["sim_events_per_cpu_s"],
+                                             m["client_events_per_cpu_s"], m["other_cpu_s"]))
         sys.stdout.flush()
+    cap = capacity(runs, a.lag_bound_ms)
+    if "events_per_s" in cap:
+        print("sim_capacity  with send lag p99 < %g ms: %d events/s written (%d streams, sim CPU "
+              "%.0f%%, %d events per sim CPU-s; target >= %d per core: %s); sseload receives %d "
+              "events per client CPU-s; one simulator core stands in for ~%d streams at 20 "
+              "tokens/s or ~%d at 50"
+              % (a.lag_bound_ms, cap["events_per_s"], cap["streams"], cap["sim_cpu_util"] * 100,
+                 cap["sim_events_per_cpu_s"], TARGET_PER_CORE,
+                 "met" if cap["events_per_s"] >= TARGET_PER_CORE else "not met",
+                 cap["client_events_per_cpu_s"], cap["streams_at_20_tokens_per_s"],
+                 cap["streams_at_50_tokens_per_s"]))
+    else:
+        print("sim_capacity  no run had send lag p99 < %g ms" % a.lag_bound_ms)
     c.write_result("sim_capacity", {
         "sim": {"profile": "tiny", "set": c.FAST_ENGINE, "core": c.SIM_CORE},
         "client": {"program": "bench/out/sseload", "core": c.CLIENT_CORE},
         "runs": runs,
+        "capacity": cap,
     })
 
 
