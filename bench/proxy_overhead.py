@@ -1,27 +1,37 @@
 #!/usr/bin/env python3
-"""proxy_overhead: the latency `tokenstorm proxy` adds per SSE event, no fault.
+"""proxy_overhead: the latency and CPU `tokenstorm proxy` adds per SSE event, beside nginx.
 
 The simulator (tiny profile, engine step 50 ms, so 20 tokens/s per stream,
 100 tokens per response) runs on core 0 with --trace-log (token_ns[i]: the
 CLOCK_MONOTONIC time token i was written to the socket). bench/out/sseload
-on core 1 holds 1,000 concurrent streams and, with --record, writes the
+on core 1 holds N concurrent streams and, with --record, writes the
 CLOCK_MONOTONIC time it read each event of each response with the
 X-Request-Id it sent. Joining the two by request id gives, per token event,
 
   latency = client receive time - simulator write time
 
-measured once with the client connected to the simulator directly and once
-through `tokenstorm proxy --upstream <sim>` (no fault), pinned to
---proxy-core (default 1,0: one run with the proxy on the client's core, one
-on the simulator's; 3 processes on 2 cores) with --proxy-threads loops.
-Reports p50/p99/p99.9/max of both and the differences of the quantiles (the
-proxy's added latency per event; the runs are separate, so the difference is
-of the distributions, not paired per event). Target (issue 5): p99 added <=
-100 us. Also reports the proxy's own view for the window, from its /metrics
+measured with the client connected to the simulator directly, then through
+each relay (--relays, each pinned to every --proxy-core entry, default the
+client's core):
+  proxy        `tokenstorm proxy --upstream <sim>`, no fault (--proxy-threads loops)
+  nginx        nginx (Debian package) with its own config in the run's temp
+               dir: one worker, proxy_buffering off, HTTP/1.1 keep-alive
+               upstream, 127.0.0.1 only
+  proxy-fault  the proxy with one SSE fault on every stream (sse_jitter of
+               0 ms: every event passes through the fault engine, none is delayed)
+Reports p50/p99/p99.9/max of each, the differences of the quantiles from the
+direct run (the relay's added latency per event; the runs are separate, so
+the difference is of the distributions, not paired per event), the relay's
+CPU per event (utime+stime over the window / events; nginx: master and
+worker), and the ratios tokenstorm / nginx of CPU per event and added p50 /
+p99, with and without the fault. Targets (issue 21): no fault, CPU per event
+and added p50 <= 0.7 x nginx at 100 and 1,000 streams; with the fault
+<= 1.0 x nginx. Also the proxy's own view for the window, from its /metrics
 (tokenstorm_proxy_forward_delay_seconds: kernel receive time of the upstream
 bytes to their write to the client; bucket upper bounds).
-Usage: proxy_overhead.py [--streams 1000,100] [--duration 15] [--proxy-core 1,0]
+Usage: proxy_overhead.py [--streams 1000,100,10] [--duration 15] [--proxy-core 1]
                          [--proxy-threads N[,N...]] (one per --proxy-core entry)
+                         [--relays proxy,nginx,proxy-fault] [--keep DIR]
 """
 
 import argparse
@@ -42,7 +52,6 @@ import common as c
 
 TOKENS_PER_S = 20
 LENGTH = 100
-TARGET_US = 100
 
 
 # The fault of the "with fault" runs: every event passes through the fault

@@ -42,7 +42,7 @@ for name in "${names[@]}"; do
     client_capacity) cmd=("$PYTHON" bench/client_capacity.py); limit=600 ;;
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
-    proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
+    proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=1200 ;;
     vector_nprobe) cmd=("$PYTHON" bench/vector_nprobe.py); limit=600 ;;
     sim_published) cmd=("$PYTHON" bench/sim_published.py); limit=420 ;;
     realtime_vs_sse) cmd=("$PYTHON" bench/realtime_vs_sse.py); limit=240 ;;
