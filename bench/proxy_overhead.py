@@ -379,6 +379,15 @@ def run(streams, duration, relay, work):
 
 def show(m):
     l = m["latency_us"]
+    if not l["count"]:
+        print("  %5d streams %-16s events/s %6d  no response joined (%d unmatched, %d with another "
+              "event count): no latency figures  CPU s: relay %s other %.2f"
+              % (m["streams"], m["via"], m["events_per_s"], m["responses_unmatched"],
+                 m["responses_bad_event_count"],
+                 "%.2f" % m["proxy_cpu_s"] if m["proxy_cpu_s"] is not None else "-",
+                 m["other_cpu_s"]))
+        sys.stdout.flush()
+        return
     print("  %5d streams %-16s events/s %6d  latency us: p50 %7.1f p90 %7.1f p99 %7.1f p99.9 %7.1f max %8.1f"
           "  (%d events, %d responses)  CPU s: sim %.2f relay %s client %.2f other %.2f"
           % (m["streams"], m["via"], m["events_per_s"], l["p50"], l["p90"], l["p99"], l["p99.9"], l["max"],
@@ -414,6 +423,8 @@ def compare(streams, runs, duration):
     added = []
     for m in runs[1:]:
         l = m["latency_us"]
+        if not l["count"] or not d["count"]:
+            continue
         x = {k: round(l[k] - d[k], 1) for k in ("p50", "p90", "p99", "p99.9", "mean")}
         x.update(relay=m["relay"], via=m["via"], fault=bool(m["fault"]),
                  proxy_core=m["proxy_core"], proxy_threads=m["proxy_threads"],
