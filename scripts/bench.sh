@@ -38,7 +38,7 @@ failed=0
 failures=()
 for name in "${names[@]}"; do
     case "$name" in
-    sim_capacity) cmd=("$PYTHON" bench/sim_capacity.py); limit=180 ;;
+    sim_capacity) cmd=("$PYTHON" bench/sim_capacity.py); limit=400 ;;
     client_capacity) cmd=("$PYTHON" bench/client_capacity.py); limit=600 ;;
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
