@@ -1,27 +1,37 @@
 #!/usr/bin/env python3
-"""proxy_overhead: the latency `tokenstorm proxy` adds per SSE event, no fault.
+"""proxy_overhead: the latency and CPU `tokenstorm proxy` adds per SSE event, beside nginx.
 
 The simulator (tiny profile, engine step 50 ms, so 20 tokens/s per stream,
 100 tokens per response) runs on core 0 with --trace-log (token_ns[i]: the
 CLOCK_MONOTONIC time token i was written to the socket). bench/out/sseload
-on core 1 holds 1,000 concurrent streams and, with --record, writes the
+on core 1 holds N concurrent streams and, with --record, writes the
 CLOCK_MONOTONIC time it read each event of each response with the
 X-Request-Id it sent. Joining the two by request id gives, per token event,
 
   latency = client receive time - simulator write time
 
-measured once with the client connected to the simulator directly and once
-through `tokenstorm proxy --upstream <sim>` (no fault), pinned to
---proxy-core (default 1,0: one run with the proxy on the client's core, one
-on the simulator's; 3 processes on 2 cores) with --proxy-threads loops.
-Reports p50/p99/p99.9/max of both and the differences of the quantiles (the
-proxy's added latency per event; the runs are separate, so the difference is
-of the distributions, not paired per event). Target (issue 5): p99 added <=
-100 us. Also reports the proxy's own view for the window, from its /metrics
+measured with the client connected to the simulator directly, then through
+each relay (--relays, each pinned to every --proxy-core entry, default the
+client's core):
+  proxy        `tokenstorm proxy --upstream <sim>`, no fault (--proxy-threads loops)
+  nginx        nginx (Debian package) with its own config in the run's temp
+               dir: one worker, proxy_buffering off, HTTP/1.1 keep-alive
+               upstream, 127.0.0.1 only
+  proxy-fault  the proxy with one SSE fault on every stream (sse_jitter of
+               0 ms: every event passes through the fault engine, none is delayed)
+Reports p50/p99/p99.9/max of each, the differences of the quantiles from the
+direct run (the relay's added latency per event; the runs are separate, so
+the difference is of the distributions, not paired per event), the relay's
+CPU per event (utime+stime over the window / events; nginx: master and
+worker), and the ratios tokenstorm / nginx of CPU per event and added p50 /
+p99, with and without the fault. Targets (issue 21): no fault, CPU per event
+and added p50 <= 0.7 x nginx at 100 and 1,000 streams; with the fault
+<= 1.0 x nginx. Also the proxy's own view for the window, from its /metrics
 (tokenstorm_proxy_forward_delay_seconds: kernel receive time of the upstream
 bytes to their write to the client; bucket upper bounds).
-Usage: proxy_overhead.py [--streams 1000,100] [--duration 15] [--proxy-core 1,0]
+Usage: proxy_overhead.py [--streams 1000,100,10] [--duration 15] [--proxy-core 1]
                          [--proxy-threads N[,N...]] (one per --proxy-core entry)
+                         [--relays proxy,nginx,proxy-fault] [--keep DIR]
 """
 
 import argparse
@@ -30,6 +40,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,16 +52,134 @@ import common as c
 
 TOKENS_PER_S = 20
 LENGTH = 100
-TARGET_US = 100
+
+
+# The fault of the "with fault" runs: every event passes through the fault
+# engine (a jitter of 0 ms delays nothing).
+JITTER0 = {"name": "jitter0", "type": "sse_jitter", "delay": "0ms"}
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+# nginx as the peer relay: one worker, no response buffering, HTTP/1.1
+# keep-alive to the upstream, loopback only, everything in the run's temp dir.
+NGINX_CONF = """worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+worker_rlimit_nofile 16384;
+events {{ worker_connections 8192; use epoll; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    keepalive_requests 1000000;
+    upstream sim {{ server 127.0.0.1:{upstream}; keepalive 4096; keepalive_requests 1000000; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://sim;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
+}}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    """nginx (master + 1 worker) relaying to upstream_port, pinned to core,
+    its config generated in work (a context manager)."""
+
+    def __init__(self, core, upstream_port, work):
+        self.dir = os.path.join(work, "nginx")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(NGINX_CONF.format(dir=self.dir, upstream=upstream_port, port=self.port))
+        self.argv = c.pinned(core, [NGINX, "-p", self.dir, "-c", self.conf, "-e",
+                                    os.path.join(self.dir, "error.log")])
+        if os.geteuid() == 0:  # the worker would switch to nobody; stay root, loopback only
+            with open(self.conf) as f:
+                text = f.read()
+            with open(self.conf, "w") as f:
+                f.write("user root;\n" + text)
+        self.proc = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    if self.worker_pids():
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        log = ""
+        try:
+            with open(os.path.join(self.dir, "error.log")) as f:
+                log = f.read()
+        except OSError:
+            pass
+        self.__exit__()
+        raise RuntimeError("nginx did not start: " + log)
+
+    def worker_pids(self):
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    def cpu_s(self):
+        """CPU of the master and its worker (the worker does the relaying)."""
+        total = c.proc_cpu_s(self.proc.pid)
+        for pid in self.worker_pids():
+            try:
+                total += c.proc_cpu_s(pid)
+            except OSError:
+                pass
+        return total
+
+    def forward_delay(self):
+        return {}
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: the worker finishes, then exits
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        return False
 
 
 class Proxy:
-    """`tokenstorm proxy --upstream URL --no-api` pinned to core (a context manager)."""
+    """`tokenstorm proxy --upstream URL` pinned to core, with an optional
+    fault POSTed to its control API once it is up (a context manager)."""
 
-    def __init__(self, core, upstream, threads=1):
+    def __init__(self, core, upstream, threads=1, fault=None):
         self.argv = c.pinned(core, [c.TOKENSTORM, "proxy", "--upstream", upstream, "--listen",
                                     "127.0.0.1:0", "--api", "127.0.0.1:0", "--grace", "1s",
                                     "--threads", str(threads)])
+        self.fault = fault
         self.proc, self.port, self.api, self.lines = None, None, None, []
 
     def __enter__(self):
@@ -74,7 +203,26 @@ class Proxy:
             raise RuntimeError("proxy did not start: " + "".join(self.lines))
         threading.Thread(target=lambda: [self.lines.append(x) for x in self.proc.stdout],
                          daemon=True).start()
+        if self.fault:
+            req = urllib.request.Request(self.api + "/faults", data=json.dumps(
+                self.fault).encode(), method="POST")
+            with urllib.request.urlopen(req, timeout=5) as r:
+                if r.status != 201:
+                    raise RuntimeError("proxy refused the fault: %d" % r.status)
         return self
+
+    def cpu_s(self):
+        return c.proc_cpu_s(self.proc.pid)
+
+    def fault_counts(self):
+        """(matched, injected) of the fault, from GET /faults."""
+        if not self.fault:
+            return None
+        with urllib.request.urlopen(self.api + "/faults", timeout=5) as r:
+            for f in json.loads(r.read().decode())["faults"]:
+                if f["name"] == self.fault["name"]:
+                    return f.get("matched"), f.get("injected")
+        return None
 
     def forward_delay(self):
         """The proxy's tokenstorm_proxy_forward_delay_seconds buckets: {le: count}."""
@@ -123,15 +271,30 @@ def quantiles(xs):
     return out
 
 
-def run(streams, duration, proxy_core, work, threads=1):
-    """One measurement: proxy_core None = direct. Returns per-event latency
-    quantiles in microseconds and the CPU figures."""
+def relay_name(r):
+    if r["kind"] == "direct":
+        return "direct"
+    if r["kind"] == "nginx":
+        return "nginx (core %s)" % r["core"]
+    return "proxy%s (core %s%s)" % (" +fault" if r.get("fault") else "", r["core"],
+                                    ", %d thr" % r["threads"] if r["threads"] > 1 else "")
+
+
+def run(streams, duration, relay, work):
+    """One measurement through relay ({"kind": "direct" | "proxy" | "nginx",
+    "core", "threads", "fault"}). Returns per-event latency quantiles in
+    microseconds and the CPU figures."""
     trace = os.path.join(work, "trace.jsonl")
     rec = os.path.join(work, "recv.jsonl")
     sets = c.FAST_ENGINE + ["t_w_ms=%g" % (1000.0 / TOKENS_PER_S - 0.05)]
     c.wait_quiet()
+    kind = relay["kind"]
     with c.Sim(sets=sets, extra=["--trace-log", trace]) as sim:
-        px = Proxy(proxy_core, sim.url, threads).__enter__() if proxy_core is not None else None
+        px = None
+        if kind == "proxy":
+            px = Proxy(relay["core"], sim.url, relay["threads"], relay.get("fault")).__enter__()
+        elif kind == "nginx":
+            px = Nginx(relay["core"], sim.port, work).__enter__()
         try:
             port = px.port if px else sim.port
             warmup = LENGTH / TOKENS_PER_S + 1
@@ -147,14 +310,14 @@ def run(streams, duration, proxy_core, work, threads=1):
                 for line in p.stdout:
                     line = line.strip()
                     if line in ("window-start", "window-end"):
-                        edge[line] = (c.cores_busy_s(),
-                                      c.proc_cpu_s(px.proc.pid) if px else 0.0,
+                        edge[line] = (c.cores_busy_s(), px.cpu_s() if px else 0.0,
                                       px.forward_delay() if px else {})
                     elif line.startswith("{"):
                         res = json.loads(line)
                 p.wait()
             finally:
                 timer.cancel()
+            fault = px.fault_counts() if kind == "proxy" else None
         finally:
             if px:
                 px.__exit__()
@@ -190,20 +353,23 @@ def run(streams, duration, proxy_core, work, threads=1):
     us = lambda cpu: round(cpu / ev * 1e6, 2) if cpu is not None else None
     return {
         "streams": streams,
-        "via": ("proxy (core %s%s)" % (proxy_core, ", %d thr" % threads if threads > 1 else "")
-                if px else "direct"),
-        "proxy_core": proxy_core,
-        "proxy_threads": threads if px else None,
+        "via": relay_name(relay),
+        "relay": kind,
+        "fault": relay.get("fault"),
+        "fault_matched_injected": fault,
+        "proxy_core": relay.get("core"),
+        "proxy_threads": relay.get("threads") if kind == "proxy" else None,
         "latency_us": quantiles(lat),
         "responses_joined": joined, "responses_unmatched": unmatched,
         "responses_bad_event_count": bad,
         "events_per_s": round(res["events_per_s"]), "errors": res["errors"],
         "window_s": res["window_s"],
         "sim_cpu_s": res.get("server_cpu_s"), "client_cpu_s": res["client_cpu_s"],
+        # the relay's CPU (tokenstorm proxy, or nginx's master + worker)
         "proxy_cpu_s": round(proxy_cpu, 2) if px else None,
         # the proxy's own view: kernel receive time of the upstream bytes -> write to the client
         "proxy_forward_delay_us": (bucket_quantiles(edge["window-start"][2], edge["window-end"][2])
-                                   if px else None),
+                                   if kind == "proxy" else None),
         "cpu_us_per_event": {"sim": us(res.get("server_cpu_s")), "client": us(res["client_cpu_s"]),
                              "proxy": us(proxy_cpu) if px else None},
         "other_cpu_s": round(busy - res.get("server_cpu_s", 0) - res["client_cpu_s"]
@@ -213,13 +379,29 @@ def run(streams, duration, proxy_core, work, threads=1):
 
 def show(m):
     l = m["latency_us"]
+    if not l["count"]:
+        print("  %5d streams %-16s events/s %6d  no response joined (%d unmatched, %d with another "
+              "event count): no latency figures  CPU s: relay %s other %.2f"
+              % (m["streams"], m["via"], m["events_per_s"], m["responses_unmatched"],
+                 m["responses_bad_event_count"],
+                 "%.2f" % m["proxy_cpu_s"] if m["proxy_cpu_s"] is not None else "-",
+                 m["other_cpu_s"]))
+        sys.stdout.flush()
+        return
     print("  %5d streams %-16s events/s %6d  latency us: p50 %7.1f p90 %7.1f p99 %7.1f p99.9 %7.1f max %8.1f"
-          "  (%d events, %d responses)  CPU s: sim %.2f proxy %s client %.2f other %.2f"
+          "  (%d events, %d responses)  CPU s: sim %.2f relay %s client %.2f other %.2f"
           % (m["streams"], m["via"], m["events_per_s"], l["p50"], l["p90"], l["p99"], l["p99.9"], l["max"],
              l["count"], m["responses_joined"], m["sim_cpu_s"] or 0,
              "%.2f" % m["proxy_cpu_s"] if m["proxy_cpu_s"] is not None else "-",
              m["client_cpu_s"], m["other_cpu_s"]))
-    if m["proxy_forward_delay_us"]:
+    if m["proxy_cpu_s"] is not None:
+        print("  %5s relay CPU per event %.2f us%s" % (
+            "", m["cpu_us_per_event"]["proxy"],
+            "" if not m["fault_matched_injected"] else
+            "; fault %s: its counters matched %s, injected %s" % (
+                m["fault"]["name"], m["fault_matched_injected"][0],
+                m["fault_matched_injected"][1])))
+    if m["proxy_forward_delay_us"] and m["proxy_forward_delay_us"]["count"]:
         f = m["proxy_forward_delay_us"]
         print("  %5s the proxy's own forward delay (its /metrics, %d pieces): p50 <= %s us, "
               "p99 <= %s us, p99.9 <= %s us" % ("", f["count"], f["p50_le"], f["p99_le"],
@@ -230,20 +412,73 @@ def show(m):
     sys.stdout.flush()
 
 
+def ratio(a, b):
+    return round(a / b, 2) if a is not None and b not in (None, 0) and b > 0 else None
+
+
+def compare(streams, runs, duration):
+    """Added latency of each relay run over the direct run, and the ratios
+    tokenstorm / nginx (CPU per event, added p50, added p99) per core."""
+    d = runs[0]["latency_us"]
+    added = []
+    for m in runs[1:]:
+        l = m["latency_us"]
+        if not l["count"] or not d["count"]:
+            continue
+        x = {k: round(l[k] - d[k], 1) for k in ("p50", "p90", "p99", "p99.9", "mean")}
+        x.update(relay=m["relay"], via=m["via"], fault=bool(m["fault"]),
+                 proxy_core=m["proxy_core"], proxy_threads=m["proxy_threads"],
+                 cpu_us_per_event=m["cpu_us_per_event"]["proxy"])
+        # other work on the cores in either run spoils the comparison
+        x["other_cpu_s"] = max(runs[0]["other_cpu_s"], m["other_cpu_s"])
+        x["noisy"] = x["other_cpu_s"] > 0.05 * duration + 0.5
+        added.append(x)
+        print("proxy_overhead  %d streams, %s adds per event: p50 %+.1f us, p99 %+.1f us; "
+              "relay CPU %.2f us/event (other load %.1f CPU-s)"
+              % (streams, x["via"], x["p50"], x["p99"], x["cpu_us_per_event"], x["other_cpu_s"]))
+    ratios = []
+    for ng in [x for x in added if x["relay"] == "nginx"]:
+        for ts in [x for x in added if x["relay"] == "proxy" and x["proxy_core"] == ng["proxy_core"]]:
+            r = {"streams": streams, "core": ng["proxy_core"], "fault": ts["fault"],
+                 "proxy_threads": ts["proxy_threads"],
+                 "cpu_per_event": ratio(ts["cpu_us_per_event"], ng["cpu_us_per_event"]),
+                 "added_p50": ratio(ts["p50"], ng["p50"]),
+                 "added_p99": ratio(ts["p99"], ng["p99"]),
+                 "noisy": ts["noisy"] or ng["noisy"]}
+            ratios.append(r)
+            fmt = lambda v: "n/a" if v is None else "%.2f" % v
+            print("proxy_overhead  %d streams, core %s, %s: tokenstorm / nginx  CPU per event %s, "
+                  "added p50 %s, added p99 %s%s"
+                  % (streams, r["core"], "one SSE fault (jitter 0 ms)" if r["fault"] else "no fault",
+                     fmt(r["cpu_per_event"]), fmt(r["added_p50"]), fmt(r["added_p99"]),
+                     " (other load: noisy)" if r["noisy"] else ""))
+    sys.stdout.flush()
+    return added, ratios
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--streams", default="1000,100",
+    ap.add_argument("--streams", default="1000,100,10",
                     help="concurrent streams, comma-separated: one set of runs each")
     ap.add_argument("--duration", type=float, default=15)
-    ap.add_argument("--proxy-core", default="%s,%s" % (c.CLIENT_CORE, c.SIM_CORE),
-                    help="core(s) for the proxy, comma-separated: one proxy run each "
+    ap.add_argument("--proxy-core", default=str(c.CLIENT_CORE),
+                    help="core(s) for the relays, comma-separated: one run of each relay each "
                          "(a taskset list such as 0-1 gives one run several cores)")
     ap.add_argument("--proxy-threads", default="1",
                     help="tokenstorm proxy --threads N (its loop threads): one value for every "
                          "proxy run, or one per --proxy-core entry")
+    ap.add_argument("--relays", default="proxy,nginx,proxy-fault",
+                    help="relays measured beside the direct run, comma-separated: proxy "
+                         "(tokenstorm proxy, no fault), proxy-fault (with an sse_jitter of 0 ms "
+                         "on every stream), nginx")
     ap.add_argument("--keep", metavar="DIR", help="keep the trace and receive logs in DIR")
     a = ap.parse_args()
     c.ensure_built()
+    relays = a.relays.split(",")
+    if not relays or any(r not in ("proxy", "proxy-fault", "nginx") for r in relays):
+        ap.error("--relays: proxy, proxy-fault, nginx")
+    if "nginx" in relays and not os.access(NGINX, os.X_OK):
+        ap.error("nginx not found (scripts/deps.sh bench installs it)")
     c.log("proxy_overhead: %s streams at %d tokens/s each, %d tokens per response; sim core %s,"
           " client core %s" % (a.streams, TOKENS_PER_S, LENGTH, c.SIM_CORE, c.CLIENT_CORE))
     cores = a.proxy_core.split(",")
@@ -252,44 +487,39 @@ def main():
         threads = threads * len(cores)
     if len(threads) != len(cores) or min(threads) < 1:
         ap.error("--proxy-threads: one value, or one per --proxy-core entry")
-    points = []
+    plan = [{"kind": "direct"}]
+    for core, nthr in zip(cores, threads):
+        for r in relays:
+            plan.append({"kind": "nginx" if r == "nginx" else "proxy", "core": core,
+                         "threads": nthr, "fault": JITTER0 if r == "proxy-fault" else None})
+    points, all_ratios = [], []
     for streams in [int(x) for x in a.streams.split(",")]:
         runs = []
-        for core, nthr in [(None, 1)] + list(zip(cores, threads)):
+        for relay in plan:
             work = tempfile.mkdtemp(prefix="bench-po-", dir=c.OUT)
             try:
-                m = run(streams, a.duration, core, work, nthr)
+                m = run(streams, a.duration, relay, work)
             finally:
                 if a.keep:
-                    dst = os.path.join(a.keep, "%d-%s" % (streams, "direct" if core is None
-                                                          else "proxy-core%s-t%d" % (core, nthr)))
+                    dst = os.path.join(a.keep, "%d-%s" % (streams, re.sub(
+                        r"[^a-z0-9+-]+", "-", relay_name(relay)).strip("-")))
                     shutil.rmtree(dst, ignore_errors=True)
                     shutil.copytree(work, dst)
                 shutil.rmtree(work, ignore_errors=True)
             show(m)
             runs.append(m)
-        d = runs[0]["latency_us"]
-        added = []
-        for m in runs[1:]:
-            l = m["latency_us"]
-            x = {k: round(l[k] - d[k], 1) for k in ("p50", "p90", "p99", "p99.9", "mean")}
-            x["proxy_core"] = m["proxy_core"]
-            x["proxy_threads"] = m["proxy_threads"]
-            x["target_p99_us"] = TARGET_US
-            # other work on the cores in either run spoils the comparison
-            x["other_cpu_s"] = max(runs[0]["other_cpu_s"], m["other_cpu_s"])
-            noisy = x["other_cpu_s"] > 0.05 * a.duration + 0.5
-            x["verdict"] = ("not met" if x["p50"] > TARGET_US or (x["p99"] > TARGET_US
-                                                                 and not noisy)
-                            else "inconclusive (other load)" if noisy or x["p99"] < 0
-                            else "met")
-            added.append(x)
-            print("proxy_overhead  %d streams, proxy on core %s (%d thread%s) adds per event: "
-                  "p50 %+.1f us, p99 %+.1f us (target p99 <= %d us: %s; other load %.1f CPU-s)"
-                  % (streams, x["proxy_core"], x["proxy_threads"],
-                     "" if x["proxy_threads"] == 1 else "s", x["p50"], x["p99"], TARGET_US,
-                     x["verdict"], x["other_cpu_s"]))
-        points.append({"streams": streams, "runs": runs, "added_us": added})
+        added, ratios = compare(streams, runs, a.duration)
+        all_ratios += ratios
+        points.append({"streams": streams, "runs": runs, "added_us": added, "ratios": ratios})
+    if all_ratios:
+        print("proxy_overhead  tokenstorm / nginx (target, issue 21: no fault <= 0.7 at 100 and "
+              "1,000 streams for CPU per event and added p50; with the fault <= 1.0)")
+        print("  streams  core  fault  CPU/event  added p50  added p99")
+        fmt = lambda v: "n/a" if v is None else "%.2f" % v
+        for r in all_ratios:
+            print("  %7d  %4s  %5s  %9s  %9s  %9s%s" % (
+                r["streams"], r["core"], "yes" if r["fault"] else "no", fmt(r["cpu_per_event"]),
+                fmt(r["added_p50"]), fmt(r["added_p99"]), "  (noisy)" if r["noisy"] else ""))
     c.write_result("proxy_overhead", {
         "sim": {"profile": "tiny", "set": c.FAST_ENGINE + ["t_w_ms=%g" % (1000 / TOKENS_PER_S
                                                                            - 0.05)],
@@ -297,10 +527,22 @@ def main():
                 "output_tokens": LENGTH},
         "client": {"command": "bench/out/sseload --streams N --record FILE",
                    "core": c.CLIENT_CORE},
-        "proxy": {"command": "tokenstorm proxy --upstream <sim> --no-api --threads N",
-                  "cores": cores, "threads": threads},
+        "proxy": {"command": "tokenstorm proxy --upstream <sim> --threads N",
+                  "cores": cores, "threads": threads, "fault": JITTER0},
+        "nginx": {"command": "nginx -p DIR -c DIR/nginx.conf", "conf": NGINX_CONF,
+                  "version": nginx_version() if "nginx" in relays else None},
+        "relays": relays,
         "points": points,
+        "ratios": all_ratios,
     })
+
+
+def nginx_version():
+    try:
+        p = subprocess.run([NGINX, "-v"], capture_output=True, text=True, timeout=10)
+        return (p.stderr or p.stdout).strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 if __name__ == "__main__":

@@ -39,11 +39,11 @@ failed=0
 failures=()
 for name in "${names[@]}"; do
     case "$name" in
-    sim_capacity) cmd=("$PYTHON" bench/sim_capacity.py); limit=180 ;;
+    sim_capacity) cmd=("$PYTHON" bench/sim_capacity.py); limit=400 ;;
     client_capacity) cmd=("$PYTHON" bench/client_capacity.py); limit=600 ;;
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
-    proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=600 ;;
+    proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=1200 ;;
     mirror_overhead) cmd=("$PYTHON" bench/mirror_overhead.py); limit=240 ;;
     vector_nprobe) cmd=("$PYTHON" bench/vector_nprobe.py); limit=600 ;;
     sim_published) cmd=("$PYTHON" bench/sim_published.py); limit=420 ;;

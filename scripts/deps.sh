@@ -46,7 +46,8 @@ for group in "$@"; do
         node=1 ;;
     # make deb: dpkg-shlibdeps finds the runtime dependencies; man-db for `man -w`
     deb) pkgs+=(dpkg-dev man-db) ;;
-    bench) pkgs+=(python3 python3-locust) ;;
+    # nginx: the peer relay bench/proxy_overhead.py measures the proxy against
+    bench) pkgs+=(python3 python3-locust nginx) ;;
     mpi) pkgs+=(libopenmpi-dev openmpi-bin) ;;
     *) echo "deps.sh: unknown group '$group' (test, deb, bench, mpi)" >&2; exit 2 ;;
     esac

@@ -378,6 +378,13 @@ void stream_tap_free(struct stream_tap *tap);
  */
 TS_MUST_CHECK int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev,
                                    uint64_t now_ns, const struct tap_out *out);
+/*
+ * How many events' JSON the tap has parsed (one DOM each). A tap whose
+ * faults act only on times and framing (sse_jitter, sse_split, sse_reorder,
+ * sse_duplicate, sse_drop_done) parses none: the events pass at the cost of
+ * their bytes.
+ */
+uint64_t stream_tap_parsed(const struct stream_tap *tap);
 /* Upstream ended at now_ns: flush buffered events, etc. Returns 0 or < 0. */
 TS_MUST_CHECK int stream_tap_end(struct stream_tap *tap, uint64_t now_ns,
                                  const struct tap_out *out);

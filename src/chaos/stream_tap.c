@@ -82,6 +82,10 @@ struct stream_tap {
     /* premature length */
     json_t *usage_seen;
     bool done_seen;
+    /* only faults that act on the events' times and framing: the chunks'
+     * JSON is never parsed (no DOM per event), see timing_only() */
+    bool timing_only;
+    uint64_t parsed; /* events whose JSON was parsed */
     struct buf wire, ser, scratch;
 };
 
@@ -187,6 +191,26 @@ static bool tap_family(enum fault_type t)
     return fam == FAULT_SSE || fam == FAULT_LLM || fam == FAULT_RAG;
 }
 
+/* Whether every fault of the tap acts without knowing what an event
+ * carries: sse_jitter and sse_split (times and pieces of every event),
+ * sse_duplicate and sse_reorder (counted in events, not tokens), sse_drop_done
+ * (the [DONE] sentinel, recognised without parsing). Those need neither the
+ * chunk's JSON nor its flags; every other fault does (tokens, role, content). */
+static bool timing_only(const struct stream_tap *tap)
+{
+    for (int t = 0; t < FAULT_TYPE_COUNT; t++) {
+        if (!tap->ft[t].f)
+            continue;
+        if (t == FAULT_SSE_JITTER || t == FAULT_SSE_SPLIT || t == FAULT_SSE_DROP_DONE ||
+            t == FAULT_SSE_REORDER)
+            continue;
+        if (t == FAULT_SSE_DUPLICATE && tap->ft[t].f->params.unit != FAULT_UNIT_TOKENS)
+            continue;
+        return false;
+    }
+    return true;
+}
+
 struct stream_tap *stream_tap_new(struct fault *const *faults, size_t n, uint64_t seed,
                                   uint64_t now_ns)
 {
@@ -233,6 +257,7 @@ struct stream_tap *stream_tap_new(struct fault *const *faults, size_t n, uint64_
         uint64_t w = ro->f->params.unit != FAULT_UNIT_NONE ? ro->k : 2;
         tap->win_want = w < 2 ? 2 : w > TAP_WINDOW_MAX ? TAP_WINDOW_MAX : (size_t)w;
     }
+    tap->timing_only = timing_only(tap);
     buf_init(&tap->wire, TAP_BUF_MAX);
     buf_init(&tap->ser, TAP_BUF_MAX);
     buf_init(&tap->scratch, TAP_BUF_MAX);
@@ -771,7 +796,8 @@ int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev, uint64_
         return 0;
     bool done = is_done(ev->data, ev->data_len);
     json_t *root = NULL;
-    if (!done) {
+    if (!done && !tap->timing_only) {
+        tap->parsed++;
         root = tap_json_load(ev->data, ev->data_len);
         if (root && !json_is_object(root)) {
             json_decref(root);
@@ -838,6 +864,11 @@ int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev, uint64_
 out_free_root:
     json_decref(root);
     return rc;
+}
+
+uint64_t stream_tap_parsed(const struct stream_tap *tap)
+{
+    return tap->parsed;
 }
 
 int stream_tap_end(struct stream_tap *tap, uint64_t now_ns, const struct tap_out *out)

@@ -723,6 +723,46 @@ static void test_jitter(void **state)
     up_free(&u);
 }
 
+/* Faults that act only on times and framing pass the events without
+ * parsing their JSON (the proxy's cost per event stays that of the bytes),
+ * and the output is the same as through a tap that parses them; a fault
+ * that needs the tokens parses every JSON event. */
+static void test_timing_only_no_parse(void **state)
+{
+    (void)state;
+    struct up u;
+    up_chat(&u, 50, true, NULL, 0);
+    const char *jit = "{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"0ms\"}";
+    const char *split = "{\"name\":\"s\",\"type\":\"sse_split\",\"bytes\":7}";
+    /* a throttle far above the upstream's rate: it changes no time, but needs the tokens */
+    const char *thr = "{\"name\":\"t\",\"type\":\"sse_throttle\",\"rate\":1000000}";
+    struct rec *a = ts_calloc(1, sizeof(*a)), *b = ts_calloc(1, sizeof(*b));
+    struct stream_tap *tap = tap_of(3, jit, split, NULL);
+    rec_init(a);
+    run(tap, &u, 1 * MS, a);
+    assert_int_equal(stream_tap_parsed(tap), 0);
+    stream_tap_free(tap);
+
+    tap = tap_of(3, jit, split, thr);
+    rec_init(b);
+    run(tap, &u, 1 * MS, b);
+    assert_int_equal(stream_tap_parsed(tap), u.n - 1); /* every event but [DONE] */
+    stream_tap_free(tap);
+    assert_int_equal(a->n_ev, u.n);
+    assert_int_equal(a->n_emits, b->n_emits); /* 7-byte pieces, at the same times */
+    assert_int_equal(a->all.len, b->all.len);
+    assert_memory_equal(a->all.data, b->all.data, a->all.len);
+    for (size_t i = 0; i < a->n_emits; i++) {
+        assert_true(a->emit_at[i] == b->emit_at[i]);
+        assert_int_equal(a->emit_len[i], b->emit_len[i]);
+    }
+    rec_release(a);
+    rec_release(b);
+    ts_free(a);
+    ts_free(b);
+    up_free(&u);
+}
+
 /* A fixed delay on an upstream slower and faster than it: "add" adds it to
  * every gap, "floor" makes every gap at least the delay. */
 static void test_jitter_modes(void **state)
@@ -1293,6 +1333,7 @@ int main(void)
         cmocka_unit_test(test_ttft_and_stall),
         cmocka_unit_test(test_jitter),
         cmocka_unit_test(test_jitter_modes),
+        cmocka_unit_test(test_timing_only_no_parse),
         cmocka_unit_test(test_throttle),
         cmocka_unit_test(test_hallucinate_stream),
         cmocka_unit_test(test_hallucinate_split_words),
