@@ -828,48 +828,62 @@ int experiment_chain_fetch(const char *api, json_t **out, char *err, size_t errl
     return rc;
 }
 
-/* One proxy's chain over [from, to) ns: {"url", "attempts", "distinct",
- * "amplification", "amplification_by_trigger": {T: 1 + retries/distinct},
- * "orphaned": {...}}. */
-static json_t *chain_window(const char *url, const json_t *doc, double from, double to)
+/* What one proxy's chain series adds up to over [from, to) ns. */
+struct chain_sums {
+    double attempts, distinct, reqs, tokens, bytes, secs;
+};
+
+/* Sums the series points of doc in [from, to); with trig, the retries by trigger too. */
+static void chain_sum(const json_t *doc, double from, double to, struct chain_sums *cs,
+                      json_t *trig)
 {
-    double attempts = 0, distinct = 0, tokens = 0, bytes = 0, secs = 0, reqs = 0;
-    json_t *trig = json_object();
     size_t i;
     const json_t *b;
+    memset(cs, 0, sizeof(*cs));
     json_array_foreach(json_object_get(doc, "series"), i, b)
     {
         double t = json_number_value(json_object_get(b, "t_mono_ns"));
         if (t < from || t >= to)
             continue;
         const json_t *o = json_object_get(b, "orphaned");
-        attempts += json_number_value(json_object_get(b, "attempts"));
-        distinct += json_number_value(json_object_get(b, "distinct"));
-        reqs += json_number_value(json_object_get(o, "requests"));
-        tokens += json_number_value(json_object_get(o, "tokens"));
-        bytes += json_number_value(json_object_get(o, "bytes"));
-        secs += json_number_value(json_object_get(o, "seconds"));
+        cs->attempts += json_number_value(json_object_get(b, "attempts"));
+        cs->distinct += json_number_value(json_object_get(b, "distinct"));
+        cs->reqs += json_number_value(json_object_get(o, "requests"));
+        cs->tokens += json_number_value(json_object_get(o, "tokens"));
+        cs->bytes += json_number_value(json_object_get(o, "bytes"));
+        cs->secs += json_number_value(json_object_get(o, "seconds"));
         const char *k;
         const json_t *v;
         json_object_foreach((json_t *)json_object_get(b, "retries"), k, v)
         {
             double prev = json_number_value(json_object_get(trig, k));
-            json_object_set_new(trig, k, json_real(prev + json_number_value(v)));
+            if (trig)
+                json_object_set_new(trig, k, json_real(prev + json_number_value(v)));
         }
     }
+}
+
+/* One proxy's chain over [from, to) ns: {"url", "attempts", "distinct",
+ * "amplification", "amplification_by_trigger": {T: 1 + retries/distinct},
+ * "orphaned": {...}}. */
+static json_t *chain_window(const char *url, const json_t *doc, double from, double to)
+{
+    struct chain_sums cs;
+    json_t *trig = json_object();
+    chain_sum(doc, from, to, &cs, trig);
     const char *k;
     json_t *v;
     json_object_foreach(trig, k, v)
     {
-        (void)json_real_set(v, distinct > 0 ? 1 + json_real_value(v) / distinct : NAN);
-        if (!(distinct > 0))
+        (void)json_real_set(v, cs.distinct > 0 ? 1 + json_real_value(v) / cs.distinct : NAN);
+        if (!(cs.distinct > 0))
             (void)json_object_set_new(trig, k, json_null());
     }
-    return json_pack("{s:s,s:f,s:f,s:o,s:o,s:{s:f,s:f,s:f,s:f}}", "url", url, "attempts", attempts,
-                     "distinct", distinct, "amplification",
-                     distinct > 0 ? json_real(attempts / distinct) : json_null(),
+    return json_pack("{s:s,s:f,s:f,s:o,s:o,s:{s:f,s:f,s:f,s:f}}", "url", url, "attempts",
+                     cs.attempts, "distinct", cs.distinct, "amplification",
+                     cs.distinct > 0 ? json_real(cs.attempts / cs.distinct) : json_null(),
                      "amplification_by_trigger", trig ? trig : json_null(), "orphaned", "requests",
-                     reqs, "tokens", tokens, "bytes", bytes, "seconds", secs);
+                     cs.reqs, "tokens", cs.tokens, "bytes", cs.bytes, "seconds", cs.secs);
 }
 
 double exp_chain_actual(const struct exp_chains *chains, const struct exp_probe *p,
@@ -883,21 +897,10 @@ double exp_chain_actual(const struct exp_chains *chains, const struct exp_probe 
         return NAN;
     double from = (double)chains->run_start_ns + a_ms * 1e6,
            to = (double)chains->run_start_ns + b_ms * 1e6;
-    double attempts = 0, distinct = 0, tokens = 0, bytes = 0, secs = 0;
-    size_t i;
-    const json_t *b;
-    json_array_foreach(json_object_get(doc, "series"), i, b)
-    {
-        double t = json_number_value(json_object_get(b, "t_mono_ns"));
-        if (t < from || t >= to)
-            continue;
-        const json_t *o = json_object_get(b, "orphaned");
-        attempts += json_number_value(json_object_get(b, "attempts"));
-        distinct += json_number_value(json_object_get(b, "distinct"));
-        tokens += json_number_value(json_object_get(o, "tokens"));
-        bytes += json_number_value(json_object_get(o, "bytes"));
-        secs += json_number_value(json_object_get(o, "seconds"));
-    }
+    struct chain_sums cs;
+    chain_sum(doc, from, to, &cs, NULL);
+    double attempts = cs.attempts, distinct = cs.distinct, tokens = cs.tokens, bytes = cs.bytes,
+           secs = cs.secs;
     switch (s->metric) {
     case SLO_AMPLIFICATION:
         return distinct > 0 ? attempts / distinct : NAN;

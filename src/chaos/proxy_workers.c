@@ -197,6 +197,24 @@ static void destroy_mutexes(struct proxy *p)
         pthread_mutex_destroy(&p->workers[i].hist_mu);
 }
 
+/* What the workers shared: faults, the chain, the mirror's output, the
+ * recorder, the mutexes and the workers' array (after them all). */
+static void release_shared(struct proxy *p)
+{
+    faultset_release(&p->faults);
+    chain_release(&p->chain);
+    for (int i = 0; i < p->n_workers; i++)
+        quality_scratch_free(p->workers[i].qs);
+    proxy_mirror_out_stop(p); /* the workers are gone: the last pairs are in */
+    pthread_mutex_destroy(&p->mirror.mu);
+    if (recorder_close(p->recorder) != 0)
+        ts_warn("proxy: --record: a write failed; the recording is incomplete");
+    p->recorder = NULL;
+    destroy_mutexes(p);
+    ts_free(p->workers);
+    p->workers = NULL;
+}
+
 /* p->cfg from cfg with its defaults; checks the thread count and the
  * upstream URL, copied without its trailing '/'s into p->upstream. 0 or
  * -EINVAL with a message. */
@@ -323,18 +341,7 @@ int proxy_init(struct proxy *p, uv_loop_t *loop, const struct proxy_config *cfg,
 out_close_reaped:
     uv_close((uv_handle_t *)&p->reaped, NULL);
 out_release_faults:
-    faultset_release(&p->faults);
-    chain_release(&p->chain);
-    for (int i = 0; i < p->n_workers; i++)
-        quality_scratch_free(p->workers[i].qs);
-    proxy_mirror_out_stop(p); /* the workers are gone: the last pairs are in */
-    pthread_mutex_destroy(&p->mirror.mu);
-    if (recorder_close(p->recorder) != 0)
-        ts_warn("proxy: --record: a write failed; the recording is incomplete");
-    p->recorder = NULL;
-    destroy_mutexes(p);
-    ts_free(p->workers);
-    p->workers = NULL;
+    release_shared(p);
     return rc;
 }
 
@@ -374,18 +381,7 @@ int proxy_api_port(const struct proxy *p)
 static void reaped_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
-    faultset_release(&p->faults);
-    chain_release(&p->chain);
-    for (int i = 0; i < p->n_workers; i++)
-        quality_scratch_free(p->workers[i].qs);
-    proxy_mirror_out_stop(p); /* the workers are gone: the last pairs are in */
-    pthread_mutex_destroy(&p->mirror.mu);
-    if (recorder_close(p->recorder) != 0)
-        ts_warn("proxy: --record: a write failed; the recording is incomplete");
-    p->recorder = NULL;
-    destroy_mutexes(p);
-    ts_free(p->workers);
-    p->workers = NULL;
+    release_shared(p);
     if (p->on_closed)
         p->on_closed(p);
 }

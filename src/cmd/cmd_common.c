@@ -4,8 +4,10 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "cmd/cmd_common.h"
 #include "net/ctlauth.h"
+#include "ts_config.h"
 
 int cmd_ctlauth_setup(const char *prog, const char *option, const char *what, const char *host,
                       const char *token, bool insecure, const char **token_out)
@@ -35,4 +37,21 @@ char *cmd_tidy_dir(char *path)
         w--;
     path[w] = '\0';
     return path;
+}
+
+int cmd_common_flag(int c, void (*usage)(FILE *out))
+{
+    switch (c) {
+    case 'v':
+        ts_log_set_level(TS_LOG_DEBUG);
+        return -1;
+    case 'h':
+        usage(stdout);
+        return TS_EXIT_OK;
+    case 'V':
+        printf("tokenstorm %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    default: /* cmd_getopt said what was wrong */
+        return TS_EXIT_USAGE;
+    }
 }

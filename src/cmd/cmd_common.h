@@ -7,6 +7,7 @@
 #define TS_CMD_CMD_COMMON_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 /*
  * Decides with ctlauth_setup() (net/ctlauth.h) whether the control surface
@@ -28,5 +29,13 @@ int cmd_ctlauth_setup(const char *prog, const char *option, const char *what, co
  * Returns path (NULL stays NULL).
  */
 char *cmd_tidy_dir(char *path);
+
+/*
+ * The flags every command shares, as getopt returns them: 'v' (--verbose:
+ * debug logging), 'h' (--help: usage on stdout) and 'V' (--version).
+ * Returns -1 to go on (after 'v'), TS_EXIT_OK after 'h' or 'V', and
+ * TS_EXIT_USAGE for anything else (cmd_getopt has said what was wrong).
+ */
+int cmd_common_flag(int c, void (*usage)(FILE *out));
 
 #endif

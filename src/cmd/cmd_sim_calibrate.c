@@ -9,6 +9,7 @@
 
 #include "app/sim_calibrate.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "ts_config.h"
 
@@ -115,14 +116,12 @@ static int parse(int argc, char **argv, struct calib_cli *c)
                 return TS_EXIT_USAGE;
             }
             break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case 'V':
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default: /* cmd_getopt said what was wrong */
-            return TS_EXIT_USAGE;
+        default: {
+            int rc = cmd_common_flag(ch, usage);
+            if (rc >= 0)
+                return rc;
+            break;
+        }
         }
     }
     if (optind >= argc) {

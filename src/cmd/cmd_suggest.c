@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "ts_config.h"
 
@@ -178,17 +179,12 @@ static int parse_args(int argc, char **argv, struct suggest_opts *o)
                 return bad("--load-arg", "more than 32");
             o->load_args[o->n_load_args++] = optarg;
             break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
+        default: {
+            int rc = cmd_common_flag(c, usage);
+            if (rc >= 0)
+                return rc;
             break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case 'V':
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default: /* cmd_getopt said what was wrong */
-            return TS_EXIT_USAGE;
+        }
         }
     }
     if (optind < argc)

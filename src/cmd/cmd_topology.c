@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "ts_config.h"
 
@@ -127,17 +128,12 @@ static int parse_args(int argc, char **argv, struct topology_opts *o)
             if (units_parse_duration_ns(optarg, &o->scan_timeout_ns) || !o->scan_timeout_ns)
                 return bad("--scan-timeout", optarg);
             break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
+        default: {
+            int rc = cmd_common_flag(c, usage);
+            if (rc >= 0)
+                return rc;
             break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case 'V':
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default: /* cmd_getopt said what was wrong */
-            return TS_EXIT_USAGE;
+        }
         }
     }
     if (optind < argc) {

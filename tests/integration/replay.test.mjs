@@ -112,7 +112,13 @@ test('run --replay: the recorded requests at their recorded times (--speed, --lo
   const out = path.join(tmp, 'rr');
   const r = await runBin(['run', '--target', replay.base, '--replay', recorded, '--quiet', '--json', '--save-requests',
     '--out', out, '--force', '--slo', 'rouge_l>0.99'], { timeoutMs: 60000 });
-  assert.equal(r.code, 0, r.stderr + r.stdout.slice(0, 3000));
+  const brief = () => {
+    try {
+      const d = JSON.parse(r.stdout);
+      return JSON.stringify({ slo: d.slo, summary: { completed: d.summary.completed, failed: d.summary.failed }, quality: d.quality, errors: d.errors });
+    } catch { return r.stdout.slice(0, 3000); }
+  };
+  assert.equal(r.code, 0, `exit ${r.code}: ${r.stderr} ${brief()}`);
   const res = JSON.parse(r.stdout);
   assert.equal(res.summary.completed, 8);
   // the stand-in gives the recorded answers back: similarity 1
