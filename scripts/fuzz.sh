@@ -29,16 +29,34 @@ if [ ${#drivers[@]} -eq 0 ]; then
     exit 0
 fi
 mkdir -p tests/fuzz/artifacts
-for drv in "${drivers[@]}"; do
+# one driver: its corpus copied to a scratch directory, its output kept
+# until it ends (drivers run side by side in smoke mode)
+run_one() {
+    local drv=$1 name work out rc
     name=$(basename "$drv")
     name=${name#fuzz_}
-    corpus=tests/fuzz/corpus/$name
     work=$(mktemp -d)
-    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
-    echo "fuzz: $name for ${secs}s"
+    out=$(mktemp)
+    [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name"/. "$work"/
     "$drv" -max_total_time="$secs" -seed="$seed" -max_len=65536 -artifact_prefix=tests/fuzz/artifacts/ \
-        -print_final_stats=0 "$work" 2>&1 | tail -n 3
-    rc=${PIPESTATUS[0]}
-    rm -rf "$work"
-    [ "$rc" -eq 0 ] || { echo "fuzz: $name failed (rc $rc)"; exit 1; }
+        -print_final_stats=0 "$work" >"$out" 2>&1
+    rc=$?
+    { echo "fuzz: $name for ${secs}s"; tail -n 3 "$out"; }
+    rm -rf "$work" "$out"
+    [ "$rc" -eq 0 ] || { echo "fuzz: $name failed (rc $rc)"; return 1; }
+}
+# smoke: as many drivers at once as there are cores (each is one CPU-bound
+# process); long: one after the other, each with the machine to itself
+par=1
+[ "$mode" = smoke ] && par=$(nproc 2>/dev/null || echo 2)
+failed=0
+for drv in "${drivers[@]}"; do
+    run_one "$drv" &
+    while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do
+        wait -n || failed=1
+    done
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do
+    wait -n || failed=1
+done
+exit $failed

@@ -49,7 +49,7 @@ int vector_embed_answer(const char *body, size_t len, size_t first, size_t n, st
                 break;
             }
         }
-        if (e->dims != out->dim || at >= n) {
+        if (!e->dims || e->dims != out->dim || at >= n) {
             ts_errf(err, errlen,
                     "data[%zu]: expected an embedding of %zu dimensions (1..%d, as the first) "
                     "with an index below %zu, got %zu dimensions at index %lld",

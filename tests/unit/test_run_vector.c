@@ -153,6 +153,14 @@ static void test_embed_answer(void **state)
     assert_int_equal(vector_embed_answer("{", 1, 0, 1, &out, err, sizeof(err)), TS_PARSE);
     assert_non_null(strstr(err, "not JSON"));
     vecset_release(&out);
+    /* an empty embedding (base64 "") is not a vector of 0 dimensions (fuzz_vector_embed) */
+    struct vecset none = {.n = 1};
+    static const char empty[] = "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\","
+                                "\"index\":0,\"embedding\":\"\"}]}";
+    assert_int_equal(vector_embed_answer(empty, strlen(empty), 0, 1, &none, err, sizeof(err)),
+                     TS_PARSE);
+    assert_non_null(strstr(err, "got 0 dimensions"));
+    vecset_release(&none);
     assert_true(vector_embed_is_spec("text:q.jsonl"));
     assert_false(vector_embed_is_spec("gen:10"));
     assert_false(vector_embed_is_spec(NULL));

@@ -64,8 +64,8 @@ static void test_scan_rejects_bad_fields(void **state)
         SCAN_HEAD "\"nodes\":[{\"id\":\"a\",\"kind\":\"entry\",\"models\":[1]}],\"edges\":[]}",
         SCAN_HEAD "\"nodes\":[{\"id\":\"a\",\"kind\":\"entry\"}],"
                   "\"edges\":[{\"from\":\"a\",\"to\":\"b\",\"kind\":\"calls\"}]}",
-        "{\"tokenstorm_scan\":1,\"files\":0,\"errors\":[{\"file\":\"x\"}],\"nodes\":[],"
-        "\"edges\":[]}",
+        ("{\"tokenstorm_scan\":1,\"files\":0,\"errors\":[{\"file\":\"x\"}],\"nodes\":[],"
+         "\"edges\":[]}"),
     };
     static const char *why[] = {"not JSON",
                                 "version 1",
