@@ -117,14 +117,19 @@ class Sim:
         return "http://127.0.0.1:%d" % self.port
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_proc(self.proc)
         return False
+
+
+def stop_proc(proc, sig=signal.SIGTERM):
+    """Ends a child still running: sig, 15 s to go, then SIGKILL."""
+    if proc and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 def http_get(url, timeout=10):

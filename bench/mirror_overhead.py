@@ -66,13 +66,7 @@ class Proxy:
         return c.http_get(self.api + "/metrics")
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        c.stop_proc(self.proc)
         return False
 
 

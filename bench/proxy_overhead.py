@@ -161,13 +161,7 @@ class Nginx:
         return {}
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGQUIT)  # graceful: the worker finishes, then exits
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        c.stop_proc(self.proc, signal.SIGQUIT)  # graceful: the worker finishes, then exits
         return False
 
 
@@ -235,13 +229,7 @@ class Proxy:
         return out
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        c.stop_proc(self.proc)
         return False
 
 
