@@ -116,17 +116,29 @@ static int get_name(struct sctx *c, struct fy_node *map, const char *key, char *
     return rc;
 }
 
+/* A string of at most 4 KiB that may not be empty ("PREFIX'key' is empty"):
+ * 1 with *out (ts_free it), or yw_str's 0 (absent) or error. */
+static int get_nonempty(struct sctx *c, struct fy_node *map, const char *key, const char *prefix,
+                        char **out)
+{
+    int rc = yw_str(&c->w, map, key, 4096, out);
+    if (rc != 1)
+        return rc;
+    if (!**out) {
+        ts_free(*out);
+        *out = NULL;
+        return yw_err(&c->w, val_of(c, map, key), "%s'%s' is empty", prefix, key);
+    }
+    return 1;
+}
+
 /* A string that is a path, resolved against the file's directory. */
 static int get_path(struct sctx *c, struct fy_node *map, const char *key, char **out)
 {
     char *p = NULL;
-    int rc = yw_str(&c->w, map, key, 4096, &p);
+    int rc = get_nonempty(c, map, key, "", &p);
     if (rc != 1)
         return rc;
-    if (!*p) {
-        ts_free(p);
-        return yw_err(&c->w, val_of(c, map, key), "'%s' is empty", key);
-    }
     *out = yw_path_resolve(c->dir, p);
     ts_free(p);
     return *out ? 1 : yw_oom(&c->w);
@@ -1157,13 +1169,9 @@ static bool same_str(const char *a, const char *b)
 static int get_vecspec(struct sctx *c, struct fy_node *map, const char *key, char **out)
 {
     char *p = NULL;
-    int rc = yw_str(&c->w, map, key, 4096, &p);
+    int rc = get_nonempty(c, map, key, "vector: ", &p);
     if (rc != 1)
         return rc;
-    if (!*p) {
-        ts_free(p);
-        return yw_err(&c->w, val_of(c, map, key), "vector: '%s' is empty", key);
-    }
     if (vecgen_is_spec(p)) {
         *out = p;
         return 1;
