@@ -110,7 +110,11 @@ test('run --replay: the recorded requests at their recorded times (--speed, --lo
   const replay = await startSim(['--replay', recorded]);
   procs.push(replay);
   const out = path.join(tmp, 'rr');
-  const r = await runBin(['run', '--target', replay.base, '--replay', recorded, '--quiet', '--json', '--save-requests',
+  // The recording's message contents are redacted, so the stand-in cannot
+  // match a replayed body by its hash and serves the model's exchanges in
+  // recorded order: one worker sends them in that order (two could swap two
+  // close ones, and the answers would then differ from the references).
+  const r = await runBin(['run', '--target', replay.base, '--replay', recorded, '--workers', '1', '--quiet', '--json', '--save-requests',
     '--out', out, '--force', '--slo', 'rouge_l>0.99'], { timeoutMs: 60000 });
   const brief = () => {
     try {
