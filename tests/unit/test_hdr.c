@@ -389,6 +389,53 @@ static void test_reset(void **state)
     hdr_free(h);
 }
 
+/* A reset clears only up to max_value's bucket: every count must still be
+ * zero afterwards, whatever filled it (the largest value, a saturated one,
+ * zeros, an add, a decode). */
+static void assert_all_zero(const struct hdr *h)
+{
+    for (int32_t i = 0; i < h->counts_len; i++)
+        if (h->counts[i])
+            fail_msg("counts[%d] = %lld after a reset", i, (long long)h->counts[i]);
+}
+
+static void test_reset_range(void **state)
+{
+    (void)state;
+    struct hdr *h = NULL, *g = NULL;
+    assert_int_equal(hdr_new(1, 3600000000LL, 3, &h), 0);
+    assert_int_equal(hdr_new(1, 3600000000LL, 3, &g), 0);
+    int64_t vals[] = {0, 1, 2047, 2048, 1000000, 3600000000LL, 9000000000LL};
+    for (size_t k = 0; k < sizeof(vals) / sizeof(vals[0]); k++) {
+        assert_int_equal(hdr_record(h, vals[k]), 0);
+        assert_int_equal(hdr_record(g, vals[k]), 0);
+        assert_int_equal(hdr_add(h, g), 0);
+        hdr_reset(h);
+        assert_all_zero(h);
+        assert_int_equal(hdr_total_count(h), 0);
+        hdr_reset(g);
+    }
+    /* only zeros: max_value stays 0, counts[0] must still be cleared */
+    assert_int_equal(hdr_record_n(h, 0, 5), 0);
+    hdr_reset(h);
+    assert_all_zero(h);
+    /* a histogram read back from its encoding */
+    assert_int_equal(hdr_record(g, 123456), 0);
+    assert_int_equal(hdr_record(g, 7), 0);
+    uint8_t *enc = NULL;
+    size_t enc_len = 0;
+    struct hdr *d = NULL;
+    assert_int_equal(hdr_encode(g, &enc, &enc_len), 0);
+    assert_int_equal(hdr_decode(enc, enc_len, &d), 0);
+    assert_int_equal(hdr_total_count(d), 2);
+    hdr_reset(d);
+    assert_all_zero(d);
+    hdr_free(d);
+    ts_free(enc);
+    hdr_free(h);
+    hdr_free(g);
+}
+
 static void test_scaling_equivalence(void **state)
 {
     /* HdrHistogram_c test_scaling_equivalence: lowest 1000, values * 512. */
@@ -973,6 +1020,7 @@ int main(void)
         cmocka_unit_test(test_iter_log),
         cmocka_unit_test(test_iter_percentile),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_reset_range),
         cmocka_unit_test(test_scaling_equivalence),
         cmocka_unit_test(test_saturation_and_rejects),
         cmocka_unit_test(test_corrected_matches_definition),
