@@ -1011,6 +1011,57 @@ static int fp_on_key(void *ctx, const unsigned char *key, size_t n)
     return 1;
 }
 
+/*
+ * yajl's allocator: a bump allocator over the decoder's yheap, reset for
+ * each chunk; what does not fit (a chunk with long escaped strings) comes
+ * from malloc. yajl 2.1 does not check what its allocator returns, so this
+ * never fails short of malloc itself, and it uses malloc, not ts_malloc,
+ * whose test hooks make allocations fail.
+ */
+#define YHEAP_HDR 16 /* each block's size, kept before it for realloc */
+
+static bool in_yheap(const struct openai_decoder *d, const void *p)
+{
+    const unsigned char *c = p;
+    return c >= d->yheap && c < d->yheap + sizeof(d->yheap);
+}
+
+static void *yheap_malloc(void *ctx, size_t n)
+{
+    struct openai_decoder *d = ctx;
+    size_t need = YHEAP_HDR + ((n + 15) & ~(size_t)15);
+    if (n <= sizeof(d->yheap) && need <= sizeof(d->yheap) - d->yheap_used) {
+        unsigned char *b = d->yheap + d->yheap_used;
+        d->yheap_used += need;
+        memcpy(b, &n, sizeof(n));
+        return b + YHEAP_HDR;
+    }
+    return malloc(n);
+}
+
+static void yheap_free(void *ctx, void *p)
+{
+    if (p && !in_yheap(ctx, p))
+        free(p); /* a block in yheap goes with the chunk */
+}
+
+static void *yheap_realloc(void *ctx, void *p, size_t n)
+{
+    struct openai_decoder *d = ctx;
+    if (!p)
+        return yheap_malloc(ctx, n);
+    if (!in_yheap(d, p))
+        return realloc(p, n);
+    size_t old;
+    memcpy(&old, (unsigned char *)p - YHEAP_HDR, sizeof(old));
+    if (n <= old)
+        return p;
+    void *q = yheap_malloc(ctx, n);
+    if (q)
+        memcpy(q, p, old);
+    return q;
+}
+
 static const yajl_callbacks fp_callbacks = {
     .yajl_null = fp_on_null,
     .yajl_boolean = fp_on_bool,
@@ -1099,10 +1150,10 @@ static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struc
     }
     d->arena_used = 0;
     struct fp f = {.d = d, .out = out};
-    /* yajl 2.1 does not check what its allocator returns, so it allocates
-     * with malloc itself (a few hundred bytes and at most twice the text),
-     * not through ts_malloc, whose test hooks make allocations fail */
-    yajl_handle h = yajl_alloc(&fp_callbacks, NULL, &f);
+    d->yheap_used = 0;
+    yajl_alloc_funcs af = {
+        .malloc = yheap_malloc, .realloc = yheap_realloc, .free = yheap_free, .ctx = d};
+    yajl_handle h = yajl_alloc(&fp_callbacks, &af, &f);
     if (!h)
         return false;
     f.h = h;

@@ -136,6 +136,11 @@ struct openai_decoder {
     char *arena;   /* the fast path's copies of strings */
     size_t arena_cap;
     size_t arena_used;
+    /* yajl's memory for one chunk: its handle, lexer and buffers are carved
+     * from here (malloc past it), all dropped when the chunk is done, so the
+     * fast path does not call malloc and free a few times per event */
+    _Alignas(16) unsigned char yheap[4096];
+    size_t yheap_used;
     uint64_t n_fast;     /* chunks the fast path decoded */
     uint64_t n_fallback; /* chunks it handed to jansson */
 };

@@ -596,6 +596,26 @@ static void test_fast_path_values(void **state)
         assert_int_equal(rc, depth == 100 ? 0 : TS_PARSE);
         assert_int_equal(d.n_fallback, fb + 1);
     }
+    /* yajl's memory comes from the decoder's 4 KiB yheap: a string of 12,000
+     * escapes outgrows it (its decode buffer moves to malloc mid-string), and
+     * the next chunk starts from an empty yheap again */
+    static char big[12000 * 2 + 64];
+    size_t n = (size_t)snprintf(big, sizeof(big), "{\"choices\":[{\"delta\":{\"content\":\"");
+    for (int k = 0; k < 12000; k++) {
+        big[n++] = '\\';
+        big[n++] = k % 2 ? 'n' : 't';
+    }
+    n += (size_t)snprintf(big + n, sizeof(big) - n, "\"}}]}");
+    for (int round = 0; round < 2; round++) {
+        uint64_t fast = d.n_fast;
+        assert_int_equal(decode_n(&d, big, n, &c), 0);
+        assert_int_equal(d.n_fast, fast + 1);
+        assert_int_equal(c.choices[0].content_len, 12000);
+        assert_int_equal(c.choices[0].content[0], '\t');
+        assert_int_equal(c.choices[0].content[11999], '\n');
+        assert_int_equal(decode(&d, "{\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}", &c), 0);
+        assert_string_equal(c.choices[0].content, "ok");
+    }
     openai_decoder_release(&d);
 }
 
