@@ -62,6 +62,14 @@ static void keep_chunk_time(struct exch *x, uint64_t at)
         x->chunk_ns[x->n_chunk_ns++] = at;
 }
 
+/* Adds one to a counter only this worker writes and the coordinator reads:
+ * a relaxed load and store, not a locked read-modify-write per event. */
+static inline void counter_bump(atomic_uint_fast64_t *n)
+{
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
 {
     struct req_record *r = &x->rec;
@@ -110,10 +118,9 @@ void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             r->content_chunks++;
             if (c->flags & OPENAI_CHUNK_TOOL_CALLS)
                 x->saw_tool_calls = true;
-            atomic_fetch_add_explicit(&x->w->chunks_rx, 1, memory_order_relaxed);
+            counter_bump(&x->w->chunks_rx);
             if (x->actor)
-                atomic_fetch_add_explicit(&x->w->cls[x->actor->cls].chunks_rx, 1,
-                                          memory_order_relaxed);
+                counter_bump(&x->w->cls[x->actor->cls].chunks_rx);
             if (!r->first_token_ns)
                 r->first_token_ns = at;
         }
