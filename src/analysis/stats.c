@@ -94,6 +94,8 @@ int run_stats_new(struct run_stats **out)
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_init(&s->exact[i], SAMPLES_MAX);
     quality_dist_reset(&s->recall);
+    quality_stats_reset(&s->quality);
+    quality_stats_reset(&s->led);
     for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         int rc = hdr_new_latency(&s->hist[i]);
         if (rc < 0) {
@@ -139,12 +141,42 @@ void run_stats_reset(struct run_stats *s)
     memcpy(s->itl_pos, pos, sizeof(pos));
     memcpy(s->exact, exact, sizeof(exact));
     quality_dist_reset(&s->recall);
+    quality_stats_reset(&s->quality);
+    quality_stats_reset(&s->led);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_clear(&s->exact[i]);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         hdr_reset(s->hist[i]);
     for (int i = 0; i < ITL_POS_BUCKETS; i++)
         hdr_reset(s->itl_pos[i]);
+}
+
+/* j of k hits, from recall = j / k (k >= 1). */
+static unsigned led_hits(double recall, uint32_t k)
+{
+    double j = recall * (double)k + 0.5;
+    return !(j > 0) ? 0 : j > (double)k ? k : (unsigned)j;
+}
+
+void run_stats_add_led(struct run_stats *s, double recall, uint32_t k,
+                       const struct quality_scores *q, bool quality_ok)
+{
+    if (!q->have)
+        return;
+    quality_stats_add(&s->led, q);
+    if (!k || k > STATS_LED_K_MAX)
+        return;
+    struct stats_led *b = &s->by_hits[led_hits(recall, k)];
+    b->answers++;
+    b->quality_ok += quality_ok;
+    if (q->have & QUALITY_HAVE_REF) {
+        b->with_ref++;
+        b->exact += q->exact;
+        b->rouge_fix += (uint64_t)llround((q->rouge_l > 0 ? q->rouge_l < 1 ? q->rouge_l : 1 : 0) *
+                                          (double)QUALITY_FIX);
+        b->bleu_fix += (uint64_t)llround((q->bleu4 > 0 ? q->bleu4 < 1 ? q->bleu4 : 1 : 0) *
+                                         (double)QUALITY_FIX);
+    }
 }
 
 int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
@@ -165,6 +197,18 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     quality_dist_merge(&dst->recall, &src->recall);
     if (src->recall_k > dst->recall_k)
         dst->recall_k = src->recall_k;
+    quality_stats_merge(&dst->led, &src->led);
+    for (int j = 0; j <= STATS_LED_K_MAX; j++) {
+        struct stats_led *d = &dst->by_hits[j];
+        const struct stats_led *o = &src->by_hits[j];
+        d->searches += o->searches;
+        d->answers += o->answers;
+        d->quality_ok += o->quality_ok;
+        d->with_ref += o->with_ref;
+        d->exact += o->exact;
+        d->rouge_fix += o->rouge_fix;
+        d->bleu_fix += o->bleu_fix;
+    }
     errtally_merge(&dst->errors, &src->errors);
     reqsample_merge(&dst->sample, &src->sample);
     dst->requests += src->requests;
@@ -399,6 +443,8 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
         quality_dist_add(&s->recall, rec->recall);
         if (rec->recall_k > s->recall_k)
             s->recall_k = rec->recall_k;
+        if (rec->recall_k && rec->recall_k <= STATS_LED_K_MAX)
+            s->by_hits[led_hits(rec->recall, rec->recall_k)].searches++;
     }
     s->output_tokens_all += rec->output_tokens;
     s->streams += (rec->flags & REQF_STREAM) != 0;

@@ -546,6 +546,64 @@ static void test_recall(void **state)
     run_stats_free(b);
 }
 
+/* A retrieval step's searches by hits and the answers they led to, by
+ * hits: exact across a merge; the answer quality's minimum is a real one. */
+static void test_led_quality(void **state)
+{
+    (void)state;
+    struct run_stats *a = new_stats(), *b = new_stats(), *one = new_stats();
+    const double recall[] = {1.0, 2.0 / 3.0, 2.0 / 3.0, 0.0, 1.0};
+    const double rouge[] = {1.0, 0.5, 0.25, 0.0, 0.75};
+    for (int i = 0; i < 5; i++) {
+        struct req_record r = stream_ok();
+        r.has_recall = true;
+        r.recall = recall[i];
+        r.recall_k = 3;
+        struct quality_scores q = {.have = QUALITY_HAVE_REF,
+                                   .rouge_l = rouge[i],
+                                   .bleu4 = rouge[i] / 2,
+                                   .exact = rouge[i] == 1.0};
+        struct run_stats *s = i < 3 ? a : b;
+        run_stats_add_record(s, &r, NULL);
+        run_stats_add_led(s, recall[i], 3, &q, rouge[i] >= 0.5);
+        run_stats_add_record(one, &r, NULL);
+        run_stats_add_led(one, recall[i], 3, &q, rouge[i] >= 0.5);
+    }
+    struct quality_scores none = {0};
+    run_stats_add_led(a, 1.0, 3, &none, true); /* an answer that was not scored */
+    assert_int_equal(run_stats_merge(a, b), 0);
+    assert_stats_equal(a, one);
+    assert_int_equal(a->led.requests, 5);
+    assert_true(quality_dist_min(&a->led.rouge_l) == 0.0);
+    assert_int_equal(a->by_hits[3].searches, 2);
+    assert_int_equal(a->by_hits[3].answers, 2);
+    assert_int_equal(a->by_hits[3].exact, 1);
+    assert_int_equal(a->by_hits[3].quality_ok, 2);
+    assert_int_equal(a->by_hits[2].searches, 2);
+    assert_int_equal(a->by_hits[2].quality_ok, 1);
+    assert_true(a->by_hits[2].rouge_fix == QUALITY_FIX * 3 / 4);
+    assert_int_equal(a->by_hits[0].answers, 1);
+    assert_int_equal(a->by_hits[1].searches + a->by_hits[1].answers, 0);
+    /* a k beyond the table counts in led only */
+    struct quality_scores q = {.have = QUALITY_HAVE_REF, .rouge_l = 0.6};
+    run_stats_add_led(b, 0.5, STATS_LED_K_MAX + 1, &q, true);
+    assert_int_equal(b->led.requests, 3);
+    /* the run's quality minimum of fresh stats is the least score, not 0 */
+    struct run_stats *c = new_stats();
+    struct req_record r = stream_ok();
+    r.quality = (struct quality_scores){.have = QUALITY_HAVE_REF, .rouge_l = 0.7};
+    run_stats_add_record(c, &r, NULL);
+    assert_true(fabs(quality_dist_min(&c->quality.rouge_l) - 0.7) < 1e-9);
+    assert_int_equal(run_stats_merge(one, c), 0);
+    run_stats_reset(c);
+    run_stats_add_record(c, &r, NULL);
+    assert_true(fabs(quality_dist_min(&c->quality.rouge_l) - 0.7) < 1e-9);
+    run_stats_free(a);
+    run_stats_free(b);
+    run_stats_free(c);
+    run_stats_free(one);
+}
+
 static void test_merge_equals_recording_into_one(void **state)
 {
     struct run_stats *a = new_stats(), *b = new_stats(), *all = new_stats();
@@ -819,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_time_to_first_answer),
         cmocka_unit_test(test_token_method),
         cmocka_unit_test(test_recall),
+        cmocka_unit_test(test_led_quality),
         cmocka_unit_test(test_merge_equals_recording_into_one),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_exact_samples),
