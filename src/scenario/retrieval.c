@@ -89,10 +89,12 @@ static int load_store(struct flow_retrieval *r, const struct flow_def *d, size_t
             return 0;
         }
     }
-    int rc = docs ? vstore_load(docs, VSTORE_DIMS_DEFAULT, &r->store[i], err, errlen)
+    char why[512] = "";
+    int rc = docs ? vstore_load(docs, VSTORE_DIMS_DEFAULT, &r->store[i], why, sizeof(why))
                   : vstore_new_builtin(VSTORE_DIMS_DEFAULT, &r->store[i]);
-    if (rc && !docs)
-        ts_errf(err, errlen, "step '%s': retrieval: %s", d->steps[i].name, ts_strerror(rc));
+    if (rc)
+        ts_errf(err, errlen, "step '%s': retrieval: %s", d->steps[i].name,
+                why[0] ? why : ts_strerror(rc));
     return rc;
 }
 

@@ -205,11 +205,8 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
     if (c->has_flow) {
         t->has_flow = true;
         t->flow = &c->flow;
-        char e[512];
-        if ((rc = flow_retrieval_init(&t->retr, t->flow, e, sizeof(e)))) {
-            ts_errf(err, errlen, "class '%s': %s", c->name, e);
+        if ((rc = flow_retrieval_init(&t->retr, t->flow, err, errlen)))
             goto fail_quiet;
-        }
     }
     return 0;
 fail:

@@ -219,5 +219,5 @@ test('retrieval is refused on a step that is not an HTTP search; a missing docs 
 `);
   const m = await runBin(['run', file, '--requests', '1', '--out', path.join(tmp, 'm')]);
   assert.equal(m.code, 2, m.stderr);
-  assert.match(m.stderr, /nothere\.jsonl/);
+  assert.match(m.stderr, /class 'rag': step 's': retrieval: .*nothere\.jsonl: No such file/);
 });
