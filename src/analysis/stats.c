@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/tsjson.h"
 
 static const char *const metric_names[STAT_METRIC_COUNT] = {
     [STAT_TTFT] = "ttft",       [STAT_TTFT_UNCORRECTED] = "ttft_uncorrected",
@@ -177,6 +178,95 @@ void run_stats_add_led(struct run_stats *s, double recall, uint32_t k,
         b->bleu_fix += (uint64_t)llround((q->bleu4 > 0 ? q->bleu4 < 1 ? q->bleu4 : 1 : 0) *
                                          (double)QUALITY_FIX);
     }
+}
+
+json_t *run_stats_recall_state_json(const struct run_stats *s)
+{
+    json_t *rows = json_array();
+    for (int j = 0; rows && j <= STATS_LED_K_MAX; j++) {
+        const struct stats_led *b = &s->by_hits[j];
+        if (!b->searches && !b->answers)
+            continue;
+        json_t *r = json_pack("[i, o, o, o, o, o, o, o]", j, tsjson_count(b->searches),
+                              tsjson_count(b->answers), tsjson_count(b->quality_ok),
+                              tsjson_count(b->with_ref), tsjson_count(b->exact),
+                              tsjson_count(b->rouge_fix), tsjson_count(b->bleu_fix));
+        if (json_array_append_new(rows, r)) {
+            json_decref(rows);
+            rows = NULL;
+        }
+    }
+    json_t *o = json_object();
+    int rc = tsjson_put(o, "k", json_integer(s->recall_k));
+    rc |= tsjson_put(o, "recall", quality_dist_state_json(&s->recall));
+    rc |= tsjson_put(o, "by_hits", rows);
+    rc |= tsjson_put(o, "led", quality_stats_state_json(&s->led));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* One by_hits row of a state: [j, searches, answers, quality_ok, with_ref,
+ * exact, rouge_fix, bleu_fix], each within what it is part of. */
+static int led_row_read(const json_t *r, unsigned *j, struct stats_led *out)
+{
+    uint64_t v[8];
+    if (!json_is_array(r) || json_array_size(r) != 8)
+        return -EINVAL;
+    for (size_t i = 0; i < 8; i++) {
+        const json_t *x = json_array_get(r, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0)
+            return -EINVAL;
+        v[i] = (uint64_t)json_integer_value(x);
+    }
+    if (v[0] > STATS_LED_K_MAX || v[3] > v[2] || v[4] > v[2] || v[5] > v[4] ||
+        v[6] / QUALITY_FIX > v[4] || v[7] / QUALITY_FIX > v[4])
+        return -EINVAL;
+    *j = (unsigned)v[0];
+    *out = (struct stats_led){v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    return 0;
+}
+
+int run_stats_recall_state_add(struct run_stats *s, const json_t *o)
+{
+    const json_t *rows = json_object_get(o, "by_hits"), *k = json_object_get(o, "k"), *r;
+    struct quality_dist recall;
+    struct quality_stats led;
+    struct stats_led by[STATS_LED_K_MAX + 1];
+    size_t i;
+    quality_dist_reset(&recall);
+    quality_stats_reset(&led);
+    memset(by, 0, sizeof(by));
+    if (!json_is_object(o) || !json_is_array(rows) || !json_is_integer(k) ||
+        json_integer_value(k) < 0 || json_integer_value(k) > UINT32_MAX ||
+        quality_dist_state_add(&recall, json_object_get(o, "recall")) ||
+        quality_stats_state_add(&led, json_object_get(o, "led")))
+        return -EINVAL;
+    json_array_foreach(rows, i, r)
+    {
+        unsigned j;
+        struct stats_led row;
+        if (led_row_read(r, &j, &row) || by[j].searches || by[j].answers)
+            return -EINVAL;
+        by[j] = row;
+    }
+    quality_dist_merge(&s->recall, &recall);
+    if ((uint32_t)json_integer_value(k) > s->recall_k)
+        s->recall_k = (uint32_t)json_integer_value(k);
+    quality_stats_merge(&s->led, &led);
+    for (int j = 0; j <= STATS_LED_K_MAX; j++) {
+        struct stats_led *d = &s->by_hits[j];
+        d->searches += by[j].searches;
+        d->answers += by[j].answers;
+        d->quality_ok += by[j].quality_ok;
+        d->with_ref += by[j].with_ref;
+        d->exact += by[j].exact;
+        d->rouge_fix += by[j].rouge_fix;
+        d->bleu_fix += by[j].bleu_fix;
+    }
+    return 0;
 }
 
 int run_stats_merge(struct run_stats *dst, const struct run_stats *src)

@@ -34,6 +34,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/err.h"
 #include "base/hdr.h"
 #include "analysis/errtally.h"
@@ -266,6 +268,19 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
  */
 void run_stats_add_led(struct run_stats *s, double recall, uint32_t k,
                        const struct quality_scores *q, bool quality_ok);
+
+/*
+ * The exact state of s's recall (recall, recall_k, by_hits, led), so that a
+ * result file carries it through merging (result.json's
+ * vector_search.state): {"k": K, "recall": quality_dist_state_json(),
+ * "by_hits": [[j, searches, answers, quality_ok, with_ref, exact,
+ * rouge_fix, bleu_fix], ...] (non-empty rows), "led":
+ * quality_stats_state_json()}. New reference or NULL (out of memory).
+ */
+json_t *run_stats_recall_state_json(const struct run_stats *s);
+/* Adds such a state to s (exactly as run_stats_merge would). Returns 0, or
+ * -EINVAL (s unchanged) when o is not one. */
+TS_MUST_CHECK int run_stats_recall_state_add(struct run_stats *s, const json_t *o);
 
 /*
  * Records one inter-token gap (between two consecutive chunks with choices)
