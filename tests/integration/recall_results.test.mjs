@@ -1,4 +1,5 @@
-// recall@k wherever results go: requests.jsonl lines, `merge` (exact: the
+// recall@k wherever results go: requests.jsonl lines (and a killed run
+// rebuilt from them), `merge` (exact: the
 // distribution travels in result.json's vector_search.state), `compare`
 // (rows and a --fail-on rule on a drop) and, with an MPI build, the ranks
 // of one run. Two runs of the built-in simulator's real FAISS index at
@@ -56,6 +57,19 @@ test('requests.jsonl carries each search\'s recall@k; result.json agrees with th
     assert.equal(res.vector_search.recall_p5, p5(lines.map((l) => l.recall)));
   }
   assert.ok(runs[1].res.vector_search.recall_mean < runs[4].res.vector_search.recall_mean);
+});
+
+test('a killed run\'s recall is rebuilt from requests.jsonl', async (t) => {
+  if (!faiss) return t.skip('no FAISS in this build');
+  const dir = path.join(tmp, 'killed');
+  fs.mkdirSync(dir);
+  fs.copyFileSync(path.join(runs[1].out, 'requests.jsonl'), path.join(dir, 'requests.jsonl'));
+  const r = await runBin(['report', '--format', 'json', dir]);
+  assert.equal(r.code, 0, r.stderr);
+  const vs = JSON.parse(r.stdout).inputs[0].vector_search;
+  assert.equal(vs.searches, N);
+  assert.ok(Math.abs(vs.recall_mean - runs[1].res.vector_search.recall_mean) < 1e-9);
+  assert.equal(vs.recall_p5, runs[1].res.vector_search.recall_p5);
 });
 
 test('merge keeps recall exact: the mean and p5 of all the searches', async (t) => {
