@@ -31,13 +31,13 @@ static const struct {
     {"goodput", CMP_GOODPUT},
     {"request_goodput", CMP_GOODPUT},
     {"error_rate", CMP_ERROR_RATE},
+    {"recall", CMP_RECALL},
+    {"recall_mean", CMP_RECALL},
+    {"recall_p5", CMP_RECALL_P5},
 };
 
 static const char *const scalar_canonical[CMP_SCALAR_COUNT] = {
-    "throughput",
-    "output_throughput",
-    "goodput",
-    "error_rate",
+    "throughput", "output_throughput", "goodput", "error_rate", "recall", "recall_p5",
 };
 
 static bool word_is(const char *s, size_t len, const char *word)
@@ -147,6 +147,9 @@ const char *compare_metric_unit(const struct compare_metric *m)
         return "req/s";
     case CMP_OUTPUT_THROUGHPUT:
         return "tok/s";
+    case CMP_RECALL:
+    case CMP_RECALL_P5:
+        return "fraction";
     default:
         return "";
     }
@@ -279,7 +282,8 @@ int compare_rule_parse(const char *expr, struct compare_rule *out, char *err, si
             scale = 1e3;
         else
             return rule_error(err, errlen, expr, "expected %, us, ms or s", u0);
-    } else if (r.metric.metric == CMP_ERROR_RATE) {
+    } else if (r.metric.metric == CMP_ERROR_RATE || r.metric.metric == CMP_RECALL ||
+               r.metric.metric == CMP_RECALL_P5) {
         if (word_is(u, ul, "pp"))
             scale = 0.01;
         else if (ul)
@@ -485,6 +489,11 @@ struct rate_data {
     uint32_t *tokens; /* distinct output token counts of ok requests */
     struct pois *tok; /* sampler of how many ok requests had tokens[i] */
     struct pois ok, failed, good;
+    /* recall@k: the non-empty bins of the recall distribution (their lower
+     * edges, ascending) and a sampler of each one's count */
+    size_t nrec;
+    double *rec_v;
+    struct pois *rec;
 };
 
 struct side {
@@ -519,6 +528,8 @@ static void side_release(struct side *s)
     }
     ts_free(s->rd.tokens);
     ts_free(s->rd.tok);
+    ts_free(s->rd.rec_v);
+    ts_free(s->rd.rec);
     ts_free(s->stats);
 }
 
@@ -656,6 +667,54 @@ static int prepare_rates(struct side *s)
     return 0;
 }
 
+/* The recall distribution's bins as weighted values (from the counters in both modes). */
+static int prepare_recall(struct side *s)
+{
+    const struct quality_dist *d = &s->run->stats->recall;
+    struct rate_data *rd = &s->rd;
+    size_t n = 0;
+    for (size_t i = 0; i <= QUALITY_BINS; i++)
+        n += d->bins[i] != 0;
+    if (!n)
+        return 0;
+    rd->rec_v = ts_malloc(n * sizeof(*rd->rec_v));
+    rd->rec = ts_malloc(n * sizeof(*rd->rec));
+    if (!rd->rec_v || !rd->rec)
+        return -ENOMEM;
+    for (size_t i = 0; i <= QUALITY_BINS; i++) {
+        if (!d->bins[i])
+            continue;
+        rd->rec_v[rd->nrec] = (double)i / QUALITY_BINS;
+        pois_init(&rd->rec[rd->nrec++], d->bins[i]);
+    }
+    return 0;
+}
+
+/* One resample's recall mean and 5th percentile (NAN without searches). */
+static void resample_recall(struct side *s, double *mean, double *p5)
+{
+    struct rate_data *rd = &s->rd;
+    uint64_t w[QUALITY_BINS + 1], total = 0;
+    double sum = 0;
+    *mean = *p5 = NAN;
+    for (size_t i = 0; i < rd->nrec; i++) {
+        w[i] = pois_draw(&s->rng, &rd->rec[i]);
+        total += w[i];
+        sum += (double)w[i] * rd->rec_v[i];
+    }
+    if (!total)
+        return;
+    *mean = sum / (double)total;
+    uint64_t want = rank_of(5, total), seen = 0;
+    for (size_t i = 0; i < rd->nrec; i++) {
+        seen += w[i];
+        if (seen >= want) {
+            *p5 = rd->rec_v[i];
+            break;
+        }
+    }
+}
+
 static int cmp_target(const void *a, const void *b)
 {
     const struct wtarget *x = a, *y = b;
@@ -690,7 +749,8 @@ static int side_prepare(struct side *s, const struct compare_run *run, bool reqs
     for (int m = 0; m < STAT_METRIC_COUNT; m++)
         if (s->md[m].used)
             qsort(s->md[m].t, s->md[m].nt, sizeof(*s->md[m].t), cmp_target);
-    return prepare_rates(s);
+    int rc = prepare_rates(s);
+    return rc ? rc : prepare_recall(s);
 }
 
 /*
@@ -809,6 +869,12 @@ static void side_resample(struct side *s, const struct compare_row *rows, size_t
         draw_weights(&s->rng, d, &total, &sum);
         weighted_stats(d->vp, d->w, d->n, total, sum, d->t, d->nt, out);
     }
+    /* recall last: runs without it draw the same numbers as before it existed */
+    double rec[2];
+    resample_recall(s, &rec[0], &rec[1]);
+    for (size_t r = 0; r < nrows; r++)
+        if (!rows[r].metric.latency && rows[r].metric.metric >= CMP_RECALL)
+            out[r] = rec[rows[r].metric.metric - CMP_RECALL];
 }
 
 /* ---- Mann-Whitney U --------------------------------------------------------------- */
@@ -942,6 +1008,10 @@ static double point_estimate(const struct compare_run *run, const struct compare
         return T > 0 ? (double)s->output_tokens / T : NAN;
     case CMP_GOODPUT:
         return T > 0 && goodput_cfg_enabled(&run->goodput) ? (double)s->good / T : NAN;
+    case CMP_RECALL:
+        return s->recall.count ? quality_dist_mean(&s->recall) : NAN;
+    case CMP_RECALL_P5:
+        return s->recall.count ? quality_dist_percentile(&s->recall, 5) : NAN;
     default: {
         uint64_t judged = s->outcomes[REQ_OK] + run_stats_failed(s);
         return judged ? (double)run_stats_failed(s) / (double)judged : NAN;
@@ -999,6 +1069,9 @@ static void fill_change(struct compare_row *row)
 /* Whether a side has enough samples for the row's statistic (compare.h). */
 static bool enough_samples(const struct compare_run *run, const struct compare_metric *m)
 {
+    if (!m->latency && m->metric >= CMP_RECALL) /* a mean, or the 5th percentile */
+        return (double)run->stats->recall.count * (m->metric == CMP_RECALL ? 1 : 0.05) >=
+               COMPARE_MIN_TAIL;
     if (!m->latency)
         return true;
     double n = (double)hdr_total_count(run->stats->hist[m->metric]);
@@ -1048,7 +1121,8 @@ static int result_init(struct compare_result *out, size_t cap, size_t nrules,
  * rates, then each rule's metric; sorted for display (cmp_row_order), and
  * the row each rule judges noted. out->rows has room for all of them.
  */
-static void add_rows(struct compare_result *out, const struct compare_rule *rules, size_t nrules)
+static void add_rows(struct compare_result *out, const struct compare_rule *rules, size_t nrules,
+                     bool recall)
 {
     for (size_t i = 0; i < sizeof(default_latency) / sizeof(default_latency[0]); i++) {
         for (size_t k = 0; k < sizeof(default_pcts) / sizeof(default_pcts[0]); k++) {
@@ -1059,7 +1133,7 @@ static void add_rows(struct compare_result *out, const struct compare_rule *rule
         struct compare_metric m = {.latency = true, .metric = default_latency[i], .mean = true};
         add_row(out->rows, &out->nrows, &m);
     }
-    for (int s = 0; s < CMP_SCALAR_COUNT; s++) {
+    for (int s = 0; s < (recall ? CMP_SCALAR_COUNT : CMP_RECALL); s++) {
         struct compare_metric m = {.metric = s};
         add_row(out->rows, &out->nrows, &m);
     }
@@ -1191,7 +1265,7 @@ int compare_runs(const struct compare_run *base, const struct compare_run *new_,
     memset(&sn, 0, sizeof(sn));
     if ((rc = result_init(out, cap, nrules, cfg, alpha, B)))
         goto out_free_scratch;
-    add_rows(out, rules, nrules);
+    add_rows(out, rules, nrules, base->stats->recall.count || new_->stats->recall.count);
     out->requests_used =
         cfg->method == CMP_METHOD_AUTO && base->reqs && base->nreqs && new_->reqs && new_->nreqs;
     if ((rc = bootstrap(&sb, &sn, base, new_, out, out->requests_used, cfg->seed, from_req)))

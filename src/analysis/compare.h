@@ -81,6 +81,8 @@ enum compare_scalar {
     CMP_OUTPUT_THROUGHPUT, /* output tokens of completed requests / duration, tokens/s */
     CMP_GOODPUT,           /* good requests / duration, 1/s (n/a when goodput was off) */
     CMP_ERROR_RATE,        /* failed / (completed + failed), a fraction */
+    CMP_RECALL,            /* mean recall@k of vector searches (stats.h recall), a fraction */
+    CMP_RECALL_P5,         /* its 5th percentile */
     CMP_SCALAR_COUNT,
 };
 

@@ -1135,6 +1135,116 @@ json_t *quality_stats_to_json(const struct quality_stats *qs, const struct dual_
     return o;
 }
 
+/* ---- exact state, for results merged later ---------------------------------------- */
+
+json_t *quality_dist_state_json(const struct quality_dist *d)
+{
+    json_t *bins = json_array();
+    for (size_t i = 0; bins && i <= QUALITY_BINS; i++)
+        if (d->bins[i] && json_array_append_new(
+                              bins, json_pack("[I, o]", (json_int_t)i, tsjson_count(d->bins[i])))) {
+            json_decref(bins);
+            bins = NULL;
+        }
+    json_t *o = json_object();
+    int rc = tsjson_put(o, "count", tsjson_count(d->count));
+    rc |= tsjson_put(o, "sum_fix", tsjson_count(d->sum_fix));
+    rc |= tsjson_put(o, "min_fix", tsjson_count(d->count ? d->min_fix : 0));
+    rc |= tsjson_put(o, "max_fix", tsjson_count(d->max_fix));
+    rc |= tsjson_put(o, "bins", bins);
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A JSON integer in [0, max] into *out; false otherwise. */
+static bool state_u64(const json_t *o, const char *key, uint64_t max, uint64_t *out)
+{
+    const json_t *v = key ? json_object_get(o, key) : o;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
+        return false;
+    *out = (uint64_t)json_integer_value(v);
+    return true;
+}
+
+int quality_dist_state_add(struct quality_dist *d, const json_t *o)
+{
+    struct quality_dist t;
+    const json_t *bins = json_object_get(o, "bins"), *b;
+    size_t i;
+    quality_dist_reset(&t);
+    if (!json_is_object(o) || !json_is_array(bins) || !state_u64(o, "count", INT64_MAX, &t.count) ||
+        !state_u64(o, "sum_fix", INT64_MAX, &t.sum_fix) ||
+        !state_u64(o, "min_fix", QUALITY_FIX, &t.min_fix) ||
+        !state_u64(o, "max_fix", QUALITY_FIX, &t.max_fix))
+        return -EINVAL;
+    uint64_t total = 0;
+    json_array_foreach(bins, i, b)
+    {
+        uint64_t at, c;
+        if (!json_is_array(b) || json_array_size(b) != 2 ||
+            !state_u64(json_array_get(b, 0), NULL, QUALITY_BINS, &at) ||
+            !state_u64(json_array_get(b, 1), NULL, INT64_MAX, &c) || c > INT64_MAX - total)
+            return -EINVAL;
+        t.bins[at] += c;
+        total += c;
+    }
+    /* every score is in [0, 1]: the sum is at most count whole scores */
+    if (total != t.count || t.sum_fix / QUALITY_FIX > t.count ||
+        (t.count && t.min_fix > t.max_fix) || d->count > UINT64_MAX - t.count ||
+        d->sum_fix > UINT64_MAX - t.sum_fix)
+        return -EINVAL;
+    if (!t.count) {
+        t.min_fix = UINT64_MAX;
+        t.max_fix = 0;
+    }
+    quality_dist_merge(d, &t);
+    return 0;
+}
+
+json_t *quality_stats_state_json(const struct quality_stats *qs)
+{
+    json_t *o = json_object();
+    int rc = tsjson_put(o, "requests", tsjson_count(qs->requests));
+    rc |= tsjson_put(o, "with_ref", tsjson_count(qs->with_ref));
+    rc |= tsjson_put(o, "exact", tsjson_count(qs->exact));
+    rc |= tsjson_put(o, "truncated", tsjson_count(qs->truncated));
+    rc |= tsjson_put(o, "regex_checked", tsjson_count(qs->regex_checked));
+    rc |= tsjson_put(o, "regex_matched", tsjson_count(qs->regex_matched));
+    rc |= tsjson_put(o, "regex_errors", tsjson_count(qs->regex_errors));
+    rc |= tsjson_put(o, "json_checked", tsjson_count(qs->json_checked));
+    rc |= tsjson_put(o, "json_valid", tsjson_count(qs->json_valid));
+    rc |= tsjson_put(o, "rouge_l", quality_dist_state_json(&qs->rouge_l));
+    rc |= tsjson_put(o, "bleu4", quality_dist_state_json(&qs->bleu4));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int quality_stats_state_add(struct quality_stats *qs, const json_t *o)
+{
+    struct quality_stats t;
+    quality_stats_reset(&t);
+    if (!json_is_object(o) || !state_u64(o, "requests", INT64_MAX, &t.requests) ||
+        !state_u64(o, "with_ref", t.requests, &t.with_ref) ||
+        !state_u64(o, "exact", t.with_ref, &t.exact) ||
+        !state_u64(o, "truncated", t.with_ref, &t.truncated) ||
+        !state_u64(o, "regex_checked", t.requests, &t.regex_checked) ||
+        !state_u64(o, "regex_matched", t.regex_checked, &t.regex_matched) ||
+        !state_u64(o, "regex_errors", t.regex_checked, &t.regex_errors) ||
+        !state_u64(o, "json_checked", t.requests, &t.json_checked) ||
+        !state_u64(o, "json_valid", t.json_checked, &t.json_valid) ||
+        quality_dist_state_add(&t.rouge_l, json_object_get(o, "rouge_l")) ||
+        quality_dist_state_add(&t.bleu4, json_object_get(o, "bleu4")))
+        return -EINVAL;
+    quality_stats_merge(qs, &t);
+    return 0;
+}
+
 /* ---- windowed dual SLA --------------------------------------------------------------- */
 
 /* The smallest count c with c / window >= target (up to 1e-9 of rounding). */

@@ -326,6 +326,26 @@ struct consistency;
 json_t *quality_stats_to_json(const struct quality_stats *qs, const struct dual_sla *ds,
                               const struct consistency *cs);
 
+/*
+ * The exact state of d, for result files that are merged later (ranks,
+ * `merge`, `compare`): {"count": n, "sum_fix": s, "min_fix": m, "max_fix":
+ * M, "bins": [[bin, count], ...] (non-empty bins only)}. New reference, or
+ * NULL when out of memory.
+ */
+json_t *quality_dist_state_json(const struct quality_dist *d);
+/*
+ * Adds a state quality_dist_state_json() wrote to d, exactly as
+ * quality_dist_merge() would. Returns 0, or -EINVAL (d unchanged) when o is
+ * not such a state: a count, bin or fixed-point value out of range, bins
+ * that do not add up to count, a sum beyond count whole scores, min > max.
+ */
+TS_MUST_CHECK int quality_dist_state_add(struct quality_dist *d, const json_t *o);
+/* The same for a whole quality_stats: its counters and both distributions
+ * ({"requests", "with_ref", "exact", ..., "rouge_l": state, "bleu4": state});
+ * a counter above the one it is part of is -EINVAL. */
+json_t *quality_stats_state_json(const struct quality_stats *qs);
+TS_MUST_CHECK int quality_stats_state_add(struct quality_stats *qs, const json_t *o);
+
 /* ---- windowed dual SLA ---------------------------------------------------------- */
 
 struct dual_sla_cfg {

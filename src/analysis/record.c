@@ -170,6 +170,16 @@ static int append_quality(struct buf *b, const struct quality_scores *q)
     return rc ? rc : buf_append_str(b, "}");
 }
 
+/* The answer's quality, then a search's recall@k when it was measured. */
+static int append_scores(struct buf *b, const struct req_record *rec)
+{
+    int rc = append_quality(b, &rec->quality);
+    if (!rc && rec->has_recall) /* a vector search or a flow's retrieval step */
+        rc = buf_appendf(b, ",\"recall\":%.9g,\"recall_k\":%u",
+                         isfinite(rec->recall) ? rec->recall : 0.0, (unsigned)rec->recall_k);
+    return rc;
+}
+
 bool req_tokens_disagree(uint32_t usage, uint32_t tokenizer)
 {
     uint32_t d = usage > tokenizer ? usage - tokenizer : tokenizer - usage;
@@ -253,7 +263,7 @@ static int append_fields(struct buf *out, const struct req_record *rec, uint64_t
         rc = rc ? rc : append_bool(out, "fell_back_sse", true);
     rc = rc ? rc : append_bool(out, "usage_mismatch", rec->flags & REQF_USAGE_MISMATCH);
     rc = rc ? rc : append_bool(out, "reasoning", rec->flags & REQF_REASONING);
-    rc = rc ? rc : append_quality(out, &rec->quality);
+    rc = rc ? rc : append_scores(out, rec);
     if (!rc && (rec->flags & REQF_SIGNED))
         rc = buf_appendf(out,
                          ",\"sig\":{\"ok\":%" PRIu32 ",\"missing\":%" PRIu32

@@ -150,7 +150,8 @@ struct req_record {
     /* answer quality (when the request had a reference or a check is on) */
     struct quality_scores quality;
     /* a vector search's recall@k against the ground truth (run --endpoint
-     * vector-search): has_recall when measured (an ok answer) */
+     * vector-search, or a flow's retrieval step): has_recall when measured
+     * (an ok answer) */
     double recall;
     uint16_t recall_k;
     bool has_recall;
@@ -183,7 +184,9 @@ struct req_record {
  * escaped and invalid UTF-8 replaced by U+FFFD. "quality" is null when the
  * answer was not scored, else {"truncated", and what rec->quality.have says
  * was computed: "rouge_l", "bleu4" (9 decimals), "exact"; "regex_match";
- * "json_valid"}. The record holds no secret, and none is added. Returns 0 or
+ * "json_valid"}. A measured recall@k (has_recall) adds "recall" (9
+ * significant digits) and "recall_k". The record holds no secret, and none
+ * is added. Returns 0 or
  * a buf error (out keeps what it had).
  */
 TS_MUST_CHECK int req_record_append_json(struct buf *out, const struct req_record *rec,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/tsjson.h"
 
 static const char *const metric_names[STAT_METRIC_COUNT] = {
     [STAT_TTFT] = "ttft",       [STAT_TTFT_UNCORRECTED] = "ttft_uncorrected",
@@ -94,6 +95,8 @@ int run_stats_new(struct run_stats **out)
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_init(&s->exact[i], SAMPLES_MAX);
     quality_dist_reset(&s->recall);
+    quality_stats_reset(&s->quality);
+    quality_stats_reset(&s->led);
     for (int i = 0; i < STAT_METRIC_COUNT; i++) {
         int rc = hdr_new_latency(&s->hist[i]);
         if (rc < 0) {
@@ -139,12 +142,131 @@ void run_stats_reset(struct run_stats *s)
     memcpy(s->itl_pos, pos, sizeof(pos));
     memcpy(s->exact, exact, sizeof(exact));
     quality_dist_reset(&s->recall);
+    quality_stats_reset(&s->quality);
+    quality_stats_reset(&s->led);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         samples_clear(&s->exact[i]);
     for (int i = 0; i < STAT_METRIC_COUNT; i++)
         hdr_reset(s->hist[i]);
     for (int i = 0; i < ITL_POS_BUCKETS; i++)
         hdr_reset(s->itl_pos[i]);
+}
+
+/* j of k hits, from recall = j / k (k >= 1). */
+static unsigned led_hits(double recall, uint32_t k)
+{
+    double j = recall * (double)k + 0.5;
+    return !(j > 0) ? 0 : j > (double)k ? k : (unsigned)j;
+}
+
+void run_stats_add_led(struct run_stats *s, double recall, uint32_t k,
+                       const struct quality_scores *q, bool quality_ok)
+{
+    if (!q->have)
+        return;
+    quality_stats_add(&s->led, q);
+    if (!k || k > STATS_LED_K_MAX)
+        return;
+    struct stats_led *b = &s->by_hits[led_hits(recall, k)];
+    b->answers++;
+    b->quality_ok += quality_ok;
+    if (q->have & QUALITY_HAVE_REF) {
+        b->with_ref++;
+        b->exact += q->exact;
+        b->rouge_fix += (uint64_t)llround((q->rouge_l > 0 ? q->rouge_l < 1 ? q->rouge_l : 1 : 0) *
+                                          (double)QUALITY_FIX);
+        b->bleu_fix += (uint64_t)llround((q->bleu4 > 0 ? q->bleu4 < 1 ? q->bleu4 : 1 : 0) *
+                                         (double)QUALITY_FIX);
+    }
+}
+
+json_t *run_stats_recall_state_json(const struct run_stats *s)
+{
+    json_t *rows = json_array();
+    for (int j = 0; rows && j <= STATS_LED_K_MAX; j++) {
+        const struct stats_led *b = &s->by_hits[j];
+        if (!b->searches && !b->answers)
+            continue;
+        json_t *r = json_pack("[i, o, o, o, o, o, o, o]", j, tsjson_count(b->searches),
+                              tsjson_count(b->answers), tsjson_count(b->quality_ok),
+                              tsjson_count(b->with_ref), tsjson_count(b->exact),
+                              tsjson_count(b->rouge_fix), tsjson_count(b->bleu_fix));
+        if (json_array_append_new(rows, r)) {
+            json_decref(rows);
+            rows = NULL;
+        }
+    }
+    json_t *o = json_object();
+    int rc = tsjson_put(o, "k", json_integer(s->recall_k));
+    rc |= tsjson_put(o, "recall", quality_dist_state_json(&s->recall));
+    rc |= tsjson_put(o, "by_hits", rows);
+    rc |= tsjson_put(o, "led", quality_stats_state_json(&s->led));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* One by_hits row of a state: [j, searches, answers, quality_ok, with_ref,
+ * exact, rouge_fix, bleu_fix], each within what it is part of. */
+static int led_row_read(const json_t *r, unsigned *j, struct stats_led *out)
+{
+    uint64_t v[8];
+    if (!json_is_array(r) || json_array_size(r) != 8)
+        return -EINVAL;
+    for (size_t i = 0; i < 8; i++) {
+        const json_t *x = json_array_get(r, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0)
+            return -EINVAL;
+        v[i] = (uint64_t)json_integer_value(x);
+    }
+    if (v[0] > STATS_LED_K_MAX || v[3] > v[2] || v[4] > v[2] || v[5] > v[4] ||
+        v[6] / QUALITY_FIX > v[4] || v[7] / QUALITY_FIX > v[4])
+        return -EINVAL;
+    *j = (unsigned)v[0];
+    *out = (struct stats_led){v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    return 0;
+}
+
+int run_stats_recall_state_add(struct run_stats *s, const json_t *o)
+{
+    const json_t *rows = json_object_get(o, "by_hits"), *k = json_object_get(o, "k"), *r;
+    struct quality_dist recall;
+    struct quality_stats led;
+    struct stats_led by[STATS_LED_K_MAX + 1];
+    size_t i;
+    quality_dist_reset(&recall);
+    quality_stats_reset(&led);
+    memset(by, 0, sizeof(by));
+    if (!json_is_object(o) || !json_is_array(rows) || !json_is_integer(k) ||
+        json_integer_value(k) < 0 || json_integer_value(k) > UINT32_MAX ||
+        quality_dist_state_add(&recall, json_object_get(o, "recall")) ||
+        quality_stats_state_add(&led, json_object_get(o, "led")))
+        return -EINVAL;
+    json_array_foreach(rows, i, r)
+    {
+        unsigned j;
+        struct stats_led row;
+        if (led_row_read(r, &j, &row) || by[j].searches || by[j].answers)
+            return -EINVAL;
+        by[j] = row;
+    }
+    quality_dist_merge(&s->recall, &recall);
+    if ((uint32_t)json_integer_value(k) > s->recall_k)
+        s->recall_k = (uint32_t)json_integer_value(k);
+    quality_stats_merge(&s->led, &led);
+    for (int j = 0; j <= STATS_LED_K_MAX; j++) {
+        struct stats_led *d = &s->by_hits[j];
+        d->searches += by[j].searches;
+        d->answers += by[j].answers;
+        d->quality_ok += by[j].quality_ok;
+        d->with_ref += by[j].with_ref;
+        d->exact += by[j].exact;
+        d->rouge_fix += by[j].rouge_fix;
+        d->bleu_fix += by[j].bleu_fix;
+    }
+    return 0;
 }
 
 int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
@@ -165,6 +287,18 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
     quality_dist_merge(&dst->recall, &src->recall);
     if (src->recall_k > dst->recall_k)
         dst->recall_k = src->recall_k;
+    quality_stats_merge(&dst->led, &src->led);
+    for (int j = 0; j <= STATS_LED_K_MAX; j++) {
+        struct stats_led *d = &dst->by_hits[j];
+        const struct stats_led *o = &src->by_hits[j];
+        d->searches += o->searches;
+        d->answers += o->answers;
+        d->quality_ok += o->quality_ok;
+        d->with_ref += o->with_ref;
+        d->exact += o->exact;
+        d->rouge_fix += o->rouge_fix;
+        d->bleu_fix += o->bleu_fix;
+    }
     errtally_merge(&dst->errors, &src->errors);
     reqsample_merge(&dst->sample, &src->sample);
     dst->requests += src->requests;
@@ -399,6 +533,8 @@ void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
         quality_dist_add(&s->recall, rec->recall);
         if (rec->recall_k > s->recall_k)
             s->recall_k = rec->recall_k;
+        if (rec->recall_k && rec->recall_k <= STATS_LED_K_MAX)
+            s->by_hits[led_hits(rec->recall, rec->recall_k)].searches++;
     }
     s->output_tokens_all += rec->output_tokens;
     s->streams += (rec->flags & REQF_STREAM) != 0;

@@ -34,6 +34,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/err.h"
 #include "base/hdr.h"
 #include "analysis/errtally.h"
@@ -139,6 +141,8 @@ unsigned genai_token_bucket(uint64_t tokens);
  */
 bool stat_metric_exact(enum stat_metric m);
 
+#define STATS_LED_K_MAX 50 /* k of a retrieval step whose answers are kept by hits */
+
 struct run_stats {
     struct hdr *hist[STAT_METRIC_COUNT]; /* microseconds, owned */
     /* Exact values in ns of the stat_metric_exact() metrics, each bounded at
@@ -204,6 +208,20 @@ struct run_stats {
      * answer (not warm-up), and k (the largest seen). */
     struct quality_dist recall;
     uint32_t recall_k;
+    /* A flow's retrieval step (the stats of that step): the answers it led
+     * to, i.e. the scored ok answers (not warm-up) of the flow's answer steps
+     * in the iterations where it measured recall (run_stats_add_led). led
+     * holds them all; by_hits[j] the searches that found j of k true
+     * neighbours and the answers that followed them (k <= STATS_LED_K_MAX;
+     * recall@k of larger k is only in recall). */
+    struct quality_stats led;
+    struct stats_led {
+        uint64_t searches;   /* searches with j hits */
+        uint64_t answers;    /* scored answers after them */
+        uint64_t quality_ok; /* of those, quality-ok (quality_scores_pass) */
+        uint64_t with_ref, exact;
+        uint64_t rouge_fix, bleu_fix; /* sums of round(score * QUALITY_FIX), with_ref answers */
+    } by_hits[STATS_LED_K_MAX + 1];
     /* Failed requests (neither ok nor cut) by outcome, status and error text. */
     struct errtally errors;
     /* A uniform sample of ok requests: sizes, TTFT and E2EL (reqsample.h). */
@@ -240,6 +258,29 @@ TS_MUST_CHECK int run_stats_merge(struct run_stats *dst, const struct run_stats 
  */
 void run_stats_add_record(struct run_stats *s, const struct req_record *rec,
                           const struct goodput_cfg *cfg);
+
+/*
+ * Accounts one scored answer (q->have != 0) of a flow's answer step to the
+ * stats of a retrieval step it followed, whose recall@k in that iteration
+ * was recall (k hits of k: by_hits[round(recall * k)] when k <=
+ * STATS_LED_K_MAX). quality_ok: the answer met the run's quality target.
+ * Warm-up answers should not be passed. No allocation.
+ */
+void run_stats_add_led(struct run_stats *s, double recall, uint32_t k,
+                       const struct quality_scores *q, bool quality_ok);
+
+/*
+ * The exact state of s's recall (recall, recall_k, by_hits, led), so that a
+ * result file carries it through merging (result.json's
+ * vector_search.state): {"k": K, "recall": quality_dist_state_json(),
+ * "by_hits": [[j, searches, answers, quality_ok, with_ref, exact,
+ * rouge_fix, bleu_fix], ...] (non-empty rows), "led":
+ * quality_stats_state_json()}. New reference or NULL (out of memory).
+ */
+json_t *run_stats_recall_state_json(const struct run_stats *s);
+/* Adds such a state to s (exactly as run_stats_merge would). Returns 0, or
+ * -EINVAL (s unchanged) when o is not one. */
+TS_MUST_CHECK int run_stats_recall_state_add(struct run_stats *s, const json_t *o);
 
 /*
  * Records one inter-token gap (between two consecutive chunks with choices)

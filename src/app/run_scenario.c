@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "app/run_quality.h"
+#include "app/run_retrieval.h"
 #include "analysis/semantic.h"
 #include "analysis/summary.h"
 #include "base/alloc.h"
@@ -760,6 +761,9 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
                 json_decref(lead);
             }
         }
+        /* a flow's searches are in its retrieval steps: the class's QPS counts every step */
+        if (t->has_flow)
+            json_object_del(c, "vector_search");
         json_object_set_new(c, "name", json_string(t->name));
         json_object_set_new(c, "mode",
                             json_string(sr->classes[k].mode == RUNNER_OPEN ? "open" : "closed"));
@@ -780,6 +784,8 @@ json_t *scenario_run_results(const struct scenario_run *sr, const struct runner_
                                     json_boolean(step_streams_llm(d, r->steps[s])));
                 if (d->role)
                     json_object_set_new(sj, "role", json_string(d->role));
+                if (d->retrieval_k)
+                    json_object_set_new(sj, "retrieval", retrieval_step_json(r->steps[s], t, s));
                 json_array_append_new(steps, sj);
             }
             json_object_set_new(c, "steps", steps);
@@ -879,6 +885,7 @@ void scenario_run_print_steps(FILE *f, const struct scenario_run *sr,
     for (size_t k = 0; k < sr->n && k < res->nclasses; k++)
         if (res->classes[k].steps)
             print_step_table(f, &sr->traffic[k], &res->classes[k], sr->traffic[k].name);
+    retrieval_print(f, sr->traffic, sr->n, res);
 }
 
 void scenario_run_print(FILE *f, const struct scenario_run *sr, const struct runner_result *res)

@@ -511,6 +511,9 @@ static void score_answer(struct exch *x)
     const char *ref = x->item.reference;
     if (!ref && !cfg->quality.checks)
         return;
+    /* a flow's answer is its answer steps' (a search or a plan is no answer) */
+    if (x->actor && cfg->classes[x->actor->cls].traffic->has_flow && !x->treq.answer)
+        return;
     if (quality_score(x->w->qscratch, &cfg->quality.cfg, buf_cstr(&x->answer), x->answer.len, ref,
                       ref ? strlen(ref) : 0, &x->rec.quality))
         memset(&x->rec.quality, 0, sizeof(x->rec.quality));
@@ -682,11 +685,20 @@ static void account(struct worker *w, const struct req_record *rec, const struct
                     uint32_t step)
 {
     const struct runner_config *cfg = w->run->cfg;
-    run_stats_add_record(w->active, rec, &cfg->goodput);
-    if (actor) {
-        struct runner_class_result *res = &w->cls[actor->cls].res;
+    struct runner_class_result *res = actor ? &w->cls[actor->cls].res : NULL;
+    const struct req_record *all = rec;
+    struct req_record plain;
+    if (res && res->steps && rec->has_recall) {
+        /* a flow's recall is its retrieval step's: the class's and the run's
+         * QPS and latency count every step */
+        plain = *rec;
+        plain.has_recall = false;
+        all = &plain;
+    }
+    run_stats_add_record(w->active, all, &cfg->goodput);
+    if (res) {
         const struct goodput_cfg *g = &cfg->classes[actor->cls].goodput;
-        run_stats_add_record(res->stats, rec, g);
+        run_stats_add_record(res->stats, all, g);
         if (res->steps && step < res->nsteps)
             run_stats_add_record(res->steps[step], rec, g);
     }

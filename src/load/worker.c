@@ -544,6 +544,35 @@ static void arm(struct worker *w)
         ts_error("worker %u: timer: %s", w->index, strerror(-rc));
 }
 
+/*
+ * A flow's retrieval step: its recall@k goes on its record; an answer step:
+ * its scored answer goes to the stats of each retrieval step it followed
+ * (docs/VECTOR.md, "Retrieval steps of RAG flows").
+ */
+static void flow_recall(struct worker *w, struct exch *x, struct ractor *actor, bool ok)
+{
+    const struct runner_config *cfg = w->run->cfg;
+    struct req_record *r = &x->rec;
+    struct runner_class_result *res = &w->cls[actor->cls].res;
+    double recall;
+    uint32_t k;
+    if (ok && !x->sse_mode && x->body.len &&
+        traffic_retrieval_done(actor->ta, &x->treq, x->item.body, x->item.body_len, x->body.data,
+                               x->body.len, &recall, &k) == 1) {
+        r->recall = recall;
+        r->recall_k = (uint16_t)k;
+        r->has_recall = true;
+    }
+    if (!x->treq.answer || !r->quality.have || (r->flags & REQF_WARMUP) || !res->steps)
+        return;
+    struct traffic_recall led[FLOW_STEPS_MAX];
+    size_t n = traffic_answer_recalls(actor->ta, x->treq.step, led, FLOW_STEPS_MAX);
+    bool qok = r->outcome == REQ_OK && quality_scores_pass(&r->quality, &cfg->quality.target);
+    for (size_t i = 0; i < n; i++)
+        if (led[i].step < res->nsteps)
+            run_stats_add_led(res->steps[led[i].step], led[i].recall, led[i].k, &r->quality, qok);
+}
+
 void worker_request_done(struct worker *w, struct exch *x, uint32_t user)
 {
     const struct runner_config *cfg = w->run->cfg;
@@ -552,6 +581,8 @@ void worker_request_done(struct worker *w, struct exch *x, uint32_t user)
     if (actor) {
         bool ok = x->rec.outcome == REQ_OK;
         actor->inflight--;
+        if (cfg->classes[actor->cls].traffic->has_flow)
+            flow_recall(w, x, actor, ok);
         traffic_done(actor->ta, &x->treq, ok, x->answer.len ? x->answer.data : NULL, x->answer.len,
                      x->sse_mode || !x->body.len ? NULL : x->body.data, x->body.len);
         exch_finish(x);

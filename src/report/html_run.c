@@ -354,6 +354,78 @@ static json_t *classes_table(const json_t *classes)
     return t;
 }
 
+/* A number of a retrieval row with 3 decimals, or "-" for null. */
+static void retr_cell(struct html_page *p, const json_t *o, const char *key)
+{
+    double v = report_json_num(o, key);
+    if (isfinite(v))
+        html_emitf(p, "<td>%.3f</td>", v);
+    else
+        html_emit(p, "<td>-</td>");
+}
+
+/* One row of the retrieval table: a step (name) or one of its recall values. */
+static void retr_row(struct html_page *p, const char *cls, const char *name, const json_t *o,
+                     const json_t *quality)
+{
+    html_emitf(p, "<tr%s><td>", cls);
+    html_esc(p, name);
+    html_emitf(p, "</td><td>%.0f</td>", report_json_num(o, "searches"));
+    if (quality) { /* a step: recall mean and p5; its answers' ROUGE-L mean */
+        retr_cell(p, o, "recall_mean");
+        retr_cell(p, o, "recall_p5");
+        html_emitf(p, "<td>%.0f</td>", report_json_num(o, "answers"));
+        retr_cell(p, report_json_obj(quality, "rouge_l"), "mean");
+        retr_cell(p, quality, "exact_match_rate");
+    } else {
+        retr_cell(p, o, "recall");
+        html_emitf(p, "<td></td><td>%.0f</td>", report_json_num(o, "answers"));
+        retr_cell(p, o, "rouge_l_mean");
+        retr_cell(p, o, "exact_match_rate");
+    }
+    retr_cell(p, o, "quality_ok_rate");
+    html_emit(p, "</tr>\n");
+}
+
+/* The flows' retrieval steps: recall@k next to the quality of the answers it led to. */
+static void retrieval_table(struct html_page *p, const json_t *classes)
+{
+    bool head = false;
+    const json_t *c, *st, *b;
+    size_t i, k, j;
+    json_array_foreach(classes, i, c) json_array_foreach(report_json_arr(c, "steps"), k, st)
+    {
+        const json_t *r = report_json_obj(st, "retrieval");
+        if (!r)
+            continue;
+        if (!head) {
+            html_emit(p, "<h3>Retrieval steps: recall@k and the answers it led to</h3>\n"
+                         "<p class=\"sub\">Each retrieval step's searches judged against the "
+                         "exact ranking of the same passages, and the answers of the flow that "
+                         "followed them, scored against the reference; by recall below each "
+                         "step.</p>\n<div class=\"tablewrap\"><table class=\"retrieval\"><tr>"
+                         "<th>class/step, recall</th><th>searches</th><th>recall@k</th>"
+                         "<th>p5</th><th>answers</th><th>ROUGE-L</th><th>exact match</th>"
+                         "<th>quality-ok</th></tr>\n");
+            head = true;
+        }
+        char name[256];
+        const char *cn = report_json_str(c, "name"), *sn = report_json_str(st, "name");
+        snprintf(name, sizeof(name), "%s/%s (k %.0f)", cn ? cn : "?", sn ? sn : "?",
+                 report_json_num(r, "k"));
+        const json_t *q = report_json_obj(r, "quality");
+        retr_row(p, "", name, r, q ? q : r);
+        json_array_foreach(report_json_arr(r, "by_recall"), j, b)
+        {
+            snprintf(name, sizeof(name), "recall %.3f (%.0f hits)", report_json_num(b, "recall"),
+                     report_json_num(b, "hits"));
+            retr_row(p, " class=\"sub\"", name, b, NULL);
+        }
+    }
+    if (head)
+        html_emit(p, "</table></div>\n");
+}
+
 void html_run_section(struct html_page *p, const struct report_doc *d)
 {
     int run = ++p->nrun;
@@ -389,6 +461,7 @@ void html_run_section(struct html_page *p, const struct report_doc *d)
             p->rc = report_html_group_table(p->out, id, NULL, t);
         json_decref(t);
     }
+    retrieval_table(p, classes);
     const json_t *vs = report_json_obj(d->doc, "vector_search");
     if (vs) {
         html_emit(p, "<h3>Vector search: recall@k under load</h3>\n");

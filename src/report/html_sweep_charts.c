@@ -47,9 +47,11 @@ struct sweep_points {
     struct html_vec *ach, *good, *sat;          /* throughput vs load; sat: saturated steps */
     struct html_vec *err;                       /* error rate (%) vs load */
     struct html_vec *rouge, *bleu, *em;         /* answer quality vs load */
+    struct html_vec *rq, *rq5, *rp, *rp5;       /* recall@k (mean, p5) vs QPS and vs E2EL p99 */
     double lmin, lmax;                          /* the loads; lmin infinite: no step has one */
     double lat_lo, lat_hi;                      /* the positive latencies */
     bool quality;                               /* some step has answer quality */
+    bool recall;                                /* some step has vector searches' recall */
 };
 
 /* The sweep's point lists, owned by the page; false (p->rc set) when one failed. */
@@ -72,7 +74,8 @@ static bool sweep_points_init(struct html_page *p, struct sweep_points *sp, cons
     sp->lmax = -INFINITY;
     struct html_vec **all[] = {&sp->t50,  &sp->t99,  &sp->e50,   &sp->e99,  &sp->lt50,
                                &sp->lt99, &sp->le50, &sp->le99,  &sp->ach,  &sp->good,
-                               &sp->sat,  &sp->err,  &sp->rouge, &sp->bleu, &sp->em};
+                               &sp->sat,  &sp->err,  &sp->rouge, &sp->bleu, &sp->em,
+                               &sp->rq,   &sp->rq5,  &sp->rp,    &sp->rp5};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         *all[i] = html_page_vec(p);
     return !p->rc;
@@ -111,6 +114,16 @@ static void sweep_step_points(struct html_page *p, struct sweep_points *sp, cons
         html_vec_push(p, sp->rouge, load, report_json_num(q, "rouge_l_mean"));
         html_vec_push(p, sp->bleu, load, report_json_num(q, "bleu4_mean"));
         html_vec_push(p, sp->em, load, report_json_num(q, "exact_match_rate"));
+    }
+    const json_t *vs = report_json_obj(st, "vector_search");
+    double qps = report_json_num(vs, "qps"), r = report_json_num(vs, "recall_mean");
+    if (vs && isfinite(qps) && isfinite(r)) {
+        double r5 = report_json_num(vs, "recall_p5");
+        sp->recall = true;
+        html_vec_push(p, sp->rq, qps, r);
+        html_vec_push(p, sp->rq5, qps, r5);
+        html_vec_push(p, sp->rp, v[3], r);
+        html_vec_push(p, sp->rp5, v[3], r5);
     }
 }
 
@@ -354,6 +367,47 @@ static void sweep_quality_chart(struct html_page *p, const struct sweep_points *
     html_chart(p, &c);
 }
 
+/*
+ * recall@k against QPS and against E2EL p99 (a sweep over a search breadth:
+ * each point one step), the recall knee marked: the trade-off a vector
+ * index makes, read left to right as the breadth grows.
+ */
+static void sweep_recall_charts(struct html_page *p, const struct sweep_points *sp)
+{
+    const json_t *rk = report_json_obj(sp->doc, "recall_knee");
+    static const struct {
+        const char *name, *title, *xlabel, *key;
+    } kinds[] = {
+        {"recall-qps", "Recall@k vs queries per second", "queries/s", "qps"},
+        {"recall-p99", "Recall@k vs latency p99", "E2EL p99 (ms)", "e2el_p99_ms"},
+    };
+    for (int k = 0; k < 2; k++) {
+        struct svg_series s[2];
+        struct svg_marker km;
+        char id[CHART_ID_MAX];
+        snprintf(id, sizeof(id), "sweep%d-%s", sp->sw, kinds[k].name);
+        struct svg_chart c = {
+            .id = id,
+            .title = kinds[k].title,
+            .x = {.label = kinds[k].xlabel, .min = NAN, .max = NAN, .include_zero = true},
+            .y = {.label = "recall@k", .min = 0, .max = 1},
+            .series = s,
+            .nseries = 2,
+            .note = "no data",
+        };
+        html_series(&s[0], k ? sp->rp : sp->rq, "recall mean", 0, SVG_LINE_DOTS);
+        html_series(&s[1], k ? sp->rp5 : sp->rq5, "recall p5", 1, SVG_LINE);
+        s[1].dashed = true;
+        double kx = report_json_num(rk, kinds[k].key), ky = report_json_num(rk, "recall_mean");
+        if (isfinite(kx) && isfinite(ky)) {
+            km = (struct svg_marker){.x = kx, .y = ky, .label = "recall knee", .color = 3};
+            c.markers = &km;
+            c.nmarkers = 1;
+        }
+        html_chart(p, &c);
+    }
+}
+
 /* Each step's own TTFT and E2EL distributions overlaid, when its result is there. */
 static void sweep_step_dists(struct html_page *p, const struct report_doc *d, const json_t *steps,
                              int sw)
@@ -406,6 +460,8 @@ bool html_sweep_charts(struct html_page *p, const struct report_doc *d, int sw)
     sweep_errors_chart(p, &sp);
     if (sp.quality)
         sweep_quality_chart(p, &sp);
+    if (sp.recall)
+        sweep_recall_charts(p, &sp);
     sweep_step_dists(p, d, steps, sw);
     html_emit(p, "</div>\n");
     return true;

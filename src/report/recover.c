@@ -156,6 +156,14 @@ static int parse_line(const char *text, size_t len, struct req_record *rec)
     rec->content_chunks = count_u32(line, "content_chunks");
     rec->choice_chunks = count_u32(line, "choice_chunks");
     rec->output_tokens = count_u32(line, "output_tokens");
+    const json_t *recall = json_object_get(line, "recall");
+    uint32_t rk = count_u32(line, "recall_k");
+    if (json_is_number(recall) && json_number_value(recall) >= 0 &&
+        json_number_value(recall) <= 1 && rk >= 1 && rk <= UINT16_MAX) {
+        rec->has_recall = true;
+        rec->recall = json_number_value(recall);
+        rec->recall_k = (uint16_t)rk;
+    }
     const char *src = json_string_value(json_object_get(line, "token_source"));
     rec->token_source = TOKEN_SOURCE_COUNT; /* unknown unless named */
     for (int s = 0; src && s < TOKEN_SOURCE_COUNT; s++)

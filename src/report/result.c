@@ -774,11 +774,12 @@ static json_t *vector_search_json(const struct run_stats *s, const struct run_su
 {
     const struct quality_dist *d = &s->recall;
     const struct latency_summary *l = &sum->lat[STAT_E2EL];
-    return json_pack("{s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "k", (json_int_t)s->recall_k,
+    return json_pack("{s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "k", (json_int_t)s->recall_k,
                      "searches", (json_int_t)d->count, "qps", sum->request_throughput,
                      "latency_p50_ms", l->pct[0], "latency_p99_ms", l->pct[3], "recall_mean",
                      quality_dist_mean(d), "recall_p5", quality_dist_percentile(d, 5), "recall_p50",
-                     quality_dist_percentile(d, 50), "recall_min", quality_dist_min(d));
+                     quality_dist_percentile(d, 50), "recall_min", quality_dist_min(d), "state",
+                     run_stats_recall_state_json(s));
 }
 
 int result_build(const struct run_stats *stats, const struct run_summary *sum,
@@ -1045,6 +1046,16 @@ static int read_histograms(struct reader *r, const json_t *doc, struct run_stats
     return 0;
 }
 
+/* vector_search.state (absent in older files and runs without recall): the
+ * recall distribution, exactly. */
+static int read_recall(struct reader *r, const json_t *doc, struct run_stats *s)
+{
+    const json_t *st = json_object_get(json_object_get(doc, "vector_search"), "state");
+    if (st && run_stats_recall_state_add(s, st))
+        return bad(r, "'vector_search.state' is not a recall state", NULL);
+    return 0;
+}
+
 int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size_t errlen)
 {
     char dummy[1];
@@ -1060,6 +1071,7 @@ int result_read_stats(const json_t *doc, struct run_stats **out, char *err, size
         return rc;
     }
     if ((rc = read_counters(&r, doc, s)) < 0 || (rc = read_histograms(&r, doc, s)) < 0 ||
+        (rc = read_recall(&r, doc, s)) < 0 ||
         (rc = live_metrics_buckets_read(doc, s, r.err, r.errlen)) < 0 ||
         (rc = errtally_add_json(&s->errors, json_object_get(doc, "errors"), r.err, r.errlen)) < 0 ||
         (rc = read_sample(&r, doc, s)) < 0) {

@@ -46,15 +46,16 @@
 #include "base/buf.h"
 #include "base/err.h"
 
-#define FLOW_VARS_MAX       64          /* variables in one flow_vars */
-#define FLOW_VAR_NAME_MAX   64          /* bytes of a variable name */
-#define FLOW_VAR_VALUE_MAX  (1u << 20)  /* bytes of a value as compact JSON */
-#define FLOW_VAR_DEPTH_MAX  512         /* nesting of a value */
-#define FLOW_RENDER_MAX     (16u << 20) /* bytes of a rendered body */
-#define FLOW_TEXT_MAX       8192        /* bytes of a rendered URL or header */
-#define FLOW_TMPL_DEPTH_MAX 64          /* nesting of a template */
-#define FLOW_STEPS_MAX      64          /* steps in one flow */
-#define FLOW_RESPONSE_MAX   (64u << 20) /* bytes of a response parsed for captures */
+#define FLOW_VARS_MAX        64          /* variables in one flow_vars */
+#define FLOW_VAR_NAME_MAX    64          /* bytes of a variable name */
+#define FLOW_VAR_VALUE_MAX   (1u << 20)  /* bytes of a value as compact JSON */
+#define FLOW_VAR_DEPTH_MAX   512         /* nesting of a value */
+#define FLOW_RENDER_MAX      (16u << 20) /* bytes of a rendered body */
+#define FLOW_TEXT_MAX        8192        /* bytes of a rendered URL or header */
+#define FLOW_TMPL_DEPTH_MAX  64          /* nesting of a template */
+#define FLOW_STEPS_MAX       64          /* steps in one flow */
+#define FLOW_RESPONSE_MAX    (64u << 20) /* bytes of a response parsed for captures */
+#define FLOW_RETRIEVAL_K_MAX 50          /* k of a retrieval step (the search's max_num_results) */
 
 /* ---- Variables ---- */
 
@@ -176,6 +177,12 @@ struct flow_step_def {
     uint64_t timeout_ns; /* 0: the run's */
     int32_t fallback;    /* step started when this one fails; -1: none */
     bool fallback_only;  /* started only as some step's fallback */
+    /* A retrieval step (an OpenAI vector store search over HTTP): recall@k
+     * of its answers is measured, k = retrieval_k (0: not a retrieval
+     * step), against the passages of retrieval_docs (NULL: the simulator's
+     * built-in ones). */
+    uint32_t retrieval_k;
+    char *retrieval_docs;
 };
 
 struct flow_def {

@@ -494,6 +494,7 @@ void flow_def_release(struct flow_def *d)
         ts_free(st->deps);
         ts_free(st->method);
         ts_free(st->url);
+        ts_free(st->retrieval_docs);
         for (size_t k = 0; k < st->nheaders && st->headers; k++)
             ts_free(st->headers[k]);
         ts_free(st->headers);

@@ -756,7 +756,7 @@ static int step_head(struct sctx *c, struct fy_node *n, struct flow_def *d, size
     static const char *const keys[] = {
         "name",    "role",     "kind",          "depends_on", "method",
         "url",     "headers",  "body",          "capture",    "optional_capture",
-        "timeout", "fallback", "fallback_only", NULL};
+        "timeout", "fallback", "fallback_only", "retrieval",  NULL};
     struct yamlwalk *w = &c->w;
     struct flow_step_def *st = &d->steps[idx];
     if (!fy_node_is_mapping(n))
@@ -899,6 +899,47 @@ static int step_captures(struct sctx *c, struct fy_node *n, struct flow_step_def
     return rc < 0 ? rc : 0;
 }
 
+/*
+ * retrieval: true | {k: 1..50, docs: FILE}: the step is a vector store search
+ * whose recall@k is measured. k defaults to the body's max_num_results when
+ * that is a literal integer, else 10 (the API's default).
+ */
+static int step_retrieval(struct sctx *c, struct fy_node *n, struct flow_step_def *st,
+                          const char *what)
+{
+    static const char *const keys[] = {"k", "docs", NULL};
+    struct yamlwalk *w = &c->w;
+    struct fy_node *v = NULL;
+    bool on = true;
+    uint64_t k = 0;
+    int rc = yw_find(w, n, "retrieval", &v);
+    if (rc <= 0)
+        return rc;
+    if (fy_node_is_mapping(v)) {
+        char kwhat[160];
+        snprintf(kwhat, sizeof(kwhat), "the retrieval of %s", what);
+        if ((rc = yw_keys_check(w, v, keys, kwhat)) < 0 ||
+            (rc = yw_u64(w, v, "k", 1, FLOW_RETRIEVAL_K_MAX, &k)) < 0 ||
+            (rc = get_path(c, v, "docs", &st->retrieval_docs)) < 0)
+            return rc;
+    } else if ((rc = yw_node_bool(w, v, "retrieval", &on)) < 0) {
+        return rc;
+    }
+    if (!on)
+        return 0;
+    if (st->kind != FLOW_STEP_HTTP)
+        return yw_err(w, v,
+                      "%s: retrieval is for a kind: http step (a POST to a vector store's "
+                      "/search), not %s",
+                      what, flow_step_kind_name(st->kind));
+    json_t *m = json_object_get(st->body, "max_num_results");
+    if (!k && json_is_integer(m) && json_integer_value(m) >= 1 &&
+        json_integer_value(m) <= FLOW_RETRIEVAL_K_MAX)
+        k = (uint64_t)json_integer_value(m);
+    st->retrieval_k = k ? (uint32_t)k : 10;
+    return 0;
+}
+
 /* One step of a flow; depends_on and fallback are resolved once every step
    is named (resolve_step_refs). explicit_fo[idx]: fallback_only as given, or -1. */
 static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, size_t idx,
@@ -910,7 +951,7 @@ static int parse_step(struct sctx *c, struct fy_node *n, struct flow_def *d, siz
     int rc;
     if ((rc = step_head(c, n, d, idx, names, what, sizeof(what))) != 0 ||
         (rc = step_kind(c, n, st)) < 0 || (rc = step_request(c, n, st, what, names[idx])) < 0 ||
-        (rc = step_captures(c, n, st, what)) < 0 ||
+        (rc = step_captures(c, n, st, what)) < 0 || (rc = step_retrieval(c, n, st, what)) < 0 ||
         (rc = yw_duration(&c->w, n, "timeout", 1, &st->timeout_ns)) < 0 ||
         (rc = yw_bool(&c->w, n, "fallback_only", &fo)) < 0)
         return rc;

@@ -49,6 +49,11 @@ struct traffic_actor {
     char *user; /* the current turn's user text, as sent */
     size_t user_len;
     struct flow_run *fr;
+    const char *reference; /* the iteration's reference answer (owned by the traffic) or NULL */
+    /* the flow's retrieval steps that measured recall this iteration */
+    uint64_t recall_have;
+    double recall[FLOW_STEPS_MAX];
+    uint32_t recall_k[FLOW_STEPS_MAX];
 };
 
 static uint64_t mix3(uint64_t a, uint64_t b, uint64_t c)
@@ -200,6 +205,8 @@ int traffic_init(struct traffic *t, struct scenario *s, uint32_t class_index, co
     if (c->has_flow) {
         t->has_flow = true;
         t->flow = &c->flow;
+        if ((rc = flow_retrieval_init(&t->retr, t->flow, err, errlen)))
+            goto fail_quiet;
     }
     return 0;
 fail:
@@ -226,6 +233,7 @@ void traffic_release(struct traffic *t)
         dist_release(&t->turns);
         dist_release(&t->think);
     }
+    flow_retrieval_release(&t->retr);
     memset(t, 0, sizeof(*t));
 }
 
@@ -899,6 +907,8 @@ static int flow_start(struct traffic_actor *a, const struct tokcount *tc, char *
     }
     a->intent = tt.intent;
     a->prefix = tt.prefix;
+    a->reference = tt.reference;
+    a->recall_have = 0;
     char sid[256];
     snprintf(sid, sizeof(sid), "%s-%llu", t->name, (unsigned long long)a->session_no);
     /* a flow's prompt must be a JSON string: invalid UTF-8 is replaced */
@@ -973,6 +983,9 @@ static int build_step(struct traffic_actor *a, const struct tokcount *tc, uint32
         return rc;
     rq->step = step;
     rq->openai = d->kind != FLOW_STEP_HTTP;
+    rq->answer = flow_retrieval_is_answer(&t->retr, step);
+    if (rq->answer)
+        rq->item.reference = a->reference;
     rq->timeout_ns = d->timeout_ns;
     rq->method = d->method ? d->method : (fq.body || rq->openai) ? "POST" : "GET";
     rq->intent = a->intent;
@@ -1081,6 +1094,37 @@ int traffic_next(struct traffic_actor *a, const struct tokcount *tc, struct traf
     }
     a->inflight++;
     return 1;
+}
+
+int traffic_retrieval_done(struct traffic_actor *a, const struct traffic_req *rq, const char *req,
+                           size_t req_len, const char *body, size_t len, double *recall,
+                           uint32_t *k)
+{
+    const struct traffic *t = a->t;
+    if (!t->has_flow || rq->step >= t->retr.n || !(t->retr.retrievals >> rq->step & 1))
+        return 0;
+    int rc =
+        flow_retrieval_measure(&t->retr, t->flow, rq->step, req, req_len, body, len, recall, k);
+    if (rc == 1) {
+        a->recall_have |= 1ull << rq->step;
+        a->recall[rq->step] = *recall;
+        a->recall_k[rq->step] = *k;
+    }
+    return rc;
+}
+
+size_t traffic_answer_recalls(const struct traffic_actor *a, uint32_t step,
+                              struct traffic_recall *out, size_t n)
+{
+    const struct traffic *t = a->t;
+    if (!t->has_flow || !flow_retrieval_is_answer(&t->retr, step))
+        return 0;
+    uint64_t m = t->retr.before[step] & a->recall_have;
+    size_t c = 0;
+    for (uint32_t i = 0; i < t->retr.n && c < n; i++)
+        if (m >> i & 1)
+            out[c++] = (struct traffic_recall){i, a->recall_k[i], a->recall[i]};
+    return c;
 }
 
 static int history_push(struct traffic_actor *a, const char *role, const char *text, size_t len)

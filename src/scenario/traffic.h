@@ -55,6 +55,7 @@
 #include "llm/vecset.h"
 #include "workload/dataset.h"
 #include "scenario/flow.h"
+#include "scenario/retrieval.h"
 #include "workload/perturb.h"
 #include "workload/promptgen.h"
 #include "workload/prompts.h"
@@ -103,6 +104,7 @@ struct traffic {
 
     bool has_flow;
     const struct flow_def *flow; /* borrowed from the scenario */
+    struct flow_retrieval retr;  /* the flow's retrieval and answer steps */
 
     /* endpoint vector-search: iteration i searches row i mod n of vectors
      * ({"vector":[...],"k":K,"nprobe","ef_search"} + the body overrides, at
@@ -126,6 +128,7 @@ struct traffic_req {
     size_t nheaders;
     uint32_t step;       /* flow step index; 0 for a plain request */
     bool openai;         /* an OpenAI response (else any 2xx is ok) */
+    bool answer;         /* a flow's answer step (retrieval.h): its answer is scored */
     uint64_t timeout_ns; /* 0 = the run's */
     /* labels for the record */
     int32_t intent; /* -1 none */
@@ -179,6 +182,33 @@ TS_MUST_CHECK int traffic_next(struct traffic_actor *a, const struct tokcount *t
  */
 void traffic_done(struct traffic_actor *a, const struct traffic_req *rq, bool ok,
                   const char *answer, size_t answer_len, const char *body, size_t body_len);
+
+/*
+ * recall@k of a flow's retrieval step rq (flow_retrieval_measure), whose
+ * request body was req[0..req_len) and answer body[0..len); call it for
+ * answers that ended ok, before traffic_done. The actor keeps the recall for
+ * the answer steps after it in this iteration. Returns 1 with *recall and
+ * *k, 0 when nothing was measured, -ENOMEM.
+ */
+TS_MUST_CHECK int traffic_retrieval_done(struct traffic_actor *a, const struct traffic_req *rq,
+                                         const char *req, size_t req_len, const char *body,
+                                         size_t len, double *recall, uint32_t *k);
+
+/* A retrieval step's recall in the current iteration. */
+struct traffic_recall {
+    uint32_t step;
+    uint32_t k;
+    double recall;
+};
+
+/*
+ * The retrieval steps that answer step step followed in the current
+ * iteration (it depends on them, directly or not, and they measured
+ * recall): up to n into out, in step order. Returns their count; 0 for a
+ * step that is not an answer step.
+ */
+size_t traffic_answer_recalls(const struct traffic_actor *a, uint32_t step,
+                              struct traffic_recall *out, size_t n);
 
 /* A dry run's end of rq: a session's turn gets a placeholder answer, a
  * flow step succeeds with placeholder captures, so what follows can be

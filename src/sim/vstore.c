@@ -28,7 +28,13 @@ struct vstore {
     struct vstore_doc *docs;
     size_t n, cap;
     size_t dims;
-    float *vecs; /* n * dims, filled by embed_all() */
+    float *vecs;        /* n * dims, filled by embed_all() */
+    struct byid *by_id; /* n entries sorted by file_id, for vstore_recall() */
+};
+
+struct byid {
+    const char *id;
+    uint32_t doc;
 };
 
 /* ---- the built-in passages ---- */
@@ -137,6 +143,7 @@ void vstore_free(struct vstore *v)
     }
     ts_free(v->docs);
     ts_free(v->vecs);
+    ts_free(v->by_id);
     ts_free(v);
 }
 
@@ -169,11 +176,23 @@ static int store_add(struct vstore *v, const char *file_id, const char *filename
     return 0;
 }
 
+static int byid_cmp(const void *a, const void *b)
+{
+    const struct byid *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c ? c : x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
+/* Embeds every passage and sorts the file_ids (the last step of building a store). */
 static int embed_all(struct vstore *v)
 {
     v->vecs = ts_malloc((v->n ? v->n : 1) * v->dims * sizeof(float));
-    if (!v->vecs)
+    v->by_id = ts_malloc((v->n ? v->n : 1) * sizeof(*v->by_id));
+    if (!v->vecs || !v->by_id)
         return -ENOMEM;
+    for (size_t i = 0; i < v->n; i++)
+        v->by_id[i] = (struct byid){v->docs[i].file_id, (uint32_t)i};
+    qsort(v->by_id, v->n, sizeof(*v->by_id), byid_cmp);
     for (size_t i = 0; i < v->n; i++) {
         int rc = embed_text(v->docs[i].text, v->docs[i].text_len, v->vecs + i * v->dims, v->dims);
         if (rc)
@@ -504,6 +523,82 @@ int vstore_search(const struct vstore *v, const char *query, size_t len, size_t 
     ts_free(q);
     *n = kept;
     return 0;
+}
+
+/* The exact score of the best passage whose file_id is id, or -1 when none is. */
+static double score_of_id(const struct vstore *v, const double *scores, const char *id)
+{
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) { /* the first entry >= id */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(v->by_id[mid].id, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double best = -1;
+    for (size_t i = lo; i < v->n && !strcmp(v->by_id[i].id, id); i++)
+        if (scores[v->by_id[i].doc] > best)
+            best = scores[v->by_id[i].doc];
+    return best;
+}
+
+/* The k-th best of scores[0..n) (1 <= k <= n <= VSTORE_MAX_DOCS). */
+static double kth_best(const double *scores, size_t n, size_t k)
+{
+    double top[VSTORE_MAX_RESULTS];
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        double s = scores[i];
+        if (kept == k && s <= top[kept - 1])
+            continue;
+        size_t j = kept < k ? kept++ : kept - 1;
+        while (j > 0 && top[j - 1] < s) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = s;
+    }
+    return top[k - 1];
+}
+
+int vstore_recall(const struct vstore *v, const char *query, size_t len, const char *const *ids,
+                  size_t nids, size_t k, double *recall, size_t *k_used)
+{
+    *recall = 0;
+    *k_used = 0;
+    if (k < 1 || k > VSTORE_MAX_RESULTS || (nids && !ids))
+        return -EINVAL;
+    if (k > v->n)
+        k = v->n;
+    float *q = ts_malloc(v->dims * sizeof(float));
+    double *scores = ts_malloc((v->n ? v->n : 1) * sizeof(double));
+    int rc = q && scores ? embed_text(query, len, q, v->dims) : -ENOMEM;
+    for (size_t i = 0; !rc && i < v->n; i++) {
+        const float *d = v->vecs + i * v->dims;
+        double dot = 0;
+        for (size_t j = 0; j < v->dims; j++)
+            dot += (double)q[j] * d[j];
+        scores[i] = dot < 0 ? 0 : dot > 1 ? 1 : dot; /* as vstore_search scores */
+    }
+    if (!rc && k) {
+        double bar = kth_best(scores, v->n, k) - VSTORE_RECALL_TIE;
+        size_t hits = 0, seen = 0;
+        for (size_t i = 0; i < nids && seen < k; i++) {
+            bool dup = false;
+            for (size_t j = 0; j < i && !dup; j++)
+                dup = ids[j] && ids[i] && !strcmp(ids[j], ids[i]);
+            if (dup || !ids[i])
+                continue;
+            seen++;
+            hits += score_of_id(v, scores, ids[i]) >= bar;
+        }
+        *recall = (double)hits / (double)k;
+        *k_used = k;
+    }
+    ts_free(q);
+    ts_free(scores);
+    return rc;
 }
 
 /* ---- the search request ---- */

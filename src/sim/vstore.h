@@ -115,6 +115,28 @@ TS_MUST_CHECK int vstore_search(const struct vstore *v, const char *query, size_
                                 size_t max_results, double threshold, struct vstore_hit *hits,
                                 size_t *n);
 
+/* Scores this close to the k-th best count as tied with it (vstore_recall). */
+#define VSTORE_RECALL_TIE 1e-6
+
+/*
+ * recall@k of a search answer against the store's exact ranking, for a load
+ * test's retrieval steps. query[0..len) is embedded as passages are and every
+ * passage scored by its cosine, clamped to [0, 1] (what vstore_search ranks
+ * by). ids[0..nids) are the file_ids the answer returned, best first (NULL
+ * entries are skipped); the first k distinct ones are judged, and one is a
+ * hit when a passage with that file_id scores at least the k-th best score
+ * minus VSTORE_RECALL_TIE: a passage tied with the k-th best is as right as
+ * it (ann-benchmarks judges ties the same way), an id the store does not hold
+ * is a miss. *recall = hits / k, with k (1..VSTORE_MAX_RESULTS) cut to the
+ * number of passages (*k_used; 0 for an empty store, recall 0). Cost: one
+ * embedding and passages x dims multiply-adds (0.1 M for the built-in store).
+ * Returns 0, -EINVAL (k out of range, ids NULL with nids > 0) or -ENOMEM.
+ * Reads v only: callable from any thread.
+ */
+TS_MUST_CHECK int vstore_recall(const struct vstore *v, const char *query, size_t len,
+                                const char *const *ids, size_t nids, size_t k, double *recall,
+                                size_t *k_used);
+
 /*
  * A parsed search request body:
  *   {"query": string | [string, ...] (required, 1..16 non-empty strings, at

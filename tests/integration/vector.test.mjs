@@ -244,6 +244,16 @@ test('sweep --vary nprobe: one step per value, the recall table and knee in swee
   }
   // with three points only the middle one can be the knee
   assert.ok(sw.recall_knee === null || sw.recall_knee.load === 8, JSON.stringify(sw.recall_knee));
+  // the HTML report draws recall against QPS and against p99, one dot per step
+  const html = path.join(tmp, 'sweep.html');
+  const rep = await runBin(['report', '--format', 'html', '-o', html, out]);
+  assert.equal(rep.code, 0, rep.stderr);
+  const page = fs.readFileSync(html, 'utf8');
+  for (const id of ['recall-qps', 'recall-p99']) {
+    const chart = page.split(`id="sweep1-${id}"`)[1]?.split('</svg>')[0];
+    assert.ok(chart, `chart ${id}`);
+    assert.equal((chart.match(/<circle/g) || []).length >= 3, true, `${id}: a dot per step`);
+  }
   // the varied option is the sweep's: passing it through is refused
   const bad = await runBin(['sweep', '--vary', 'nprobe=1,8', '--out', path.join(tmp, 'sweep-bad'), '--',
     ...runOpts, '--nprobe', '4'], { timeoutMs: 30000 });

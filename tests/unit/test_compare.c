@@ -469,6 +469,60 @@ static void test_rates(void **state)
     free(b);
 }
 
+/* recall@k rows: only when a run has recall; mean and p5 from the
+ * distribution; a drop is worse and a rule on it fires; units pp or %. */
+static void test_recall_rows(void **state)
+{
+    (void)state;
+    struct synth *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    struct compare_cfg cfg = {.seed = 3};
+    struct compare_result res;
+    char err[256];
+    assert_non_null(a);
+    assert_non_null(b);
+    synth_make(a, 1, 1.0, NREQ, 0);
+    synth_make(b, 1, 1.0, NREQ, 0);
+    assert_int_equal(compare_runs(&a->run, &b->run, &cfg, NULL, 0, &res), 0);
+    for (size_t i = 0; i < res.nrows; i++)
+        assert_null(strstr(res.rows[i].name, "recall")); /* no search: no recall rows */
+    compare_result_release(&res);
+    /* base: 400 searches at 0.9; new: 200 at 0.9 and 200 at 0.5 (k 10) */
+    for (int i = 0; i < NREQ; i++) {
+        struct req_record r = {.outcome = REQ_OK, .has_recall = true, .recall_k = 10};
+        r.recall = 0.9;
+        run_stats_add_record(a->stats, &r, NULL);
+        r.recall = i % 2 ? 0.5 : 0.9;
+        run_stats_add_record(b->stats, &r, NULL);
+    }
+    struct compare_rule rules[2];
+    assert_int_equal(compare_rule_parse("recall<-2pp", &rules[0], err, sizeof(err)), 0);
+    assert_double_equal(rules[0].threshold, -0.02, 1e-15);
+    assert_int_equal(compare_rule_parse("recall_p5 < -10%", &rules[1], err, sizeof(err)), 0);
+    assert_true(rules[1].relative);
+    assert_int_equal(compare_runs(&a->run, &b->run, &cfg, rules, 2, &res), 0);
+    const struct compare_row *m = row_named(&res, "recall"), *p5 = row_named(&res, "recall_p5");
+    assert_double_equal(m->base, 0.9, 1e-12);
+    assert_double_equal(m->new_, 0.7, 1e-12);
+    assert_double_equal(p5->base, 0.9, 1e-12);
+    assert_double_equal(p5->new_, 0.5, 1e-12);
+    assert_true(m->significant && p5->significant);
+    assert_int_equal(m->direction, 1); /* lower recall is worse */
+    assert_true(m->ci_lo > -0.3 && m->ci_hi < -0.1);
+    assert_true(res.regression && res.rule_hit[0] && res.rule_hit[1]);
+    assert_string_equal(compare_metric_unit(&m->metric), "fraction");
+    compare_result_release(&res);
+    /* the same recall: no rule fires */
+    assert_int_equal(compare_runs(&a->run, &a->run, &cfg, rules, 2, &res), 0);
+    assert_false(res.regression);
+    compare_result_release(&res);
+    assert_int_equal(compare_rule_parse("recall<-5ms", &rules[0], err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "pp"));
+    synth_free(a);
+    synth_free(b);
+    free(a);
+    free(b);
+}
+
 static void test_seed_reproducible(void **state)
 {
     (void)state;
@@ -865,6 +919,7 @@ int main(void)
         cmocka_unit_test(test_identical_runs_no_change),
         cmocka_unit_test(test_shifted_run_detected),
         cmocka_unit_test(test_rates),
+        cmocka_unit_test(test_recall_rows),
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_false_positive_rate),
         cmocka_unit_test(test_bad_config),

@@ -395,6 +395,56 @@ static void test_page_sweep(void **state)
     report_docset_release(&set);
 }
 
+/* A sweep over nprobe whose steps have recall: recall@k against QPS and
+ * against E2EL p99, the recall knee marked on both; a sweep without recall
+ * (above) has neither chart. */
+static const char vary_json[] =
+    "{\"schema\":\"tokenstorm.sweep/1\",\"mode\":\"nprobe\",\"target\":\"sim\",\"steps\":["
+    "{\"load\":1,\"dir\":\"s1\",\"achieved_rps\":1900,\"ttft_p50_ms\":0.1,\"ttft_p99_ms\":0.3,"
+    "\"e2el_p50_ms\":0.1,\"e2el_p99_ms\":0.3,\"error_rate\":0,\"quality\":null,"
+    "\"vector_search\":{\"recall_mean\":0.34,\"recall_p5\":0.1,\"qps\":1900}},"
+    "{\"load\":8,\"dir\":\"s2\",\"achieved_rps\":1500,\"ttft_p50_ms\":0.2,\"ttft_p99_ms\":0.6,"
+    "\"e2el_p50_ms\":0.2,\"e2el_p99_ms\":0.6,\"error_rate\":0,\"quality\":null,"
+    "\"vector_search\":{\"recall_mean\":0.72,\"recall_p5\":0.4,\"qps\":1500}},"
+    "{\"load\":64,\"dir\":\"s3\",\"achieved_rps\":900,\"ttft_p50_ms\":0.3,\"ttft_p99_ms\":1.1,"
+    "\"e2el_p50_ms\":0.3,\"e2el_p99_ms\":1.1,\"error_rate\":0,\"quality\":null,"
+    "\"vector_search\":{\"recall_mean\":0.95,\"recall_p5\":0.8,\"qps\":900}}],"
+    "\"recall_knee\":{\"load\":8,\"recall_mean\":0.72,\"qps\":1500,\"e2el_p99_ms\":0.6,"
+    "\"score\":0.3}}";
+
+static void test_page_sweep_recall(void **state)
+{
+    (void)state;
+    struct report_docset set;
+    char err[512];
+    report_docset_init(&set);
+    json_t *doc = load_json(vary_json);
+    assert_int_equal(
+        report_docset_add_json(&set, doc, "sw", "/x/sweep.json", NULL, err, sizeof(err)), 0);
+    json_decref(doc);
+    char *page = build_page(&set);
+    assert_offline(page);
+    assert_non_null(strstr(page, "id=\"sweep1-recall-qps\""));
+    assert_non_null(strstr(page, "id=\"sweep1-recall-p99\""));
+    assert_non_null(strstr(page, ">Recall@k vs queries per second</text>"));
+    assert_non_null(strstr(page, ">Recall@k vs latency p99</text>"));
+    assert_non_null(strstr(page, ">E2EL p99 (ms)</text>"));
+    assert_int_equal(count(page, ">recall knee</text>"), 2);
+    assert_non_null(strstr(page, ">recall p5</text>"));
+    ts_free(page);
+    report_docset_release(&set);
+
+    report_docset_init(&set);
+    doc = load_json(sweep_json);
+    assert_int_equal(
+        report_docset_add_json(&set, doc, "sw", "/x/sweep.json", NULL, err, sizeof(err)), 0);
+    json_decref(doc);
+    page = build_page(&set);
+    assert_null(strstr(page, "recall-qps"));
+    ts_free(page);
+    report_docset_release(&set);
+}
+
 /*
  * A critical load that means nothing (lambda_c -24.41 from a poor fit, as
  * docs/example-report.html once showed) is neither a headline nor a line on
@@ -682,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_page_minimal_result),
         cmocka_unit_test(test_page_several_runs),
         cmocka_unit_test(test_page_sweep),
+        cmocka_unit_test(test_page_sweep_recall),
         cmocka_unit_test(test_page_sweep_meaningless_fit),
         cmocka_unit_test(test_group_table),
         cmocka_unit_test(test_docset_rejects),

@@ -928,6 +928,67 @@ static void test_alloc_failures(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* The exact state of a distribution and of quality stats reads back equal;
+ * malformed states are refused and leave the target alone. */
+static void test_state_round_trip(void **state)
+{
+    (void)state;
+    struct quality_stats qs, back;
+    quality_stats_reset(&qs);
+    quality_stats_reset(&back);
+    const double v[] = {1.0 / 3.0, 0.25, 1.0, 0.0, 2.0 / 3.0, 0.25};
+    for (size_t i = 0; i < 6; i++) {
+        struct quality_scores q = {.have = QUALITY_HAVE_REF | (i % 2 ? QUALITY_HAVE_JSON : 0),
+                                   .rouge_l = v[i],
+                                   .bleu4 = v[5 - i],
+                                   .exact = v[i] == 1.0,
+                                   .json_valid = i == 1};
+        quality_stats_add(&qs, &q);
+    }
+    json_t *o = quality_stats_state_json(&qs);
+    assert_non_null(o);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_t *again = json_loads(text, 0, NULL);
+    assert_int_equal(quality_stats_state_add(&back, again), 0);
+    assert_memory_equal(&qs, &back, sizeof(qs));
+    /* twice is the merge of two */
+    struct quality_stats two = qs;
+    quality_stats_merge(&two, &qs);
+    assert_int_equal(quality_stats_state_add(&back, again), 0);
+    assert_memory_equal(&two, &back, sizeof(two));
+    /* an empty distribution */
+    struct quality_dist e, e2;
+    quality_dist_reset(&e);
+    quality_dist_reset(&e2);
+    json_t *eo = quality_dist_state_json(&e);
+    assert_int_equal(quality_dist_state_add(&e2, eo), 0);
+    assert_memory_equal(&e, &e2, sizeof(e));
+    json_decref(eo);
+    /* malformed: bins that do not add up, a bin out of range, a sum too big, min > max */
+    static const char *const bad[] = {
+        "{\"count\":2,\"sum_fix\":1,\"min_fix\":0,\"max_fix\":1,\"bins\":[[0,1]]}",
+        "{\"count\":1,\"sum_fix\":1,\"min_fix\":0,\"max_fix\":1,\"bins\":[[1001,1]]}",
+        "{\"count\":1,\"sum_fix\":2000000000,\"min_fix\":0,\"max_fix\":1,\"bins\":[[0,1]]}",
+        "{\"count\":1,\"sum_fix\":1,\"min_fix\":5,\"max_fix\":1,\"bins\":[[0,1]]}",
+        "{\"count\":-1,\"sum_fix\":1,\"min_fix\":0,\"max_fix\":1,\"bins\":[]}",
+        "{\"count\":1,\"sum_fix\":1,\"min_fix\":0,\"max_fix\":1,\"bins\":[[0]]}",
+        "[]",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *b = json_loads(bad[i], 0, NULL);
+        assert_non_null(b);
+        struct quality_dist d = qs.rouge_l;
+        assert_int_equal(quality_dist_state_add(&d, b), -EINVAL);
+        assert_memory_equal(&d, &qs.rouge_l, sizeof(d));
+        json_decref(b);
+    }
+    json_object_set_new(again, "exact", json_integer(100)); /* more exact than with_ref */
+    assert_int_equal(quality_stats_state_add(&back, again), -EINVAL);
+    json_decref(again);
+    json_decref(o);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -951,6 +1012,7 @@ int main(void)
         cmocka_unit_test(test_dual_sla),
         cmocka_unit_test(test_consistency_lexical),
         cmocka_unit_test(test_consistency_cosine),
+        cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests_name("quality", tests, NULL, NULL);

@@ -306,6 +306,40 @@ static void test_round_trip(void **state)
  * the file, the values are gone: the fields fall back to the histograms and
  * "vllm.fields" says so.
  */
+/* A vector run's recall comes back from result.json exactly (the state), so
+ * merged files and ranks keep mean and p5; a broken state is an error. */
+static void test_recall_round_trip(void **state)
+{
+    (void)state;
+    struct run_stats *s = NULL, *back = NULL;
+    assert_int_equal(run_stats_new(&s), 0);
+    for (int i = 0; i < 30; i++) {
+        struct req_record r = ok_record(10, 20);
+        r.has_recall = true;
+        r.recall_k = 7;
+        r.recall = (double)(i % 8) / 7.0;
+        run_stats_add_record(s, &r, NULL);
+    }
+    struct run_summary sum;
+    run_summary_compute(&sum, s, 10.0, 0, NULL);
+    struct result_info info = {0};
+    json_t *doc = NULL;
+    char err[256];
+    assert_int_equal(result_build(s, &sum, &info, &doc), 0);
+    const json_t *vs = json_object_get(doc, "vector_search");
+    assert_non_null(json_object_get(vs, "state"));
+    assert_int_equal(result_read_stats(doc, &back, err, sizeof(err)), 0);
+    assert_memory_equal(&back->recall, &s->recall, sizeof(s->recall));
+    assert_int_equal(back->recall_k, 7);
+    run_stats_free(back);
+    json_object_set_new(json_object_get(json_object_get(doc, "vector_search"), "state"), "recall",
+                        json_string("x"));
+    assert_int_equal(result_read_stats(doc, &back, err, sizeof(err)), TS_PARSE);
+    assert_non_null(strstr(err, "vector_search.state"));
+    json_decref(doc);
+    run_stats_free(s);
+}
+
 static void test_vllm_fields_exact(void **state)
 {
     (void)state;
@@ -545,7 +579,15 @@ static void test_request_line(void **state)
     assert_true(json_is_false(json_object_get(o, "warmup")));
     assert_int_equal(json_integer_value(json_object_get(o, "usage_prompt_tokens")), 52);
     assert_true(json_number_value(json_object_get(o, "end_ms")) == 502.0);
+    assert_null(json_object_get(o, "recall")); /* not a search */
     json_decref(o);
+    free(line);
+    /* a search's recall@k: its value and k */
+    r.has_recall = true;
+    r.recall = 2.0 / 3.0;
+    r.recall_k = 3;
+    line = line_of(&r, BASE);
+    assert_non_null(strstr(line, ",\"recall\":0.666666667,\"recall_k\":3,"));
     free(line);
 }
 
@@ -778,6 +820,7 @@ static void test_secret_header_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recall_round_trip),
         cmocka_unit_test(test_vllm_fields_exact),
         cmocka_unit_test(test_request_line_chunk_times),
         cmocka_unit_test_setup_teardown(test_document_keys, setup, teardown),

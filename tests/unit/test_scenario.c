@@ -406,9 +406,50 @@ static const struct bad bad_files[] = {
      "        - {name: x, capture: {1bad: /a}}\n",
      "s.yaml:6:31: step 'x': '1bad' is not a variable name ([A-Za-z_][A-Za-z0-9_.]*, at most 64 "
      "bytes)"},
+    /* retrieval steps */
+    {"classes:\n  - name: a\n    users: 1\n    flow:\n      steps:\n"
+     "        - {name: x, kind: chat, retrieval: true}\n",
+     "s.yaml:6:44: step 'x': retrieval is for a kind: http step (a POST to a vector store's "
+     "/search), not chat"},
+    {"classes:\n  - name: a\n    users: 1\n    flow:\n      steps:\n"
+     "        - {name: x, kind: http, url: u, retrieval: {k: 51}}\n",
+     "s.yaml:6:56: 'k' must be an integer in [1, 50], got '51'"},
+    {"classes:\n  - name: a\n    users: 1\n    flow:\n      steps:\n"
+     "        - {name: x, kind: http, url: u, retrieval: {kk: 3}}\n",
+     "s.yaml:6:53: unknown key 'kk' in the retrieval of step 'x' (did you mean 'k'?)"},
+    {"classes:\n  - name: a\n    users: 1\n    flow:\n      steps:\n"
+     "        - {name: x, kind: http, url: u, retrieval: maybe}\n",
+     "s.yaml:6:52: retrieval must be true or false, got 'maybe'"},
     /* aliases */
     {"classes:\n  - name: a\n    rate: 1\n    body: *nope\n", "s.yaml:4:12: unknown alias '*nope'"},
 };
+
+/* retrieval: true takes k from max_num_results, a mapping gives k and docs;
+ * false or absent: not a retrieval step. */
+static void test_retrieval_steps(void **state)
+{
+    (void)state;
+    const char *text =
+        "classes:\n  - name: a\n    users: 1\n    flow:\n      steps:\n"
+        "        - {name: s1, kind: http, url: u, retrieval: true,\n"
+        "           body: {query: q, max_num_results: 4}}\n"
+        "        - {name: s2, kind: http, url: u, retrieval: true}\n"
+        "        - {name: s3, kind: http, url: u, retrieval: {k: 7, docs: kb.jsonl}}\n"
+        "        - {name: s4, kind: http, url: u, retrieval: false}\n"
+        "        - {name: g, kind: chat, depends_on: [s1]}\n";
+    struct scenario s;
+    char err[256];
+    assert_int_equal(load(&s, text, err, sizeof(err)), 0);
+    const struct flow_def *f = &s.classes[0].flow;
+    assert_int_equal(f->steps[0].retrieval_k, 4);
+    assert_null(f->steps[0].retrieval_docs);
+    assert_int_equal(f->steps[1].retrieval_k, 10);
+    assert_int_equal(f->steps[2].retrieval_k, 7);
+    assert_string_equal(f->steps[2].retrieval_docs, "/base/kb.jsonl");
+    assert_int_equal(f->steps[3].retrieval_k, 0);
+    assert_int_equal(f->steps[4].retrieval_k, 0);
+    scenario_release(&s);
+}
 
 static void test_bad_files(void **state)
 {
@@ -760,10 +801,11 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_example),     cmocka_unit_test(test_bad_files),
-        cmocka_unit_test(test_too_many_classes), cmocka_unit_test(test_aliases),
-        cmocka_unit_test(test_semantics),        cmocka_unit_test(test_paths),
-        cmocka_unit_test(test_alloc_failures),   cmocka_unit_test(test_vector_class),
+        cmocka_unit_test(test_full_example),    cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_retrieval_steps), cmocka_unit_test(test_too_many_classes),
+        cmocka_unit_test(test_aliases),         cmocka_unit_test(test_semantics),
+        cmocka_unit_test(test_paths),           cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_vector_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -546,6 +547,118 @@ static void test_recall(void **state)
     run_stats_free(b);
 }
 
+/* A retrieval step's searches by hits and the answers they led to, by
+ * hits: exact across a merge; the answer quality's minimum is a real one. */
+static void test_led_quality(void **state)
+{
+    (void)state;
+    struct run_stats *a = new_stats(), *b = new_stats(), *one = new_stats();
+    const double recall[] = {1.0, 2.0 / 3.0, 2.0 / 3.0, 0.0, 1.0};
+    const double rouge[] = {1.0, 0.5, 0.25, 0.0, 0.75};
+    for (int i = 0; i < 5; i++) {
+        struct req_record r = stream_ok();
+        r.has_recall = true;
+        r.recall = recall[i];
+        r.recall_k = 3;
+        struct quality_scores q = {.have = QUALITY_HAVE_REF,
+                                   .rouge_l = rouge[i],
+                                   .bleu4 = rouge[i] / 2,
+                                   .exact = rouge[i] == 1.0};
+        struct run_stats *s = i < 3 ? a : b;
+        run_stats_add_record(s, &r, NULL);
+        run_stats_add_led(s, recall[i], 3, &q, rouge[i] >= 0.5);
+        run_stats_add_record(one, &r, NULL);
+        run_stats_add_led(one, recall[i], 3, &q, rouge[i] >= 0.5);
+    }
+    struct quality_scores none = {0};
+    run_stats_add_led(a, 1.0, 3, &none, true); /* an answer that was not scored */
+    assert_int_equal(run_stats_merge(a, b), 0);
+    assert_stats_equal(a, one);
+    assert_int_equal(a->led.requests, 5);
+    assert_true(quality_dist_min(&a->led.rouge_l) == 0.0);
+    assert_int_equal(a->by_hits[3].searches, 2);
+    assert_int_equal(a->by_hits[3].answers, 2);
+    assert_int_equal(a->by_hits[3].exact, 1);
+    assert_int_equal(a->by_hits[3].quality_ok, 2);
+    assert_int_equal(a->by_hits[2].searches, 2);
+    assert_int_equal(a->by_hits[2].quality_ok, 1);
+    assert_true(a->by_hits[2].rouge_fix == QUALITY_FIX * 3 / 4);
+    assert_int_equal(a->by_hits[0].answers, 1);
+    assert_int_equal(a->by_hits[1].searches + a->by_hits[1].answers, 0);
+    /* a k beyond the table counts in led only */
+    struct quality_scores q = {.have = QUALITY_HAVE_REF, .rouge_l = 0.6};
+    run_stats_add_led(b, 0.5, STATS_LED_K_MAX + 1, &q, true);
+    assert_int_equal(b->led.requests, 3);
+    /* the run's quality minimum of fresh stats is the least score, not 0 */
+    struct run_stats *c = new_stats();
+    struct req_record r = stream_ok();
+    r.quality = (struct quality_scores){.have = QUALITY_HAVE_REF, .rouge_l = 0.7};
+    run_stats_add_record(c, &r, NULL);
+    assert_true(fabs(quality_dist_min(&c->quality.rouge_l) - 0.7) < 1e-9);
+    assert_int_equal(run_stats_merge(one, c), 0);
+    run_stats_reset(c);
+    run_stats_add_record(c, &r, NULL);
+    assert_true(fabs(quality_dist_min(&c->quality.rouge_l) - 0.7) < 1e-9);
+    run_stats_free(a);
+    run_stats_free(b);
+    run_stats_free(c);
+    run_stats_free(one);
+}
+
+/* The recall state (result.json's vector_search.state) reads back into
+ * stats equal to the original, also merged into others; a bad one is refused. */
+static void test_recall_state(void **state)
+{
+    (void)state;
+    struct run_stats *a = new_stats(), *b = new_stats(), *c = new_stats();
+    const double recall[] = {1.0, 2.0 / 3.0, 1.0 / 3.0, 0.0, 1.0};
+    for (int i = 0; i < 5; i++) {
+        struct req_record r = stream_ok();
+        r.has_recall = true;
+        r.recall = recall[i];
+        r.recall_k = 3;
+        run_stats_add_record(a, &r, NULL);
+        struct quality_scores q = {.have = QUALITY_HAVE_REF, .rouge_l = 0.2 * i, .exact = i == 4};
+        run_stats_add_led(a, recall[i], 3, &q, i > 1);
+    }
+    json_t *st = run_stats_recall_state_json(a);
+    assert_non_null(st);
+    char *text = json_dumps(st, JSON_COMPACT);
+    json_t *again = json_loads(text, 0, NULL);
+    assert_int_equal(run_stats_recall_state_add(b, again), 0);
+    assert_int_equal(b->recall_k, 3);
+    assert_memory_equal(&b->recall, &a->recall, sizeof(a->recall));
+    assert_memory_equal(&b->led, &a->led, sizeof(a->led));
+    assert_memory_equal(b->by_hits, a->by_hits, sizeof(a->by_hits));
+    /* read into stats that hold some: the merge of both */
+    assert_int_equal(run_stats_merge(c, a), 0);
+    assert_int_equal(run_stats_recall_state_add(c, again), 0);
+    assert_int_equal(c->recall.count, 10);
+    assert_int_equal(c->by_hits[3].searches, 4);
+    assert_true(fabs(quality_dist_mean(&c->recall) - quality_dist_mean(&a->recall)) < 1e-15);
+    /* a row with more quality-ok answers than answers, a repeated row, j > 50 */
+    static const char *const bad[] = {"[3,1,1,2,1,0,0,0]", "[70,1,0,0,0,0,0,0]", "[3,1,1]"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *o = json_deep_copy(again);
+        json_array_append_new(json_object_get(o, "by_hits"), json_loads(bad[i], 0, NULL));
+        uint64_t n = c->recall.count;
+        assert_int_equal(run_stats_recall_state_add(c, o), -EINVAL);
+        assert_int_equal(c->recall.count, n);
+        json_decref(o);
+    }
+    json_t *dup = json_deep_copy(again);
+    json_t *rows = json_object_get(dup, "by_hits");
+    json_array_append(rows, json_array_get(rows, 0));
+    assert_int_equal(run_stats_recall_state_add(c, dup), -EINVAL);
+    json_decref(dup);
+    json_decref(again);
+    json_decref(st);
+    free(text);
+    run_stats_free(a);
+    run_stats_free(b);
+    run_stats_free(c);
+}
+
 static void test_merge_equals_recording_into_one(void **state)
 {
     struct run_stats *a = new_stats(), *b = new_stats(), *all = new_stats();
@@ -819,6 +932,8 @@ int main(void)
         cmocka_unit_test(test_time_to_first_answer),
         cmocka_unit_test(test_token_method),
         cmocka_unit_test(test_recall),
+        cmocka_unit_test(test_led_quality),
+        cmocka_unit_test(test_recall_state),
         cmocka_unit_test(test_merge_equals_recording_into_one),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_exact_samples),

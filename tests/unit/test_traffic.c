@@ -2,19 +2,23 @@
  * test_traffic.c - scenario/traffic.h: the requests of a vector-search
  * class (the query row an iteration searches, the body with k, nprobe,
  * ef_search and the class's overrides, the URL and the query index kept for
- * the recall).
+ * the recall); a RAG flow's retrieval step and its answer step (the
+ * reference given to the answer only, the recall the answer followed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "scenario/scenario.h"
 #include "scenario/traffic.h"
+#include "sim/vstore.h"
 
 static const char scn_text[] = "classes:\n"
                                "  - name: v\n"
@@ -105,10 +109,105 @@ static void test_vector_requests(void **state)
     scenario_release(&s);
 }
 
+/* A page of the built-in store's top n for query q, as the simulator answers. */
+static char *store_page(const char *q, size_t n)
+{
+    struct vstore *v = NULL;
+    assert_int_equal(vstore_new_builtin(VSTORE_DIMS_DEFAULT, &v), 0);
+    struct vstore_query vq;
+    struct openai_error e;
+    char body[256];
+    snprintf(body, sizeof(body), "{\"query\":\"%s\"}", q);
+    vstore_query_init(&vq);
+    assert_int_equal(vstore_query_parse(&vq, body, strlen(body), &e), 0);
+    struct vstore_hit hits[8];
+    size_t got;
+    assert_int_equal(vstore_search(v, q, strlen(q), n, 0, hits, &got), 0);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(vstore_encode_page(&out, v, &vq, hits, got), 0);
+    char *s = strndup(out.data, out.len);
+    buf_release(&out);
+    vstore_query_release(&vq);
+    vstore_free(v);
+    return s;
+}
+
+static void test_rag_flow(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ts-traffic-XXXXXX", path[64], err[512] = "";
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/p.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"prompt\": \"volcanoes magma\", \"reference\": \"lava flows\"}\n", f);
+    fclose(f);
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "classes:\n  - name: rag\n    users: 1\n    prompts_file: %s\n    flow:\n"
+             "      steps:\n"
+             "        - {name: search, kind: http, url: \"{{target}}/vector_stores/v/search\",\n"
+             "           body: {query: \"{{prompt}}\", max_num_results: 2}, retrieval: true,\n"
+             "           capture: {passage: /data/0/content/0/text}}\n"
+             "        - {name: answer, kind: chat, depends_on: [search],\n"
+             "           body: {messages: [{role: user, content: \"{{passage}}\"}]}}\n",
+             path);
+    struct scenario s;
+    struct traffic t;
+    if (scenario_load_mem(&s, "t.yaml", NULL, text, strlen(text), err, sizeof(err)) ||
+        traffic_init(&t, &s, 0, "http://127.0.0.1:9/v1", "m", NULL, err, sizeof(err)))
+        fail_msg("%s", err);
+    struct traffic_actor *a = NULL;
+    struct traffic_req rq, none;
+    struct traffic_recall led[4];
+    double recall = -1;
+    uint32_t k = 0;
+    assert_int_equal(traffic_actor_new(&t, 0, &a), 0);
+    assert_int_equal(traffic_begin(a, 0, NULL), 0);
+    assert_int_equal(traffic_next(a, NULL, &rq, err, sizeof(err)), 1);
+    assert_int_equal(rq.step, 0);
+    assert_false(rq.answer);
+    assert_null(rq.item.reference);
+    assert_int_equal(traffic_next(a, NULL, &none, err, sizeof(err)), 0);
+    /* the store's own top 2 for the query: recall 1 */
+    char *page = store_page("volcanoes magma", 2);
+    assert_int_equal(traffic_retrieval_done(a, &rq, rq.item.body, rq.item.body_len, page,
+                                            strlen(page), &recall, &k),
+                     1);
+    assert_true(recall == 1.0);
+    assert_int_equal(k, 2);
+    traffic_done(a, &rq, true, NULL, 0, page, strlen(page));
+    traffic_req_release(&rq);
+    assert_int_equal(traffic_next(a, NULL, &rq, err, sizeof(err)), 1);
+    assert_int_equal(rq.step, 1);
+    assert_true(rq.answer);
+    assert_string_equal(rq.item.reference, "lava flows");
+    assert_int_equal(traffic_answer_recalls(a, 1, led, 4), 1);
+    assert_int_equal(led[0].step, 0);
+    assert_int_equal(led[0].k, 2);
+    assert_true(led[0].recall == 1.0);
+    assert_int_equal(traffic_answer_recalls(a, 0, led, 4), 0); /* not an answer step */
+    traffic_done(a, &rq, true, "lava", 4, NULL, 0);
+    traffic_req_release(&rq);
+    /* the next iteration forgets the last one's recall */
+    assert_int_equal(traffic_begin(a, 1, NULL), 0);
+    assert_int_equal(traffic_next(a, NULL, &rq, err, sizeof(err)), 1);
+    assert_int_equal(traffic_answer_recalls(a, 1, led, 4), 0);
+    traffic_req_release(&rq);
+    traffic_actor_free(a);
+    free(page);
+    traffic_release(&t);
+    scenario_release(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vector_requests),
+        cmocka_unit_test(test_rag_flow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -446,6 +446,84 @@ static void test_alloc_failures(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* The file_ids of hits, as an answer lists them. */
+static void ids_of(const struct vstore *v, const struct vstore_hit *hits, size_t n,
+                   const char **ids)
+{
+    for (size_t i = 0; i < n; i++)
+        ids[i] = vstore_doc(v, hits[i].doc)->file_id;
+}
+
+/* recall@k against the exact ranking: vstore_search's own answer is 1, a
+ * worse one is hits / k; order inside the k, unknown and repeated ids. */
+static void test_recall(void **state)
+{
+    (void)state;
+    struct vstore *v = builtin();
+    const char *q = "volcanoes magma lava eruptions";
+    struct vstore_hit hits[20];
+    size_t n = search(v, q, 20, 0, hits), k = 0;
+    assert_int_equal(n, 20);
+    const char *ids[20];
+    ids_of(v, hits, n, ids);
+    double r = -1;
+    assert_int_equal(vstore_recall(v, q, strlen(q), ids, 5, 5, &r, &k), 0);
+    assert_true(r == 1.0);
+    assert_int_equal(k, 5);
+    /* the same five in reverse order: still all of the true five */
+    const char *rev[5] = {ids[4], ids[3], ids[2], ids[1], ids[0]};
+    assert_int_equal(vstore_recall(v, q, strlen(q), rev, 5, 5, &r, &k), 0);
+    assert_true(r == 1.0);
+    /* two of the true five replaced by the 19th and 20th (strictly worse scores) */
+    assert_true(hits[18].score < hits[4].score - 1e-3);
+    const char *worse[5] = {ids[0], ids[19], ids[2], ids[18], ids[4]};
+    assert_int_equal(vstore_recall(v, q, strlen(q), worse, 5, 5, &r, &k), 0);
+    assert_float_equal(r, 0.6, 1e-12);
+    /* an id the store does not hold and a repeated one are misses; NULL is skipped */
+    const char *odd[6] = {"file-nope", ids[0], ids[0], NULL, ids[1], ids[2]};
+    assert_int_equal(vstore_recall(v, q, strlen(q), odd, 6, 3, &r, &k), 0);
+    assert_float_equal(r, 2.0 / 3.0, 1e-12); /* judged: nope, ids[0], ids[1] */
+    /* fewer answers than k */
+    assert_int_equal(vstore_recall(v, q, strlen(q), ids, 2, 4, &r, &k), 0);
+    assert_float_equal(r, 0.5, 1e-12);
+    assert_int_equal(vstore_recall(v, q, strlen(q), NULL, 0, 4, &r, &k), 0);
+    assert_true(r == 0.0);
+    assert_int_equal(vstore_recall(v, q, strlen(q), ids, 5, 0, &r, &k), -EINVAL);
+    assert_int_equal(vstore_recall(v, q, strlen(q), ids, 5, VSTORE_MAX_RESULTS + 1, &r, &k),
+                     -EINVAL);
+    assert_int_equal(vstore_recall(v, q, strlen(q), NULL, 2, 4, &r, &k), -EINVAL);
+    vstore_free(v);
+}
+
+/* Ties with the k-th best count as hits; k is cut to the passages held. */
+static void test_recall_ties(void **state)
+{
+    (void)state;
+    char err[256];
+    struct vstore *v = NULL;
+    /* b, c and d are the same text: tied for the second place behind a */
+    const char *text = "{\"id\":\"a\",\"text\":\"red apple pie\"}\n"
+                       "{\"id\":\"b\",\"text\":\"red apple\"}\n"
+                       "{\"id\":\"c\",\"text\":\"red apple\"}\n"
+                       "{\"id\":\"d\",\"text\":\"red apple\"}\n"
+                       "{\"id\":\"e\",\"text\":\"blue whale song\"}\n";
+    assert_int_equal(vstore_load_mem("kb", text, strlen(text), 64, &v, err, sizeof(err)), 0);
+    const char *q = "red apple pie";
+    double r;
+    size_t k;
+    const char *tied[2] = {"a", "d"}; /* the exact ranking's second is b; d ties with it */
+    assert_int_equal(vstore_recall(v, q, strlen(q), tied, 2, 2, &r, &k), 0);
+    assert_true(r == 1.0);
+    const char *miss[2] = {"a", "e"};
+    assert_int_equal(vstore_recall(v, q, strlen(q), miss, 2, 2, &r, &k), 0);
+    assert_float_equal(r, 0.5, 1e-12);
+    const char *all[5] = {"e", "d", "c", "b", "a"};
+    assert_int_equal(vstore_recall(v, q, strlen(q), all, 5, 10, &r, &k), 0);
+    assert_int_equal(k, 5);
+    assert_true(r == 1.0);
+    vstore_free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +536,8 @@ int main(void)
         cmocka_unit_test(test_query_parse),
         cmocka_unit_test(test_encode_page),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_recall),
+        cmocka_unit_test(test_recall_ties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
