@@ -11,22 +11,11 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { runBin } from '../integration/lib.mjs';
+import { runBin, rng } from '../integration/lib.mjs';
 
 const N = 2000, DIM = 16, NQ = 50, LISTS = 32;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-pgvector-'));
 let db, server, url;
-
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function vectors(n, seed) {
   const r = rng(seed);

@@ -104,3 +104,16 @@ export function connectRaw(port) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// mulberry32: a small seeded generator (floats in [0, 1)), so a test's
+// generated data is the same every run
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

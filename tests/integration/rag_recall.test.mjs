@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, startSim, postJson } from './lib.mjs';
+import { runBin, startSim, postJson, rng } from './lib.mjs';
 
 const NDOCS = 400, NQ = 40, K = 3, NLIST = 16;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-ragrecall-'));
@@ -23,17 +23,6 @@ const WORDS = ['amber', 'basalt', 'cobalt', 'delta', 'ember', 'fjord', 'garnet',
   'tundra', 'umber', 'valley', 'willow', 'xenon', 'yarrow', 'zephyr', 'anchor', 'beacon', 'canyon', 'dune'];
 let exact = null, ivf = null, faiss = true;
 const questions = [];
-
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function pick(r, n) {
   const w = [...WORDS];

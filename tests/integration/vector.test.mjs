@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, startSim, postJson } from './lib.mjs';
+import { runBin, startSim, postJson, rng } from './lib.mjs';
 
 const N = 20000, DIM = 64, NQ = 200, K = 10, CLUSTERS = 64;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-vector-'));
@@ -18,18 +18,6 @@ const truthPath = path.join(tmp, 'truth.ivecs');
 let sim = null;
 let faiss = true;
 let corpus, queries, truth;
-
-// mulberry32: a small seeded generator, so the data is the same every run
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Clustered Gaussian vectors: centres in [-1,1]^DIM, spread 1 (overlapping).
 function clustered(n, seed, centres) {

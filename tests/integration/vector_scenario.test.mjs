@@ -9,24 +9,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, startSim, postJson } from './lib.mjs';
+import { runBin, startSim, postJson, rng } from './lib.mjs';
 
 const N = 4000, DIM = 16, NQ = 40, K = 10, CLUSTERS = 32;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-vecscn-'));
 let sim = null;
 let faiss = true;
 let corpus, queries, truth;
-
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function clustered(n, seed, centres) {
   const r = rng(seed);
