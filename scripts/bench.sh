@@ -4,7 +4,7 @@
 #
 #   scripts/bench.sh                  all of them
 #   scripts/bench.sh fidelity locust  only those (sim_capacity, client_capacity,
-#                                     fidelity, locust, proxy_overhead,
+#                                     client_ceiling, fidelity, locust, proxy_overhead,
 #                                     mirror_overhead,
 #                                     sim_published)
 #
@@ -30,7 +30,7 @@ fi
 ninja -C "$BUILD" tokenstorm src/base/libts_base.a >/dev/null || exit 1
 mkdir -p bench/out
 
-all=(sim_capacity client_capacity fidelity locust proxy_overhead mirror_overhead vector_nprobe sim_published realtime_vs_sse)
+all=(sim_capacity client_capacity client_ceiling fidelity locust proxy_overhead mirror_overhead vector_nprobe sim_published realtime_vs_sse)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 
@@ -41,6 +41,7 @@ for name in "${names[@]}"; do
     case "$name" in
     sim_capacity) cmd=("$PYTHON" bench/sim_capacity.py); limit=400 ;;
     client_capacity) cmd=("$PYTHON" bench/client_capacity.py); limit=600 ;;
+    client_ceiling) cmd=("$PYTHON" bench/client_ceiling.py); limit=300 ;;
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
     proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=1200 ;;

@@ -137,7 +137,9 @@ void run_stats_reset(struct run_stats *s)
     memcpy(hist, s->hist, sizeof(hist));
     memcpy(pos, s->itl_pos, sizeof(pos));
     memcpy(exact, s->exact, sizeof(exact));
+    bool hist_only = s->hist_only;
     memset(s, 0, sizeof(*s));
+    s->hist_only = hist_only;
     memcpy(s->hist, hist, sizeof(hist));
     memcpy(s->itl_pos, pos, sizeof(pos));
     memcpy(s->exact, exact, sizeof(exact));
@@ -281,7 +283,7 @@ int run_stats_merge(struct run_stats *dst, const struct run_stats *src)
         if (rc < 0)
             return rc;
     }
-    for (int i = 0; i < STAT_METRIC_COUNT; i++)
+    for (int i = 0; i < STAT_METRIC_COUNT && !dst->hist_only; i++)
         samples_merge(&dst->exact[i], &src->exact[i]);
     quality_stats_merge(&dst->quality, &src->quality);
     quality_dist_merge(&dst->recall, &src->recall);

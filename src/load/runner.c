@@ -567,6 +567,7 @@ static int coord_alloc(struct coord *c, const struct runner_config *cfg, char *e
         ts_errf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    c->interval->hist_only = true; /* a timeline point needs no exact values */
     int rc = reqtrace_run_init(
         &run->trace, &cfg->trace, cfg->url,
         cfg->nclasses ? cfg->classes[0].traffic->endpoint : cfg->workload->endpoint, err, errlen);

@@ -737,6 +737,23 @@ static void test_exact_samples(void **state)
     assert_int_equal(t->input_tokens_intended, 180);
     assert_int_equal(t->usage_tail_us, 2000);
 
+    /* a histogram-only target (the runner's interval) takes everything but
+     * the exact values, and keeps being one after a reset */
+    struct run_stats *h = new_stats();
+    h->hist_only = true;
+    assert_int_equal(run_stats_merge(h, s), 0);
+    assert_int_equal(h->exact[STAT_ITL].n, 0);
+    assert_int_equal(h->exact[STAT_TTFT].n, 0);
+    assert_true(hdr_total_count(s->hist[STAT_TTFT]) > 0);
+    assert_int_equal(hdr_total_count(h->hist[STAT_TTFT]), hdr_total_count(s->hist[STAT_TTFT]));
+    assert_int_equal(h->input_tokens_intended, 90);
+    run_stats_reset(h);
+    assert_true(h->hist_only);
+    assert_int_equal(run_stats_merge(h, s), 0);
+    assert_int_equal(h->exact[STAT_ITL].n, 0);
+    assert_int_equal(hdr_total_count(h->hist[STAT_TTFT]), hdr_total_count(s->hist[STAT_TTFT]));
+    run_stats_free(h);
+
     struct req_record k = r; /* chunk times cut short: the set is incomplete */
     k.n_chunk_ns = 3;
     run_stats_add_record(s, &k, NULL);
