@@ -106,6 +106,7 @@
 
 #include "base/err.h"
 #include "net/shaper.h"
+#include "net/uring.h"
 
 struct http_server;
 struct http_request;
@@ -132,6 +133,11 @@ struct http_server_config {
     bool reuse_port;            /* SO_REUSEPORT: servers on several loops (threads) may
                                    listen on the same host:port; the kernel spreads new
                                    connections over them by a hash of the addresses */
+    bool io_uring;              /* send responses through one io_uring per server (net/uring.h):
+                                a loop pass's writes leave in one system call per batch
+                                instead of one write(2) each; where the ring cannot be
+                                set up the server keeps write(2), see http_server_io_uring() */
+    unsigned io_uring_batch;    /* sends per submission at most (0: 32) */
 };
 
 struct http_header {
@@ -192,7 +198,10 @@ struct http_server {
     uv_tcp_t tcp;
     uv_idle_t idle;
     uv_timer_t grace;
-    char *rbuf; /* shared read buffer: reads are processed synchronously */
+    struct ts_uring *uring;            /* NULL: write(2) */
+    struct ts_uring_stats uring_stats; /* readable from any thread (atomics) */
+    char uring_why[160]; /* why cfg.io_uring is not in use ("" when it is or was not asked) */
+    char *rbuf;          /* shared read buffer: reads are processed synchronously */
     struct http_conn *conns;
     struct http_conn *dirty;
     struct http_conn *dirty_tail;
@@ -205,6 +214,14 @@ struct http_server {
     bool closing;
     bool finishing;
 };
+
+/*
+ * Whether s sends through io_uring. When cfg.io_uring asked for it and the
+ * ring could not be set up (no liburing in the build, an old kernel,
+ * io_uring disabled by sysctl or a seccomp filter), *why (if not NULL) gets
+ * the reason, a static string of s; otherwise "".
+ */
+bool http_server_io_uring(const struct http_server *s, const char **why);
 
 /*
  * Prepares s on loop; no socket is opened yet. cfg may be NULL (all
