@@ -10,8 +10,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "net/http_server.h"
 #include "net/uring.h"
 
 #define PAIRS 40
@@ -258,6 +265,70 @@ static void test_peer_gone(void **state)
     close_ring(&f);
 }
 
+/* A seccomp filter like a container's: io_uring_setup fails with EPERM. */
+static int deny_io_uring(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+        return -errno;
+    return 0;
+}
+
+static void on_request(struct http_request *req, void *ctx)
+{
+    (void)http_respond(req, 200, "text/plain", NULL, "ok", 2);
+}
+
+/* In the filtered child: the ring is refused with the reason, and a server
+ * that asked for io_uring falls back to write(2) and says why. Exit 0: all
+ * held; n > 0: check n failed. */
+static int refused_child(void)
+{
+    if (deny_io_uring())
+        return 1;
+    uv_loop_t loop;
+    if (uv_loop_init(&loop))
+        return 2;
+    struct ts_uring *u = NULL;
+    char why[160] = "";
+    int rc = ts_uring_open(&u, &loop, 0, NULL, why, sizeof why);
+    if (rc != -EPERM || u || !strstr(why, "seccomp"))
+        return 3;
+    struct http_server s;
+    struct http_server_config cfg = {.host = "127.0.0.1", .io_uring = true};
+    if (http_server_init(&s, &loop, &cfg, on_request, NULL))
+        return 4;
+    const char *reason = NULL;
+    bool on = http_server_io_uring(&s, &reason);
+    if (on || !reason || !strstr(reason, "io_uring_setup: Operation not permitted"))
+        return 5;
+    (void)http_server_shutdown(&s, 0, NULL);
+    (void)uv_run(&loop, UV_RUN_DEFAULT);
+    return uv_loop_close(&loop) ? 6 : 0;
+}
+
+/* Where a seccomp filter refuses io_uring (containers often do), opening
+ * fails with -EPERM and a reason, and the server keeps write(2). */
+static void test_refused_by_seccomp(void **state)
+{
+    if (!ts_uring_built())
+        skip();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(refused_child());
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_send_waits_for_room),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_refused_by_seccomp),
     };
     return cmocka_run_group_tests_name("uring", tests, NULL, NULL);
 }
