@@ -72,7 +72,12 @@
  * Output. Responses are queued in a per-connection list of 4 KiB blocks
  * taken from a per-server pool, and flushed once per loop iteration (a uv_idle
  * pass: uv_try_write first, uv_write for what the kernel did not take), so
- * many small writes of one iteration become one system call. Data passed to
+ * many small writes of one iteration become one system call. With
+ * cfg.io_uring the sends go through one io_uring per server instead
+ * (net/uring.h): one send per connection in flight, the sends of a loop
+ * pass submitted together, a send that waits for room cancelled when its
+ * connection is cut; where the ring cannot be set up, write(2) as above
+ * (http_server_io_uring says which). Data passed to
  * http_respond/http_stream_write* is copied: the caller's buffer may be
  * reused on return. Backpressure: http_stream_write*() returns TS_AGAIN when
  * the connection's queued, unsent bytes exceed write_high_water (the data IS
@@ -81,7 +86,8 @@
  * whose queue passes max_write_queue is cut (TS_CLOSED) to bound memory.
  *
  * Memory per connection: about 1.2 KiB of fixed state (struct http_conn,
- * with its libuv handles and request), plus the request's header bytes and
+ * with its libuv handles and request; 0.3 KiB more from the first send
+ * with io_uring: its iovecs), plus the request's header bytes and
  * a header index of 48 bytes per field (16 fields at first; both kept for
  * the next request while small), plus the body while the request is held
  * (kept when under 4 KiB), plus output blocks only while bytes are unsent.
