@@ -208,6 +208,14 @@ class Proxy:
     def cpu_s(self):
         return c.proc_cpu_s(self.proc.pid)
 
+    def sends(self):
+        """What the proxy said at start about its sends (io_uring or write(2))."""
+        for line in self.lines:
+            m = re.search(r"sends to clients (?:through |with )(.*)$", line.strip())
+            if m:
+                return m.group(1)
+        return None
+
     def fault_counts(self):
         """(matched, injected) of the fault, from GET /faults."""
         if not self.fault:
@@ -347,6 +355,8 @@ def run(streams, duration, relay, work):
         "fault_matched_injected": fault,
         "proxy_core": relay.get("core"),
         "proxy_threads": relay.get("threads") if kind == "proxy" else None,
+        # how the proxy sends to clients: "io_uring", or "write(2): io_uring off (why)"
+        "proxy_sends": px.sends() if kind == "proxy" else None,
         "latency_us": quantiles(lat),
         "responses_joined": joined, "responses_unmatched": unmatched,
         "responses_bad_event_count": bad,
@@ -383,8 +393,9 @@ def show(m):
              "%.2f" % m["proxy_cpu_s"] if m["proxy_cpu_s"] is not None else "-",
              m["client_cpu_s"], m["other_cpu_s"]))
     if m["proxy_cpu_s"] is not None:
-        print("  %5s relay CPU per event %.2f us%s" % (
+        print("  %5s relay CPU per event %.2f us%s%s" % (
             "", m["cpu_us_per_event"]["proxy"],
+            "; sends: " + m["proxy_sends"] if m.get("proxy_sends") else "",
             "" if not m["fault_matched_injected"] else
             "; fault %s: its counters matched %s, injected %s" % (
                 m["fault"]["name"], m["fault_matched_injected"][0],

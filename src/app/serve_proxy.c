@@ -89,6 +89,11 @@ static void print_started(const struct proxy_main *m, const struct proxy_config 
                api_host, bracket(api_host, 0), proxy_api_port(&m->proxy));
     printf("tokenstorm proxy: %zu fault(s) loaded, seed %" PRIu64 "\n", m->proxy.faults.n,
            cfg->seed);
+    const char *why = "";
+    if (proxy_io_uring(&m->proxy, &why))
+        printf("tokenstorm proxy: sends to clients through io_uring\n");
+    else
+        printf("tokenstorm proxy: sends to clients with write(2): io_uring off (%s)\n", why);
     fflush(stdout);
 }
 

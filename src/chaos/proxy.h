@@ -93,6 +93,7 @@ struct proxy_config {
     const char *mirror_out;       /* --mirror-out: the pairs as two result directories and
                                mirror.json in this directory (proxy_mirror_out.c); NULL: off */
     uint64_t mirror_out_every_ns; /* how often they are rewritten; 0: 2 s */
+    bool no_io_uring;             /* send to clients with write(2) even where io_uring works */
 };
 
 /*
@@ -215,6 +216,13 @@ TS_MUST_CHECK int proxy_listen(struct proxy *p, char *err, size_t errlen);
 /* The bound ports (0 before listening / without the API). */
 int proxy_port(const struct proxy *p);
 int proxy_api_port(const struct proxy *p);
+
+/* Whether the workers send to clients through io_uring (net/uring.h); when
+ * not, *why (if not NULL) says why: "--no-io-uring" when it was turned off,
+ * or the first worker's setup error. Static strings of p. */
+bool proxy_io_uring(const struct proxy *p, const char **why);
+/* The workers' io_uring sends and the system calls that submitted them. */
+void proxy_io_uring_counts(const struct proxy *p, uint64_t *sends, uint64_t *submits);
 
 /*
  * Stops the servers (in-flight requests get grace_ms to finish), then the

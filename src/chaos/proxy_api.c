@@ -107,6 +107,16 @@ static int ws_metrics(struct proxy *p, struct buf *out)
     return rc;
 }
 
+/* GET /health: up, and how it sends (io_uring, or write(2) and why). */
+static void api_health(struct proxy *p, struct http_request *req)
+{
+    const char *why = "";
+    bool on = proxy_io_uring(p, &why);
+    api_json(req, 200,
+             on ? json_pack("{s:s,s:b}", "status", "ok", "io_uring", 1)
+                : json_pack("{s:s,s:b,s:s}", "status", "ok", "io_uring", 0, "io_uring_off", why));
+}
+
 /* proxy_metrics with faults_mu held. */
 static int metrics_locked(struct proxy *p, struct buf *out)
 {
@@ -115,6 +125,26 @@ static int metrics_locked(struct proxy *p, struct buf *out)
     if (!rc)
         rc =
             prom_sample(out, "tokenstorm_proxy_requests_total", NULL, 0, (double)p->requests_total);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_io_uring",
+                         "1 when the proxy sends to clients through io_uring, 0 with write(2).",
+                         "gauge");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_io_uring", NULL, 0, proxy_io_uring(p, NULL));
+    uint64_t sends, submits;
+    proxy_io_uring_counts(p, &sends, &submits);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_io_uring_sends_total",
+                         "Sends to clients handed to the kernel through io_uring.", "counter");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_io_uring_sends_total", NULL, 0, (double)sends);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_io_uring_submits_total",
+                         "System calls (io_uring_enter) that handed those sends over: sends / "
+                         "submits is the batch.",
+                         "counter");
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_io_uring_submits_total", NULL, 0, (double)submits);
     if (!rc)
         rc = prom_header(out, "tokenstorm_proxy_requests_in_flight",
                          "Requests being handled by the chaos proxy.", "gauge");
@@ -301,7 +331,7 @@ static void api_dispatch(struct proxy *p, struct http_request *req)
     }
     if (strcmp(path, "/health") == 0) {
         if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
-            api_json(req, 200, json_pack("{s:s}", "status", "ok"));
+            api_health(p, req);
         else
             api_method(req, "GET");
     } else if (strcmp(path, "/metrics") == 0) {

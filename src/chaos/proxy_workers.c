@@ -141,6 +141,7 @@ static int worker_init(struct proxy *p, int index, uv_loop_t *loop, int port, ch
         .port = port,
         .max_body_bytes = p->cfg.max_body_bytes,
         .reuse_port = p->n_workers > 1,
+        .io_uring = !p->cfg.no_io_uring,
     };
     rc = http_server_init(&w->front, loop, &sc, proxy_on_request, w);
     if (rc) {
@@ -375,6 +376,29 @@ int proxy_port(const struct proxy *p)
 int proxy_api_port(const struct proxy *p)
 {
     return p->api_inited ? http_server_port(&p->api) : 0;
+}
+
+bool proxy_io_uring(const struct proxy *p, const char **why)
+{
+    if (p->cfg.no_io_uring) {
+        if (why)
+            *why = "--no-io-uring";
+        return false;
+    }
+    for (int i = 1; i < p->n_workers; i++)
+        if (!http_server_io_uring(&p->workers[i].front, why))
+            return false;
+    return http_server_io_uring(&p->workers[0].front, why);
+}
+
+void proxy_io_uring_counts(const struct proxy *p, uint64_t *sends, uint64_t *submits)
+{
+    *sends = *submits = 0;
+    for (int i = 0; i < p->n_workers; i++) {
+        const struct ts_uring_stats *st = &p->workers[i].front.uring_stats;
+        *sends += atomic_load_explicit(&st->sends, memory_order_relaxed);
+        *submits += atomic_load_explicit(&st->submits, memory_order_relaxed);
+    }
 }
 
 /* The last part closed: release what the workers shared, then on_closed. */

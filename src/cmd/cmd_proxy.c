@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 #include "base/log.h"
@@ -49,6 +50,9 @@ static void usage(FILE *out)
         "  --threads N|auto       loop threads serving clients (default 1; auto: one per\n"
         "                         core, at most 64). The kernel spreads connections over\n"
         "                         them; use more than 1 for hundreds of busy streams\n"
+        "  --no-io-uring          send to clients with write(2), not io_uring (also\n"
+        "                         TOKENSTORM_IO_URING=0; default: io_uring where the kernel\n"
+        "                         allows it, else write(2), said once at start)\n"
         "  --insecure             do not verify the upstream's TLS certificate\n"
         "  --cacert FILE          CA bundle for the upstream's certificate (default: the\n"
         "                         system's)\n"
@@ -110,6 +114,7 @@ enum {
     OPT_FAULTS,
     OPT_SEED,
     OPT_INSECURE,
+    OPT_NO_IO_URING,
     OPT_CACERT,
     OPT_CONNECT_TIMEOUT,
     OPT_GRACE,
@@ -251,6 +256,9 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
     case OPT_INSECURE:
         cfg->insecure = true;
         return -1;
+    case OPT_NO_IO_URING:
+        cfg->no_io_uring = true;
+        return -1;
     case OPT_CACERT:
         cfg->ca_file = arg;
         return -1;
@@ -340,6 +348,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"faults", required_argument, NULL, OPT_FAULTS},
         {"seed", required_argument, NULL, OPT_SEED},
         {"insecure", no_argument, NULL, OPT_INSECURE},
+        {"no-io-uring", no_argument, NULL, OPT_NO_IO_URING},
         {"cacert", required_argument, NULL, OPT_CACERT},
         {"timeout-connect", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT}, /* old name */
@@ -446,6 +455,18 @@ static int resolve_addresses(struct proxy_opts *o)
     }
     cfg->listen_host = o->host;
     cfg->api_host = o->api_host;
+    const char *ur = getenv("TOKENSTORM_IO_URING");
+    if (ur && *ur) {
+        if (!strcmp(ur, "0") || !strcasecmp(ur, "off") || !strcasecmp(ur, "no"))
+            cfg->no_io_uring = true;
+        else if (strcmp(ur, "1") && strcasecmp(ur, "on") && strcasecmp(ur, "yes")) {
+            fprintf(stderr,
+                    "tokenstorm proxy: TOKENSTORM_IO_URING: expected 0/off or 1/on, "
+                    "got '%.40s'\n",
+                    ur);
+            return TS_EXIT_USAGE;
+        }
+    }
     if (cfg->api) {
         int rc = cmd_ctlauth_setup("tokenstorm proxy", "--api", "the control API", o->api_host,
                                    o->api_token, o->api_insecure, &cfg->api_token);

@@ -163,6 +163,8 @@ static void conn_close_handles(struct http_conn *c)
         }
         return;
     }
+    if (c->usending)
+        ts_uring_cancel(c->server->uring, &c->usend->op); /* before the fd number is freed */
     if (!c->reset_on_close || uv_tcp_close_reset(&c->tcp, conn_close_cb) != 0)
         uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
@@ -235,6 +237,72 @@ static void conn_write_cb(uv_write_t *w, int status)
     if (c->tstate == T_IDLE)
         hs_timer_set(c, T_IDLE); /* progress: the idle clock starts again */
     hs_conn_mark_dirty(c);
+}
+
+/* The connection's io_uring send is done: like conn_write_cb, and the send
+ * held the connection as one of its handles. */
+static void conn_usend_done(struct ts_uring_op *op, int res)
+{
+    struct http_conn *c = ((struct hs_usend *)op)->conn;
+    c->writing = false;
+    c->usending = false;
+    size_t sent = c->inflight;
+    c->inflight = 0;
+    if (--c->handles == 0 && !c->req_active) {
+        c->free_pending = true;
+        hs_conn_mark_dirty(c);
+        return;
+    }
+    if (c->closing)
+        return;
+    if (res < 0) {
+        hs_conn_cut(c, true);
+        return;
+    }
+    hs_out_consume(c, (size_t)res < sent ? (size_t)res : sent);
+    if (c->tstate == T_IDLE)
+        hs_timer_set(c, T_IDLE); /* progress: the idle clock starts again */
+    /* a stream that keeps up needs no idle pass: nothing left, nothing waits */
+    if (c->queued > 0 || c->want_drain || c->shape || !c->req_active || c->in_len > 0)
+        hs_conn_mark_dirty(c);
+}
+
+/* Queues bufs as the connection's one send on the server's ring. 0, or a
+ * negative errno (the caller writes with libuv instead). */
+static int conn_usend(struct http_conn *c, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    struct hs_usend *us = c->usend;
+    if (!us) {
+        us = ts_calloc(1, sizeof *us);
+        if (!us)
+            return -ENOMEM;
+        us->conn = c;
+        us->op.done = conn_usend_done;
+        c->usend = us;
+    }
+    uv_os_fd_t fd;
+    int rc = uv_fileno((const uv_handle_t *)&c->tcp, &fd);
+    if (rc)
+        return rc;
+    if (n > sizeof us->iov / sizeof us->iov[0])
+        n = sizeof us->iov / sizeof us->iov[0];
+    size_t k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        us->iov[i].iov_base = bufs[i].base;
+        us->iov[i].iov_len = bufs[i].len;
+        k += bufs[i].len;
+    }
+    memset(&us->msg, 0, sizeof us->msg);
+    us->msg.msg_iov = us->iov;
+    us->msg.msg_iovlen = n;
+    rc = ts_uring_sendmsg(c->server->uring, fd, &us->msg, &us->op);
+    if (rc)
+        return rc;
+    c->writing = true;
+    c->usending = true;
+    c->inflight = k < total ? k : total;
+    c->handles++;
+    return 0;
 }
 
 static void fake_sink(struct http_conn *c, const uv_buf_t *bufs, unsigned n, size_t total)
@@ -347,6 +415,8 @@ static void conn_flush(struct http_conn *c)
             }
             continue;
         }
+        if (c->server->uring && conn_usend(c, bufs, n, total) == 0)
+            return;
         int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
         if (r == UV_EAGAIN)
             r = 0;
@@ -384,6 +454,8 @@ void hs_conn_flush_now(struct http_conn *c)
     uv_buf_t bufs[FLUSH_BUFS];
     size_t total;
     unsigned n = hs_out_gather(c, bufs, FLUSH_BUFS, &total);
+    if (c->server->uring && conn_usend(c, bufs, n, total) == 0)
+        return;
     int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
     if (r > 0)
         hs_out_consume(c, (size_t)r);
@@ -607,7 +679,21 @@ int http_server_init(struct http_server *s, uv_loop_t *loop, const struct http_s
     s->idle.data = s;
     s->grace.data = s;
     s->handles_open = 3;
+    if (s->cfg.io_uring) {
+        if (ts_uring_open(&s->uring, loop, s->cfg.io_uring_batch, &s->uring_stats, s->uring_why,
+                          sizeof s->uring_why) == 0)
+            s->handles_open++;
+        else
+            s->uring = NULL; /* the reason is in uring_why: write(2) it is */
+    }
     return 0;
+}
+
+bool http_server_io_uring(const struct http_server *s, const char **why)
+{
+    if (why)
+        *why = s->uring_why;
+    return s->uring != NULL;
 }
 
 /* The listening socket made here (libuv 1.44 has no UV_TCP_REUSEPORT) with
@@ -659,9 +745,8 @@ int http_server_port(const struct http_server *s)
     return s->listening ? s->port : 0;
 }
 
-static void server_close_cb(uv_handle_t *h)
+static void server_handle_closed(struct http_server *s)
 {
-    struct http_server *s = h->data;
     if (--s->handles_open > 0)
         return;
     hs_pool_free(s);
@@ -669,6 +754,16 @@ static void server_close_cb(uv_handle_t *h)
     s->rbuf = NULL;
     if (s->on_closed)
         s->on_closed(s);
+}
+
+static void server_close_cb(uv_handle_t *h)
+{
+    server_handle_closed(h->data);
+}
+
+static void server_uring_closed(void *arg)
+{
+    server_handle_closed(arg);
 }
 
 static void server_listener_close_cb(uv_handle_t *h)
@@ -685,6 +780,11 @@ void hs_server_maybe_finish(struct http_server *s)
     if (!s->closing || s->finishing || s->conn_count > 0 || !s->tcp_closed)
         return;
     s->finishing = true;
+    if (s->uring) {
+        /* no send is in flight: each holds its connection, and none is left */
+        ts_uring_close(s->uring, server_uring_closed, s);
+        s->uring = NULL;
+    }
     uv_close((uv_handle_t *)&s->idle, server_close_cb);
     uv_close((uv_handle_t *)&s->grace, server_close_cb);
 }

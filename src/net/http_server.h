@@ -72,7 +72,12 @@
  * Output. Responses are queued in a per-connection list of 4 KiB blocks
  * taken from a per-server pool, and flushed once per loop iteration (a uv_idle
  * pass: uv_try_write first, uv_write for what the kernel did not take), so
- * many small writes of one iteration become one system call. Data passed to
+ * many small writes of one iteration become one system call. With
+ * cfg.io_uring the sends go through one io_uring per server instead
+ * (net/uring.h): one send per connection in flight, the sends of a loop
+ * pass submitted together, a send that waits for room cancelled when its
+ * connection is cut; where the ring cannot be set up, write(2) as above
+ * (http_server_io_uring says which). Data passed to
  * http_respond/http_stream_write* is copied: the caller's buffer may be
  * reused on return. Backpressure: http_stream_write*() returns TS_AGAIN when
  * the connection's queued, unsent bytes exceed write_high_water (the data IS
@@ -81,7 +86,8 @@
  * whose queue passes max_write_queue is cut (TS_CLOSED) to bound memory.
  *
  * Memory per connection: about 1.2 KiB of fixed state (struct http_conn,
- * with its libuv handles and request), plus the request's header bytes and
+ * with its libuv handles and request; 0.3 KiB more from the first send
+ * with io_uring: its iovecs), plus the request's header bytes and
  * a header index of 48 bytes per field (16 fields at first; both kept for
  * the next request while small), plus the body while the request is held
  * (kept when under 4 KiB), plus output blocks only while bytes are unsent.
@@ -106,6 +112,7 @@
 
 #include "base/err.h"
 #include "net/shaper.h"
+#include "net/uring.h"
 
 struct http_server;
 struct http_request;
@@ -132,6 +139,11 @@ struct http_server_config {
     bool reuse_port;            /* SO_REUSEPORT: servers on several loops (threads) may
                                    listen on the same host:port; the kernel spreads new
                                    connections over them by a hash of the addresses */
+    bool io_uring;              /* send responses through one io_uring per server (net/uring.h):
+                                a loop pass's writes leave in one system call per batch
+                                instead of one write(2) each; where the ring cannot be
+                                set up the server keeps write(2), see http_server_io_uring() */
+    unsigned io_uring_batch;    /* sends per submission at most (0: 32) */
 };
 
 struct http_header {
@@ -192,7 +204,10 @@ struct http_server {
     uv_tcp_t tcp;
     uv_idle_t idle;
     uv_timer_t grace;
-    char *rbuf; /* shared read buffer: reads are processed synchronously */
+    struct ts_uring *uring;            /* NULL: write(2) */
+    struct ts_uring_stats uring_stats; /* readable from any thread (atomics) */
+    char uring_why[160]; /* why cfg.io_uring is not in use ("" when it is or was not asked) */
+    char *rbuf;          /* shared read buffer: reads are processed synchronously */
     struct http_conn *conns;
     struct http_conn *dirty;
     struct http_conn *dirty_tail;
@@ -205,6 +220,14 @@ struct http_server {
     bool closing;
     bool finishing;
 };
+
+/*
+ * Whether s sends through io_uring. When cfg.io_uring asked for it and the
+ * ring could not be set up (no liburing in the build, an old kernel,
+ * io_uring disabled by sysctl or a seccomp filter), *why (if not NULL) gets
+ * the reason, a static string of s; otherwise "".
+ */
+bool http_server_io_uring(const struct http_server *s, const char **why);
 
 /*
  * Prepares s on loop; no socket is opened yet. cfg may be NULL (all

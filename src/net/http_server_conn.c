@@ -346,6 +346,7 @@ void hs_conn_free(struct http_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->conn_count--;
+    ts_free(c->usend);
     out_release(c);
     hs_in_clear(c);
     ts_free(c->spans);

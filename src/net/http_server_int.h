@@ -31,6 +31,7 @@
 #include "base/buf.h"
 #include "net/http_server.h"
 #include "net/ptimer.h"
+#include "net/uring.h"
 
 /* One block of a connection's output queue (4 KiB from the server's pool,
  * or bigger for a big write). */
@@ -75,6 +76,15 @@ struct conn_shape {
     uint64_t close_at; /* slow close: when the FIN may go (0: not started) */
 };
 
+/* A connection's send in flight on the server's io_uring: the kernel reads
+ * msg and iov when the batch is submitted. */
+struct hs_usend {
+    struct ts_uring_op op;
+    struct http_conn *conn;
+    struct msghdr msg;
+    struct iovec iov[16];
+};
+
 struct http_conn {
     struct http_server *server;
     struct http_conn *prev, *next; /* all connections of the server */
@@ -111,14 +121,17 @@ struct http_conn {
     uint64_t sent_total;      /* bytes ever handed to the kernel */
     uint64_t nreq;            /* requests dispatched */
 
+    struct hs_usend *usend; /* io_uring: made at the first send, kept until freed */
+
     struct buf *fake_out; /* fake connection: output goes here (NULL: dropped) */
     size_t fake_chunk;    /* fake connection: most bytes taken per flush (0: all) */
 
-    int handles; /* open libuv handles */
+    int handles; /* open libuv handles, and the io_uring send in flight */
     enum conn_timer tstate;
     bool fake;
     bool dirty;
-    bool writing;
+    bool writing;  /* a uv_write or an io_uring send is in flight */
+    bool usending; /* it is the io_uring send (usend) */
     bool read_paused;
     bool in_message;   /* bytes of a request seen, request not complete */
     bool headers_done; /* header callbacks after this are trailers */
