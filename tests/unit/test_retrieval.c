@@ -53,15 +53,21 @@ static void make_flow(struct flow_step_def *st, struct flow_def *d)
     d->n = NSTEPS;
 }
 
+/* The flow above with its retrieval state built. */
+static void init_flow(struct flow_step_def *st, struct flow_def *d, struct flow_retrieval *r)
+{
+    char err[256];
+    make_flow(st, d);
+    assert_int_equal(flow_retrieval_init(r, d, err, sizeof(err)), 0);
+}
+
 static void test_steps(void **state)
 {
     (void)state;
     struct flow_step_def st[NSTEPS];
     struct flow_def d;
     struct flow_retrieval r;
-    char err[256];
-    make_flow(st, &d);
-    assert_int_equal(flow_retrieval_init(&r, &d, err, sizeof(err)), 0);
+    init_flow(st, &d, &r);
     assert_int_equal(r.retrievals, (1u << SEARCH) | (1u << ALT));
     /* the final chat and its fallback answer; plan feeds generate, so it does not */
     assert_int_equal(r.answers, (1u << GENERATE) | (1u << GEN_FB));
@@ -107,9 +113,7 @@ static void test_measure(void **state)
     struct flow_step_def st[NSTEPS];
     struct flow_def d;
     struct flow_retrieval r;
-    char err[256];
-    make_flow(st, &d);
-    assert_int_equal(flow_retrieval_init(&r, &d, err, sizeof(err)), 0);
+    init_flow(st, &d, &r);
     const char *req = "{\"query\":[\"volcanoes\",\"magma lava\"],\"max_num_results\":3}";
     char *exact = page(r.store[SEARCH], req, 3);
     double recall = -1;
