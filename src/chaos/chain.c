@@ -227,19 +227,14 @@ const char *chain_code_name(int code, char *buf, size_t n)
 static int metrics_amp(struct chain *c, struct buf *out)
 {
     double d = c->distinct ? (double)c->distinct : 1;
-    int rc =
-        prom_header(out, "tokenstorm_proxy_attempts_total",
-                    "Requests forwarded or answered: every attempt, retries included.", "counter");
+    int rc = prom_metric(out, "tokenstorm_proxy_attempts_total",
+                         "Requests forwarded or answered: every attempt, retries included.",
+                         "counter", (double)c->attempts);
     if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_attempts_total", NULL, 0, (double)c->attempts);
-    if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_distinct_requests_total",
+        rc = prom_metric(out, "tokenstorm_proxy_distinct_requests_total",
                          "Distinct client requests (attempts linked by idempotency key or body "
                          "hash within the retry window count once).",
-                         "counter");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_distinct_requests_total", NULL, 0,
-                         (double)c->distinct);
+                         "counter", (double)c->distinct);
     if (!rc)
         rc = prom_header(out, "tokenstorm_proxy_retries_total",
                          "Retries, by how the attempt before ended (status, cut, client_closed, "
@@ -253,13 +248,10 @@ static int metrics_amp(struct chain *c, struct buf *out)
                              (double)c->retries[k]);
     }
     if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_retry_amplification",
+        rc = prom_metric(out, "tokenstorm_proxy_retry_amplification",
                          "Attempts per distinct request (1 without retries); with trigger: 1 + "
                          "retries after that trigger per distinct request.",
-                         "gauge");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_retry_amplification", NULL, 0,
-                         c->distinct ? (double)c->attempts / d : 1.0);
+                         "gauge", c->distinct ? (double)c->attempts / d : 1.0);
     for (int k = 0; k < CHAIN_CODES && !rc; k++) {
         char name[16];
         const char *labels[] = {"trigger", chain_code_name(k, name, sizeof name)};
@@ -268,12 +260,10 @@ static int metrics_amp(struct chain *c, struct buf *out)
                              1.0 + (double)c->retries[k] / d);
     }
     if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_retries_early_total",
+        rc = prom_metric(out, "tokenstorm_proxy_retries_early_total",
                          "Retries that came sooner than the Retry-After the attempt before was "
                          "given.",
-                         "counter");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_retries_early_total", NULL, 0, (double)c->early);
+                         "counter", (double)c->early);
     if (!rc)
         rc = prom_header(out, "tokenstorm_proxy_retry_gap_seconds",
                          "From the end of an attempt to the retry that followed it.", "histogram");

@@ -90,10 +90,8 @@ static int api_spec(struct http_request *req, const char *path_name, struct faul
 /* The WebSocket pass-through's counters (proxy_ws.c). */
 static int ws_metrics(struct proxy *p, struct buf *out)
 {
-    int rc = prom_header(out, "tokenstorm_proxy_websocket_connections_total",
-                         "WebSocket upgrades relayed (the upstream answered 101).", "counter");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_websocket_connections_total", NULL, 0,
+    int rc = prom_metric(out, "tokenstorm_proxy_websocket_connections_total",
+                         "WebSocket upgrades relayed (the upstream answered 101).", "counter",
                          (double)atomic_load(&p->ws_connections));
     if (!rc)
         rc = prom_header(out, "tokenstorm_proxy_websocket_messages_total",
@@ -120,55 +118,41 @@ static void api_health(struct proxy *p, struct http_request *req)
 /* proxy_metrics with faults_mu held. */
 static int metrics_locked(struct proxy *p, struct buf *out)
 {
-    int rc = prom_header(out, "tokenstorm_proxy_requests_total",
-                         "Requests received by the chaos proxy.", "counter");
+    int rc =
+        prom_metric(out, "tokenstorm_proxy_requests_total", "Requests received by the chaos proxy.",
+                    "counter", (double)p->requests_total);
     if (!rc)
-        rc =
-            prom_sample(out, "tokenstorm_proxy_requests_total", NULL, 0, (double)p->requests_total);
-    if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_io_uring",
+        rc = prom_metric(out, "tokenstorm_proxy_io_uring",
                          "1 when the proxy sends to clients through io_uring, 0 with write(2).",
-                         "gauge");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_io_uring", NULL, 0, proxy_io_uring(p, NULL));
+                         "gauge", proxy_io_uring(p, NULL));
     uint64_t sends, submits;
     proxy_io_uring_counts(p, &sends, &submits);
     if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_io_uring_sends_total",
-                         "Sends to clients handed to the kernel through io_uring.", "counter");
+        rc = prom_metric(out, "tokenstorm_proxy_io_uring_sends_total",
+                         "Sends to clients handed to the kernel through io_uring.", "counter",
+                         (double)sends);
     if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_io_uring_sends_total", NULL, 0, (double)sends);
-    if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_io_uring_submits_total",
+        rc = prom_metric(out, "tokenstorm_proxy_io_uring_submits_total",
                          "System calls (io_uring_enter) that handed those sends over: sends / "
                          "submits is the batch.",
-                         "counter");
+                         "counter", (double)submits);
     if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_io_uring_submits_total", NULL, 0, (double)submits);
+        rc = prom_metric(out, "tokenstorm_proxy_requests_in_flight",
+                         "Requests being handled by the chaos proxy.", "gauge",
+                         (double)p->in_flight);
     if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_requests_in_flight",
-                         "Requests being handled by the chaos proxy.", "gauge");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_requests_in_flight", NULL, 0, (double)p->in_flight);
-    if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_upstream_errors_total",
-                         "Upstream calls that failed (connect, TLS, timeout, reset).", "counter");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_upstream_errors_total", NULL, 0,
+        rc = prom_metric(out, "tokenstorm_proxy_upstream_errors_total",
+                         "Upstream calls that failed (connect, TLS, timeout, reset).", "counter",
                          (double)p->upstream_errors);
     if (!rc)
-        rc = prom_header(out, "tokenstorm_proxy_header_faults_total",
+        rc = prom_metric(out, "tokenstorm_proxy_header_faults_total",
                          "Injections asked for by x-tokenstorm-fault-abort/-delay headers.",
-                         "counter");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_proxy_header_faults_total", NULL, 0,
-                         (double)p->header_faults);
+                         "counter", (double)p->header_faults);
     if (!rc)
         rc = ws_metrics(p, out);
     if (!rc)
-        rc = prom_header(out, "tokenstorm_faults_active", "Faults in the set.", "gauge");
-    if (!rc)
-        rc = prom_sample(out, "tokenstorm_faults_active", NULL, 0, (double)p->faults.n);
+        rc = prom_metric(out, "tokenstorm_faults_active", "Faults in the set.", "gauge",
+                         (double)p->faults.n);
     const char *names[] = {"tokenstorm_faults_injected_total", "tokenstorm_faults_matched_total"};
     const char *helps[] = {"Times each fault was injected.",
                            "Requests each fault matched (before its probability roll)."};

@@ -78,6 +78,12 @@ static int append_series(struct buf *out, const char *name, const char *suffix,
     return buf_append_char(out, '}');
 }
 
+int prom_metric(struct buf *out, const char *name, const char *help, const char *type, double value)
+{
+    int rc = prom_header(out, name, help, type);
+    return rc ? rc : prom_sample(out, name, NULL, 0, value);
+}
+
 int prom_sample(struct buf *out, const char *name, const char *const *labels, size_t nlabels,
                 double value)
 {

@@ -42,6 +42,9 @@ TS_MUST_CHECK int prom_header(struct buf *out, const char *name, const char *hel
  */
 TS_MUST_CHECK int prom_sample(struct buf *out, const char *name, const char *const *labels,
                               size_t nlabels, double value);
+/* A metric of one unlabelled sample: its header, then "name value". */
+TS_MUST_CHECK int prom_metric(struct buf *out, const char *name, const char *help, const char *type,
+                              double value);
 /* The _bucket/_sum/_count lines of a histogram (without the header). */
 TS_MUST_CHECK int prom_histogram(struct buf *out, const char *name, const char *const *labels,
                                  size_t nlabels, const struct prom_hist *h);

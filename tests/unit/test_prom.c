@@ -22,6 +22,20 @@ static void test_samples_and_escaping(void **state)
     buf_release(&b);
 }
 
+static void test_metric(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    assert_int_equal(prom_metric(&b, "x_total", "Things.", "counter", 7), 0);
+    assert_string_equal(buf_cstr(&b),
+                        "# HELP x_total Things.\n# TYPE x_total counter\nx_total 7\n");
+    buf_release(&b);
+    buf_init(&b, 8); /* too small: the header's error, nothing after it */
+    assert_int_not_equal(prom_metric(&b, "x_total", "Things.", "counter", 7), 0);
+    buf_release(&b);
+}
+
 static void test_histogram_is_cumulative(void **state)
 {
     static const double bounds[] = {0.1, 1, 10};
@@ -48,6 +62,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_samples_and_escaping),
+        cmocka_unit_test(test_metric),
         cmocka_unit_test(test_histogram_is_cumulative),
     };
     return cmocka_run_group_tests_name("prom", tests, NULL, NULL);
