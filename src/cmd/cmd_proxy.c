@@ -9,7 +9,6 @@
 #include <strings.h>
 #include <uv.h>
 
-#include "base/log.h"
 #include "base/units.h"
 #include "app/serve_proxy.h"
 #include "chaos/fault.h"
@@ -323,17 +322,10 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
     case 'q':
         o->serve.quiet = true;
         return -1;
-    case 'v':
-        ts_log_set_level(TS_LOG_DEBUG);
-        return -1;
-    case 'h':
-        usage(stdout);
-        return TS_EXIT_OK;
     case OPT_VERSION:
-        printf("tokenstorm %s\n", TS_VERSION);
-        return TS_EXIT_OK;
-    default: /* cmd_getopt said what was wrong */
-        return TS_EXIT_USAGE;
+        return cmd_common_flag('V', usage);
+    default: /* -v, -h, or what cmd_getopt said was wrong */
+        return cmd_common_flag(c, usage);
     }
 }
 

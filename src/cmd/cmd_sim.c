@@ -318,17 +318,10 @@ static int take_option(struct sim_opts *o, int c, const char *arg)
         o->cfg.quiet = true;
         ts_log_set_level(TS_LOG_WARN);
         return -1;
-    case 'v':
-        ts_log_set_level(TS_LOG_DEBUG);
-        return -1;
-    case 'h':
-        usage(stdout);
-        return TS_EXIT_OK;
     case OPT_VERSION:
-        printf("tokenstorm %s\n", TS_VERSION);
-        return TS_EXIT_OK;
-    default: /* cmd_getopt said what was wrong */
-        return TS_EXIT_USAGE;
+        return cmd_common_flag('V', usage);
+    default: /* -v, -h, or what cmd_getopt said was wrong */
+        return cmd_common_flag(c, usage);
     }
 }
 
