@@ -45,21 +45,33 @@ static void keep_answer_text(struct exch *x, const struct openai_chunk *c)
 }
 
 /* Keeps when a chunk with choices arrived (the first REQ_CHUNK_TIMES_MAX;
- * without memory the rest are not kept, and n_chunk_ns says so). */
+ * without memory the rest are not kept, and the count says so). */
 static void keep_chunk_time(struct exch *x, uint64_t at)
 {
-    if (x->n_chunk_ns == x->alloc_chunk_ns) {
-        uint32_t n = x->alloc_chunk_ns ? 2 * x->alloc_chunk_ns : 64;
-        if (n > REQ_CHUNK_TIMES_MAX)
-            n = REQ_CHUNK_TIMES_MAX;
-        uint64_t *v = n > x->alloc_chunk_ns ? ts_realloc(x->chunk_ns, n * sizeof(*v)) : NULL;
+    if (x->chunks.n == x->rec.choice_chunks && x->chunks.n < REQ_CHUNK_TIMES_MAX)
+        (void)chunk_times_add(&x->chunks, at); /* else one was lost already, or full */
+}
+
+/* x's chunk times unpacked into the worker's array, lent to x->rec (none
+ * when memory ran out: the record then says they were not kept). */
+static void lend_chunk_times(struct exch *x)
+{
+    struct worker *w = x->w;
+    uint32_t n = x->chunks.n;
+    x->rec.chunk_ns = NULL;
+    x->rec.n_chunk_ns = 0;
+    if (!n)
+        return;
+    if (w->alloc_chunk_times < n) {
+        uint64_t *v = ts_realloc(w->chunk_times, n * sizeof(*v));
         if (!v)
             return;
-        x->chunk_ns = v;
-        x->alloc_chunk_ns = n;
+        w->chunk_times = v;
+        w->alloc_chunk_times = n;
     }
-    if (x->n_chunk_ns == x->rec.choice_chunks) /* none lost so far */
-        x->chunk_ns[x->n_chunk_ns++] = at;
+    chunk_times_unpack(&x->chunks, w->chunk_times);
+    x->rec.chunk_ns = w->chunk_times;
+    x->rec.n_chunk_ns = n;
 }
 
 /* Adds one to a counter only this worker writes and the coordinator reads:
@@ -108,8 +120,8 @@ void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
                     run_stats_add_itl_at(x->w->cls[x->actor->cls].res.stats, r->choice_chunks, gap);
             }
         }
-        x->last_choice_ns = at;
         keep_chunk_time(x, at);
+        x->last_choice_ns = at;
         r->choice_chunks++;
         if (x->keep_answer)
             keep_answer_text(x, c);
@@ -169,8 +181,33 @@ static void on_headers(struct http_call *call, long status, void *user)
     x->sse_mode = status >= 200 && status < 300 && ct && !strncasecmp(ct, "text/event-stream", 17);
 }
 
+/* Receive storage bigger than this goes back to the allocator after parsing. */
+#define RX_SPARE_MAX_CAP (64 * 1024)
+
+/* x holds nothing unparsed: its receive storage goes to the worker's
+ * spares (or is freed), so a stream between reads holds no buffer. */
+static void rx_give_back(struct exch *x)
+{
+    struct worker *w = x->w;
+    if (!x->rx.data)
+        return;
+    if (w->n_rx_spare < WORKER_RX_SPARE && x->rx.cap <= RX_SPARE_MAX_CAP) {
+        buf_reset(&x->rx);
+        w->rx_spare[w->n_rx_spare++] = x->rx;
+        buf_init(&x->rx, x->rx.max);
+    } else {
+        buf_release(&x->rx);
+    }
+}
+
 int exch_rx_push(struct exch *x, const char *data, size_t len, uint64_t now_ns, bool message)
 {
+    struct worker *w = x->w;
+    if (!x->rx.data && w->n_rx_spare) {
+        size_t max = x->rx.max;
+        x->rx = w->rx_spare[--w->n_rx_spare];
+        x->rx.max = max;
+    }
     if (buf_append(&x->rx, data, len)) {
         x->malformed = true;
         exch_set_error(x, "stream: ", "more than 4 MiB unparsed");
@@ -188,7 +225,6 @@ int exch_rx_push(struct exch *x, const char *data, size_t len, uint64_t now_ns, 
     x->rx_seg[x->nseg].ns = now_ns;
     x->nseg++;
     if (!x->rx_queued) {
-        struct worker *w = x->w;
         x->rx_queued = true;
         x->rx_prev = NULL;
         x->rx_next = w->rx_head;
@@ -244,7 +280,7 @@ void exch_rx_parse(struct exch *x)
         from = x->rx_seg[i].end;
     }
     x->nseg = 0;
-    buf_reset(&x->rx);
+    rx_give_back(x);
     if (rc && !x->malformed) {
         x->malformed = true;
         exch_set_error(x, "stream: ", rc == TS_TOOBIG ? "event over 4 MiB" : "bad event");
@@ -753,7 +789,6 @@ static struct exch *exch_new(struct worker *w, uint64_t index, uint64_t intended
     x->w = w;
     x->user = user;
     x->tp = &exch_sse_transport;
-    realtime_decoder_init(&x->rtdec);
     struct req_record *r = &x->rec;
     r->id = index;
     r->worker = w->index;
@@ -973,8 +1008,7 @@ void exch_finish(struct exch *x)
 {
     struct worker *w = x->w;
     const struct runner_config *cfg = w->run->cfg;
-    x->rec.chunk_ns = x->chunk_ns;
-    x->rec.n_chunk_ns = x->n_chunk_ns;
+    lend_chunk_times(x);
     reqtrace_end(&x->trace, &w->run->trace, w->run->run_id, &x->rec);
     account(w, &x->rec, x->actor, x->treq.step);
     if ((cfg->quality.dual_sla || cfg->quality.consistency) && !(x->rec.flags & REQF_WARMUP))
@@ -989,11 +1023,13 @@ void exch_finish(struct exch *x)
     atomic_fetch_sub(&w->in_flight_now, 1);
     rx_unlink(x);
     sse_parser_release(&x->sse);
-    realtime_decoder_release(&x->rtdec);
+    if (x->rtdec)
+        realtime_decoder_release(x->rtdec);
+    ts_free(x->rtdec);
     buf_release(&x->rx);
     buf_release(&x->answer);
     ts_free(x->verifier);
-    ts_free(x->chunk_ns);
+    chunk_times_release(&x->chunks);
     buf_release(&x->body);
     work_item_release(&x->item);
     traffic_req_release(&x->treq);

@@ -12,10 +12,12 @@
  * other than 1000 (or none) from the server, and a connection that ends
  * without response.done (truncated).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "llm/errbody.h"
 #include "llm/wsframes.h"
@@ -152,10 +154,17 @@ static int rt_feed(struct exch *x, const char *data, size_t len, uint64_t at)
     const struct wsframes_spec *wsf = x->w->run->cfg->wsframes;
     bool end = false;
     x->rec.last_event_ns = at;
-    if (wsf ? wsframes_decode(wsf, &x->rtdec, data, len, &ev, &end)
-            : realtime_decode(&x->rtdec, data, len, &ev)) {
+    if (!x->rtdec) {
+        if (!(x->rtdec = ts_malloc(sizeof(*x->rtdec)))) {
+            exch_set_error(x, "", "out of memory");
+            return -ENOMEM; /* the stream cannot be read further */
+        }
+        realtime_decoder_init(x->rtdec);
+    }
+    if (wsf ? wsframes_decode(wsf, x->rtdec, data, len, &ev, &end)
+            : realtime_decode(x->rtdec, data, len, &ev)) {
         x->malformed = true;
-        exch_set_error(x, "malformed event: ", x->rtdec.errmsg);
+        exch_set_error(x, "malformed event: ", x->rtdec->errmsg);
         return 0; /* go on: later events may still be fine */
     }
     switch (ev.kind) {

@@ -12,6 +12,7 @@
 #include "llm/openai_chunk.h"
 #include "llm/realtime.h"
 #include "llm/sign.h"
+#include "analysis/chunktimes.h"
 #include "analysis/record.h"
 #include "scenario/traffic.h"
 #include "load/runner.h"
@@ -90,6 +91,9 @@ enum worker_cmd_bits {
     WCMD_QUIT = 1 << 3,   /* close everything; the thread ends */
 };
 
+/* Receive buffers a worker keeps for reuse (see struct worker.rx_spare). */
+#define WORKER_RX_SPARE 256
+
 struct worker {
     struct runner *run;
     uint32_t index;
@@ -100,6 +104,13 @@ struct worker {
     uv_check_t check;     /* after each poll pass: parse what arrived (exch_rx_flush) */
     uv_idle_t rx_idle;    /* active while parsing is left over: the next poll won't block */
     struct exch *rx_head; /* requests with received bytes not yet parsed */
+    /* storage of parsed requests' rx buffers, lent to the next ones that
+     * receive: a held stream keeps no receive buffer between reads */
+    struct buf rx_spare[WORKER_RX_SPARE];
+    unsigned n_rx_spare;
+    /* the ending request's chunk times, unpacked (exch_finish) */
+    uint64_t *chunk_times;
+    uint32_t alloc_chunk_times;
     /* requests that failed before reaching the wire, completed on the next
      * check pass (exch_fail_flush), never inside the call that started them */
     struct exch *failed_head, *failed_tail;
@@ -217,10 +228,10 @@ struct exch {
     struct work_item item;
     const struct exch_transport *tp;
     struct http_call *call;
-    struct ws_call *ws;            /* realtime: the connection */
-    struct realtime_decoder rtdec; /* realtime: the last event */
-    bool rt_created;               /* realtime: response.created came */
-    uint64_t rt_done_ns;           /* realtime: when response.done came (E2E ends there) */
+    struct ws_call *ws;             /* realtime: the connection */
+    struct realtime_decoder *rtdec; /* realtime: the last event (heap, from the first) */
+    bool rt_created;                /* realtime: response.created came */
+    uint64_t rt_done_ns;            /* realtime: when response.done came (E2E ends there) */
     struct sse_parser sse;
     struct buf body;                 /* non-streamed responses and error bodies */
     struct chunk_verifier *verifier; /* --integrity hmac */
@@ -229,9 +240,9 @@ struct exch {
     struct traffic_req treq;         /* classes: what was sent (its item is moved to item) */
     uint64_t last_choice_ns;
     /* arrival of each chunk with choices, the first REQ_CHUNK_TIMES_MAX
-     * (vLLM's ITL list; requests.jsonl's chunk_us): lent to rec when it ends */
-    uint64_t *chunk_ns;
-    uint32_t n_chunk_ns, alloc_chunk_ns;
+     * (vLLM's ITL list; requests.jsonl's chunk_us), 4 bytes a chunk;
+     * unpacked for rec when it ends (exch_finish) */
+    struct chunk_times chunks;
     char first_id[64];
     bool have_id;
     bool saw_done;

@@ -785,6 +785,10 @@ void worker_release(struct worker *w)
     tokcount_free(w->tc);
     w->tc = NULL;
     openai_decoder_release(&w->decoder);
+    while (w->n_rx_spare)
+        buf_release(&w->rx_spare[--w->n_rx_spare]);
+    ts_free(w->chunk_times);
+    w->chunk_times = NULL;
     arrival_release(&w->arrival);
     run_stats_free(w->active);
     run_stats_free(w->mailbox);

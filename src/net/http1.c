@@ -161,10 +161,11 @@ static void call_fail(struct h1_call *call, CURLcode code, const char *fmt, ...)
     if (call->base.finished || call->failed)
         return;
     call->code = code;
-    if (fmt && !call->base.errbuf[0]) {
+    struct hc_errtext *t = fmt ? hc_call_errs(&call->base) : NULL;
+    if (t && !t->errbuf[0]) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(call->base.errbuf, sizeof(call->base.errbuf), fmt, ap);
+        vsnprintf(t->errbuf, sizeof(t->errbuf), fmt, ap);
         va_end(ap);
     }
     if (h1_of(call->base.client)->sync) { /* inside http_client_request: on_done runs later */
@@ -442,6 +443,12 @@ static int conn_read(struct h1_conn *conn)
     uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg) : 0;
     conn->rx_ns = stamp && stamp <= now ? stamp : now;
     conn->got_bytes = true;
+    if (call->req && call->sent >= call->req_len + call->body_len) {
+        /* answered: never sent again (call_retry_elsewhere), so a held
+         * stream does not keep its request head */
+        ts_free(call->req);
+        call->req = NULL;
+    }
     hc_call_rx(&call->base, conn->rx_ns);
     size_t used = http_parser_execute(&conn->parser, &parser_settings, c->rxbuf, (size_t)n);
     enum http_errno e = HTTP_PARSER_ERRNO(&conn->parser);

@@ -161,6 +161,7 @@ static void call_on_closed(uv_handle_t *h)
 {
     struct http_call *call = h->data;
     struct http_client *c = call->client;
+    ts_free(call->errt);
     ts_free(call);
     hc_client_handle_closed(c);
 }
@@ -205,44 +206,56 @@ void hc_call_arm_timer(struct http_call *call, uint64_t now)
         ts_warn("http_client: uv_timer_start: %s", uv_strerror(rc));
 }
 
+struct hc_errtext *hc_call_errs(struct http_call *call)
+{
+    if (!call->errt)
+        call->errt = ts_calloc(1, sizeof(*call->errt));
+    return call->errt;
+}
+
 /* The call's error text: the engine's (or curl's words for code), or why
  * the client ended it; "" on success. */
-static void call_error_text(struct http_call *call, CURLcode code)
+static const char *call_error_text(struct http_call *call, CURLcode code)
 {
+    if (code == CURLE_OK && call->forced == HTTP_CALL_OK) {
+        if (call->errt)
+            call->errt->errbuf[0] = '\0';
+        return "";
+    }
+    struct hc_errtext *t = hc_call_errs(call);
+    if (!t)
+        return "out of memory";
+    char *errbuf = t->errbuf;
+    size_t size = sizeof(t->errbuf);
     switch (call->forced) {
     case HTTP_CALL_OK:
-        if (code != CURLE_OK && !call->errbuf[0])
-            snprintf(call->errbuf, sizeof(call->errbuf), "%s", curl_easy_strerror(code));
+        if (!errbuf[0])
+            snprintf(errbuf, size, "%s", curl_easy_strerror(code));
         break;
     case HTTP_CALL_ERR_TIMEOUT_TTFB:
-        snprintf(call->errbuf, sizeof(call->errbuf),
-                 "no response within %u ms (time-to-first-byte timeout)", call->ttfb_ms);
+        snprintf(errbuf, size, "no response within %u ms (time-to-first-byte timeout)",
+                 call->ttfb_ms);
         break;
     case HTTP_CALL_ERR_TIMEOUT_IDLE:
-        snprintf(call->errbuf, sizeof(call->errbuf), "no data for %u ms (idle timeout)",
-                 call->idle_ms);
+        snprintf(errbuf, size, "no data for %u ms (idle timeout)", call->idle_ms);
         break;
     case HTTP_CALL_ERR_TIMEOUT_TOTAL:
-        snprintf(call->errbuf, sizeof(call->errbuf), "not done within %u ms (total timeout)",
-                 call->total_ms);
+        snprintf(errbuf, size, "not done within %u ms (total timeout)", call->total_ms);
         break;
     case HTTP_CALL_ERR_ABORTED:
-        snprintf(call->errbuf, sizeof(call->errbuf), "aborted");
+        snprintf(errbuf, size, "aborted");
         break;
     case HTTP_CALL_ERR_TIMEOUT_CONNECT:
-        snprintf(call->errbuf, sizeof(call->errbuf), "Connection timed out after %u milliseconds",
-                 call->connect_ms);
+        snprintf(errbuf, size, "Connection timed out after %u milliseconds", call->connect_ms);
         break;
     case HTTP_CALL_ERR_DECODE:
-        snprintf(call->errbuf, sizeof(call->errbuf), "%s", call->decode_err);
+        snprintf(errbuf, size, "%s", t->decode_err);
         break;
     default:
-        snprintf(call->errbuf, sizeof(call->errbuf), "%s",
-                 call->forced_text ? call->forced_text : "failed");
+        snprintf(errbuf, size, "%s", call->forced_text ? call->forced_text : "failed");
         break;
     }
-    if (code == CURLE_OK && call->forced == HTTP_CALL_OK)
-        call->errbuf[0] = '\0';
+    return errbuf;
 }
 
 static void call_fill_result(struct http_call *call, CURLcode code, struct http_call_result *res)
@@ -258,8 +271,7 @@ static void call_fill_result(struct http_call *call, CURLcode code, struct http_
     res->last_byte_ns = call->last_byte_ns;
     res->end_ns = ts_now_ns();
     call->engine->call_result(call, res);
-    call_error_text(call, code);
-    res->error_text = call->errbuf;
+    res->error_text = call_error_text(call, code);
 }
 
 /* Ends a call: the engine lets go of it, on_done, then what the engine
@@ -282,8 +294,11 @@ void hc_call_finish(struct http_call *call, CURLcode code)
     if (call->decoder && code == CURLE_OK && call->forced == HTTP_CALL_OK && call->bytes &&
         !body_decoder_complete(call->decoder)) {
         call->forced = HTTP_CALL_ERR_DECODE;
-        snprintf(call->decode_err, sizeof(call->decode_err),
-                 "%s: the compressed body ended before its end", body_decoder_name(call->decoder));
+        struct hc_errtext *t = hc_call_errs(call);
+        if (t)
+            snprintf(t->decode_err, sizeof(t->decode_err),
+                     "%s: the compressed body ended before its end",
+                     body_decoder_name(call->decoder));
     }
     call_fill_result(call, code, &res);
     call->ops.on_done(call, &res, call->user);
@@ -386,18 +401,28 @@ void hc_call_rx(struct http_call *call, uint64_t now)
     }
 }
 
+/* Keeps why the body could not be undone, for the call's error text. */
+static void call_keep_decode_err(struct http_call *call, const char *why)
+{
+    struct hc_errtext *t = hc_call_errs(call);
+    if (t)
+        snprintf(t->decode_err, sizeof(t->decode_err), "%s", why);
+}
+
 void hc_call_headers(struct http_call *call, long status, uint64_t now)
 {
     call->headers_done = true;
     call->headers_ns = now;
     if (!call->decoder) {
-        int rc = body_decoder_new(http_call_header(call, "content-encoding"), &call->decoder,
-                                  call->decode_err, sizeof(call->decode_err));
+        char why[sizeof(((struct hc_errtext *)0)->decode_err)] = "";
+        int rc = body_decoder_new(http_call_header(call, "content-encoding"), &call->decoder, why,
+                                  sizeof(why));
         if (rc == -ENOMEM) {
             call->forced = HTTP_CALL_ERR_OTHER;
             call->forced_text = "out of memory";
         } else if (rc) {
             call->forced = HTTP_CALL_ERR_DECODE;
+            call_keep_decode_err(call, why);
         }
     }
     if (call->ops.on_headers)
@@ -426,9 +451,10 @@ int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t 
     call->last_byte_ns = now;
     call->bytes += len;
     struct body_emit e = {call, now};
-    int rc = call->decoder ? body_decoder_feed(call->decoder, data, len, body_emit, &e,
-                                               call->decode_err, sizeof(call->decode_err))
-                           : body_emit(&e, data, len);
+    char why[sizeof(((struct hc_errtext *)0)->decode_err)] = "";
+    int rc = call->decoder
+                 ? body_decoder_feed(call->decoder, data, len, body_emit, &e, why, sizeof(why))
+                 : body_emit(&e, data, len);
     if (rc == 1 && call->forced == HTTP_CALL_OK) {
         call->forced = HTTP_CALL_ERR_ABORTED;
     } else if (rc == -ENOMEM && call->forced == HTTP_CALL_OK) {
@@ -436,6 +462,7 @@ int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t 
         call->forced_text = "out of memory";
     } else if (rc && call->forced == HTTP_CALL_OK) {
         call->forced = HTTP_CALL_ERR_DECODE;
+        call_keep_decode_err(call, why);
     }
     return call->forced != HTTP_CALL_OK;
 }
@@ -611,8 +638,10 @@ out_drop:
     e->call_free(call);
     if (call->timer.data) /* a counted handle: its close frees the call */
         uv_close((uv_handle_t *)&call->timer, call_on_closed);
-    else
+    else {
+        ts_free(call->errt);
         ts_free(call);
+    }
     return rc;
 }
 

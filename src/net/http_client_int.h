@@ -57,9 +57,21 @@ struct http_call {
     bool finished;               /* on_done is running or has run */
     bool headers_done;
     struct body_decoder *decoder; /* the response's Content-Encoding, or NULL */
-    char decode_err[128];         /* why it could not be undone (curl owns errbuf) */
+    /* its error texts, allocated by the first that is written (curl's
+     * engine: when the call is set up); NULL while the call has none, so a
+     * held stream keeps no text buffers (hc_call_errs) */
+    struct hc_errtext *errt;
+};
+
+/* A call's error texts. */
+struct hc_errtext {
+    char decode_err[128]; /* why the body could not be undone (curl owns errbuf) */
     char errbuf[CURL_ERROR_SIZE];
 };
+
+/* call's error texts, allocated zeroed on first use; NULL when memory ran
+ * out (the text is then lost; the error code is not). */
+struct hc_errtext *hc_call_errs(struct http_call *call);
 
 /* What http_client_request checked in a call's spec, for the engine. */
 struct hc_request {

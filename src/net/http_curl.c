@@ -426,7 +426,11 @@ static void easy_set_common(struct easy_opts *o, struct hcurl_call *cc, const ch
     opt_long(o, CURLOPT_TCP_NODELAY, 1L);
     opt_ptr(o, CURLOPT_USERAGENT, HTTP_CLIENT_USER_AGENT);
     opt_ptr(o, CURLOPT_HTTPHEADER, cc->headers);
-    opt_ptr(o, CURLOPT_ERRORBUFFER, cc->base.errbuf);
+    struct hc_errtext *t = hc_call_errs(&cc->base);
+    if (!t && o->err == CURLE_OK)
+        o->err = CURLE_OUT_OF_MEMORY;
+    else if (t)
+        opt_ptr(o, CURLOPT_ERRORBUFFER, t->errbuf);
     opt_long(o, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     opt_long(o, CURLOPT_CONNECTTIMEOUT_MS, (long)cc->base.connect_ms);
     opt_long(o, CURLOPT_HTTP_VERSION, version);
