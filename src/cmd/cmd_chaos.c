@@ -127,17 +127,12 @@ static int parse_args(int argc, char **argv, struct chaos_opts *o, struct ui_opt
         case 'q':
             o->quiet = true;
             break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
+        default: { /* -v, -h, --version, or what cmd_getopt said was wrong */
+            int rc = cmd_common_flag(c == OPT_VERSION ? 'V' : c, usage);
+            if (rc >= 0)
+                return rc;
             break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case OPT_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default: /* cmd_getopt said what was wrong */
-            return TS_EXIT_USAGE;
+        }
         }
     }
     if (optind == argc || (optind != argc - 1 && !o->check)) {

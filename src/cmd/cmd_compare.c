@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "report/compare_report.h"
 #include "ts_config.h"
@@ -198,17 +199,12 @@ static int parse_args(int argc, char **argv, struct compare_opts *o)
         case 'o':
             o->out = optarg;
             break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
+        default: { /* -v, -h, --version, or what cmd_getopt said was wrong */
+            int rc = cmd_common_flag(c == O_VERSION ? 'V' : c, usage);
+            if (rc >= 0)
+                return rc;
             break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case O_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default: /* cmd_getopt said what was wrong */
-            return TS_EXIT_USAGE;
+        }
         }
     }
     if (argc - optind != 2) {

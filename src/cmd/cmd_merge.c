@@ -119,18 +119,14 @@ int cmd_merge(int argc, char **argv)
         case 'q':
             quiet = true;
             break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
+        default: { /* -v, -h, --version, or what cmd_getopt said was wrong */
+            int rc = cmd_common_flag(c == O_VERSION ? 'V' : c, usage);
+            if (rc >= 0) {
+                code = rc;
+                goto out;
+            }
             break;
-        case 'h':
-            usage(stdout);
-            goto out;
-        case O_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            goto out;
-        default: /* cmd_getopt said what was wrong */
-            code = TS_EXIT_USAGE;
-            goto out;
+        }
         }
     }
     if (!out_dir && optind < argc)

@@ -19,6 +19,7 @@
 #include "base/hdr.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/cmd_common.h"
 #include "cmd/cmd_opts.h"
 #include "report/csv.h"
 #include "report/docset.h"
@@ -525,17 +526,12 @@ int cmd_report(int argc, char **argv)
         case O_TITLE:
             o.title = optarg;
             break;
-        case 'v':
-            ts_log_set_level(TS_LOG_DEBUG);
+        default: { /* -v, -h, --version, or what cmd_getopt said was wrong */
+            int code = cmd_common_flag(c == O_VERSION ? 'V' : c, usage);
+            if (code >= 0)
+                return code;
             break;
-        case 'h':
-            usage(stdout);
-            return TS_EXIT_OK;
-        case O_VERSION:
-            printf("tokenstorm %s\n", TS_VERSION);
-            return TS_EXIT_OK;
-        default: /* cmd_getopt said what was wrong */
-            return TS_EXIT_USAGE;
+        }
         }
     }
     if (optind >= argc) {

@@ -874,16 +874,7 @@ static int shard_sim_option(int c, const char *name, struct run_opts *o)
 /* --help, --version, or an option getopt rejected (it said which). */
 static int help_option(int c)
 {
-    switch (c) {
-    case 'h':
-        usage(stdout);
-        return TS_EXIT_OK;
-    case O_VERSION:
-        printf("tokenstorm %s\n", TS_VERSION);
-        return TS_EXIT_OK;
-    default: /* cmd_getopt said what was wrong */
-        return TS_EXIT_USAGE;
-    }
+    return cmd_common_flag(c == O_VERSION ? 'V' : c, usage);
 }
 
 /* "vector search:" in --help. */

@@ -445,17 +445,10 @@ static int output_option(int c, struct sweep_opts *o)
     case 'q':
         o->quiet = true;
         return ARG_NEXT;
-    case 'v':
-        ts_log_set_level(TS_LOG_DEBUG);
-        return ARG_NEXT;
-    case 'h':
-        usage(stdout);
-        return TS_EXIT_OK;
-    case O_VERSION:
-        printf("tokenstorm %s\n", TS_VERSION);
-        return TS_EXIT_OK;
-    default: /* cmd_getopt said what was wrong */
-        return TS_EXIT_USAGE;
+    default: { /* -v, -h, --version, or what cmd_getopt said was wrong */
+        int rc = cmd_common_flag(c == O_VERSION ? 'V' : c, usage);
+        return rc >= 0 ? rc : ARG_NEXT;
+    }
     }
 }
 
