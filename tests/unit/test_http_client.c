@@ -573,6 +573,52 @@ static void test_classify(void **state)
     assert_string_equal(http_call_error_name((enum http_call_error)99), "unknown");
 }
 
+/* hc_msg_stamp of a message whose SCM_TIMESTAMPNS says wall time real. */
+static uint64_t stamp_of_wall(uint64_t real)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_TIMESTAMPNS;
+    cm->cmsg_len = CMSG_LEN(sizeof(struct timespec));
+    struct timespec ts = {.tv_sec = (time_t)(real / 1000000000ull),
+                          .tv_nsec = (long)(real % 1000000000ull)};
+    memcpy(CMSG_DATA(cm), &ts, sizeof(ts));
+    return hc_msg_stamp(&msg);
+}
+
+/* Kernel receive stamps (wall time) become monotonic times: right within
+ * a margin that holds on a busy machine when the wall-minus-monotonic
+ * difference is taken again, exactly consistent while it is reused (50 ms
+ * of stamps), and a stamp ahead of the wall clock is not trusted. */
+static void test_rx_stamp(void **state)
+{
+    (void)state;
+    stamp_offset_at = 0;
+    uint64_t wall = ts_wall_ns(), mono = ts_now_ns();
+    uint64_t a = stamp_of_wall(wall - 30 * TS_NS_PER_MS);
+    assert_true(a > 0);
+    int64_t err = (int64_t)a - (int64_t)(mono - 30 * TS_NS_PER_MS);
+    assert_true(err > -(int64_t)(20 * TS_NS_PER_MS) && err < (int64_t)(20 * TS_NS_PER_MS));
+    /* within 50 ms of the last refresh: the same difference, so exact gaps */
+    assert_int_equal(stamp_of_wall(wall - 20 * TS_NS_PER_MS), a + 10 * TS_NS_PER_MS);
+    assert_int_equal(stamp_of_wall(wall - 30 * TS_NS_PER_MS + 7), a + 7);
+    /* a stamp far from the last refresh takes the difference again */
+    uint64_t old_at = stamp_offset_at;
+    uint64_t b = stamp_of_wall(ts_wall_ns() - 200 * TS_NS_PER_MS);
+    assert_true(stamp_offset_at != old_at);
+    err = (int64_t)b - (int64_t)(ts_now_ns() - 200 * TS_NS_PER_MS);
+    assert_true(err > -(int64_t)(20 * TS_NS_PER_MS) && err < (int64_t)(20 * TS_NS_PER_MS));
+    /* from the future (a clock step): not trusted */
+    assert_int_equal(stamp_of_wall(ts_wall_ns() + 10 * TS_NS_PER_S), 0);
+    struct msghdr none = {0};
+    assert_int_equal(hc_msg_stamp(&none), 0);
+}
+
 static void test_get_hello(void **state)
 {
     struct fx *f = fx_new(NULL);
@@ -1435,6 +1481,7 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_rx_stamp),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_get_hello),
         cmocka_unit_test(test_post_echo),
