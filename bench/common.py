@@ -55,7 +55,9 @@ def ensure_built():
             or os.path.getmtime(SSELOAD) < os.path.getmtime(lib)):
         subprocess.run([os.environ.get("CC", "cc"), "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra",
                         "-Werror", "-Wshadow", "-Wvla", "-D_GNU_SOURCE",
-                        "-I" + os.path.join(ROOT, "src"), src, lib, "-o", SSELOAD],
+                        "-I" + os.path.join(ROOT, "src"), src, lib, "-o", SSELOAD]
+                       # --recv uring where liburing is (a dependency of the proxy's sends)
+                       + (["-luring"] if os.path.exists("/usr/include/liburing.h") else []),
                        check=True)
 
 

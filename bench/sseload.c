@@ -22,6 +22,17 @@
  * "\ndata:" event, the [DONE] line included; at most REC_CAP per response).
  * Without --record the client behaves as before (no extra header).
  *
+ * With --recv uring (built where liburing is, linked with -luring) it reads
+ * each streaming connection through io_uring instead of epoll + read(2): one
+ * multishot recvmsg per connection, buffers from a provided-buffer ring, and
+ * SO_TIMESTAMPNS on every socket with each completion's timestamp parsed
+ * (what tokenstorm's client needs per read), the ring's fd in the epoll set
+ * as it would be under libuv (COOP_TASKRUN: completions are made on the way
+ * back from epoll_wait, no io_uring_enter unless there are SQEs). It exists
+ * to measure whether that costs the kernel less per event than epoll + read
+ * (bench/README.md, issue 21: it did not, here). --record keeps
+ * CLOCK_MONOTONIC read times in both modes.
+ *
  * Every loop is bounded: connection setup by --ramp-timeout, the measurement
  * by --warmup + --duration, reconnects by --max-reconnects. Loopback only.
  */
@@ -43,6 +54,14 @@
 
 #include "base/alloc.h"
 
+#if defined(__has_include) && !defined(SSELOAD_NO_URING)
+#if __has_include(<liburing.h>)
+#include <liburing.h>
+#include <sys/mman.h>
+#define HAVE_URING 1
+#endif
+#endif
+
 #define READ_BUF     65536
 #define MAX_STREAMS  60000
 #define MAX_SECONDS  600
@@ -63,6 +82,7 @@ struct conn {
     unsigned char status; /* bytes of the status line seen, up to 12 */
     char status_line[12];
     int idx;          /* index of the connection */
+    unsigned gen;     /* bumped at each close: completions of an older socket are stale */
     unsigned seq;     /* requests sent on it */
     uint64_t sent_ns; /* when the current request was sent */
     uint32_t nrec;    /* events recorded for the current response */
@@ -79,6 +99,7 @@ struct opts {
     const char *model;
     const char *record_path;
     int record_streams;
+    bool uring; /* --recv uring */
 };
 
 struct proc_sample {
@@ -102,6 +123,144 @@ static FILE *rec_file;
 static uint64_t rec_from, rec_until; /* the window; 0 until the streams are up */
 static uint64_t read_ns;             /* when the bytes being scanned were read */
 static uint64_t rec_lines, rec_events, rec_dropped;
+static bool use_uring;
+static uint64_t timestamps; /* SO_TIMESTAMPNS control messages read (--recv uring) */
+
+static bool conn_scan(struct conn *c, const char *p, size_t n);
+static void conn_close(struct conn *c);
+static uint64_t now_ns(void);
+
+#ifdef HAVE_URING
+#define NBUFS 1024 /* provided buffers (a power of two) */
+#define BUFSZ 4096 /* each: header, control message and payload of one completion */
+static struct io_uring ring;
+static struct io_uring_buf_ring *bufring;
+static char *bufs;
+static struct msghdr rmsg = {.msg_controllen = CMSG_SPACE(sizeof(struct timespec))};
+
+/* Opens the ring with its buffer ring and adds its fd to the epoll set
+ * (data.ptr NULL); returns -1 with a message on stderr. */
+static int uring_open(int ep)
+{
+    struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN,
+                                .cq_entries = 4096};
+    int e = io_uring_queue_init_params(256, &ring, &p);
+    if (e) {
+        fprintf(stderr, "sseload: io_uring_setup: %s\n", strerror(-e));
+        return -1;
+    }
+    bufring = mmap(NULL, NBUFS * sizeof(struct io_uring_buf), PROT_READ | PROT_WRITE,
+                   MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    bufs = ts_calloc(NBUFS, BUFSZ);
+    if (bufring == MAP_FAILED || !bufs) {
+        fprintf(stderr, "sseload: out of memory\n");
+        return -1;
+    }
+    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)bufring, .ring_entries = NBUFS};
+    if ((e = io_uring_register_buf_ring(&ring, &reg, 0))) {
+        fprintf(stderr, "sseload: io_uring_register_buf_ring: %s\n", strerror(-e));
+        return -1;
+    }
+    io_uring_buf_ring_init(bufring);
+    for (int i = 0; i < NBUFS; i++)
+        io_uring_buf_ring_add(bufring, bufs + (size_t)i * BUFSZ, BUFSZ, (unsigned short)i,
+                              io_uring_buf_ring_mask(NBUFS), i);
+    io_uring_buf_ring_advance(bufring, NBUFS);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, ring.ring_fd, &ev)) {
+        perror("sseload: epoll_ctl ring");
+        return -1;
+    }
+    return 0;
+}
+
+/* Queues a multishot recvmsg on c's socket (submitted before the next wait). */
+static int uring_arm(struct conn *c)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+    if (!sqe && io_uring_submit(&ring) >= 0)
+        sqe = io_uring_get_sqe(&ring);
+    if (!sqe)
+        return -1;
+    io_uring_prep_recvmsg_multishot(sqe, c->fd, &rmsg, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = 0;
+    io_uring_sqe_set_data64(sqe, ((uint64_t)c->gen << 32) | (uint32_t)c->idx);
+    return 0;
+}
+
+/* One completion's bytes: its timestamp, then the scan. False: drop c
+ * (counted as an error where read(2) would have counted one). */
+static bool uring_take(struct conn *c, void *buf, int res)
+{
+    struct io_uring_recvmsg_out *o = io_uring_recvmsg_validate(buf, res, &rmsg);
+    if (!o || o->payloadlen == 0) {
+        cnt.errors++; /* EOF or a malformed completion */
+        return false;
+    }
+    for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &rmsg); cm;
+         cm = io_uring_recvmsg_cmsg_nexthdr(o, &rmsg, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS)
+            timestamps++;
+    if (c->rec)
+        read_ns = now_ns();
+    return conn_scan(c, io_uring_recvmsg_payload(o, &rmsg),
+                     io_uring_recvmsg_payload_length(o, res, &rmsg));
+}
+
+/* Handles the completions that are in: scans, recycles buffers, re-arms a
+ * multishot that ended (ENOBUFS included) and drops a connection on EOF or
+ * error. A completion of a closed socket (older gen) only gives back its
+ * buffer. */
+static void uring_reap(struct conn *conns)
+{
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&ring, head, cqe)
+    {
+        seen++;
+        uint64_t d = io_uring_cqe_get_data64(cqe);
+        struct conn *c = &conns[(uint32_t)d];
+        bool live = c->gen == (unsigned)(d >> 32) && c->state == CONN_STREAMING;
+        if (cqe->flags & IORING_CQE_F_BUFFER) {
+            unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+            char *b = bufs + (size_t)bid * BUFSZ;
+            if (live && !uring_take(c, b, cqe->res)) {
+                conn_close(c);
+                live = false;
+            }
+            io_uring_buf_ring_add(bufring, b, BUFSZ, (unsigned short)bid,
+                                  io_uring_buf_ring_mask(NBUFS), 0);
+            io_uring_buf_ring_advance(bufring, 1);
+        } else if (live && cqe->res != -ENOBUFS) {
+            cnt.errors++; /* EOF (0) or an error */
+            conn_close(c);
+            live = false;
+        }
+        if (live && !(cqe->flags & IORING_CQE_F_MORE) && uring_arm(c)) {
+            cnt.errors++;
+            conn_close(c);
+        }
+    }
+    io_uring_cq_advance(&ring, seen);
+}
+#else
+static int uring_open(int ep)
+{
+    (void)ep;
+    fprintf(stderr, "sseload: --recv uring: built without liburing\n");
+    return -1;
+}
+static int uring_arm(struct conn *c)
+{
+    (void)c;
+    return -1;
+}
+static void uring_reap(struct conn *conns)
+{
+    (void)conns;
+}
+#endif
 
 static uint64_t now_ns(void)
 {
@@ -193,8 +352,12 @@ static void conn_record_done(struct conn *c)
 
 static void conn_close(struct conn *c)
 {
+    /* a multishot recv holds the socket: shut it down so that it ends */
+    if (c->fd >= 0 && use_uring && c->state == CONN_STREAMING)
+        shutdown(c->fd, SHUT_RDWR);
     if (c->fd >= 0)
         close(c->fd);
+    c->gen++;
     if (c->state == CONN_STREAMING)
         active--;
     c->fd = -1;
@@ -237,6 +400,15 @@ static void conn_on_connected(int ep, struct conn *c)
     }
     c->state = CONN_STREAMING;
     active++;
+    if (use_uring) {
+        int one = 1;
+        if (setsockopt(c->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) ||
+            epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL) || uring_arm(c)) {
+            cnt.errors++;
+            conn_close(c);
+            return;
+        }
+    }
     if (conn_send_request(c)) {
         cnt.errors++;
         conn_close(c);
@@ -284,7 +456,7 @@ static void usage(void)
     fprintf(stderr, "usage: sseload --port P --streams N [--warmup S] [--duration S]\n"
                     "       [--max-tokens M] [--model NAME] [--watch-pid PID]\n"
                     "       [--ramp-timeout S] [--max-reconnects N]\n"
-                    "       [--record FILE [--record-streams N]]\n");
+                    "       [--record FILE [--record-streams N]] [--recv read|uring]\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -325,6 +497,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->record_path = v;
         else if (!strcmp(a, "--record-streams"))
             o->record_streams = atoi(v);
+        else if (!strcmp(a, "--recv") && (!strcmp(v, "read") || !strcmp(v, "uring")))
+            o->uring = !strcmp(v, "uring");
         else {
             usage();
             return -1;
@@ -375,6 +549,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sseload: out of memory or epoll\n");
         goto out;
     }
+    use_uring = o.uring;
+    if (use_uring && uring_open(ep))
+        goto out;
     for (int i = 0; i < o.streams; i++) {
         conns[i].fd = -1;
         conns[i].idx = i;
@@ -455,6 +632,12 @@ int main(int argc, char **argv)
             fflush(stdout);
             break;
         }
+#ifdef HAVE_URING
+        if (use_uring && io_uring_submit(&ring) < 0) {
+            perror("sseload: io_uring_submit");
+            goto out;
+        }
+#endif
         int n = epoll_wait(ep, evs, 1024, 5);
         if (n < 0 && errno != EINTR) {
             perror("sseload: epoll_wait");
@@ -462,6 +645,10 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < n; i++) {
             struct conn *c = evs[i].data.ptr;
+            if (!c) {
+                uring_reap(conns); /* the ring's fd */
+                continue;
+            }
             if (c->state == CONN_CONNECTING) {
                 connecting--;
                 conn_on_connected(ep, c);
@@ -493,6 +680,8 @@ int main(int argc, char **argv)
            "\"client_cpu_s\":%.3f",
            o.streams, win_s, ev, (double)ev / win_s, nsec ? smin : 0, smax,
            cnt.responses - c0.responses, cnt.errors, cnt.reconnects, self1 - self0);
+    if (use_uring)
+        printf(",\"recv\":\"uring\",\"timestamps\":%" PRIu64, timestamps);
     if (rec_file)
         printf(",\"recorded_responses\":%" PRIu64 ",\"recorded_events\":%" PRIu64
                ",\"recorded_dropped\":%" PRIu64,
