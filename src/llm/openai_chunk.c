@@ -9,6 +9,7 @@
 #include "base/base64.h"
 #include "base/alloc.h"
 #include "base/utf8.h"
+#include "llm/json_simd.h"
 
 #include <yajl/yajl_parse.h>
 
@@ -41,6 +42,9 @@ void openai_decoder_release(struct openai_decoder *d)
     ts_free(d->embs);
     ts_free(d->floats);
     ts_free(d->arena);
+#if TS_HAVE_SIMDJSON
+    json_simd_free(d->simd);
+#endif
     memset(d, 0, sizeof(*d));
 }
 
@@ -983,7 +987,7 @@ static int fp_on_end(void *ctx)
         f->out->choices = f->d->choices; /* grown since the array opened */
     else if (fr == FR_TOP) {
         f->top_done = true;
-        f->top_end = yajl_get_bytes_consumed(f->h);
+        f->top_end = f->h ? yajl_get_bytes_consumed(f->h) : 0; /* no handle: simdjson's */
     }
     return 1;
 }
@@ -1135,11 +1139,54 @@ static bool fp_text_ok(const char *s, size_t n)
     return true;
 }
 
+/*
+ * simdjson's parse of the text replayed as the same callbacks (json_simd.h):
+ * 1 decoded, 0 not (jansson decides), -1 when simdjson cannot be used here
+ * (not built in, the text too long, no memory): yajl parses it then.
+ * simdjson refuses what fp_text_ok() guards yajl against (invalid UTF-8,
+ * lone surrogates, vertical tab and form feed as whitespace), and anything
+ * after the object, so neither check is needed.
+ */
+static int parse_simd(struct openai_decoder *d, const char *s, size_t n, struct fp *f)
+{
+#if TS_HAVE_SIMDJSON
+    if (n > JSON_SIMD_MAX_TEXT || d->yajl_only)
+        return -1;
+    int rc = json_simd_walk(&d->simd, s, n, &fp_callbacks, f);
+    if (rc < 0)
+        return -1;
+    return rc && f->top_done;
+#else
+    (void)d, (void)s, (void)n, (void)f;
+    return -1;
+#endif
+}
+
+/* yajl's parse of the text into the callbacks: true when it decoded. */
+static bool parse_yajl(struct openai_decoder *d, const char *s, size_t n, struct fp *f)
+{
+    if (!fp_text_ok(s, n))
+        return false;
+    d->yheap_used = 0;
+    yajl_alloc_funcs af = {
+        .malloc = yheap_malloc, .realloc = yheap_realloc, .free = yheap_free, .ctx = d};
+    yajl_handle h = yajl_alloc(&fp_callbacks, &af, f);
+    if (!h)
+        return false;
+    f->h = h;
+    /* yajl takes the start of a string after the object for a token still
+     * arriving and accepts the text: the brace must end it */
+    bool ok = yajl_parse(h, (const unsigned char *)s, n) == yajl_status_ok &&
+              yajl_complete_parse(h) == yajl_status_ok && f->top_done && f->top_end == n;
+    yajl_free(h);
+    return ok;
+}
+
 /* Decodes a stream chunk without a DOM; false when jansson must decode it
  * (out and the decoder are then left for clear()). */
 static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struct openai_chunk *out)
 {
-    if (n == 0 || s[0] != '{' || !fp_text_ok(s, n))
+    if (n == 0 || s[0] != '{')
         return false;
     if (d->arena_cap < n + 1) {
         char *a = ts_realloc(d->arena, n + 1);
@@ -1150,19 +1197,14 @@ static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struc
     }
     d->arena_used = 0;
     struct fp f = {.d = d, .out = out};
-    d->yheap_used = 0;
-    yajl_alloc_funcs af = {
-        .malloc = yheap_malloc, .realloc = yheap_realloc, .free = yheap_free, .ctx = d};
-    yajl_handle h = yajl_alloc(&fp_callbacks, &af, &f);
-    if (!h)
-        return false;
-    f.h = h;
-    /* yajl takes the start of a string after the object for a token still
-     * arriving and accepts the text: the brace must end it */
-    bool ok = yajl_parse(h, (const unsigned char *)s, n) == yajl_status_ok &&
-              yajl_complete_parse(h) == yajl_status_ok && f.top_done && f.top_end == n;
-    yajl_free(h);
-    if (!ok)
+    int rc = parse_simd(d, s, n, &f);
+    if (rc < 0) {
+        memset(&f, 0, sizeof(f));
+        f.d = d;
+        f.out = out;
+        rc = parse_yajl(d, s, n, &f);
+    }
+    if (!rc)
         return false;
     out->object = classify(out->object_str);
     if (out->object == OPENAI_OBJECT_ERROR)

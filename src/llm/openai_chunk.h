@@ -121,6 +121,8 @@ struct openai_chunk {
 
 /* Holds the parsed document and the arrays the results point into; reused
  * from call to call, so a stream of similar chunks allocates little. */
+struct json_simd;
+
 struct openai_decoder {
     json_t *root; /* the last document */
     struct openai_choice *choices;
@@ -141,6 +143,8 @@ struct openai_decoder {
      * fast path does not call malloc and free a few times per event */
     _Alignas(16) unsigned char yheap[4096];
     size_t yheap_used;
+    struct json_simd *simd; /* simdjson's parser (llm/json_simd.h), when built with it */
+    bool yajl_only;      /* the fast path parses with yajl even when simdjson is built in (tests) */
     uint64_t n_fast;     /* chunks the fast path decoded */
     uint64_t n_fallback; /* chunks it handed to jansson */
 };
