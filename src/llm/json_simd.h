@@ -37,7 +37,9 @@ struct json_simd;
  * state pointer not allowed) and calls cb with ctx for each event. Returns
  * 1 when the text is valid and every callback returned nonzero; 0 when the
  * text is invalid or too long, has an integer beyond int64_t, or a callback
- * returned 0; -ENOMEM when *state could not be made.
+ * returned 0; -ENOMEM when *state could not be made. The strings given to
+ * the callbacks are NUL-terminated and stay valid until the next call with
+ * the same state.
  */
 int json_simd_walk(struct json_simd **state, const char *s, size_t n, const yajl_callbacks *cb,
                    void *ctx);

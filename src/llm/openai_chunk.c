@@ -658,6 +658,9 @@ struct fp {
     unsigned skip;            /* open containers inside an unknown field */
     enum fp_field field;      /* the key whose value comes next */
     bool top_done;
+    /* strings stay where the parser put them, NUL-terminated, until the
+     * decoder's next chunk (simdjson's), so they are not copied */
+    bool strings_kept;
     size_t top_end; /* bytes up to the object's closing brace */
     size_t n_choices;
     size_t n_calls;            /* tool call fragments, all choices */
@@ -805,7 +808,7 @@ static int fp_on_string(void *ctx, const unsigned char *s, size_t n)
     enum fp_field k = fp_take(f);
     if (k == F_UNKNOWN)
         return 1;
-    const char *p = fp_copy(f->d, s, n);
+    const char *p = f->strings_kept ? (const char *)s : fp_copy(f->d, s, n);
     if (!p)
         return 0;
     struct openai_choice *c = f->n_choices ? fp_choice(f) : NULL;
@@ -1152,6 +1155,7 @@ static int parse_simd(struct openai_decoder *d, const char *s, size_t n, struct 
 #if TS_HAVE_SIMDJSON
     if (n > JSON_SIMD_MAX_TEXT || d->yajl_only)
         return -1;
+    f->strings_kept = true; /* simdjson's strings: NUL-terminated, kept until its next parse */
     int rc = json_simd_walk(&d->simd, s, n, &fp_callbacks, f);
     if (rc < 0)
         return -1;
