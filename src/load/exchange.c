@@ -110,7 +110,8 @@ void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
         if (!r->first_chunk_ns) {
             r->first_chunk_ns = at;
         } else {
-            uint64_t gap = at - x->last_choice_ns;
+            /* a receive time before the last one (a clock step): a gap of 0 */
+            uint64_t gap = at > x->last_choice_ns ? at - x->last_choice_ns : 0;
             r->itl_sum_ns += gap;
             if (gap > r->itl_max_ns)
                 r->itl_max_ns = gap;
@@ -182,7 +183,7 @@ static void on_headers(struct http_call *call, long status, void *user)
 }
 
 /* Receive storage bigger than this goes back to the allocator after parsing. */
-#define RX_SPARE_MAX_CAP (64 * 1024)
+#define RX_SPARE_MAX_CAP (16 * 1024)
 
 /* x holds nothing unparsed: its receive storage goes to the worker's
  * spares (or is freed), so a stream between reads holds no buffer. */

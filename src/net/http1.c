@@ -440,7 +440,7 @@ static int conn_read(struct h1_conn *conn)
         return -1;
     }
     uint64_t now = ts_now_ns();
-    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg) : 0;
+    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg, now) : 0;
     conn->rx_ns = stamp && stamp <= now ? stamp : now;
     conn->got_bytes = true;
     if (call->req && call->sent >= call->req_len + call->body_len) {

@@ -365,18 +365,10 @@ static void client_on_idle(uv_idle_t *h)
 
 /* ---- what the engines share ------------------------------------------------ */
 
-/*
- * The wall clock minus the monotonic one, for turning kernel receive stamps
- * (wall time) into monotonic time, and the stamp it was last taken for.
- * NTP slews both clocks alike, so the difference moves only when the wall
- * clock is stepped: taking it again for each stamp 50 ms after the last
- * spares two clock reads per read on the hot path. A stamp ahead of the
- * monotonic clock (a step between refreshes) is clamped by the callers.
- */
-#define STAMP_OFFSET_REFRESH_NS (50 * TS_NS_PER_MS)
-static _Thread_local uint64_t stamp_offset, stamp_offset_at;
-
-uint64_t hc_msg_stamp(const struct msghdr *msg)
+/* The wall clock is read for each stamp (the caller has read the monotonic
+ * one): a difference kept from stamp to stamp would miss a step of the wall
+ * clock between them, and put arrivals before the bytes were sent. */
+uint64_t hc_msg_stamp(const struct msghdr *msg, uint64_t now)
 {
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPNS)
@@ -384,15 +376,10 @@ uint64_t hc_msg_stamp(const struct msghdr *msg)
         struct timespec ts;
         memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
         uint64_t real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-        uint64_t since = real > stamp_offset_at ? real - stamp_offset_at : stamp_offset_at - real;
-        if (!stamp_offset_at || since > STAMP_OFFSET_REFRESH_NS) {
-            uint64_t mono = ts_now_ns(), wall = ts_wall_ns();
-            if (real > wall || wall - real > mono)
-                return 0; /* the clocks moved: do not trust it */
-            stamp_offset = wall - mono;
-            stamp_offset_at = real;
-        }
-        return real > stamp_offset ? real - stamp_offset : 0;
+        uint64_t wall = ts_wall_ns();
+        if (real > wall || wall - real > now)
+            return 0; /* the clocks moved: do not trust it */
+        return now - (wall - real);
     }
     return 0;
 }
@@ -430,7 +417,8 @@ void hc_call_headers(struct http_call *call, long status, uint64_t now)
     call->headers_done = true;
     call->headers_ns = now;
     if (!call->decoder) {
-        char why[sizeof(((struct hc_errtext *)0)->decode_err)] = "";
+        char why[sizeof(((struct hc_errtext *)0)->decode_err)];
+        why[0] = '\0';
         int rc = body_decoder_new(http_call_header(call, "content-encoding"), &call->decoder, why,
                                   sizeof(why));
         if (rc == -ENOMEM) {
@@ -467,7 +455,8 @@ int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t 
     call->last_byte_ns = now;
     call->bytes += len;
     struct body_emit e = {call, now};
-    char why[sizeof(((struct hc_errtext *)0)->decode_err)] = "";
+    char why[sizeof(((struct hc_errtext *)0)->decode_err)];
+    why[0] = '\0';
     int rc = call->decoder
                  ? body_decoder_feed(call->decoder, data, len, body_emit, &e, why, sizeof(why))
                  : body_emit(&e, data, len);
