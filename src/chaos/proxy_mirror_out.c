@@ -24,10 +24,10 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "chaos/proxy_int.h"
+#include "report/docset.h"
 #include "report/result.h"
 
 #define MIRROR_OUT_EVERY_NS (2ull * 1000 * 1000 * 1000)
-#define MIRROR_SCHEMA       "tokenstorm.mirror/1"
 
 /* url without a user:password@ part, into out. */
 static const char *clean_url(const char *url, char *out, size_t n)
@@ -86,7 +86,7 @@ static json_t *mirror_doc(const struct proxy *p, double duration_s)
         json_object_set_new(sim, "min", m->sim_n ? json_real(m->sim_min) : json_null());
     return json_pack(
         "{s:s,s:s,s:s,s:f,s:i,s:f,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I},s:o,s:o,s:{s:s,s:s}}",
-        "schema", MIRROR_SCHEMA, "primary", clean_url(p->upstream, u0, sizeof u0), "mirror",
+        "schema", REPORT_MIRROR_SCHEMA, "primary", clean_url(p->upstream, u0, sizeof u0), "mirror",
         clean_url(p->mirror_base, u1, sizeof u1), "mirror_share", p->cfg.mirror_share, "mirror_max",
         p->cfg.mirror_max, "duration_s", duration_s, "sampled",
         (json_int_t)atomic_load(&m->sampled), "mirrored", (json_int_t)atomic_load(&m->mirrored),

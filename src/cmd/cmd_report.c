@@ -38,8 +38,10 @@ static void usage(FILE *out)
             "self-contained HTML page (inline CSS and SVG charts, no script, no network request).\n"
             "Each PATH is a run's result.json, a sweep's sweep.json, a topology.json of\n"
             "'tokenstorm topology', a directory holding one of them, or a directory of such\n"
-            "directories (e.g. tokenstorm-results/). Runs are named after their directories;\n"
-            "several runs are compared side by side; a topology is drawn with its risks.\n\n"
+            "directories (e.g. tokenstorm-results/, or proxy --mirror-out's DIR with its\n"
+            "mirror.json). Runs are named after their directories; several runs are compared\n"
+            "side by side; a topology is drawn with its risks; a mirror shows its pairs'\n"
+            "errors, latency difference and answer similarity.\n\n"
             "options:\n"
             "  --format F         text (default), csv, json or html\n"
             "  --json             the same as --format json\n"
@@ -222,7 +224,43 @@ static const char *doc_kind_name(const struct report_doc *d)
 {
     return d->kind == REPORT_DOC_SWEEP      ? "sweep"
            : d->kind == REPORT_DOC_TOPOLOGY ? "topology"
+           : d->kind == REPORT_DOC_MIRROR   ? "mirror"
                                             : "run";
+}
+
+/* A count of the mirror.json (checked when it was read). */
+static long long mirror_count(const json_t *o, const char *key)
+{
+    return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* proxy --mirror-out's pairs: counts, errors, latency difference, similarity. */
+static void text_mirror(FILE *f, const json_t *doc)
+{
+    const json_t *e = json_object_get(doc, "errors");
+    const json_t *lat = json_object_get(doc, "latency_diff_s");
+    const json_t *sim = json_object_get(doc, "similarity");
+    fprintf(f, "pairs: %lld sampled, %lld mirrored, %lld dropped, %lld compared, %lld cut\n",
+            mirror_count(doc, "sampled"), mirror_count(doc, "mirrored"),
+            mirror_count(doc, "dropped"), mirror_count(doc, "compared"), mirror_count(doc, "cut"));
+    fprintf(f, "errors: %lld on the primary only, %lld on the mirror only, %lld on both\n",
+            mirror_count(e, "primary_only"), mirror_count(e, "mirror_only"),
+            mirror_count(e, "both"));
+    double d = report_json_num(lat, "mean");
+    if (isfinite(d))
+        fprintf(f,
+                "latency: the mirror's answers ended %+.3f s after the primary's on average "
+                "(%lld pairs)\n",
+                d, mirror_count(lat, "count"));
+    double m = report_json_num(sim, "mean"), lo = report_json_num(sim, "min");
+    if (isfinite(m))
+        fprintf(f,
+                "answer similarity (ROUGE-L F, mirror against primary): mean %.3f, min %.3f "
+                "(%lld pairs with text)\n",
+                m, lo, mirror_count(sim, "count"));
+    else
+        fprintf(f, "answer similarity: no pair with text on both sides\n");
+    fprintf(f, "runs: DIR/primary and DIR/mirror (tokenstorm compare DIR/primary DIR/mirror)\n");
 }
 
 static int write_text(FILE *f, const struct report_docset *set)
@@ -237,6 +275,10 @@ static int write_text(FILE *f, const struct report_docset *set)
         }
         if (d->kind == REPORT_DOC_SWEEP) {
             text_sweep(f, d);
+            continue;
+        }
+        if (d->kind == REPORT_DOC_MIRROR) {
+            text_mirror(f, d->doc);
             continue;
         }
         text_recovered(f, d->doc);
@@ -298,6 +340,9 @@ static json_t *doc_digest(const struct report_doc *d)
                                              "steps",         "knee",         "max_goodput",
                                              "critical_load", "interference", "recall_knee"};
     static const char *const topo_keys[] = {"sources", "nodes", "edges", "flags"};
+    static const char *const mirror_keys[] = {"primary",  "mirror",         "duration_s", "sampled",
+                                              "mirrored", "dropped",        "compared",   "cut",
+                                              "errors",   "latency_diff_s", "similarity"};
     static const struct {
         enum stat_metric m;
         const char *key;
@@ -311,6 +356,9 @@ static json_t *doc_digest(const struct report_doc *d)
     if (d->kind == REPORT_DOC_TOPOLOGY) {
         for (size_t i = 0; !rc && i < sizeof(topo_keys) / sizeof(topo_keys[0]); i++)
             rc = put_copy(o, d->doc, topo_keys[i]);
+    } else if (d->kind == REPORT_DOC_MIRROR) {
+        for (size_t i = 0; !rc && i < sizeof(mirror_keys) / sizeof(mirror_keys[0]); i++)
+            rc = put_copy(o, d->doc, mirror_keys[i]);
     } else if (d->kind == REPORT_DOC_SWEEP) {
         for (size_t i = 0; !rc && i < sizeof(sweep_keys) / sizeof(sweep_keys[0]); i++)
             rc = put_copy(o, d->doc, sweep_keys[i]);

@@ -182,6 +182,39 @@ static int doc_load_topology(struct report_doc *d, json_t *doc, const char *path
     return 0;
 }
 
+/* The mirror.json of `proxy --mirror-out`: its counts must be whole numbers
+ * and its histograms objects (or null), so that what is drawn is what the
+ * proxy wrote. */
+static int doc_load_mirror(struct report_doc *d, json_t *doc, const char *path, char *err,
+                           size_t errlen)
+{
+    static const char *const counts[] = {"sampled", "mirrored", "dropped", "compared", "cut"};
+    static const char *const hists[] = {"latency_diff_s", "similarity"};
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        const json_t *v = json_object_get(doc, counts[i]);
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            ts_errf(err, errlen, "%s: %s: expected a count (a whole number >= 0)", path, counts[i]);
+            return TS_PARSE;
+        }
+    }
+    for (size_t i = 0; i < sizeof(hists) / sizeof(hists[0]); i++) {
+        const json_t *v = json_object_get(doc, hists[i]);
+        if (v && !json_is_object(v) && !json_is_null(v)) {
+            ts_errf(err, errlen, "%s: %s: expected an object or null", path, hists[i]);
+            return TS_PARSE;
+        }
+    }
+    const json_t *e = json_object_get(doc, "errors");
+    if (e && !json_is_object(e)) {
+        ts_errf(err, errlen, "%s: errors: expected an object", path);
+        return TS_PARSE;
+    }
+    json_incref(doc);
+    d->doc = doc;
+    d->kind = REPORT_DOC_MIRROR;
+    return 0;
+}
+
 /* A step directory name must stay inside the sweep's directory. */
 static bool safe_dir_name(const char *s)
 {
@@ -295,13 +328,15 @@ int report_docset_add_json(struct report_docset *set, json_t *doc, const char *n
         rc = doc_load_result(&d, doc, path, err, errlen);
     } else if (schema && !strcmp(schema, REPORT_SWEEP_SCHEMA)) {
         rc = doc_load_sweep(&d, doc, path, dir, err, errlen);
+    } else if (schema && !strcmp(schema, REPORT_MIRROR_SCHEMA)) {
+        rc = doc_load_mirror(&d, doc, path, err, errlen);
     } else if (!schema && json_object_get(doc, "tokenstorm_topology")) {
         rc = doc_load_topology(&d, doc, path, err, errlen);
     } else {
         ts_errf(err, errlen,
-                "%s: not a tokenstorm result, sweep or topology (schema %s%.60s%s; expected "
-                "\"" RESULT_SCHEMA "\" or \"" REPORT_SWEEP_SCHEMA
-                "\", or \"tokenstorm_topology\": 1)",
+                "%s: not a tokenstorm result, sweep, mirror or topology (schema %s%.60s%s; "
+                "expected \"" RESULT_SCHEMA "\", \"" REPORT_SWEEP_SCHEMA
+                "\" or \"" REPORT_MIRROR_SCHEMA "\", or \"tokenstorm_topology\": 1)",
                 path, schema ? "\"" : "", schema ? schema : "missing", schema ? "\"" : "");
         rc = TS_PARSE;
     }
@@ -460,6 +495,13 @@ static int add_parent_dir(struct report_docset *set, const char *dir, char *err,
     for (size_t i = 0; i < n; i++)
         ts_free(names[i]);
     ts_free(names);
+    char file[PATH_MAX], name[256];
+    if (!rc && (size_t)snprintf(file, sizeof(file), "%s/mirror.json", dir) < sizeof(file) &&
+        is_file(file)) { /* proxy --mirror-out DIR: the pairs beside DIR/primary and DIR/mirror */
+        base_name(dir, name, sizeof(name));
+        rc = add_file(set, file, dir, name, err, errlen);
+        found += rc == 0;
+    }
     if (!rc && !found) {
         ts_errf(err, errlen,
                 "%s: no result.json, sweep.json or topology.json in it or in its subdirectories",

@@ -10,7 +10,10 @@
  *  - a directory holding result.json (a run) or sweep.json (a sweep), and/or
  *    topology.json (a topology; `topology --out DIR`);
  *  - a directory of such directories (tokenstorm-results/): each
- *    subdirectory with one of them, in name order.
+ *    subdirectory with one of them, in name order; and the directory's own
+ *    mirror.json (`proxy --mirror-out DIR`: DIR/primary and DIR/mirror are
+ *    runs, DIR/mirror.json the pairs' counts, latency difference and answer
+ *    similarity), or a tokenstorm.mirror/1 file named on its own.
  * A document's name is its directory's name ("2026-11-29T17-31-48Z-run"), or
  * for a file not named result.json / sweep.json / topology.json its name
  * without ".json"; repeated names get "#2", "#3".
@@ -37,15 +40,17 @@
 #include "analysis/topo.h"
 #include "base/err.h"
 
-#define REPORT_SWEEP_SCHEMA "tokenstorm.sweep/1"
-#define REPORT_FILE_MAX     ((size_t)256 << 20) /* largest input file read */
-#define REPORT_DOCS_MAX     256                 /* documents in one set */
-#define REPORT_STEPS_MAX    1024                /* steps of one sweep */
+#define REPORT_SWEEP_SCHEMA  "tokenstorm.sweep/1"
+#define REPORT_MIRROR_SCHEMA "tokenstorm.mirror/1" /* proxy --mirror-out DIR/mirror.json */
+#define REPORT_FILE_MAX      ((size_t)256 << 20)   /* largest input file read */
+#define REPORT_DOCS_MAX      256                   /* documents in one set */
+#define REPORT_STEPS_MAX     1024                  /* steps of one sweep */
 
 enum report_doc_kind {
     REPORT_DOC_RESULT = 0,
     REPORT_DOC_SWEEP,
     REPORT_DOC_TOPOLOGY,
+    REPORT_DOC_MIRROR, /* doc: the mirror.json, its numbers checked */
 };
 
 struct report_doc {

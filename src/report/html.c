@@ -7,6 +7,7 @@
 #include "report/html.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "report/html_dist.h"
@@ -105,7 +106,7 @@ static void page_head(struct html_page *p, const struct report_docset *set,
 static void page_nav(struct html_page *p, const struct report_docset *set)
 {
     size_t nres = report_docset_count(set, REPORT_DOC_RESULT);
-    int run = 0, sweep = 0, topo = 0;
+    int run = 0, sweep = 0, topo = 0, mirror = 0;
     html_emit(p, "<nav>");
     if (nres)
         html_emit(p,
@@ -116,12 +117,66 @@ static void page_nav(struct html_page *p, const struct report_docset *set)
             html_emitf(p, "<a href=\"#sweep%d\">Sweep ", ++sweep);
         else if (d->kind == REPORT_DOC_TOPOLOGY)
             html_emitf(p, "<a href=\"#topo%d\">Topology ", ++topo);
+        else if (d->kind == REPORT_DOC_MIRROR)
+            html_emitf(p, "<a href=\"#mirror%d\">Mirror ", ++mirror);
         else
             html_emitf(p, "<a href=\"#run%d\">Run ", ++run);
         html_esc(p, d->name);
         html_emit(p, "</a>");
     }
     html_emit(p, "</nav>\n<main>\n");
+}
+
+/* ---- a mirror (proxy --mirror-out) ------------------------------------------------------------ */
+
+static long long mirror_count(const json_t *o, const char *key)
+{
+    return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* One row of the mirror's table: a label and a number (or "-"). */
+static void mirror_row(struct html_page *p, const char *label, double v, bool sign)
+{
+    html_emitf(p, "<tr><td class=\"l\">%s</td><td>", label);
+    if (isfinite(v) && sign)
+        html_emitf(p, "%+.3f", v);
+    else if (isfinite(v))
+        html_emitf(p, "%.3f", v);
+    else
+        html_emit(p, "-");
+    html_emit(p, "</td></tr>\n");
+}
+
+/* The pairs of `proxy --mirror-out DIR` (DIR/mirror.json): what was mirrored
+ * and compared, the errors on one side, the latency difference and how alike
+ * the answers were; the two runs are sections of their own. */
+static void mirror_section(struct html_page *p, const struct report_doc *d, int n)
+{
+    const json_t *o = d->doc, *e = json_object_get(o, "errors");
+    const json_t *lat = json_object_get(o, "latency_diff_s"),
+                 *sim = json_object_get(o, "similarity");
+    html_emitf(p, "<section id=\"mirror%d\"><h2>Mirror: ", n);
+    html_esc(p, d->name);
+    html_emit(p, "</h2>\n<p class=\"sub\">Each sampled request was sent to the primary and the "
+                 "mirror; the two runs are the sections <em>primary</em> and <em>mirror</em>.</p>\n"
+                 "<div class=\"tablewrap\"><table class=\"num\">\n");
+    html_emitf(p,
+               "<tr><td class=\"l\">pairs sampled / mirrored / dropped / compared / cut</td>"
+               "<td>%lld / %lld / %lld / %lld / %lld</td></tr>\n",
+               mirror_count(o, "sampled"), mirror_count(o, "mirrored"), mirror_count(o, "dropped"),
+               mirror_count(o, "compared"), mirror_count(o, "cut"));
+    html_emitf(p,
+               "<tr><td class=\"l\">errors on the primary only / the mirror only / both</td>"
+               "<td>%lld / %lld / %lld</td></tr>\n",
+               mirror_count(e, "primary_only"), mirror_count(e, "mirror_only"),
+               mirror_count(e, "both"));
+    mirror_row(p, "mean latency difference, mirror - primary (s)", report_json_num(lat, "mean"),
+               true);
+    mirror_row(p, "answer similarity, ROUGE-L F: mean", report_json_num(sim, "mean"), false);
+    mirror_row(p, "answer similarity: min", report_json_num(sim, "min"), false);
+    html_emitf(p, "<tr><td class=\"l\">pairs with text on both sides</td><td>%lld</td></tr>\n",
+               mirror_count(sim, "count"));
+    html_emit(p, "</table></div>\n</section>\n");
 }
 
 /* ---- the page ------------------------------------------------------------------------------- */
@@ -143,6 +198,9 @@ int report_html_build(const struct report_docset *set, const struct report_html_
     for (size_t i = 0; i < set->n; i++)
         if (set->docs[i].kind == REPORT_DOC_RESULT)
             html_run_section(&p, &set->docs[i]);
+    for (size_t i = 0, n = 0; i < set->n; i++)
+        if (set->docs[i].kind == REPORT_DOC_MIRROR)
+            mirror_section(&p, &set->docs[i], (int)++n);
     for (size_t i = 0; i < set->n; i++)
         if (set->docs[i].kind == REPORT_DOC_TOPOLOGY)
             html_topo_section(&p, &set->docs[i]);

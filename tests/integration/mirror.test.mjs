@@ -133,6 +133,31 @@ test('--mirror-out: DIR/primary and DIR/mirror compare with intervals; mirror.js
   assert.equal(rep.code, 0, rep.stderr);
   assert.match(rep.stdout, /run mirror/);
   assert.match(rep.stdout, /run primary/);
+  // and the pairs of mirror.json: counts, the latency difference, the similarity
+  assert.match(rep.stdout, /== mirror mo /);
+  assert.match(rep.stdout, new RegExp(`pairs: 30 sampled, ${mj.mirrored} mirrored, ${mj.dropped} dropped, ${mj.compared} compared`));
+  assert.match(rep.stdout, /errors: 0 on the primary only, 0 on the mirror only, 0 on both/);
+  const lat = rep.stdout.match(/ended \+([0-9.]+) s after the primary's/);
+  assert.ok(lat && Math.abs(Number(lat[1]) - mj.latency_diff_s.mean) < 0.001, rep.stdout);
+  const sim = rep.stdout.match(/mean ([0-9.]+), min ([0-9.]+) \((\d+) pairs with text\)/);
+  assert.ok(sim && Math.abs(Number(sim[1]) - mj.similarity.mean) < 0.001 &&
+    Math.abs(Number(sim[2]) - mj.similarity.min) < 0.001 && Number(sim[3]) === mj.similarity.count, rep.stdout);
+  const dig = await runBin(['report', out, '--format', 'json']);
+  assert.equal(dig.code, 0, dig.stderr);
+  const md = JSON.parse(dig.stdout).inputs.find((d) => d.kind === 'mirror');
+  assert.ok(md, dig.stdout.slice(0, 300));
+  assert.equal(md.compared, mj.compared);
+  assert.deepEqual(md.similarity, mj.similarity);
+  const page = await runBin(['report', out, '--format', 'html']);
+  assert.equal(page.code, 0, page.stderr);
+  assert.match(page.stdout, /<section id="mirror1"><h2>Mirror: mo<\/h2>/);
+  assert.match(page.stdout, /<a href="#mirror1">Mirror mo<\/a>/);
+  // a mirror.json the proxy did not write is refused, naming the field
+  const bad = path.join(tmp, 'badmirror.json');
+  fs.writeFileSync(bad, JSON.stringify({ ...mj, compared: -1 }));
+  const br = await runBin(['report', bad]);
+  assert.equal(br.code, 2, br.stderr);
+  assert.match(br.stderr, /badmirror\.json: compared: expected a count/);
 });
 
 test('--mirror-out: a proxy killed with SIGKILL leaves what it had written periodically', { timeout: 60000 }, async () => {

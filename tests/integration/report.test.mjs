@@ -58,7 +58,7 @@ test('unreadable or invalid inputs exit 2 naming the file and the problem', asyn
   fs.writeFileSync(other, '{"schema": "k6/1"}');
   r = await ts(['report', other]);
   assert.equal(r.code, 2);
-  assert.match(r.stderr, /other\.json: not a tokenstorm result, sweep or topology \(schema "k6\/1"/);
+  assert.match(r.stderr, /other\.json: not a tokenstorm result, sweep, mirror or topology \(schema "k6\/1"/);
   const empty = fs.mkdtempSync(path.join(tmp, 'empty-'));
   r = await ts(['report', empty]);
   assert.equal(r.code, 2);

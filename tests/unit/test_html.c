@@ -524,7 +524,7 @@ static void test_docset_rejects(void **state)
         const char *json, *msg;
     } bad[] = {
         {"{\"schema\":\"something/1\"}",
-         "not a tokenstorm result, sweep or topology (schema \"something/1\""},
+         "not a tokenstorm result, sweep, mirror or topology (schema \"something/1\""},
         {"{\"summary\":{}}", "schema missing"},
         {"{\"schema\":\"tokenstorm.sweep/1\"}", "sweep has no \"steps\" array"},
         {"{\"schema\":\"tokenstorm.sweep/1\",\"steps\":[{\"dir\":\"a\"}]}",

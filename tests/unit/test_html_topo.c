@@ -170,7 +170,7 @@ static void test_docset_finds_and_checks_topologies(void **state)
     snprintf(p, sizeof(p), "%s/bad/topology.json", root);
     write_text(p, "{\"tokenstorm_scan\":1}");
     assert_int_equal(report_docset_add_path(&set, p, err, sizeof(err)), TS_PARSE);
-    assert_non_null(strstr(err, "not a tokenstorm result, sweep or topology"));
+    assert_non_null(strstr(err, "not a tokenstorm result, sweep, mirror or topology"));
     report_docset_release(&set);
 
     snprintf(p, sizeof(p), "rm -rf '%s'", root);
