@@ -1,6 +1,6 @@
 /*
- * fuzz_report.c - `tokenstorm report` on arbitrary JSON: a result.json or
- * sweep.json from anywhere goes through the docset checks, then (when
+ * fuzz_report.c - `tokenstorm report` on arbitrary JSON: a result.json,
+ * sweep.json or mirror.json from anywhere goes through the docset checks, then (when
  * accepted) into the HTML page and every CSV table, which read many optional
  * sections leniently. Nothing may crash, leak or loop.
  */
