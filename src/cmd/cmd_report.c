@@ -228,12 +228,6 @@ static const char *doc_kind_name(const struct report_doc *d)
                                             : "run";
 }
 
-/* A count of the mirror.json (checked when it was read). */
-static long long mirror_count(const json_t *o, const char *key)
-{
-    return (long long)json_integer_value(json_object_get(o, key));
-}
-
 /* proxy --mirror-out's pairs: counts, errors, latency difference, similarity. */
 static void text_mirror(FILE *f, const json_t *doc)
 {
@@ -241,23 +235,24 @@ static void text_mirror(FILE *f, const json_t *doc)
     const json_t *lat = json_object_get(doc, "latency_diff_s");
     const json_t *sim = json_object_get(doc, "similarity");
     fprintf(f, "pairs: %lld sampled, %lld mirrored, %lld dropped, %lld compared, %lld cut\n",
-            mirror_count(doc, "sampled"), mirror_count(doc, "mirrored"),
-            mirror_count(doc, "dropped"), mirror_count(doc, "compared"), mirror_count(doc, "cut"));
+            report_json_int(doc, "sampled"), report_json_int(doc, "mirrored"),
+            report_json_int(doc, "dropped"), report_json_int(doc, "compared"),
+            report_json_int(doc, "cut"));
     fprintf(f, "errors: %lld on the primary only, %lld on the mirror only, %lld on both\n",
-            mirror_count(e, "primary_only"), mirror_count(e, "mirror_only"),
-            mirror_count(e, "both"));
+            report_json_int(e, "primary_only"), report_json_int(e, "mirror_only"),
+            report_json_int(e, "both"));
     double d = report_json_num(lat, "mean");
     if (isfinite(d))
         fprintf(f,
                 "latency: the mirror's answers ended %+.3f s after the primary's on average "
                 "(%lld pairs)\n",
-                d, mirror_count(lat, "count"));
+                d, report_json_int(lat, "count"));
     double m = report_json_num(sim, "mean"), lo = report_json_num(sim, "min");
     if (isfinite(m))
         fprintf(f,
                 "answer similarity (ROUGE-L F, mirror against primary): mean %.3f, min %.3f "
                 "(%lld pairs with text)\n",
-                m, lo, mirror_count(sim, "count"));
+                m, lo, report_json_int(sim, "count"));
     else
         fprintf(f, "answer similarity: no pair with text on both sides\n");
     fprintf(f, "runs: DIR/primary and DIR/mirror (tokenstorm compare DIR/primary DIR/mirror)\n");

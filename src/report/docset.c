@@ -28,6 +28,12 @@ double report_json_num(const json_t *obj, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+long long report_json_int(const json_t *obj, const char *key)
+{
+    const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
 const char *report_json_str(const json_t *obj, const char *key)
 {
     const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;

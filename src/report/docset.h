@@ -103,10 +103,12 @@ size_t report_docset_count(const struct report_docset *set, enum report_doc_kind
 
 /*
  * Helpers for reading documents leniently (a missing or mistyped key is
- * "absent"): the number at obj.key (integer or real) or NAN; the string or
- * NULL; the object or NULL; the array or NULL. obj may be NULL.
+ * "absent"): the number at obj.key (integer or real) or NAN; the integer or
+ * 0; the string or NULL; the object or NULL; the array or NULL. obj may be
+ * NULL.
  */
 double report_json_num(const json_t *obj, const char *key);
+long long report_json_int(const json_t *obj, const char *key);
 const char *report_json_str(const json_t *obj, const char *key);
 const json_t *report_json_obj(const json_t *obj, const char *key);
 const json_t *report_json_arr(const json_t *obj, const char *key);

@@ -129,11 +129,6 @@ static void page_nav(struct html_page *p, const struct report_docset *set)
 
 /* ---- a mirror (proxy --mirror-out) ------------------------------------------------------------ */
 
-static long long mirror_count(const json_t *o, const char *key)
-{
-    return (long long)json_integer_value(json_object_get(o, key));
-}
-
 /* One row of the mirror's table: a label and a number (or "-"). */
 static void mirror_row(struct html_page *p, const char *label, double v, bool sign)
 {
@@ -163,19 +158,20 @@ static void mirror_section(struct html_page *p, const struct report_doc *d, int 
     html_emitf(p,
                "<tr><td class=\"l\">pairs sampled / mirrored / dropped / compared / cut</td>"
                "<td>%lld / %lld / %lld / %lld / %lld</td></tr>\n",
-               mirror_count(o, "sampled"), mirror_count(o, "mirrored"), mirror_count(o, "dropped"),
-               mirror_count(o, "compared"), mirror_count(o, "cut"));
+               report_json_int(o, "sampled"), report_json_int(o, "mirrored"),
+               report_json_int(o, "dropped"), report_json_int(o, "compared"),
+               report_json_int(o, "cut"));
     html_emitf(p,
                "<tr><td class=\"l\">errors on the primary only / the mirror only / both</td>"
                "<td>%lld / %lld / %lld</td></tr>\n",
-               mirror_count(e, "primary_only"), mirror_count(e, "mirror_only"),
-               mirror_count(e, "both"));
+               report_json_int(e, "primary_only"), report_json_int(e, "mirror_only"),
+               report_json_int(e, "both"));
     mirror_row(p, "mean latency difference, mirror - primary (s)", report_json_num(lat, "mean"),
                true);
     mirror_row(p, "answer similarity, ROUGE-L F: mean", report_json_num(sim, "mean"), false);
     mirror_row(p, "answer similarity: min", report_json_num(sim, "min"), false);
     html_emitf(p, "<tr><td class=\"l\">pairs with text on both sides</td><td>%lld</td></tr>\n",
-               mirror_count(sim, "count"));
+               report_json_int(sim, "count"));
     html_emit(p, "</table></div>\n</section>\n");
 }
 
