@@ -1202,10 +1202,8 @@ static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struc
     d->arena_used = 0;
     struct fp f = {.d = d, .out = out};
     int rc = parse_simd(d, s, n, &f);
-    if (rc < 0) {
-        memset(&f, 0, sizeof(f));
-        f.d = d;
-        f.out = out;
+    if (rc < 0) { /* yajl, from a fresh state (simdjson ran no callback) */
+        f = (struct fp){.d = d, .out = out};
         rc = parse_yajl(d, s, n, &f);
     }
     if (!rc)

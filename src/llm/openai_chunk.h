@@ -119,10 +119,10 @@ struct openai_chunk {
     size_t n_embeddings;
 };
 
-/* Holds the parsed document and the arrays the results point into; reused
- * from call to call, so a stream of similar chunks allocates little. */
 struct json_simd;
 
+/* Holds the parsed document and the arrays the results point into; reused
+ * from call to call, so a stream of similar chunks allocates little. */
 struct openai_decoder {
     json_t *root; /* the last document */
     struct openai_choice *choices;

@@ -157,12 +157,18 @@ static void client_close_handles(struct http_client *c)
 
 /* ---- calls: timers, result, finish --------------------------------------- */
 
+/* The call's memory: its error texts, then itself. */
+static void call_mem_free(struct http_call *call)
+{
+    ts_free(call->errt);
+    ts_free(call);
+}
+
 static void call_on_closed(uv_handle_t *h)
 {
     struct http_call *call = h->data;
     struct http_client *c = call->client;
-    ts_free(call->errt);
-    ts_free(call);
+    call_mem_free(call);
     hc_client_handle_closed(c);
 }
 
@@ -417,7 +423,7 @@ void hc_call_headers(struct http_call *call, long status, uint64_t now)
     call->headers_done = true;
     call->headers_ns = now;
     if (!call->decoder) {
-        char why[sizeof(((struct hc_errtext *)0)->decode_err)];
+        char why[HC_DECODE_ERR_MAX];
         why[0] = '\0';
         int rc = body_decoder_new(http_call_header(call, "content-encoding"), &call->decoder, why,
                                   sizeof(why));
@@ -455,7 +461,7 @@ int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t 
     call->last_byte_ns = now;
     call->bytes += len;
     struct body_emit e = {call, now};
-    char why[sizeof(((struct hc_errtext *)0)->decode_err)];
+    char why[HC_DECODE_ERR_MAX];
     why[0] = '\0';
     int rc = call->decoder
                  ? body_decoder_feed(call->decoder, data, len, body_emit, &e, why, sizeof(why))
@@ -643,10 +649,8 @@ out_drop:
     e->call_free(call);
     if (call->timer.data) /* a counted handle: its close frees the call */
         uv_close((uv_handle_t *)&call->timer, call_on_closed);
-    else {
-        ts_free(call->errt);
-        ts_free(call);
-    }
+    else
+        call_mem_free(call);
     return rc;
 }
 

@@ -63,9 +63,12 @@ struct http_call {
     struct hc_errtext *errt;
 };
 
+/* Bytes of hc_errtext.decode_err, its NUL included. */
+#define HC_DECODE_ERR_MAX 128
+
 /* A call's error texts. */
 struct hc_errtext {
-    char decode_err[128]; /* why the body could not be undone (curl owns errbuf) */
+    char decode_err[HC_DECODE_ERR_MAX]; /* why the body could not be undone (curl owns errbuf) */
     char errbuf[CURL_ERROR_SIZE];
 };
 

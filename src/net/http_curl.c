@@ -426,11 +426,11 @@ static void easy_set_common(struct easy_opts *o, struct hcurl_call *cc, const ch
     opt_long(o, CURLOPT_TCP_NODELAY, 1L);
     opt_ptr(o, CURLOPT_USERAGENT, HTTP_CLIENT_USER_AGENT);
     opt_ptr(o, CURLOPT_HTTPHEADER, cc->headers);
-    struct hc_errtext *t = hc_call_errs(&cc->base);
-    if (!t && o->err == CURLE_OK)
-        o->err = CURLE_OUT_OF_MEMORY;
-    else if (t)
+    struct hc_errtext *t = hc_call_errs(&cc->base); /* curl writes into it: made now */
+    if (t)
         opt_ptr(o, CURLOPT_ERRORBUFFER, t->errbuf);
+    else if (o->err == CURLE_OK)
+        o->err = CURLE_OUT_OF_MEMORY;
     opt_long(o, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     opt_long(o, CURLOPT_CONNECTTIMEOUT_MS, (long)cc->base.connect_ms);
     opt_long(o, CURLOPT_HTTP_VERSION, version);
