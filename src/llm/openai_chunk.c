@@ -602,48 +602,64 @@ enum fp_field {
 };
 
 struct fp_key {
-    enum fp_frame frame;
     const char *name;
     size_t len;
     enum fp_field field;
 };
 
-#define FP_KEY(frame, name, field)                                                                 \
+#define FP_KEY(name, field)                                                                        \
     {                                                                                              \
-        frame, name, sizeof(name) - 1, field                                                       \
+        name, sizeof(name) - 1, field                                                              \
     }
 
-static const struct fp_key fp_keys[] = {
-    FP_KEY(FR_TOP, "object", F_OBJECT),
-    FP_KEY(FR_TOP, "error", F_ERROR),
-    FP_KEY(FR_TOP, "id", F_ID),
-    FP_KEY(FR_TOP, "model", F_MODEL),
-    FP_KEY(FR_TOP, "created", F_CREATED),
-    FP_KEY(FR_TOP, "usage", F_USAGE),
-    FP_KEY(FR_TOP, "choices", F_CHOICES),
-    FP_KEY(FR_USAGE, "prompt_tokens", F_PROMPT),
-    FP_KEY(FR_USAGE, "completion_tokens", F_COMPLETION),
-    FP_KEY(FR_USAGE, "total_tokens", F_TOTAL),
-    FP_KEY(FR_USAGE, "prompt_tokens_details", F_PTD),
-    FP_KEY(FR_USAGE, "completion_tokens_details", F_CTD),
-    FP_KEY(FR_PTD, "cached_tokens", F_CACHED),
-    FP_KEY(FR_CTD, "reasoning_tokens", F_RTOKENS),
-    FP_KEY(FR_CHOICE, "index", F_INDEX),
-    FP_KEY(FR_CHOICE, "finish_reason", F_FINISH),
-    FP_KEY(FR_CHOICE, "text", F_TEXT),
-    FP_KEY(FR_CHOICE, "delta", F_DELTA),
-    FP_KEY(FR_CHOICE, "message", F_MESSAGE),
-    FP_KEY(FR_DELTA, "role", F_ROLE),
-    FP_KEY(FR_DELTA, "content", F_CONTENT),
-    FP_KEY(FR_DELTA, "reasoning_content", F_RCONTENT),
-    FP_KEY(FR_DELTA, "reasoning", F_REASONING),
-    FP_KEY(FR_DELTA, "tool_calls", F_TOOL_CALLS),
-    FP_KEY(FR_CALL, "index", F_CALL_INDEX),
-    FP_KEY(FR_CALL, "id", F_CALL_ID),
-    FP_KEY(FR_CALL, "type", F_CALL_TYPE),
-    FP_KEY(FR_CALL, "function", F_FUNCTION),
-    FP_KEY(FR_FN, "name", F_FN_NAME),
-    FP_KEY(FR_FN, "arguments", F_FN_ARGS),
+/* The known keys of each kind of object, looked up per frame. */
+static const struct fp_key fp_top_keys[] = {
+    FP_KEY("object", F_OBJECT),   FP_KEY("error", F_ERROR),     FP_KEY("id", F_ID),
+    FP_KEY("model", F_MODEL),     FP_KEY("created", F_CREATED), FP_KEY("usage", F_USAGE),
+    FP_KEY("choices", F_CHOICES),
+};
+static const struct fp_key fp_usage_keys[] = {
+    FP_KEY("prompt_tokens", F_PROMPT),
+    FP_KEY("completion_tokens", F_COMPLETION),
+    FP_KEY("total_tokens", F_TOTAL),
+    FP_KEY("prompt_tokens_details", F_PTD),
+    FP_KEY("completion_tokens_details", F_CTD),
+};
+static const struct fp_key fp_ptd_keys[] = {FP_KEY("cached_tokens", F_CACHED)};
+static const struct fp_key fp_ctd_keys[] = {FP_KEY("reasoning_tokens", F_RTOKENS)};
+static const struct fp_key fp_choice_keys[] = {
+    FP_KEY("index", F_INDEX), FP_KEY("finish_reason", F_FINISH), FP_KEY("text", F_TEXT),
+    FP_KEY("delta", F_DELTA), FP_KEY("message", F_MESSAGE),
+};
+static const struct fp_key fp_delta_keys[] = {
+    FP_KEY("role", F_ROLE),
+    FP_KEY("content", F_CONTENT),
+    FP_KEY("reasoning_content", F_RCONTENT),
+    FP_KEY("reasoning", F_REASONING),
+    FP_KEY("tool_calls", F_TOOL_CALLS),
+};
+static const struct fp_key fp_call_keys[] = {
+    FP_KEY("index", F_CALL_INDEX),
+    FP_KEY("id", F_CALL_ID),
+    FP_KEY("type", F_CALL_TYPE),
+    FP_KEY("function", F_FUNCTION),
+};
+static const struct fp_key fp_fn_keys[] = {FP_KEY("name", F_FN_NAME),
+                                           FP_KEY("arguments", F_FN_ARGS)};
+
+#define FP_SET(keys)                                                                               \
+    {                                                                                              \
+        keys, sizeof(keys) / sizeof(keys[0])                                                       \
+    }
+
+static const struct fp_key_set {
+    const struct fp_key *keys;
+    size_t n;
+} fp_key_sets[] = {
+    [FR_TOP] = FP_SET(fp_top_keys),       [FR_USAGE] = FP_SET(fp_usage_keys),
+    [FR_PTD] = FP_SET(fp_ptd_keys),       [FR_CTD] = FP_SET(fp_ctd_keys),
+    [FR_CHOICE] = FP_SET(fp_choice_keys), [FR_DELTA] = FP_SET(fp_delta_keys),
+    [FR_CALL] = FP_SET(fp_call_keys),     [FR_FN] = FP_SET(fp_fn_keys),
 };
 
 #define FP_FRAMES 7 /* top, choices, choice, delta, tools, call, function */
@@ -1002,11 +1018,11 @@ static int fp_on_key(void *ctx, const unsigned char *key, size_t n)
         return 0; /* jansson refuses these, wherever they are */
     if (f->skip)
         return 1;
-    enum fp_frame fr = fp_top(f);
+    const struct fp_key_set *set = &fp_key_sets[fp_top(f)]; /* FR_CHOICES, FR_TOOLS: none */
     f->field = F_UNKNOWN;
-    for (size_t i = 0; i < sizeof(fp_keys) / sizeof(fp_keys[0]); i++) {
-        const struct fp_key *k = &fp_keys[i];
-        if (k->frame == fr && k->len == n && memcmp(k->name, key, n) == 0) {
+    for (size_t i = 0; i < set->n; i++) {
+        const struct fp_key *k = &set->keys[i];
+        if (k->len == n && k->name[0] == key[0] && memcmp(k->name, key, n) == 0) {
             uint32_t bit = 1u << k->field;
             if (f->seen[f->depth - 1] & bit)
                 return 0; /* jansson keeps the last of duplicate keys */

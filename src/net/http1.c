@@ -31,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <http_parser.h>
@@ -412,6 +413,14 @@ static void conn_eof(struct h1_conn *conn, int err)
         call_fail(call, CURLE_PARTIAL_FILE, "transfer closed with outstanding read data remaining");
 }
 
+/* recvmsg(2) without glibc's wrapper, a cancellation point that switches
+ * the thread's cancel type twice around every call (0.7% of the client's
+ * CPU at 100 paced streams): no thread of ours is ever cancelled. */
+static ssize_t rx_msg(int fd, struct msghdr *msg)
+{
+    return syscall(SYS_recvmsg, fd, msg, MSG_DONTWAIT);
+}
+
 /* Reads once. Returns 1 when bytes were taken and the call goes on, 0
  * when the socket had nothing (EAGAIN), -1 when the call or connection ended. */
 static int conn_read(struct h1_conn *conn)
@@ -428,7 +437,7 @@ static int conn_read(struct h1_conn *conn)
         msg.msg_control = ctl.buf;
         msg.msg_controllen = sizeof(ctl.buf);
     }
-    ssize_t n = recvmsg(conn->fd, &msg, MSG_DONTWAIT);
+    ssize_t n = rx_msg(conn->fd, &msg);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return 0;
     if (!call) { /* idle: closed by the server, or it spoke out of turn */
@@ -440,6 +449,7 @@ static int conn_read(struct h1_conn *conn)
         return -1;
     }
     uint64_t now = ts_now_ns();
+    c->read_ns = now;
     uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg, now) : 0;
     conn->rx_ns = stamp && stamp <= now ? stamp : now;
     conn->got_bytes = true;
@@ -753,9 +763,10 @@ static void conn_on_poll(uv_poll_t *h, int status, int events)
             conn_connect_failed(conn, err);
         else if (events & UV_WRITABLE)
             conn_connected(conn);
-        hc_between_reads(c);
+        hc_between_reads(c, 0);
         return;
     }
+    c->read_ns = 0;
     if (status < 0) {
         conn_on_error(conn);
     } else {
@@ -764,7 +775,7 @@ static void conn_on_poll(uv_poll_t *h, int status, int events)
         if ((events & UV_READABLE) && !conn->closing)
             (void)conn_read(conn);
     }
-    hc_between_reads(c);
+    hc_between_reads(c, c->read_ns);
 }
 
 /* A new connection for call to its host's first address from `first` on

@@ -390,10 +390,11 @@ uint64_t hc_msg_stamp(const struct msghdr *msg, uint64_t now)
     return 0;
 }
 
-void hc_between_reads(struct http_client *c)
+void hc_between_reads(struct http_client *c, uint64_t now)
 {
     if (c->cfg.between_reads && !c->closing) {
-        uint64_t now = ts_now_ns();
+        if (!now)
+            now = ts_now_ns();
         if (now - c->between_ns >= 100 * TS_NS_PER_US) {
             c->between_ns = now;
             c->cfg.between_reads(c->cfg.between_reads_arg);

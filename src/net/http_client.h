@@ -252,6 +252,7 @@ struct http_client {
     unsigned open_handles;            /* uv handles not yet closed */
     unsigned n_calls;
     uint64_t between_ns;                     /* last between_reads call */
+    uint64_t read_ns;                        /* when the engine's last read returned */
     void *engine_state[HTTP_CLIENT_ENGINES]; /* each engine's own (heap) */
     /* The engines' receive buffer: the own engine reads into it, curl's
      * rx_timestamps peek into it (curl's read size). */

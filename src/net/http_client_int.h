@@ -201,7 +201,8 @@ void hc_client_handle_closed(struct http_client *c);
 /* The monotonic time of a SCM_TIMESTAMPNS control message in msg, or 0;
  * now: the monotonic clock, read right after the receive. */
 uint64_t hc_msg_stamp(const struct msghdr *msg, uint64_t now);
-/* Between two sockets' reads: the owner's between_reads, at most every 100 us. */
-void hc_between_reads(struct http_client *c);
+/* Between two sockets' reads: the owner's between_reads, at most every 100 us.
+ * now: the monotonic time if the caller just read it, else 0. */
+void hc_between_reads(struct http_client *c, uint64_t now);
 
 #endif

@@ -244,7 +244,7 @@ static void sock_on_poll(uv_poll_t *h, int status, int events)
     client_socket_action(cm, sc->fd, flags); /* may free sc */
     cm->rx_stamp_ns = 0;
     cm->rx_stamp_owner = NULL;
-    hc_between_reads(c);
+    hc_between_reads(c, 0);
 }
 
 /*
