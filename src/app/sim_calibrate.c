@@ -12,6 +12,7 @@
 #include "base/file.h"
 #include "base/rng.h"
 #include "report/runfiles.h"
+#include "telemetry/scrape.h"
 
 #define SWEEP_JSON_MAX ((size_t)64 << 20)
 #define FIT_TOLERANCE  0.15 /* an error past this after fitting is a warning */
@@ -136,6 +137,8 @@ static int load_one(const char *path, const char *label, struct calib_point *pts
     if (rc)
         return rc;
     rc = calib_point_from_result(doc, label, &pts[*n], err, errlen);
+    if (rc == 0)
+        rc = calib_server_from_result(doc, path, &pts[*n], err, errlen);
     json_decref(doc);
     if (rc == 0)
         (*n)++;
@@ -195,6 +198,236 @@ int calib_load_dir(const char *dir, struct calib_point *pts, size_t *n, char *er
         return load_sweep(dir, p, pts, n, err, errlen);
     snprintf(p, sizeof(p), "%s/result.json", dir);
     return load_one(file_exists(p) ? p : dir, dir, pts, n, err, errlen);
+}
+
+/* ---- server metrics ---- */
+
+/* A scraped value: absent or null = NaN; a number in lo..hi; else false. */
+static bool scraped_num(const json_t *obj, const char *key, double lo, double hi, double *v)
+{
+    const json_t *j = json_object_get(obj, key);
+    *v = NAN;
+    if (!j || json_is_null(j))
+        return true;
+    if (!json_is_number(j))
+        return false;
+    *v = json_number_value(j);
+    return *v >= lo && *v <= hi;
+}
+
+static void server_add(struct calib_server *s, double running, double waiting, double kv)
+{
+    if (isnan(running))
+        return;
+    s->scrapes++;
+    if (running > s->peak_running)
+        s->peak_running = running;
+    if (kv > s->kv_usage_max)
+        s->kv_usage_max = kv;
+    if (kv > 0 && running >= 1) {
+        s->kv_scrapes++;
+        s->kv_running_sum += running;
+        s->kv_usage_sum += kv;
+    }
+    if (!(waiting >= 1) || !(running >= 1))
+        return;
+    if (kv >= CALIB_KV_BOUND) {
+        s->kv_bound++;
+        return;
+    }
+    s->queued++;
+    if (running > s->peak_queued) {
+        s->peak_queued = running;
+        s->at_peak_queued = 0;
+    }
+    if (running == s->peak_queued)
+        s->at_peak_queued++;
+}
+
+static int server_info(const json_t *doc, const char *file, struct calib_server *s, char *err,
+                       size_t errlen)
+{
+    const json_t *info = json_object_get(doc, "server_metrics");
+    if (!info || json_is_null(info))
+        return 0;
+    if (!json_is_object(info)) {
+        ts_errf(err, errlen, "%s: server_metrics: expected an object", file);
+        return TS_PARSE;
+    }
+    const json_t *fl = json_object_get(info, "flavor");
+    if (fl && !json_is_null(fl)) {
+        if (!json_is_string(fl) || json_string_length(fl) >= sizeof(s->flavor)) {
+            ts_errf(err, errlen,
+                    "%s: server_metrics.flavor: expected a string of at most %zu bytes", file,
+                    sizeof(s->flavor) - 1);
+            return TS_PARSE;
+        }
+        snprintf(s->flavor, sizeof(s->flavor), "%s", json_string_value(fl));
+    }
+    static const char *const counts[] = {"scrapes", "failures", "skipped", "dropped"};
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        double v;
+        if (!scraped_num(info, counts[i], 0, 1e15, &v)) {
+            ts_errf(err, errlen, "%s: server_metrics.%s: expected a count or null", file,
+                    counts[i]);
+            return TS_PARSE;
+        }
+    }
+    return 0;
+}
+
+int calib_server_from_result(const json_t *doc, const char *file, struct calib_point *pt, char *err,
+                             size_t errlen)
+{
+    struct calib_server *s = &pt->server;
+    memset(s, 0, sizeof(*s));
+    int rc = server_info(doc, file, s, err, errlen);
+    if (rc)
+        return rc;
+    const json_t *tl = json_object_get(doc, "server_timeline");
+    if (!tl || json_is_null(tl))
+        return 0;
+    if (!json_is_array(tl) || json_array_size(tl) > SCRAPE_MAX_POINTS) {
+        ts_errf(err, errlen, "%s: server_timeline: expected an array of at most %u scrapes", file,
+                SCRAPE_MAX_POINTS);
+        memset(s, 0, sizeof(*s));
+        return TS_PARSE;
+    }
+    size_t i;
+    const json_t *pnt;
+    json_array_foreach(tl, i, pnt)
+    {
+        double running, waiting, kv;
+        const char *bad = !json_is_object(pnt)                                         ? ""
+                          : !scraped_num(pnt, "running", 0, CALIB_COUNT_MAX, &running) ? ".running"
+                          : !scraped_num(pnt, "waiting", 0, CALIB_COUNT_MAX, &waiting) ? ".waiting"
+                          : !scraped_num(pnt, "kv_usage", 0, 1, &kv)                   ? ".kv_usage"
+                                                                                       : NULL;
+        if (bad) {
+            ts_errf(err, errlen, "%s: server_timeline[%zu]%s: expected %s", file, i, bad,
+                    !*bad           ? "an object"
+                    : bad[1] == 'k' ? "a number 0 .. 1 or null"
+                                    : "a count 0 .. 10000000 or null");
+            memset(s, 0, sizeof(*s));
+            return TS_PARSE;
+        }
+        server_add(s, running, waiting, kv);
+    }
+    return 0;
+}
+
+/* max_num_seqs from the batch peaks at which requests waited. */
+static void pin_seqs(struct sim_profile *p, const struct calib_point *pts, size_t n,
+                     struct calib_pins *out)
+{
+    double cap = 0, peak = 0;
+    uint32_t queued = 0, kv_bound = 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct calib_server *s = &pts[i].server;
+        queued += s->queued;
+        kv_bound += s->kv_bound;
+        if (s->peak_running > peak)
+            peak = s->peak_running;
+        if (s->at_peak_queued >= 2 && s->peak_queued > cap) {
+            cap = s->peak_queued;
+            at = s->at_peak_queued;
+        }
+    }
+    if (cap < 1) {
+        snprintf(out->seqs_why, sizeof(out->seqs_why), "%s",
+                 queued     ? "requests waited at no batch size twice in one run (too few "
+                              "scrapes, or queues in passing)"
+                 : kv_bound ? "requests waited only with the KV cache at least 90% full: the "
+                              "KV cache, not max_num_seqs, capped the batch"
+                            : "no scrape saw requests waiting: the runs never reached the batch "
+                              "cap");
+        return;
+    }
+    if (peak > cap) {
+        snprintf(out->seqs_why, sizeof(out->seqs_why),
+                 "requests waited at %.0f running, but %.0f ran at another scrape: the waits "
+                 "were not the batch cap",
+                 cap, peak);
+        return;
+    }
+    struct sim_profile q = *p;
+    char verr[160];
+    q.max_num_seqs = (uint32_t)cap;
+    if (sim_profile_validate(&q, verr, sizeof(verr)) != 0) {
+        snprintf(out->seqs_why, sizeof(out->seqs_why), "%.0f seqs do not fit the profile: %s", cap,
+                 verr);
+        return;
+    }
+    *p = q;
+    out->seqs = true;
+    snprintf(out->seqs_why, sizeof(out->seqs_why),
+             "the batch held %.0f sequences while requests waited (%u scrapes at that peak in "
+             "one run) and never more",
+             cap, at);
+}
+
+/* kv_capacity_tokens from the KV usage of the sequences in flight. */
+static void pin_kv(struct sim_profile *p, const struct calib_point *pts, size_t n,
+                   struct calib_pins *out)
+{
+    double tokens = 0, usage = 0, umax = 0;
+    uint32_t scrapes = 0;
+    bool whole = p->sched_policy == SIM_SCHED_RESERVE_MAX; /* output reserved at admission */
+    for (size_t i = 0; i < n; i++) {
+        const struct calib_server *s = &pts[i].server;
+        double per_seq =
+            pts[i].load.in_mean + pts[i].load.out_mean * (whole ? 1 : 0.5) + p->block_size / 2.0;
+        tokens += s->kv_running_sum * per_seq;
+        usage += s->kv_usage_sum;
+        scrapes += s->kv_scrapes;
+        if (s->kv_usage_max > umax)
+            umax = s->kv_usage_max;
+    }
+    if (scrapes < CALIB_KV_MIN_SCRAPES || umax < 0.01) {
+        snprintf(out->kv_why, sizeof(out->kv_why),
+                 "%u scrapes reported a KV usage with sequences running, at most %.1f%%: too "
+                 "little to measure (%d scrapes and 1%% needed)",
+                 scrapes, umax * 100, CALIB_KV_MIN_SCRAPES);
+        return;
+    }
+    double cap = round(tokens / usage);
+    struct sim_profile q = *p;
+    char verr[160];
+    q.kv_capacity_tokens = cap < 1 ? 1 : (uint64_t)cap;
+    if (sim_profile_validate(&q, verr, sizeof(verr)) != 0) {
+        snprintf(out->kv_why, sizeof(out->kv_why),
+                 "the estimate (%.0f tokens) does not fit the "
+                 "profile: %s",
+                 cap, verr);
+        return;
+    }
+    *p = q;
+    out->kv = true;
+    snprintf(out->kv_why, sizeof(out->kv_why),
+             "running sequences of the measured lengths against the KV usage they showed, over %u "
+             "scrapes (usage up to %.0f%%)",
+             scrapes, umax * 100);
+}
+
+void calib_pin(struct sim_profile *p, const struct calib_opts *o, const struct calib_point *pts,
+               size_t n, struct calib_pins *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        out->with_metrics += pts[i].server.scrapes > 0;
+    const char *none = o->no_server             ? "--no-server-metrics"
+                       : out->with_metrics == 0 ? "no result has server metrics (run with "
+                                                  "--server-metrics)"
+                                                : NULL;
+    if (none || o->keep_seqs)
+        snprintf(out->seqs_why, sizeof(out->seqs_why), "%s",
+                 none && !o->keep_seqs ? none : "--set");
+    else
+        pin_seqs(p, pts, n, out);
+    if (none || o->keep_kv)
+        snprintf(out->kv_why, sizeof(out->kv_why), "%s", none && !o->keep_kv ? none : "--set");
+    else
+        pin_kv(p, pts, n, out);
 }
 
 /* ---- the fit ---- */
@@ -412,8 +645,38 @@ static int warn_points(FILE *out, const struct calib_point *pts, size_t n)
     return warnings;
 }
 
+/* The pinned keys, then where every key came from. */
+static void print_sources(FILE *out, const struct sim_profile *p, const struct calib_opts *o,
+                          const struct calib_pins *pins, size_t n)
+{
+    static const char *const keys[2] = {"max_num_seqs", "kv_capacity_tokens"};
+    const bool pinned[2] = {pins->seqs, pins->kv};
+    const char *const why[2] = {pins->seqs_why, pins->kv_why};
+    for (int k = 0; k < 2; k++) {
+        char v[64];
+        if (pinned[k] && sim_profile_get(p, keys[k], v, sizeof(v)) == 0)
+            fprintf(out, "%s: %s\n", keys[k], v);
+    }
+    if (pins->with_metrics)
+        fprintf(out, "# server metrics: %zu of %zu results scraped the server's /metrics\n",
+                pins->with_metrics, n);
+    fprintf(out, "# fitted:");
+    for (size_t k = 0; o->keys[k]; k++)
+        fprintf(out, "%s %s", k ? "," : "", o->keys[k]);
+    fprintf(out, "\n");
+    for (int k = 0; k < 2; k++) {
+        if (pinned[k])
+            fprintf(out, "# from server metrics: %s: %s\n", keys[k], why[k]);
+        else if (strcmp(why[k], "--set") == 0)
+            fprintf(out, "# kept as --set: %s\n", keys[k]);
+        else
+            fprintf(out, "# left at the base profile: %s: %s\n", keys[k], why[k]);
+    }
+    fprintf(out, "# left at the base profile (%s): every other key\n", o->base);
+}
+
 int calib_print(FILE *out, const struct sim_profile *p, const struct calib_opts *o,
-                const struct calib_point *pts, size_t n)
+                const struct calib_pins *pins, const struct calib_point *pts, size_t n)
 {
     fprintf(out, "# tokenstorm sim calibrate: %zu point%s; load with tokenstorm sim --config\n", n,
             n == 1 ? "" : "s");
@@ -423,6 +686,8 @@ int calib_print(FILE *out, const struct sim_profile *p, const struct calib_opts 
         if (sim_profile_get(p, o->keys[k], v, sizeof(v)) == 0)
             fprintf(out, "%s: %s\n", o->keys[k], v);
     }
+    if (pins)
+        print_sources(out, p, o, pins, n);
     fprintf(out, "# %-44s %-16s %10s %10s %7s\n", "point", "metric", "measured", "model", "error");
     for (size_t i = 0; i < n; i++) {
         const struct calib_point *pt = &pts[i];

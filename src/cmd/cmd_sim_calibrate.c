@@ -3,6 +3,7 @@
  * results: the options; the fit is app/sim_calibrate.h.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,13 @@ static void usage(FILE *out)
             "median TTFT, median TPOT and output tokens/s match. Prints the profile as YAML\n"
             "(load it with `tokenstorm sim --config FILE`) with the error at every point and\n"
             "warnings where the model cannot fit.\n\n"
+            "Results of runs with --server-metrics (vLLM, SGLang, TGI or the simulator) pin two\n"
+            "keys before the fit: max_num_seqs, the most sequences running while requests\n"
+            "waited (KV cache under 90%% full, seen at two scrapes or more of one run), and\n"
+            "kv_capacity_tokens, the tokens the running sequences held (prompt, half the\n"
+            "output) over the KV usage they showed. The YAML says which keys were fitted,\n"
+            "which came from server metrics (and the evidence), and which were left at the\n"
+            "base profile (and why). A key you --set is kept.\n\n"
             "options:\n"
             "  --profile NAME     preset to start from and keep the other keys of "
             "(default " CALIB_DEFAULT_PROFILE ")\n"
@@ -36,6 +44,8 @@ static void usage(FILE *out)
             "  --fit KEY,KEY..    keys to fit, up to 8 numeric ones (default t_fix_ms,t_w_ms,\n"
             "                     b_ms_per_token,t_sample_ms_per_seq)\n"
             "  --max-evals N      bound of model evaluations (default 400)\n"
+            "  --no-server-metrics  do not pin max_num_seqs and kv_capacity_tokens from the\n"
+            "                     server metrics the results carry\n"
             "  -o, --output FILE  write the YAML there instead of stdout\n"
             "  -h, --help         this text\n\n"
             "exit: 0 fitted (warnings included), 2 bad options or unusable results, 3 the\n"
@@ -51,6 +61,7 @@ struct calib_cli {
     const char *sets[CALIB_MAX_SETS];
     size_t nsets;
     unsigned max_evals;
+    bool no_server;
     char fitbuf[256];
 };
 
@@ -75,15 +86,11 @@ static int split_keys(struct calib_cli *c, struct calib_opts *o)
 static int parse(int argc, char **argv, struct calib_cli *c)
 {
     static const struct option opts[] = {
-        {"profile", required_argument, NULL, 'p'},
-        {"config", required_argument, NULL, 'c'},
-        {"set", required_argument, NULL, 's'},
-        {"fit", required_argument, NULL, 'f'},
-        {"max-evals", required_argument, NULL, 'm'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"profile", required_argument, NULL, 'p'},     {"config", required_argument, NULL, 'c'},
+        {"set", required_argument, NULL, 's'},         {"fit", required_argument, NULL, 'f'},
+        {"max-evals", required_argument, NULL, 'm'},   {"output", required_argument, NULL, 'o'},
+        {"no-server-metrics", no_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 1;
@@ -101,6 +108,9 @@ static int parse(int argc, char **argv, struct calib_cli *c)
             break;
         case 'o':
             c->output = optarg;
+            break;
+        case 'n':
+            c->no_server = true;
             break;
         case 's':
             if (c->nsets == CALIB_MAX_SETS) {
@@ -155,10 +165,25 @@ static int start_profile(const struct calib_cli *c, struct sim_profile *p)
     return -1;
 }
 
+/* Whether --set KEY=... was given. */
+static bool was_set(const struct calib_cli *c, const char *key)
+{
+    size_t len = strlen(key);
+    for (size_t i = 0; i < c->nsets; i++)
+        if (strncmp(c->sets[i], key, len) == 0 && c->sets[i][len] == '=')
+            return true;
+    return false;
+}
+
 static int fit_and_print(struct calib_cli *c, struct calib_opts *o, struct sim_profile *p,
                          struct calib_point *pts, size_t n)
 {
     char err[512];
+    struct calib_pins pins;
+    o->keep_seqs = was_set(c, "max_num_seqs");
+    o->keep_kv = was_set(c, "kv_capacity_tokens");
+    o->no_server = c->no_server;
+    calib_pin(p, o, pts, n, &pins);
     if (calib_fit(p, o, pts, n, err, sizeof(err))) {
         fprintf(stderr, "tokenstorm sim calibrate: %s\n", err);
         return TS_EXIT_USAGE;
@@ -168,7 +193,7 @@ static int fit_and_print(struct calib_cli *c, struct calib_opts *o, struct sim_p
         perror(c->output);
         return TS_EXIT_FAIL;
     }
-    int warnings = calib_print(out, p, o, pts, n);
+    int warnings = calib_print(out, p, o, &pins, pts, n);
     if ((c->output && fclose(out) != 0) || (!c->output && fflush(out) != 0)) {
         fprintf(stderr, "tokenstorm sim calibrate: cannot write the profile\n");
         return TS_EXIT_FAIL;

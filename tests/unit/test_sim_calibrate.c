@@ -165,7 +165,7 @@ static void test_recovers_hidden_parameters(void **state)
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    assert_int_equal(calib_print(out, &p, &o, pts, n), 0); /* no warnings */
+    assert_int_equal(calib_print(out, &p, &o, NULL, pts, n), 0); /* no warnings */
     (void)h;
     fclose(out);
     printf("%s", text);
@@ -216,7 +216,7 @@ static void test_reports_misfit_honestly(void **state)
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    int warnings = calib_print(out, &p, &o, pts, n);
+    int warnings = calib_print(out, &p, &o, NULL, pts, n);
     fclose(out);
     printf("%s", text);
     assert_true(warnings >= 2);
