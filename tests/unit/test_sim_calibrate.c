@@ -270,12 +270,236 @@ static void test_bad_results(void **state)
     assert_non_null(strstr(err, "max_num_seqs"));
 }
 
+/* A closed-loop result (16 users, 500 in / 60 out) with a server section (may be ""). */
+static json_t *doc_with(const char *server)
+{
+    char text[4096];
+    snprintf(text, sizeof(text),
+             "{\"schema\":\"tokenstorm.result/"
+             "1\",\"run\":{\"mode\":\"closed\",\"users\":16,\"input_len\":\"500\","
+             "\"output_len\":\"60\",\"stream\":true},\"summary\":{\"completed\":64,"
+             "\"total_input_tokens\":32000,\"total_output_tokens\":3840,\"median_ttft_ms\":90,"
+             "\"median_tpot_ms\":7,\"output_throughput\":900}%s%s}",
+             *server ? "," : "", server);
+    json_error_t je;
+    json_t *doc = json_loads(text, 0, &je);
+    if (!doc)
+        fail_msg("%s: %s", text, je.text);
+    return doc;
+}
+
+/* A point from a hand-built doc; returns calib_server_from_result's code. */
+static int point_with(const char *server, struct calib_point *pt, char *err, size_t errlen)
+{
+    json_t *doc = doc_with(server);
+    assert_int_equal(calib_point_from_result(doc, "r", pt, err, errlen), 0);
+    int rc = calib_server_from_result(doc, "r/result.json", pt, err, errlen);
+    json_decref(doc);
+    return rc;
+}
+
+/* Six sequences at the cap while ten wait, KV 30% full; a scrape in passing at the start. */
+#define AT_CAP                                                                                     \
+    "\"server_metrics\":{\"url\":\"http://h/metrics\",\"interval_s\":1,\"flavor\":\"vllm\","       \
+    "\"scrapes\":5,\"failures\":0,\"skipped\":0,\"dropped\":0,\"last_error\":null},"               \
+    "\"server_timeline\":[{\"t_s\":0,\"running\":1,\"waiting\":15,\"kv_usage\":0.05},"             \
+    "{\"t_s\":1,\"running\":6,\"waiting\":10,\"kv_usage\":0.31},"                                  \
+    "{\"t_s\":2,\"running\":6,\"waiting\":10,\"kv_usage\":0.29},"                                  \
+    "{\"t_s\":3,\"running\":6,\"waiting\":9,\"kv_usage\":0.30},"                                   \
+    "{\"t_s\":4,\"running\":6,\"waiting\":10,\"kv_usage\":null,\"ttft_p50_ms\":null}]"
+
+static void test_server_metrics_pin(void **state)
+{
+    struct calib_point pts[2];
+    char err[512];
+    assert_int_equal(point_with(AT_CAP, &pts[0], err, sizeof(err)), 0);
+    assert_string_equal(pts[0].server.flavor, "vllm");
+    assert_int_equal(pts[0].server.scrapes, 5);
+    assert_int_equal(pts[0].server.at_peak_queued, 4);
+    assert_int_equal(pts[0].server.kv_scrapes, 4);
+    /* a second result without server metrics adds nothing and changes nothing */
+    assert_int_equal(point_with("", &pts[1], err, sizeof(err)), 0);
+    assert_int_equal(pts[1].server.scrapes, 0);
+
+    struct sim_profile p;
+    assert_int_equal(sim_profile_preset("tiny", &p), 0);
+    p.max_model_len = 2048;
+    struct calib_opts o = {.base = "tiny", .keys = {"t_w_ms", NULL}, .max_evals = 40};
+    struct calib_pins pins;
+    calib_pin(&p, &o, pts, 2, &pins);
+    assert_true(pins.seqs && pins.kv);
+    assert_int_equal(pins.with_metrics, 1);
+    assert_int_equal(p.max_num_seqs, 6);
+    /* 19 running-scrapes of 500 + 60/2 + 16/2 tokens over a usage of 0.05 + 0.31 + 0.29 + 0.30 */
+    double want = (1 + 6 + 6 + 6) * (500 + 30 + 8) / 0.95;
+    assert_float_equal((double)p.kv_capacity_tokens, want, 1);
+
+    /* the YAML carries the pinned keys and says where each key came from, and loads back */
+    assert_int_equal(calib_fit(&p, &o, pts, 2, err, sizeof(err)), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    (void)calib_print(out, &p, &o, &pins, pts, 2);
+    fclose(out);
+    printf("%s", text);
+    assert_non_null(strstr(text, "\nmax_num_seqs: 6\nkv_capacity_tokens: "));
+    assert_non_null(strstr(text, "# server metrics: 1 of 2 results"));
+    assert_non_null(strstr(text, "# fitted: t_w_ms\n"));
+    assert_non_null(
+        strstr(text, "# from server metrics: max_num_seqs: the batch held 6 sequences"));
+    assert_non_null(strstr(text, "# from server metrics: kv_capacity_tokens: "));
+    struct sim_profile q;
+    assert_int_equal(sim_profile_preset("tiny", &q), 0);
+    q.max_model_len = 2048;
+    assert_int_equal(sim_profile_load_yaml_mem(&q, "fit.yaml", text, len, err, sizeof(err)), 0);
+    assert_int_equal(q.max_num_seqs, 6);
+    assert_int_equal(q.kv_capacity_tokens, p.kv_capacity_tokens);
+    free(text);
+
+    /* what the user --set is kept; --no-server-metrics pins nothing */
+    assert_int_equal(sim_profile_preset("tiny", &p), 0);
+    p.max_model_len = 2048;
+    o.keep_seqs = true;
+    calib_pin(&p, &o, pts, 2, &pins);
+    assert_false(pins.seqs);
+    assert_true(pins.kv);
+    assert_int_equal(p.max_num_seqs, 4096);
+    assert_string_equal(pins.seqs_why, "--set");
+    assert_int_equal(sim_profile_preset("tiny", &p), 0);
+    o.keep_seqs = false;
+    o.no_server = true;
+    calib_pin(&p, &o, pts, 2, &pins);
+    assert_false(pins.seqs || pins.kv);
+    assert_int_equal(p.kv_capacity_tokens, 1048576);
+}
+
+static void test_server_metrics_unused(void **state)
+{
+    struct calib_point pt;
+    char err[512];
+    struct sim_profile p, base;
+    assert_int_equal(sim_profile_preset("tiny", &base), 0);
+    struct calib_opts o = {.base = "tiny", .keys = {"t_w_ms", NULL}};
+    struct calib_pins pins;
+
+    /* no section: nothing pinned, and the YAML says so */
+    assert_int_equal(point_with("", &pt, err, sizeof(err)), 0);
+    p = base;
+    calib_pin(&p, &o, &pt, 1, &pins);
+    assert_false(pins.seqs || pins.kv);
+    assert_memory_equal(&p, &base, sizeof(p));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    (void)calib_print(out, &p, &o, &pins, &pt, 1);
+    fclose(out);
+    assert_non_null(strstr(text, "# left at the base profile: max_num_seqs: no result has server "
+                                 "metrics (run with --server-metrics)"));
+    assert_null(strstr(text, "\nmax_num_seqs:"));
+    free(text);
+
+    /* partial: only the info object, or scrapes without a usage, or an empty timeline */
+    assert_int_equal(point_with("\"server_metrics\":{\"flavor\":null}", &pt, err, sizeof(err)), 0);
+    assert_int_equal(pt.server.scrapes, 0);
+    assert_int_equal(point_with("\"server_timeline\":[]", &pt, err, sizeof(err)), 0);
+    assert_int_equal(pt.server.scrapes, 0);
+    assert_int_equal(point_with("\"server_timeline\":[{\"running\":4,\"waiting\":3},{\"running\":4,"
+                                "\"waiting\":2},{\"t_s\":9}]",
+                                &pt, err, sizeof(err)),
+                     0);
+    p = base;
+    calib_pin(&p, &o, &pt, 1, &pins);
+    assert_true(pins.seqs);
+    assert_false(pins.kv);
+    assert_int_equal(p.max_num_seqs, 4);
+    assert_non_null(strstr(pins.kv_why, "too little to measure"));
+
+    /* a queue with the KV cache full is the KV cache's cap, not max_num_seqs */
+    assert_int_equal(
+        point_with("\"server_timeline\":[{\"running\":4,\"waiting\":3,\"kv_usage\":0.97},"
+                   "{\"running\":4,\"waiting\":3,\"kv_usage\":0.96}]",
+                   &pt, err, sizeof(err)),
+        0);
+    p = base;
+    calib_pin(&p, &o, &pt, 1, &pins);
+    assert_false(pins.seqs);
+    assert_non_null(strstr(pins.seqs_why, "the KV cache, not max_num_seqs"));
+    /* waits at a batch smaller than one seen elsewhere are not the cap */
+    assert_int_equal(point_with("\"server_timeline\":[{\"running\":2,\"waiting\":1},{\"running\":2,"
+                                "\"waiting\":1},{\"running\":9,\"waiting\":0}]",
+                                &pt, err, sizeof(err)),
+                     0);
+    p = base;
+    calib_pin(&p, &o, &pt, 1, &pins);
+    assert_false(pins.seqs);
+    assert_non_null(strstr(pins.seqs_why, "but 9 ran at another scrape"));
+    /* a KV estimate below max_model_len is not pinned, and says why */
+    assert_int_equal(
+        point_with("\"server_timeline\":[{\"running\":1,\"kv_usage\":0.5},{\"running\":1,"
+                   "\"kv_usage\":0.5},{\"running\":1,\"kv_usage\":0.5}]",
+                   &pt, err, sizeof(err)),
+        0);
+    p = base;
+    calib_pin(&p, &o, &pt, 1, &pins);
+    assert_false(pins.kv);
+    assert_non_null(strstr(pins.kv_why, "does not fit the profile"));
+    assert_int_equal(p.kv_capacity_tokens, base.kv_capacity_tokens);
+}
+
+static void test_server_metrics_bad(void **state)
+{
+    static const struct {
+        const char *section, *msg;
+    } bad[] = {
+        {"\"server_timeline\":{}", "r/result.json: server_timeline: expected an array"},
+        {"\"server_timeline\":[{\"running\":1},7]",
+         "r/result.json: server_timeline[1]: expected an object"},
+        {"\"server_timeline\":[{\"running\":-1}]", "server_timeline[0].running: expected a count"},
+        {"\"server_timeline\":[{\"running\":1e9}]", "server_timeline[0].running: expected a count"},
+        {"\"server_timeline\":[{\"waiting\":\"3\"}]",
+         "server_timeline[0].waiting: expected a count"},
+        {"\"server_timeline\":[{\"running\":1},{\"kv_usage\":1.5}]",
+         "server_timeline[1].kv_usage: expected a number 0 .. 1 or null"},
+        {"\"server_timeline\":[{\"kv_usage\":true}]", "server_timeline[0].kv_usage"},
+        {"\"server_metrics\":[]", "r/result.json: server_metrics: expected an object"},
+        {"\"server_metrics\":{\"flavor\":3}", "server_metrics.flavor: expected a string"},
+        {"\"server_metrics\":{\"flavor\":\"a-flavor-name-too-long\"}", "server_metrics.flavor"},
+        {"\"server_metrics\":{\"scrapes\":-2}", "server_metrics.scrapes: expected a count"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct calib_point pt;
+        char err[512] = "";
+        int rc = point_with(bad[i].section, &pt, err, sizeof(err));
+        if (rc != TS_PARSE || !strstr(err, bad[i].msg))
+            fail_msg("%s: rc %d, '%s'", bad[i].section, rc, err);
+        assert_int_equal(pt.server.scrapes, 0);
+    }
+    /* through calib_load_dir: the message names the file */
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s/badserver", tmpdir);
+    mkdir_p(dir);
+    snprintf(path, sizeof(path), "%s/result.json", dir);
+    json_t *doc = doc_with("\"server_timeline\":[{\"running\":1,\"kv_usage\":\"full\"}]");
+    assert_int_equal(json_dump_file(doc, path, 0), 0);
+    json_decref(doc);
+    struct calib_point pts[2];
+    size_t n = 0;
+    char err[512];
+    assert_int_equal(calib_load_dir(dir, pts, &n, err, sizeof(err)), TS_PARSE);
+    assert_int_equal(n, 0);
+    if (!strstr(err, "badserver/result.json: server_timeline[0].kv_usage"))
+        fail_msg("%s", err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recovers_hidden_parameters),
         cmocka_unit_test(test_reports_misfit_honestly),
         cmocka_unit_test(test_bad_results),
+        cmocka_unit_test(test_server_metrics_pin),
+        cmocka_unit_test(test_server_metrics_unused),
+        cmocka_unit_test(test_server_metrics_bad),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
