@@ -71,3 +71,57 @@ test('unusable inputs exit 2 and name the directory', async () => {
   assert.equal(h.code, 2);
   assert.match(h.stderr, /RESULT_DIR/);
 });
+
+// A server whose batch cap and KV cache are hidden: runs with --server-metrics
+// scrape its /metrics (vllm:num_requests_running / _waiting,
+// vllm:kv_cache_usage_perc) and calibrate pins both from them; the same load
+// without --server-metrics leaves them at the base profile.
+test('server metrics pin the hidden batch cap and KV cache', { timeout: 180000 }, async () => {
+  const HIDDEN_SEQS = 4;
+  const HIDDEN_KV = 12288;
+  const capped = await startSim(['--profile', 'tiny', '--no-noise', '--set', 't_w_ms=4',
+    '--set', `max_num_seqs=${HIDDEN_SEQS}`, '--set', `kv_capacity_tokens=${HIDDEN_KV}`,
+    '--set', 'max_model_len=4096']);
+  try {
+    const run = async (name, users, requests, metrics) => {
+      const out = path.join(tmp, name);
+      const r = await runBin(['run', '--target', capped.base, '--concurrency', String(users),
+        '--requests', String(requests), '--input-len', 'fixed:400', '--output-len', 'fixed:30',
+        ...(metrics ? ['--server-metrics', `${capped.base}/metrics`, '--server-metrics-interval', '100ms'] : []),
+        '--out', out, '-q'], { timeoutMs: 60000 });
+      assert.equal(r.code, 0, r.stderr);
+      return out;
+    };
+    const dirs = [await run('cap10', 10, 40, true), await run('cap2', 2, 8, true)];
+    const r = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
+      '--fit', 't_w_ms,b_ms_per_token', '--max-evals', '60', ...dirs], { timeoutMs: 60000 });
+    assert.equal(r.code, 0, r.stderr);
+    const val = (k) => Number((r.stdout.match(new RegExp(`^${k}: ([0-9.e+-]+)$`, 'm')) || [])[1]);
+    assert.equal(val('max_num_seqs'), HIDDEN_SEQS, r.stdout);
+    assert.ok(Math.abs(val('kv_capacity_tokens') / HIDDEN_KV - 1) < 0.25, r.stdout);
+    assert.match(r.stdout, /^# from server metrics: max_num_seqs: the batch held 4 sequences/m);
+    assert.match(r.stdout, /^# from server metrics: kv_capacity_tokens: /m);
+    assert.match(r.stdout, /^# fitted: t_w_ms, b_ms_per_token$/m);
+    assert.match(r.stdout, /^# server metrics: 2 of 2 results/m);
+
+    // the same load without --server-metrics: nothing pinned, and the YAML says why
+    const plain = await run('plain10', 10, 40, false);
+    const u = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
+      '--fit', 't_w_ms,b_ms_per_token', '--max-evals', '60', plain], { timeoutMs: 60000 });
+    assert.equal(u.code, 0, u.stderr);
+    assert.doesNotMatch(u.stdout, /^(max_num_seqs|kv_capacity_tokens):/m);
+    assert.match(u.stdout, /^# left at the base profile: max_num_seqs: no result has server metrics/m);
+    // a --set key is kept, and --no-server-metrics ignores them
+    const k = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
+      '--set', 'max_num_seqs=64', '--fit', 't_w_ms', '--max-evals', '20', ...dirs], { timeoutMs: 60000 });
+    assert.equal(k.code, 0, k.stderr);
+    assert.match(k.stdout, /^# kept as --set: max_num_seqs$/m);
+    assert.match(k.stdout, /^kv_capacity_tokens: /m);
+    const n = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
+      '--no-server-metrics', '--fit', 't_w_ms', '--max-evals', '20', ...dirs], { timeoutMs: 60000 });
+    assert.equal(n.code, 0, n.stderr);
+    assert.doesNotMatch(n.stdout, /^(max_num_seqs|kv_capacity_tokens):/m);
+  } finally {
+    await capped.stop();
+  }
+});
