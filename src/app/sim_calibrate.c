@@ -334,13 +334,17 @@ static void pin_seqs(struct sim_profile *p, const struct calib_point *pts, size_
         }
     }
     if (cap < 1) {
-        snprintf(out->seqs_why, sizeof(out->seqs_why), "%s",
-                 queued     ? "requests waited at no batch size twice in one run (too few "
+        if (kv_bound && kv_bound >= queued)
+            snprintf(out->seqs_why, sizeof(out->seqs_why),
+                     "requests waited with the KV cache at least 90%% full at %u of %u scrapes "
+                     "with a queue: the KV cache, not max_num_seqs, capped the batch",
+                     kv_bound, kv_bound + queued);
+        else
+            snprintf(out->seqs_why, sizeof(out->seqs_why), "%s",
+                     queued ? "requests waited at no batch size twice in one run (too few "
                               "scrapes, or queues in passing)"
-                 : kv_bound ? "requests waited only with the KV cache at least 90% full: the "
-                              "KV cache, not max_num_seqs, capped the batch"
-                            : "no scrape saw requests waiting: the runs never reached the batch "
-                              "cap");
+                            : "no scrape saw requests waiting: the runs never reached the "
+                              "batch cap");
         return;
     }
     if (peak > cap) {

@@ -125,3 +125,27 @@ test('server metrics pin the hidden batch cap and KV cache', { timeout: 180000 }
     await capped.stop();
   }
 });
+
+// A server whose KV cache caps the batch long before max_num_seqs: the KV
+// cache is pinned, max_num_seqs is not (the queue is the cache's doing).
+test('a KV-bound server pins the KV cache and not the batch cap', { timeout: 120000 }, async () => {
+  const HIDDEN_KV = 5000;
+  const kvsim = await startSim(['--profile', 'tiny', '--no-noise', '--set', 't_w_ms=4',
+    '--set', 'max_num_seqs=64', '--set', `kv_capacity_tokens=${HIDDEN_KV}`, '--set', 'max_model_len=4096']);
+  try {
+    const out = path.join(tmp, 'kv16');
+    const r = await runBin(['run', '--target', kvsim.base, '--concurrency', '16', '--requests', '40',
+      '--input-len', 'fixed:400', '--output-len', 'fixed:150', '--server-metrics', 'auto',
+      '--server-metrics-interval', '100ms', '--out', out, '-q'], { timeoutMs: 60000 });
+    assert.equal(r.code, 0, r.stderr);
+    const c = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
+      '--fit', 't_w_ms', '--max-evals', '30', out], { timeoutMs: 60000 });
+    assert.equal(c.code, 0, c.stderr);
+    const kv = Number((c.stdout.match(/^kv_capacity_tokens: ([0-9]+)$/m) || [])[1]);
+    assert.ok(Math.abs(kv / HIDDEN_KV - 1) < 0.25, c.stdout);
+    assert.doesNotMatch(c.stdout, /^max_num_seqs:/m);
+    assert.match(c.stdout, /^# left at the base profile: max_num_seqs: .*the KV cache, not max_num_seqs/m);
+  } finally {
+    await kvsim.stop();
+  }
+});
