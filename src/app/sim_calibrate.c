@@ -649,18 +649,62 @@ static int warn_points(FILE *out, const struct calib_point *pts, size_t n)
     return warnings;
 }
 
-/* The pinned keys, then where every key came from. */
-static void print_sources(FILE *out, const struct sim_profile *p, const struct calib_opts *o,
-                          const struct calib_pins *pins, size_t n)
+static bool is_fitted(const struct calib_opts *o, const char *key)
+{
+    for (size_t k = 0; o->keys[k]; k++)
+        if (strcmp(o->keys[k], key) == 0)
+            return true;
+    return false;
+}
+
+/* A YAML scalar: plain when it is safe, else double-quoted. */
+static void print_scalar(FILE *out, const char *v)
+{
+    if (*v && strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/+-") ==
+                  strlen(v)) {
+        fprintf(out, "%s\n", v);
+        return;
+    }
+    fputc('"', out);
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\')
+            fputc('\\', out);
+        if ((unsigned char)*v >= 0x20)
+            fputc(*v, out);
+    }
+    fputs("\"\n", out);
+}
+
+/* The keys the fit started from that are not the base preset's (--set, --config). */
+static void print_kept(FILE *out, const struct sim_profile *p, const struct calib_opts *o,
+                       const struct calib_pins *pins)
+{
+    struct sim_profile b;
+    if (sim_profile_preset(o->base, &b) != 0)
+        return;
+    bool header = false;
+    for (const char *const *k = sim_profile_keys(); *k; k++) {
+        char v[SIM_PROFILE_STR_MAX + 8], bv[SIM_PROFILE_STR_MAX + 8];
+        if (is_fitted(o, *k) || (pins && pins->seqs && strcmp(*k, "max_num_seqs") == 0) ||
+            (pins && pins->kv && strcmp(*k, "kv_capacity_tokens") == 0) ||
+            sim_profile_get(p, *k, v, sizeof(v)) != 0 ||
+            sim_profile_get(&b, *k, bv, sizeof(bv)) != 0 || strcmp(v, bv) == 0)
+            continue;
+        if (!header)
+            fprintf(out, "# as you set them (--set, --config; not the base profile's):\n");
+        header = true;
+        fprintf(out, "%s: ", *k);
+        print_scalar(out, v);
+    }
+}
+
+/* Where every key came from. */
+static void print_sources(FILE *out, const struct calib_opts *o, const struct calib_pins *pins,
+                          size_t n)
 {
     static const char *const keys[2] = {"max_num_seqs", "kv_capacity_tokens"};
     const bool pinned[2] = {pins->seqs, pins->kv};
     const char *const why[2] = {pins->seqs_why, pins->kv_why};
-    for (int k = 0; k < 2; k++) {
-        char v[64];
-        if (pinned[k] && sim_profile_get(p, keys[k], v, sizeof(v)) == 0)
-            fprintf(out, "%s: %s\n", keys[k], v);
-    }
     if (pins->with_metrics)
         fprintf(out, "# server metrics: %zu of %zu results scraped the server's /metrics\n",
                 pins->with_metrics, n);
@@ -690,8 +734,15 @@ int calib_print(FILE *out, const struct sim_profile *p, const struct calib_opts 
         if (sim_profile_get(p, o->keys[k], v, sizeof(v)) == 0)
             fprintf(out, "%s: %s\n", o->keys[k], v);
     }
+    static const char *const pinned[2] = {"max_num_seqs", "kv_capacity_tokens"};
+    for (int k = 0; pins && k < 2; k++) {
+        char v[64];
+        if ((k ? pins->kv : pins->seqs) && sim_profile_get(p, pinned[k], v, sizeof(v)) == 0)
+            fprintf(out, "%s: %s\n", pinned[k], v);
+    }
+    print_kept(out, p, o, pins);
     if (pins)
-        print_sources(out, p, o, pins, n);
+        print_sources(out, o, pins, n);
     fprintf(out, "# %-44s %-16s %10s %10s %7s\n", "point", "metric", "measured", "model", "error");
     for (size_t i = 0; i < n; i++) {
         const struct calib_point *pt = &pts[i];

@@ -39,7 +39,9 @@
  * wrong shape is an error naming the file and the field.
  *
  * The report (YAML, loadable by `tokenstorm sim --config`): `base:`, the
- * fitted keys, the keys pinned by server metrics, comments naming what was
+ * fitted keys, the keys pinned by server metrics, every other key of the
+ * profile the fit ran on that differs from the base preset (what --set and
+ * --config changed: the file is that whole profile), comments naming what was
  * fitted, pinned (with the evidence) or left at the base profile (with the
  * reason), then the error of the model at every point and metric, and
  * warnings where the model cannot fit: an error over 15% after fitting, a

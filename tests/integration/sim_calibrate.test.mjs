@@ -103,6 +103,12 @@ test('server metrics pin the hidden batch cap and KV cache', { timeout: 180000 }
     assert.match(r.stdout, /^# from server metrics: kv_capacity_tokens: /m);
     assert.match(r.stdout, /^# fitted: t_w_ms, b_ms_per_token$/m);
     assert.match(r.stdout, /^# server metrics: 2 of 2 results/m);
+    // the YAML holds what the fit started from (--set max_model_len) and loads
+    const yaml = path.join(tmp, 'pinned.yaml');
+    fs.writeFileSync(yaml, r.stdout);
+    assert.match(r.stdout, /^max_model_len: 4096$/m);
+    const fitted = await startSim(['--config', yaml]);
+    await fitted.stop();
 
     // the same load without --server-metrics: nothing pinned, and the YAML says why
     const plain = await run('plain10', 10, 40, false);

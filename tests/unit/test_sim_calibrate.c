@@ -349,9 +349,12 @@ static void test_server_metrics_pin(void **state)
         strstr(text, "# from server metrics: max_num_seqs: the batch held 6 sequences"));
     assert_non_null(strstr(text, "# from server metrics: kv_capacity_tokens: "));
     struct sim_profile q;
-    assert_int_equal(sim_profile_preset("tiny", &q), 0);
-    q.max_model_len = 2048;
+    assert_int_equal(sim_profile_preset("llama3-8b-a100", &q), 0);
     assert_int_equal(sim_profile_load_yaml_mem(&q, "fit.yaml", text, len, err, sizeof(err)), 0);
+    assert_int_equal(sim_profile_validate(&q, err, sizeof(err)), 0);
+    assert_int_equal(q.max_model_len, 2048); /* what the fit started from is in it too */
+    assert_non_null(strstr(text, "# as you set them (--set, --config; not the base profile's):\n"
+                                 "max_model_len: 2048\n"));
     assert_int_equal(q.max_num_seqs, 6);
     assert_int_equal(q.kv_capacity_tokens, p.kv_capacity_tokens);
     free(text);
