@@ -716,7 +716,7 @@ static void print_sources(FILE *out, const struct calib_opts *o, const struct ca
         if (pinned[k])
             fprintf(out, "# from server metrics: %s: %s\n", keys[k], why[k]);
         else if (strcmp(why[k], "--set") == 0)
-            fprintf(out, "# kept as --set: %s\n", keys[k]);
+            fprintf(out, "# kept as you set it (--set, --config): %s\n", keys[k]);
         else
             fprintf(out, "# left at the base profile: %s: %s\n", keys[k], why[k]);
     }

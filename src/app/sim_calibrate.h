@@ -32,7 +32,8 @@
  *    sequence: a sequence holds its prompt and, on average, half its output
  *    (reserve-max: all of it) plus half a block; at least
  *    CALIB_KV_MIN_SCRAPES scrapes, and a usage of 1% or more once.
- * A key the caller keeps (calib_opts.keep_*: the user --set it) is not
+ * A key the caller keeps (calib_opts.keep_*: the user --set it, or --config
+ * changed it) is not
  * pinned; neither is one whose value the profile does not validate with
  * (a KV cache below max_model_len). A result without the section, or with
  * parts of it missing, adds nothing (it is not an error); a section of the
@@ -97,7 +98,8 @@ struct calib_opts {
     const char *base;                     /* preset name the profile started from (for `base:`) */
     const char *keys[CALIB_KEYS_MAX + 1]; /* keys to fit, NULL-terminated */
     unsigned max_evals;                   /* bound of model evaluations (0 = 400) */
-    bool keep_seqs, keep_kv; /* never pin max_num_seqs / kv_capacity_tokens (the user set them) */
+    bool keep_seqs, keep_kv; /* never pin max_num_seqs / kv_capacity_tokens (the user set them:
+                                --set, or --config to another value than the preset's) */
     bool no_server;          /* ignore server metrics altogether */
 };
 

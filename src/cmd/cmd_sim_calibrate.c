@@ -34,8 +34,8 @@ static void usage(FILE *out)
             "kv_capacity_tokens, the tokens the running sequences held (prompt, half the\n"
             "output) over the KV usage they showed. The YAML says which keys were fitted,\n"
             "which came from server metrics (and the evidence), and which were left at the\n"
-            "base profile (and why). A key you --set is kept, and written into the YAML\n"
-            "with every other key that differs from the base preset.\n\n"
+            "base profile (and why). A key you --set (or --config) is kept, and written into\n"
+            "the YAML with every other key that differs from the base preset.\n\n"
             "options:\n"
             "  --profile NAME     preset to start from and keep the other keys of "
             "(default " CALIB_DEFAULT_PROFILE ")\n"
@@ -181,8 +181,11 @@ static int fit_and_print(struct calib_cli *c, struct calib_opts *o, struct sim_p
 {
     char err[512];
     struct calib_pins pins;
-    o->keep_seqs = was_set(c, "max_num_seqs");
-    o->keep_kv = was_set(c, "kv_capacity_tokens");
+    struct sim_profile b; /* a key --set or --config changed from the preset is kept */
+    bool preset = sim_profile_preset(c->profile, &b) == 0;
+    o->keep_seqs = was_set(c, "max_num_seqs") || (preset && b.max_num_seqs != p->max_num_seqs);
+    o->keep_kv = was_set(c, "kv_capacity_tokens") ||
+                 (preset && b.kv_capacity_tokens != p->kv_capacity_tokens);
     o->no_server = c->no_server;
     calib_pin(p, o, pts, n, &pins);
     if (calib_fit(p, o, pts, n, err, sizeof(err))) {

@@ -121,7 +121,15 @@ test('server metrics pin the hidden batch cap and KV cache', { timeout: 180000 }
     const k = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
       '--set', 'max_num_seqs=64', '--fit', 't_w_ms', '--max-evals', '20', ...dirs], { timeoutMs: 60000 });
     assert.equal(k.code, 0, k.stderr);
-    assert.match(k.stdout, /^# kept as --set: max_num_seqs$/m);
+    assert.match(k.stdout, /^# kept as you set it \(--set, --config\): max_num_seqs$/m);
+    assert.match(k.stdout, /^max_num_seqs: 64$/m);
+    const cfg = path.join(tmp, 'mine.yaml');
+    fs.writeFileSync(cfg, 'base: tiny\nmax_num_seqs: 8\nmax_model_len: 4096\n');
+    const kc = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--config', cfg,
+      '--fit', 't_w_ms', '--max-evals', '20', ...dirs], { timeoutMs: 60000 });
+    assert.equal(kc.code, 0, kc.stderr);
+    assert.match(kc.stdout, /^max_num_seqs: 8$/m);
+    assert.match(kc.stdout, /^# kept as you set it \(--set, --config\): max_num_seqs$/m);
     assert.match(k.stdout, /^kv_capacity_tokens: /m);
     const n = await runBin(['sim', 'calibrate', '--profile', 'tiny', '--set', 'max_model_len=4096',
       '--no-server-metrics', '--fit', 't_w_ms', '--max-evals', '20', ...dirs], { timeoutMs: 60000 });
