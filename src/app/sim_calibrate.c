@@ -333,7 +333,7 @@ static void pin_seqs(struct sim_profile *p, const struct calib_point *pts, size_
             at = s->at_peak_queued;
         }
     }
-    if (cap < 1) {
+    if (cap < 1 || (kv_bound && kv_bound >= queued)) {
         if (kv_bound && kv_bound >= queued)
             snprintf(out->seqs_why, sizeof(out->seqs_why),
                      "requests waited with the KV cache at least 90%% full at %u of %u scrapes "

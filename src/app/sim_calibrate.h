@@ -26,7 +26,8 @@
  *  - max_num_seqs: the most sequences running at a scrape where requests
  *    were waiting and the KV cache was under CALIB_KV_BOUND full (a batch
  *    at its cap, not a KV-bound one), seen at two scrapes or more of one
- *    result, and never exceeded at any other scrape of any result;
+ *    result, and never exceeded at any other scrape of any result; not when
+ *    most scrapes with a queue had the KV cache that full (a KV-bound server);
  *  - kv_capacity_tokens: the tokens the running sequences held over the
  *    usage they showed, summed over every scrape with a usage and a running
  *    sequence: a sequence holds its prompt and, on average, half its output

@@ -427,6 +427,18 @@ static void test_server_metrics_unused(void **state)
     calib_pin(&p, &o, &pt, 1, &pins);
     assert_false(pins.seqs);
     assert_non_null(strstr(pins.seqs_why, "the KV cache, not max_num_seqs"));
+    /* ... also when a few of the queued scrapes caught the cache just under 90% */
+    assert_int_equal(
+        point_with("\"server_timeline\":[{\"running\":4,\"waiting\":3,\"kv_usage\":0.85},"
+                   "{\"running\":4,\"waiting\":3,\"kv_usage\":0.86},{\"running\":4,"
+                   "\"waiting\":3,\"kv_usage\":0.95},{\"running\":4,\"waiting\":3,"
+                   "\"kv_usage\":0.97},{\"running\":4,\"waiting\":3,\"kv_usage\":0.99}]",
+                   &pt, err, sizeof(err)),
+        0);
+    p = base;
+    calib_pin(&p, &o, &pt, 1, &pins);
+    assert_false(pins.seqs);
+    assert_non_null(strstr(pins.seqs_why, "at 3 of 5 scrapes with a queue"));
     /* waits at a batch smaller than one seen elsewhere are not the cap */
     assert_int_equal(point_with("\"server_timeline\":[{\"running\":2,\"waiting\":1},{\"running\":2,"
                                 "\"waiting\":1},{\"running\":9,\"waiting\":0}]",
