@@ -22,8 +22,8 @@ client's core):
 Reports p50/p99/p99.9/max of each, the differences of the quantiles from the
 direct run (the relay's added latency per event; the runs are separate, so
 the difference is of the distributions, not paired per event), the relay's
-CPU per event (utime+stime over the window / events; nginx: master and
-worker), and the ratios tokenstorm / nginx of CPU per event and added p50 /
+CPU per event (the scheduler's CPU time of its threads over the window, in
+ns, / events; nginx: master and worker), and the ratios tokenstorm / nginx of CPU per event and added p50 /
 p99, with and without the fault. Targets (issue 21): no fault, CPU per event
 and added p50 <= 0.7 x nginx at 100 and 1,000 streams; with the fault
 <= 1.0 x nginx. Also the proxy's own view for the window, from its /metrics
@@ -31,7 +31,9 @@ and added p50 <= 0.7 x nginx at 100 and 1,000 streams; with the fault
 bytes to their write to the client; bucket upper bounds).
 Usage: proxy_overhead.py [--streams 1000,100,10] [--duration 15] [--proxy-core 1]
                          [--proxy-threads N[,N...]] (one per --proxy-core entry)
-                         [--relays proxy,nginx,proxy-fault] [--keep DIR]
+                         [--relays proxy,nginx,proxy-fault] [--repeat N] [--keep DIR]
+With --repeat N every run is made N times in rounds (direct, then each relay)
+and the medians of the rounds' ratios are printed with their range.
 """
 
 import argparse
@@ -40,6 +42,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -470,8 +473,13 @@ def main():
                     help="relays measured beside the direct run, comma-separated: proxy "
                          "(tokenstorm proxy, no fault), proxy-fault (with an sse_jitter of 0 ms "
                          "on every stream), nginx")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of every run at each stream count (the relays' CPU per event "
+                         "moves +-15%% between runs): each round's ratios, then their medians")
     ap.add_argument("--keep", metavar="DIR", help="keep the trace and receive logs in DIR")
     a = ap.parse_args()
+    if not 1 <= a.repeat <= 20:
+        ap.error("--repeat: 1 to 20")
     c.ensure_built()
     relays = a.relays.split(",")
     if not relays or any(r not in ("proxy", "proxy-fault", "nginx") for r in relays):
@@ -493,23 +501,29 @@ def main():
                          "threads": nthr, "fault": JITTER0 if r == "proxy-fault" else None})
     points, all_ratios = [], []
     for streams in [int(x) for x in a.streams.split(",")]:
-        runs = []
-        for relay in plan:
-            work = tempfile.mkdtemp(prefix="bench-po-", dir=c.OUT)
-            try:
-                m = run(streams, a.duration, relay, work)
-            finally:
-                if a.keep:
-                    dst = os.path.join(a.keep, "%d-%s" % (streams, re.sub(
-                        r"[^a-z0-9+-]+", "-", relay_name(relay)).strip("-")))
-                    shutil.rmtree(dst, ignore_errors=True)
-                    shutil.copytree(work, dst)
-                shutil.rmtree(work, ignore_errors=True)
-            show(m)
-            runs.append(m)
-        added, ratios = compare(streams, runs, a.duration)
-        all_ratios += ratios
-        points.append({"streams": streams, "runs": runs, "added_us": added, "ratios": ratios})
+        for rnd in range(a.repeat):
+            runs = []
+            for relay in plan:
+                work = tempfile.mkdtemp(prefix="bench-po-", dir=c.OUT)
+                try:
+                    m = run(streams, a.duration, relay, work)
+                finally:
+                    if a.keep:
+                        dst = os.path.join(a.keep, "%d-%s%s" % (streams, re.sub(
+                            r"[^a-z0-9+-]+", "-", relay_name(relay)).strip("-"),
+                            "-%d" % rnd if a.repeat > 1 else ""))
+                        shutil.rmtree(dst, ignore_errors=True)
+                        shutil.copytree(work, dst)
+                    shutil.rmtree(work, ignore_errors=True)
+                show(m)
+                runs.append(m)
+            added, ratios = compare(streams, runs, a.duration)
+            for r in ratios:
+                r["round"] = rnd
+            all_ratios += ratios
+            points.append({"streams": streams, "round": rnd, "runs": runs, "added_us": added,
+                           "ratios": ratios})
+    medians = median_ratios(all_ratios) if a.repeat > 1 else []
     if all_ratios:
         print("proxy_overhead  tokenstorm / nginx (target, issue 21: no fault <= 0.7 at 100 and "
               "1,000 streams for CPU per event and added p50; with the fault <= 1.0)")
@@ -519,6 +533,14 @@ def main():
             print("  %7d  %4s  %5s  %9s  %9s  %9s%s" % (
                 r["streams"], r["core"], "yes" if r["fault"] else "no", fmt(r["cpu_per_event"]),
                 fmt(r["added_p50"]), fmt(r["added_p99"]), "  (noisy)" if r["noisy"] else ""))
+    if medians:
+        print("proxy_overhead  medians of %d rounds (min-max)" % a.repeat)
+        print("  streams  core  fault  CPU/event         added p50         added p99")
+        rng = lambda m: "n/a" if m is None else "%.2f (%.2f-%.2f)" % (m[0], m[1], m[2])
+        for r in medians:
+            print("  %7d  %4s  %5s  %-16s  %-16s  %-16s" % (
+                r["streams"], r["core"], "yes" if r["fault"] else "no", rng(r["cpu_per_event"]),
+                rng(r["added_p50"]), rng(r["added_p99"])))
     c.write_result("proxy_overhead", {
         "sim": {"profile": "tiny", "set": c.FAST_ENGINE + ["t_w_ms=%g" % (1000 / TOKENS_PER_S
                                                                            - 0.05)],
@@ -532,8 +554,25 @@ def main():
                   "version": nginx_version() if "nginx" in relays else None},
         "relays": relays,
         "points": points,
+        "repeat": a.repeat,
         "ratios": all_ratios,
+        "median_ratios": medians,
     })
+
+
+def median_ratios(ratios):
+    """Per (streams, core, fault): [median, min, max] of each ratio over the rounds."""
+    groups = {}
+    for r in ratios:
+        groups.setdefault((r["streams"], r["core"], bool(r["fault"])), []).append(r)
+    out = []
+    for (streams, core, fault), rs in groups.items():
+        row = {"streams": streams, "core": core, "fault": fault, "rounds": len(rs)}
+        for k in ("cpu_per_event", "added_p50", "added_p99"):
+            v = sorted(x[k] for x in rs if x[k] is not None)
+            row[k] = [round(statistics.median(v), 3), v[0], v[-1]] if v else None
+        out.append(row)
+    return out
 
 
 def nginx_version():
