@@ -13,9 +13,10 @@ simulator on core 0 with the same settings. Over the same steady window of
 each run it measures SSE events (at the simulator: tokens + 4 per finished
 request, + 3 for sseload, which does not ask for usage) and the client's
 CPU time (its threads' run time from the scheduler, common.proc_cpu_s), and
-reports events per client CPU-second and the ratios. --baseline DIR adds a run of DIR/tokenstorm (an older build) beside
-the current one. With --step-ms 0 the engine outruns every client and the
-figures are each client's ceiling on one core instead.
+reports events per client CPU-second and the ratios. --baseline DIR adds a
+run of DIR/tokenstorm (an older build) beside the current one. With
+--step-ms 0 the engine outruns every client and the figures are each
+client's ceiling on one core instead.
 Usage: locust_compare.py [--users 100,1000] [--length 500] [--duration 15]
                          [--rate 20000 | --step-ms MS] [--baseline BUILD_DIR]
 """
