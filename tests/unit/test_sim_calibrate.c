@@ -298,6 +298,19 @@ static int point_with(const char *server, struct calib_point *pt, char *err, siz
     return rc;
 }
 
+/* The tiny preset pinned from one result whose server section is `server`. */
+static struct sim_profile pinned(const char *server, struct calib_pins *pins)
+{
+    struct calib_point pt;
+    char err[512];
+    struct sim_profile p;
+    struct calib_opts o = {.base = "tiny", .keys = {"t_w_ms", NULL}};
+    assert_int_equal(sim_profile_preset("tiny", &p), 0);
+    assert_int_equal(point_with(server, &pt, err, sizeof(err)), 0);
+    calib_pin(&p, &o, &pt, 1, pins);
+    return p;
+}
+
 /* Six sequences at the cap while ten wait, KV 30% full; a scrape in passing at the start. */
 #define AT_CAP                                                                                     \
     "\"server_metrics\":{\"url\":\"http://h/metrics\",\"interval_s\":1,\"flavor\":\"vllm\","       \
@@ -406,56 +419,38 @@ static void test_server_metrics_unused(void **state)
     assert_int_equal(pt.server.scrapes, 0);
     assert_int_equal(point_with("\"server_timeline\":[]", &pt, err, sizeof(err)), 0);
     assert_int_equal(pt.server.scrapes, 0);
-    assert_int_equal(point_with("\"server_timeline\":[{\"running\":4,\"waiting\":3},{\"running\":4,"
-                                "\"waiting\":2},{\"t_s\":9}]",
-                                &pt, err, sizeof(err)),
-                     0);
-    p = base;
-    calib_pin(&p, &o, &pt, 1, &pins);
+    p = pinned("\"server_timeline\":[{\"running\":4,\"waiting\":3},{\"running\":4,"
+               "\"waiting\":2},{\"t_s\":9}]",
+               &pins);
     assert_true(pins.seqs);
     assert_false(pins.kv);
     assert_int_equal(p.max_num_seqs, 4);
     assert_non_null(strstr(pins.kv_why, "too little to measure"));
 
     /* a queue with the KV cache full is the KV cache's cap, not max_num_seqs */
-    assert_int_equal(
-        point_with("\"server_timeline\":[{\"running\":4,\"waiting\":3,\"kv_usage\":0.97},"
-                   "{\"running\":4,\"waiting\":3,\"kv_usage\":0.96}]",
-                   &pt, err, sizeof(err)),
-        0);
-    p = base;
-    calib_pin(&p, &o, &pt, 1, &pins);
+    p = pinned("\"server_timeline\":[{\"running\":4,\"waiting\":3,\"kv_usage\":0.97},"
+               "{\"running\":4,\"waiting\":3,\"kv_usage\":0.96}]",
+               &pins);
     assert_false(pins.seqs);
     assert_non_null(strstr(pins.seqs_why, "the KV cache, not max_num_seqs"));
     /* ... also when a few of the queued scrapes caught the cache just under 90% */
-    assert_int_equal(
-        point_with("\"server_timeline\":[{\"running\":4,\"waiting\":3,\"kv_usage\":0.85},"
-                   "{\"running\":4,\"waiting\":3,\"kv_usage\":0.86},{\"running\":4,"
-                   "\"waiting\":3,\"kv_usage\":0.95},{\"running\":4,\"waiting\":3,"
-                   "\"kv_usage\":0.97},{\"running\":4,\"waiting\":3,\"kv_usage\":0.99}]",
-                   &pt, err, sizeof(err)),
-        0);
-    p = base;
-    calib_pin(&p, &o, &pt, 1, &pins);
+    p = pinned("\"server_timeline\":[{\"running\":4,\"waiting\":3,\"kv_usage\":0.85},"
+               "{\"running\":4,\"waiting\":3,\"kv_usage\":0.86},{\"running\":4,"
+               "\"waiting\":3,\"kv_usage\":0.95},{\"running\":4,\"waiting\":3,"
+               "\"kv_usage\":0.97},{\"running\":4,\"waiting\":3,\"kv_usage\":0.99}]",
+               &pins);
     assert_false(pins.seqs);
     assert_non_null(strstr(pins.seqs_why, "at 3 of 5 scrapes with a queue"));
     /* waits at a batch smaller than one seen elsewhere are not the cap */
-    assert_int_equal(point_with("\"server_timeline\":[{\"running\":2,\"waiting\":1},{\"running\":2,"
-                                "\"waiting\":1},{\"running\":9,\"waiting\":0}]",
-                                &pt, err, sizeof(err)),
-                     0);
-    p = base;
-    calib_pin(&p, &o, &pt, 1, &pins);
+    p = pinned("\"server_timeline\":[{\"running\":2,\"waiting\":1},{\"running\":2,"
+               "\"waiting\":1},{\"running\":9,\"waiting\":0}]",
+               &pins);
     assert_false(pins.seqs);
     assert_non_null(strstr(pins.seqs_why, "but 9 ran at another scrape"));
     /* a KV estimate below max_model_len is not pinned, and says why */
-    assert_int_equal(
-        point_with("\"server_timeline\":[{\"running\":1,\"kv_usage\":0.5},{\"running\":1,"
-                   "\"kv_usage\":0.5},{\"running\":1,\"kv_usage\":0.5}]",
-                   &pt, err, sizeof(err)),
-        0);
-    p = base;
-    calib_pin(&p, &o, &pt, 1, &pins);
+    p = pinned("\"server_timeline\":[{\"running\":1,\"kv_usage\":0.5},{\"running\":1,"
+               "\"kv_usage\":0.5},{\"running\":1,\"kv_usage\":0.5}]",
+               &pins);
     assert_false(pins.kv);
     assert_non_null(strstr(pins.kv_why, "does not fit the profile"));
     assert_int_equal(p.kv_capacity_tokens, base.kv_capacity_tokens);
