@@ -299,7 +299,10 @@ classes:
   assert.deepEqual(reqs.map((q) => q.max_tokens), [3, 3, 3, 3, 3]);
   // input_length tokens of synthesized text, plus the chat request's 7 tokens of framing
   assert.deepEqual(reqs.map((q) => q.prompt_tokens), [47, 48, 49, 50, 51]);
-  assert.ok(reqs.every((q) => q.lag_ms < 50));
+  // never early; late by at most 250 ms, a margin for a busy 2-core machine
+  // (a sender that ignored the offsets would be 75-600 ms early or late)
+  const lags = reqs.map((q) => q.lag_ms);
+  assert.ok(lags.every((l) => l > -1 && l < 250), `schedule lags ${lags.join(', ')} ms`);
 });
 
 const flowYaml = (fallback) => `
