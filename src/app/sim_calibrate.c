@@ -400,9 +400,7 @@ static void pin_kv(struct sim_profile *p, const struct calib_point *pts, size_t 
     q.kv_capacity_tokens = cap < 1 ? 1 : (uint64_t)cap;
     if (sim_profile_validate(&q, verr, sizeof(verr)) != 0) {
         snprintf(out->kv_why, sizeof(out->kv_why),
-                 "the estimate (%.0f tokens) does not fit the "
-                 "profile: %s",
-                 cap, verr);
+                 "the estimate (%.0f tokens) does not fit the profile: %s", cap, verr);
         return;
     }
     *p = q;
@@ -649,6 +647,14 @@ static int warn_points(FILE *out, const struct calib_point *pts, size_t n)
     return warnings;
 }
 
+/* The keys server metrics can pin, and whether each was (k = 0, 1). */
+static const char *const pin_keys[2] = {"max_num_seqs", "kv_capacity_tokens"};
+
+static bool pinned_key(const struct calib_pins *pins, int k)
+{
+    return pins && (k ? pins->kv : pins->seqs);
+}
+
 static bool is_fitted(const struct calib_opts *o, const char *key)
 {
     for (size_t k = 0; o->keys[k]; k++)
@@ -657,22 +663,18 @@ static bool is_fitted(const struct calib_opts *o, const char *key)
     return false;
 }
 
-/* A YAML scalar: plain when it is safe, else double-quoted. */
+/* A YAML scalar: plain when it is safe, else a JSON string (jansson's
+ * escaping), which YAML reads as a double-quoted scalar. */
 static void print_scalar(FILE *out, const char *v)
 {
+    json_t *j = NULL;
     if (*v && strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/+-") ==
-                  strlen(v)) {
-        fprintf(out, "%s\n", v);
-        return;
-    }
-    fputc('"', out);
-    for (; *v; v++) {
-        if (*v == '"' || *v == '\\')
-            fputc('\\', out);
-        if ((unsigned char)*v >= 0x20)
-            fputc(*v, out);
-    }
-    fputs("\"\n", out);
+                  strlen(v))
+        fputs(v, out);
+    else if ((j = json_string(v)) == NULL || json_dumpf(j, out, JSON_ENCODE_ANY) != 0)
+        fputs("\"\"", out); /* not UTF-8, or no memory */
+    json_decref(j);
+    fputc('\n', out);
 }
 
 /* The keys the fit started from that are not the base preset's (--set, --config). */
@@ -685,8 +687,8 @@ static void print_kept(FILE *out, const struct sim_profile *p, const struct cali
     bool header = false;
     for (const char *const *k = sim_profile_keys(); *k; k++) {
         char v[SIM_PROFILE_STR_MAX + 8], bv[SIM_PROFILE_STR_MAX + 8];
-        if (is_fitted(o, *k) || (pins && pins->seqs && strcmp(*k, "max_num_seqs") == 0) ||
-            (pins && pins->kv && strcmp(*k, "kv_capacity_tokens") == 0) ||
+        if (is_fitted(o, *k) || (pinned_key(pins, 0) && strcmp(*k, pin_keys[0]) == 0) ||
+            (pinned_key(pins, 1) && strcmp(*k, pin_keys[1]) == 0) ||
             sim_profile_get(p, *k, v, sizeof(v)) != 0 ||
             sim_profile_get(&b, *k, bv, sizeof(bv)) != 0 || strcmp(v, bv) == 0)
             continue;
@@ -702,8 +704,7 @@ static void print_kept(FILE *out, const struct sim_profile *p, const struct cali
 static void print_sources(FILE *out, const struct calib_opts *o, const struct calib_pins *pins,
                           size_t n)
 {
-    static const char *const keys[2] = {"max_num_seqs", "kv_capacity_tokens"};
-    const bool pinned[2] = {pins->seqs, pins->kv};
+    const bool kept[2] = {o->keep_seqs, o->keep_kv};
     const char *const why[2] = {pins->seqs_why, pins->kv_why};
     if (pins->with_metrics)
         fprintf(out, "# server metrics: %zu of %zu results scraped the server's /metrics\n",
@@ -713,12 +714,12 @@ static void print_sources(FILE *out, const struct calib_opts *o, const struct ca
         fprintf(out, "%s %s", k ? "," : "", o->keys[k]);
     fprintf(out, "\n");
     for (int k = 0; k < 2; k++) {
-        if (pinned[k])
-            fprintf(out, "# from server metrics: %s: %s\n", keys[k], why[k]);
-        else if (strcmp(why[k], "--set") == 0)
-            fprintf(out, "# kept as you set it (--set, --config): %s\n", keys[k]);
+        if (pinned_key(pins, k))
+            fprintf(out, "# from server metrics: %s: %s\n", pin_keys[k], why[k]);
+        else if (kept[k])
+            fprintf(out, "# kept as you set it (--set, --config): %s\n", pin_keys[k]);
         else
-            fprintf(out, "# left at the base profile: %s: %s\n", keys[k], why[k]);
+            fprintf(out, "# left at the base profile: %s: %s\n", pin_keys[k], why[k]);
     }
     fprintf(out, "# left at the base profile (%s): every other key\n", o->base);
 }
@@ -734,11 +735,10 @@ int calib_print(FILE *out, const struct sim_profile *p, const struct calib_opts 
         if (sim_profile_get(p, o->keys[k], v, sizeof(v)) == 0)
             fprintf(out, "%s: %s\n", o->keys[k], v);
     }
-    static const char *const pinned[2] = {"max_num_seqs", "kv_capacity_tokens"};
-    for (int k = 0; pins && k < 2; k++) {
+    for (int k = 0; k < 2; k++) {
         char v[64];
-        if ((k ? pins->kv : pins->seqs) && sim_profile_get(p, pinned[k], v, sizeof(v)) == 0)
-            fprintf(out, "%s: %s\n", pinned[k], v);
+        if (pinned_key(pins, k) && sim_profile_get(p, pin_keys[k], v, sizeof(v)) == 0)
+            fprintf(out, "%s: %s\n", pin_keys[k], v);
     }
     print_kept(out, p, o, pins);
     if (pins)
