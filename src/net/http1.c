@@ -450,7 +450,7 @@ static int conn_read(struct h1_conn *conn)
     }
     uint64_t now = ts_now_ns();
     c->read_ns = now;
-    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(&msg, now) : 0;
+    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(c, &msg, now) : 0;
     conn->rx_ns = stamp && stamp <= now ? stamp : now;
     conn->got_bytes = true;
     if (call->req && call->sent >= call->req_len + call->body_len) {

@@ -374,7 +374,19 @@ static void client_on_idle(uv_idle_t *h)
 /* The wall clock is read for each stamp (the caller has read the monotonic
  * one): a difference kept from stamp to stamp would miss a step of the wall
  * clock between them, and put arrivals before the bytes were sent. */
-uint64_t hc_msg_stamp(const struct msghdr *msg, uint64_t now)
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC. NTP slews both clocks alike, so
+ * it moves only when the wall clock is stepped: read again every 10 ms
+ * instead of a second clock read per receive. */
+static uint64_t wall_offset(struct http_client *c, uint64_t now)
+{
+    if (!c->wall_off_at || now - c->wall_off_at >= 10 * TS_NS_PER_MS) {
+        c->wall_off_ns = ts_wall_ns() - now;
+        c->wall_off_at = now;
+    }
+    return c->wall_off_ns;
+}
+
+uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg, uint64_t now)
 {
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPNS)
@@ -382,10 +394,10 @@ uint64_t hc_msg_stamp(const struct msghdr *msg, uint64_t now)
         struct timespec ts;
         memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
         uint64_t real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-        uint64_t wall = ts_wall_ns();
-        if (real > wall || wall - real > now)
+        uint64_t off = wall_offset(c, now);
+        if (real < off || real - off > now)
             return 0; /* the clocks moved: do not trust it */
-        return now - (wall - real);
+        return real - off;
     }
     return 0;
 }

@@ -200,7 +200,7 @@ void hc_client_defer(struct http_client *c, struct http_call *call);
 void hc_client_handle_closed(struct http_client *c);
 /* The monotonic time of a SCM_TIMESTAMPNS control message in msg, or 0;
  * now: the monotonic clock, read right after the receive. */
-uint64_t hc_msg_stamp(const struct msghdr *msg, uint64_t now);
+uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg, uint64_t now);
 /* Between two sockets' reads: the owner's between_reads, at most every 100 us.
  * now: the monotonic time if the caller just read it, else 0. */
 void hc_between_reads(struct http_client *c, uint64_t now);
