@@ -186,6 +186,10 @@ TS_MUST_CHECK int openai_decode_body(struct openai_decoder *d, const char *body,
  */
 bool openai_chunk_same(const struct openai_chunk *a, const struct openai_chunk *b);
 
+/* Whether the fast path finds known keys by hash, as it should (a new key
+ * that collides makes it scan the lists instead): for tests. */
+bool openai_decoder_keys_hashed(void);
+
 /* The message of the last failed decode ("" after a success). Owned by d. */
 const char *openai_decoder_errmsg(const struct openai_decoder *d);
 

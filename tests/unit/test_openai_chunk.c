@@ -597,6 +597,15 @@ static void test_fast_path_values(void **state)
     assert_true(c.usage.present);
     assert_int_equal(c.usage.total_tokens, 7);
     assert_int_equal(c.usage.prompt_tokens, -1);
+    /* known keys are found by hash; a name of the same length, first and
+     * last byte as a known one ("inbex", "index") is not it, nor is a known
+     * name in another kind of object */
+    assert_true(openai_decoder_keys_hashed());
+    assert_int_equal(
+        decode(&d, "{\"choices\":[{\"inbex\":5,\"index\":2,\"id\":\"x\"}],\"index\":9}", &c), 0);
+    assert_int_equal(c.n_choices, 1);
+    assert_int_equal(c.choices[0].index, 2);
+    assert_null(c.id);
     /* a chunk longer than simdjson's buffer (JSON_SIMD_MAX_TEXT) still
      * takes the fast path, through yajl */
     static char huge[70000 + 64];
