@@ -323,11 +323,17 @@ void exch_fail_flush(struct worker *w)
  * arrive while a big burst is being decoded are timed within ~1 ms of their
  * arrival instead of after the whole burst.
  */
+void exch_rx_keep_polling(struct worker *w)
+{
+    (void)uv_idle_start(&w->rx_idle, rx_idle_cb);
+}
+
 void exch_rx_flush(struct worker *w)
 {
     uint64_t start = ts_now_ns();
     unsigned n = 0;
     exch_fail_flush(w);
+    worker_send_due(w); /* what fell due in the poll phase (a request's end) */
     while (w->rx_head) {
         exch_rx_parse(w->rx_head);
         if (++n % 8 == 0) {
@@ -336,7 +342,8 @@ void exch_rx_flush(struct worker *w)
                 break;
         }
     }
-    if (w->rx_head || w->failed_head)
+    worker_send_due(w); /* ... or while parsing */
+    if (w->rx_head || w->failed_head || w->send_now)
         (void)uv_idle_start(&w->rx_idle, rx_idle_cb);
     else
         (void)uv_idle_stop(&w->rx_idle);

@@ -103,6 +103,7 @@ struct worker {
     uv_async_t cmd;
     uv_check_t check;     /* after each poll pass: parse what arrived (exch_rx_flush) */
     uv_idle_t rx_idle;    /* active while parsing is left over: the next poll won't block */
+    bool send_now;        /* arm() found the next send due: the check phase sends it */
     struct exch *rx_head; /* requests with received bytes not yet parsed */
     /* storage of parsed requests' rx buffers, lent to the next ones that
      * receive: a held stream keeps no receive buffer between reads */
@@ -294,11 +295,15 @@ int exch_start_traffic(struct worker *w, struct ractor *a, struct traffic_req *r
  * last call; first completes the requests that failed to start
  * (exch_fail_flush). */
 void exch_rx_flush(struct worker *w);
+/* Keeps the next poll from blocking, so the check phase (exch_rx_flush)
+ * runs without waiting for I/O. */
+void exch_rx_keep_polling(struct worker *w);
 /* Completes (worker_request_done) the requests that failed to start, those
  * queued before this call; ones queued meanwhile wait for the next pass. */
 void exch_fail_flush(struct worker *w);
-/* Sends what fell due by now (the worker's timer), if anything: called
- * between pieces of long work on the loop so sends are not held up by it. */
+/* Sends what fell due by now (the worker's timer, or what arm() found due
+ * already), if anything: called between pieces of long work on the loop so
+ * sends are not held up by it, and by each check phase. */
 void worker_send_due(struct worker *w);
 /* Records a finished request into the worker's stats (and requests.jsonl) and frees it. */
 void exch_finish(struct exch *x);

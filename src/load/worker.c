@@ -500,6 +500,12 @@ static void on_timer(struct ptimer *t)
  * what such a pass received: send what fell due. */
 void worker_send_due(struct worker *w)
 {
+    if (w->send_now) { /* arm() found it due already */
+        w->send_now = false;
+        if (!w->sending_over && !w->closing)
+            on_timer(&w->timer);
+        return;
+    }
     uint64_t due = w->timer.deadline_ns; /* 0: not armed */
     if (w->sending_over || w->closing || !due)
         return;
@@ -539,6 +545,16 @@ static void arm(struct worker *w)
     }
     if (at > w->run->end_send_ns)
         at = w->run->end_send_ns; /* wake up to notice the end */
+    if (at <= ts_now_ns()) {
+        /* due already (a closed-loop user's next request when one ends):
+         * sent from this loop pass's check phase (worker_send_due from
+         * exch_rx_flush), not through the timerfd, whose arming for "now"
+         * cost a timer reprogramming, an interrupt and three system calls
+         * per request (1.4% of the client's CPU at 100 streams) */
+        w->send_now = true;
+        exch_rx_keep_polling(w);
+        return;
+    }
     int rc = ptimer_start_at(&w->timer, at, on_timer);
     if (rc)
         ts_error("worker %u: timer: %s", w->index, strerror(-rc));
