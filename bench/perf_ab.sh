@@ -6,7 +6,7 @@
 # (a step of STREAMS / 20,000 s), the client on core 1 for 14 s, and
 # `perf stat` counts the client's task-clock and system calls over 6 s of
 # it (~120,000 events). CLIENT: ts (`tokenstorm run`, TOKENSTORM=binary to
-# compare builds) or sse (bench/out/sseload, SSELOAD=binary, SSELOAD_ARGS
+# compare builds, TS_ARGS e.g. "--no-kernel-timestamps") or sse (bench/out/sseload, SSELOAD=binary, SSELOAD_ARGS
 # e.g. "--recv uring"). Traffic stays on 127.0.0.1; the run ends by itself.
 set -euo pipefail
 client=${1:?usage: perf_ab.sh ts|sse STREAMS}
@@ -27,7 +27,7 @@ sleep 0.7
 case "$client" in
 ts) taskset -c 1 "$ts" run --target "http://127.0.0.1:$port" --workers 1 --concurrency "$streams" \
         --duration 14s --output-len fixed:500 --input-len fixed:1 --drain 2s --out "$work/out" -q \
-        >/dev/null 2>&1 & ;;
+        ${TS_ARGS:-} >/dev/null 2>&1 & ;;
 sse) # shellcheck disable=SC2086
     taskset -c 1 "$sseload" --port "$port" --streams "$streams" --warmup 0 --duration 14 \
         --max-tokens 500 --ramp-timeout 30 ${SSELOAD_ARGS:-} >/dev/null 2>&1 & ;;
@@ -35,6 +35,6 @@ sse) # shellcheck disable=SC2086
 esac
 cli=$!
 sleep 4
-perf stat -e task-clock,context-switches,raw_syscalls:sys_enter -p "$cli" -- sleep 6 2>&1 |
-    grep -E "task-clock|context-switches|sys_enter"
+perf stat -e ${PERF_EVENTS:-task-clock,context-switches,raw_syscalls:sys_enter} -p "$cli" -- sleep 6 2>&1 |
+    grep -E "${PERF_GREP:-task-clock|context-switches|sys_enter}"
 wait "$cli" || true
