@@ -103,7 +103,8 @@ void exch_on_chunk(struct exch *x, const struct openai_chunk *c, uint64_t at)
             r->flags |= REQF_ID_CHANGED;
         }
     }
-    reqtrace_note(&x->trace, c->id, c->model);
+    if (!x->trace_noted) /* its lines are cold: not touched per chunk once known */
+        x->trace_noted = reqtrace_note(&x->trace, c->id, c->model);
     if (c->n_choices) {
         /* vLLM's benchmark: the first chunk with choices is the first token,
          * each later one adds an inter-token gap */

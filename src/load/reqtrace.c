@@ -163,12 +163,13 @@ int reqtrace_header_parent(const char *line, struct trace_context *parent)
     return traceparent_parse(v, n, parent) ? TS_PARSE : 1;
 }
 
-void reqtrace_note(struct reqtrace *rt, const char *id, const char *model)
+bool reqtrace_note(struct reqtrace *rt, const char *id, const char *model)
 {
     if (id && !rt->response_id[0])
         otlp_copy_str(rt->response_id, sizeof(rt->response_id), id);
     if (model && !rt->response_model[0])
         otlp_copy_str(rt->response_model, sizeof(rt->response_model), model);
+    return rt->response_id[0] && rt->response_model[0];
 }
 
 static double ms_of(uint64_t ns)

@@ -110,8 +110,9 @@ size_t reqtrace_begin(struct reqtrace *rt, const struct reqtrace_run *t, uint64_
  */
 TS_MUST_CHECK int reqtrace_header_parent(const char *line, struct trace_context *parent);
 
-/* Notes the response's id and model (the first ones seen are kept); NULLs are ignored. */
-void reqtrace_note(struct reqtrace *rt, const char *id, const char *model);
+/* Notes the response's id and model (the first ones seen are kept); NULLs
+ * are ignored. Returns whether both are known now (later calls can stop). */
+bool reqtrace_note(struct reqtrace *rt, const char *id, const char *model);
 
 /*
  * Builds the request's span from its final record and pushes it to the

@@ -223,55 +223,63 @@ extern const struct exch_transport exch_sse_transport;
 extern const struct exch_transport exch_rt_transport;
 
 struct exch {
+    /*
+     * What every stream event touches comes first, together: by its next
+     * event a stream's state has left the cache (the kernel's receives of
+     * the other streams run in between), and each line touched is a miss.
+     * Spread over the struct it was some fifteen lines per event.
+     */
     struct worker *w;
-    struct exch *prev, *next;
-    struct req_record rec;
-    struct work_item item;
     const struct exch_transport *tp;
-    struct http_call *call;
-    struct ws_call *ws;             /* realtime: the connection */
-    struct realtime_decoder *rtdec; /* realtime: the last event (heap, from the first) */
-    bool rt_created;                /* realtime: response.created came */
-    uint64_t rt_done_ns;            /* realtime: when response.done came (E2E ends there) */
-    struct sse_parser sse;
-    struct buf body;                 /* non-streamed responses and error bodies */
     struct chunk_verifier *verifier; /* --integrity hmac */
-    uint32_t user;                   /* closed loop */
     struct ractor *actor;            /* classes: the actor that sent it, else NULL */
-    struct traffic_req treq;         /* classes: what was sent (its item is moved to item) */
-    uint64_t last_choice_ns;
-    /* arrival of each chunk with choices, the first REQ_CHUNK_TIMES_MAX
-     * (vLLM's ITL list; requests.jsonl's chunk_us), 4 bytes a chunk;
-     * unpacked for rec when it ends (exch_finish) */
-    struct chunk_times chunks;
-    char first_id[64];
+    struct exch *rx_prev, *rx_next;
+    /*
+     * Stream bytes are timestamped when they are read and parsed after the
+     * loop's poll pass (exch_rx_flush), so a burst of events on many
+     * streams is timed as it arrives, not as it is decoded one after another.
+     */
+    struct buf rx;
+    unsigned nseg;
+    bool rx_queued;
+    bool sse_mode;
+    bool malformed;
     bool have_id;
     bool saw_done;
     bool saw_finish;
     bool saw_error;
     bool saw_tool_calls; /* a tool call arrived (its arguments are not in the answer text) */
-    bool malformed;
-    bool cut;           /* cancelled by the runner at the end */
-    bool cancelled;     /* abandoned on purpose (--cancel) */
-    uint64_t cancel_at; /* when it is to be abandoned (--cancel); 0: never */
-    bool sse_mode;
-    struct reqtrace trace; /* its trace and span ids, response id and model */
-    struct buf answer;     /* the answer's text, when quality is measured */
-    /*
-     * Stream bytes are timestamped when curl hands them over and parsed after
-     * the loop's poll pass (exch_rx_flush), so a burst of events on many
-     * streams is timed as it arrives, not as it is decoded one after another.
-     */
-    struct buf rx;
+    bool keep_answer;
+    bool trace_noted; /* the trace has the response's id and model */
+    uint64_t last_choice_ns;
+    /* arrival of each chunk with choices, the first REQ_CHUNK_TIMES_MAX
+     * (vLLM's ITL list; requests.jsonl's chunk_us), 4 bytes a chunk;
+     * unpacked for rec when it ends (exch_finish) */
+    struct chunk_times chunks;
     struct {
         size_t end;  /* rx offset where this read ends */
         uint64_t ns; /* when it arrived */
     } rx_seg[8];
-    unsigned nseg;
-    struct exch *rx_prev, *rx_next;
-    bool rx_queued;
-    bool keep_answer;
-    struct exch *failed_next; /* in the worker's failed list */
+    struct sse_parser sse;
+    char first_id[64]; /* compared with each chunk's */
+    struct req_record rec;
+    /* the rest: per request */
+    struct exch *prev, *next;
+    struct work_item item;
+    struct http_call *call;
+    struct ws_call *ws;             /* realtime: the connection */
+    struct realtime_decoder *rtdec; /* realtime: the last event (heap, from the first) */
+    bool rt_created;                /* realtime: response.created came */
+    uint64_t rt_done_ns;            /* realtime: when response.done came (E2E ends there) */
+    struct buf body;                /* non-streamed responses and error bodies */
+    uint32_t user;                  /* closed loop */
+    struct traffic_req treq;        /* classes: what was sent (its item is moved to item) */
+    bool cut;                       /* cancelled by the runner at the end */
+    bool cancelled;                 /* abandoned on purpose (--cancel) */
+    uint64_t cancel_at;             /* when it is to be abandoned (--cancel); 0: never */
+    struct reqtrace trace;          /* its trace and span ids, response id and model */
+    struct buf answer;              /* the answer's text, when quality is measured */
+    struct exch *failed_next;       /* in the worker's failed list */
 };
 
 /*

@@ -79,23 +79,25 @@ struct sse_event {
  * (as after TS_TOOBIG). They must not call sse_parser_* on the same parser.
  */
 struct sse_parser {
-    int (*on_event)(void *ctx, const struct sse_event *ev);
-    /* NULL: comments are dropped */
-    int (*on_comment)(void *ctx, const char *text, size_t len, uint64_t now_ns);
-    void *ctx;
-    size_t max_event_bytes;
-    struct buf line;     /* a line not yet terminated at the end of a feed */
-    struct buf data;     /* the data buffer */
-    struct buf type;     /* the event type buffer */
-    struct buf id;       /* the last event ID buffer */
-    struct buf last_id;  /* the committed last event ID string */
-    int64_t retry_ms;    /* the reconnection time (stream-level), -1 unset */
-    int64_t block_retry; /* retry seen since the last blank line, -1 none */
+    /* what every event touches first (a client holds thousands of parsers,
+     * each cold in the cache by its next event) */
+    int err;             /* sticky error, 0 if none */
     uint8_t bom_seen;    /* BOM bytes matched so far (0..3) */
     bool bom_done;       /* past the possible BOM */
     bool skip_lf;        /* the previous feed ended with CR */
     bool id_dirty;       /* id changed since it was last committed */
-    int err;             /* sticky error, 0 if none */
+    int64_t block_retry; /* retry seen since the last blank line, -1 none */
+    int (*on_event)(void *ctx, const struct sse_event *ev);
+    void *ctx;
+    struct buf line;    /* a line not yet terminated at the end of a feed */
+    struct buf data;    /* the data buffer */
+    struct buf type;    /* the event type buffer */
+    struct buf last_id; /* the committed last event ID string */
+    struct buf id;      /* the last event ID buffer */
+    /* NULL: comments are dropped */
+    int (*on_comment)(void *ctx, const char *text, size_t len, uint64_t now_ns);
+    size_t max_event_bytes;
+    int64_t retry_ms; /* the reconnection time (stream-level), -1 unset */
 };
 
 /*
