@@ -46,9 +46,6 @@ struct http_call {
     const struct http_engine_ops *engine; /* the engine that runs it */
     struct http_call_ops ops;
     void *user;
-    uv_timer_t timer;                   /* connect / ttfb / idle / total deadlines */
-    struct http_client_list link;       /* in client->calls */
-    struct http_client_list defer_link; /* in client->deferred, or alone */
     uint64_t start_ns, first_rx_ns, last_rx_ns, headers_ns;
     uint64_t first_byte_ns, last_byte_ns, bytes;
     uint32_t ttfb_ms, idle_ms, total_ms, connect_ms;
@@ -61,6 +58,11 @@ struct http_call {
      * engine: when the call is set up); NULL while the call has none, so a
      * held stream keeps no text buffers (hc_call_errs) */
     struct hc_errtext *errt;
+    /* not touched per read: after what is (a held stream's call is cold in
+     * the cache by its next read) */
+    uv_timer_t timer;                   /* connect / ttfb / idle / total deadlines */
+    struct http_client_list link;       /* in client->calls */
+    struct http_client_list defer_link; /* in client->deferred, or alone */
 };
 
 /* Bytes of hc_errtext.decode_err, its NUL included. */
