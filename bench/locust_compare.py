@@ -16,15 +16,21 @@ CPU time (its threads' run time from the scheduler, common.proc_cpu_s), and
 reports events per client CPU-second and the ratios. --baseline DIR adds a
 run of DIR/tokenstorm (an older build) beside the current one. With
 --step-ms 0 the engine outruns every client and the figures are each
-client's ceiling on one core instead.
+client's ceiling on one core instead. With --repeat N every client runs N
+times in rounds at each user count, and the medians of the rounds' ratios
+are printed with their range: one client's figure moves by up to 10%
+between runs on this VM (sseload 433,000-480,000 events per CPU-second at
+100 users on one day), more than the margins being checked.
 Usage: locust_compare.py [--users 100,1000] [--length 500] [--duration 15]
                          [--rate 20000 | --step-ms MS] [--baseline BUILD_DIR]
+                         [--repeat N]
 """
 
 import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,14 +123,15 @@ def ratio(x, y):
         x and y and x["events_per_cpu_s"] and y["events_per_cpu_s"]) else None
 
 
-def compare(users, a):
+def compare(users, a, rnd=0):
     """All clients at one number of users; returns their summaries and the ratios."""
     global SETS
     step_ms = a.step_ms if a.step_ms is not None else users / a.rate * 1e3
     SETS = c.FAST_ENGINE + (["t_w_ms=%g" % max(step_ms - 0.05, 0)] if step_ms > 0 else [])
     window = (4.0, a.duration - 1.0)
-    print("locust_compare: %d users, max_tokens %d, %d s each, engine step %s"
-          % (users, a.length, a.duration, "%g ms" % step_ms if step_ms > 0 else "unpaced"))
+    print("locust_compare: %d users, max_tokens %d, %d s each, engine step %s%s"
+          % (users, a.length, a.duration, "%g ms" % step_ms if step_ms > 0 else "unpaced",
+             ", round %d of %d" % (rnd + 1, a.repeat) if a.repeat > 1 else ""))
     lo = summary("locust", run_locust(users, a.length, a.duration, window))
     lj = None
     if not a.no_json_variant:
@@ -144,7 +151,8 @@ def compare(users, a):
              ratios["tokenstorm_over_locust"],
              ", / baseline = %s" % ratios["tokenstorm_over_baseline"] if base else ""))
     sys.stdout.flush()
-    return {"users": users, "step_ms": step_ms, "window_s": list(window), "sim_set": SETS,
+    return {"users": users, "round": rnd, "step_ms": step_ms, "window_s": list(window),
+            "sim_set": SETS,
             "locust": lo, "locust_json": lj, "sseload": raw, "tokenstorm_baseline": base,
             "tokenstorm": ts, "ratios": ratios}
 
@@ -162,7 +170,11 @@ def main():
                     help="also run BUILD_DIR/tokenstorm (e.g. a build of an older commit)")
     ap.add_argument("--no-json-variant", action="store_true",
                     help="skip the Locust run that also parses each event's JSON")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of every client at each user count (medians printed)")
     a = ap.parse_args()
+    if not 1 <= a.repeat <= 20:
+        ap.error("--repeat: 1 to 20")
     users = [int(u) for u in a.users.split(",") if u.strip()]
     if not users or min(users) < 1 or max(users) > 10000:
         sys.exit("locust_compare: --users wants counts from 1 to 10000")
@@ -172,12 +184,33 @@ def main():
                  % LOCUST)
     if a.baseline and not os.path.exists(os.path.join(a.baseline, "tokenstorm")):
         sys.exit("locust_compare: no tokenstorm in %s" % a.baseline)
-    runs = [compare(u, a) for u in users]
+    runs = [compare(u, a, rnd) for u in users for rnd in range(a.repeat)]
+    medians = median_ratios(runs) if a.repeat > 1 else []
+    for m in medians:
+        print("locust_compare: %d users, medians of %d rounds (min-max): %s" % (
+            m["users"], m["rounds"], ", ".join(
+                "%s %s (%s-%s)" % (k, v[0], v[1], v[2]) for k, v in m.items()
+                if isinstance(v, list))))
     c.write_result("locust", {
         "workload": {"users": users, "max_tokens": a.length, "duration_s": a.duration,
-                     "rate": a.rate, "step_ms": a.step_ms},
+                     "rate": a.rate, "step_ms": a.step_ms, "repeat": a.repeat},
         "runs": runs,
+        "median_ratios": medians,
     })
+
+
+def median_ratios(runs):
+    """Per user count: [median, min, max] of each ratio over the rounds."""
+    out = []
+    for users in sorted({r["users"] for r in runs}):
+        rs = [r["ratios"] for r in runs if r["users"] == users]
+        row = {"users": users, "rounds": len(rs)}
+        for k in rs[0]:
+            v = sorted(x[k] for x in rs if x[k] is not None)
+            if v:
+                row[k] = [round(statistics.median(v), 3), v[0], v[-1]]
+        out.append(row)
+    return out
 
 
 if __name__ == "__main__":
