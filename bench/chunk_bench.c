@@ -47,18 +47,49 @@ static int on_event(void *arg, const struct sse_event *ev)
     return 0;
 }
 
-/* Feeds the stream in reads of at most 256 bytes (about one event each, as
- * paced streams arrive) until seconds have passed; returns ns per event. */
-static double run(struct ctx *c, const char *text, size_t len, double seconds)
+/* The stream's reads: one event each (up to and including its blank line,
+ * at most RX_MAX bytes), as a paced stream arrives. */
+#define RX_MAX 4096
+
+static size_t *cut_reads(const char *text, size_t len, size_t *nreads)
+{
+    size_t n = 0, cap = 64;
+    size_t *ends = malloc(cap * sizeof(*ends));
+    for (size_t off = 0; ends && off < len;) {
+        const char *blank = memmem(text + off, len - off, "\n\n", 2);
+        size_t k = blank ? (size_t)(blank + 2 - (text + off)) : len - off;
+        off += k < RX_MAX ? k : RX_MAX;
+        if (n == cap) {
+            size_t *e = realloc(ends, (cap *= 2) * sizeof(*ends));
+            if (!e) {
+                free(ends);
+                return NULL;
+            }
+            ends = e;
+        }
+        ends[n++] = off;
+    }
+    *nreads = n;
+    return ends;
+}
+
+/* Feeds the stream read by read, each copied to a receive buffer and parsed
+ * there in place, as the client does, until seconds have passed; returns ns
+ * per event. */
+static double run(struct ctx *c, const char *text, const size_t *ends, size_t nreads,
+                  double seconds)
 {
     struct sse_parser p;
+    static char rx[RX_MAX];
     uint64_t start = ts_now_ns(), end = start + (uint64_t)(seconds * 1e9);
     c->events = c->failed = 0;
     do {
         sse_parser_init(&p, 0, on_event, c);
-        for (size_t off = 0; off < len; off += 256)
-            if (sse_parser_feed(&p, text + off, len - off < 256 ? len - off : 256, 0))
+        for (size_t i = 0, off = 0; i < nreads; off = ends[i++]) {
+            memcpy(rx, text + off, ends[i] - off);
+            if (sse_parser_feed_inplace(&p, rx, ends[i] - off, 0))
                 break;
+        }
         (void)sse_parser_finish(&p, NULL);
         sse_parser_release(&p);
     } while (ts_now_ns() < end);
@@ -83,13 +114,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "chunk_bench: %s\n", err);
         return 2;
     }
+    size_t nreads = 0;
+    size_t *ends = cut_reads(text, len, &nreads);
+    if (!ends) {
+        fprintf(stderr, "chunk_bench: out of memory\n");
+        return 2;
+    }
     struct ctx c;
     openai_decoder_init(&c.d);
     static const char *const names[] = {"sse only", "sse + fast decode", "sse + full decode"};
     int rc = 0;
     for (int m = M_SSE; m <= M_FULL; m++) {
         c.mode = (enum mode)m;
-        double ns = run(&c, text, len, seconds);
+        double ns = run(&c, text, ends, nreads, seconds);
         printf("%-18s %8.1f ns/event  (%lu events, %lu refused)\n", names[m], ns, c.events,
                c.failed);
         if (!c.events)
@@ -98,6 +135,7 @@ int main(int argc, char **argv)
     printf("fast path took %llu chunks, handed %llu to jansson\n", (unsigned long long)c.d.n_fast,
            (unsigned long long)c.d.n_fallback);
     openai_decoder_release(&c.d);
+    free(ends);
     ts_free(text);
     return rc;
 }

@@ -701,9 +701,9 @@ void exch_cut(struct exch *x)
     x->tp->cancel(x);
 }
 
-static int sse_feed(struct exch *x, const char *p, size_t n, uint64_t at)
+static int sse_feed(struct exch *x, char *p, size_t n, uint64_t at)
 {
-    return sse_parser_feed(&x->sse, p, n, at);
+    return sse_parser_feed_inplace(&x->sse, p, n, at); /* x->rx, parsed once */
 }
 
 static int sse_start(struct exch *x, const struct http_call_spec *spec)

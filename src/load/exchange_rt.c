@@ -148,7 +148,7 @@ static void wsf_after(struct exch *x, const struct realtime_event *ev, bool end,
     }
 }
 
-static int rt_feed(struct exch *x, const char *data, size_t len, uint64_t at)
+static int rt_feed(struct exch *x, char *data, size_t len, uint64_t at)
 {
     struct realtime_event ev;
     const struct wsframes_spec *wsf = x->w->run->cfg->wsframes;

@@ -216,8 +216,10 @@ struct exch_transport {
     void (*cancel)(struct exch *x);
     /* Parses what arrived at `at` (held by exch_rx_push, fed by exch_rx_parse
      * after the loop's poll pass): SSE bytes, or one whole realtime message.
-     * 0, or a negative error: the stream cannot be read further. */
-    int (*feed)(struct exch *x, const char *p, size_t n, uint64_t at);
+     * The bytes (x->rx) are the transport's to overwrite: they are dropped
+     * after the feed. 0, or a negative error: the stream cannot be read
+     * further. */
+    int (*feed)(struct exch *x, char *p, size_t n, uint64_t at);
 };
 extern const struct exch_transport exch_sse_transport;
 extern const struct exch_transport exch_rt_transport;

@@ -26,6 +26,8 @@ void sse_parser_init(struct sse_parser *p, size_t max_event_bytes,
     p->skip_lf = false;
     p->id_dirty = false;
     p->err = 0;
+    p->pend = NULL;
+    p->pend_len = 0;
 }
 
 void sse_parser_set_comment_cb(struct sse_parser *p, int (*on_comment)(void *ctx, const char *text,
@@ -46,8 +48,34 @@ void sse_parser_release(struct sse_parser *p)
 /* True if a line of len bytes still fits in the current event. */
 static bool fits(const struct sse_parser *p, size_t len)
 {
-    size_t used = p->data.len + p->type.len;
+    size_t used = p->data.len + p->pend_len + (p->pend ? 1 : 0) + p->type.len;
     return used <= p->max_event_bytes && len <= p->max_event_bytes - used;
+}
+
+/* Appends "value\n" to the data buffer. */
+static int data_append(struct sse_parser *p, const char *v, size_t vlen)
+{
+    int rc = buf_reserve(&p->data, vlen + 1);
+    if (rc)
+        return rc;
+    memcpy(p->data.data + p->data.len, v, vlen);
+    p->data.len += vlen;
+    p->data.data[p->data.len++] = '\n';
+    p->data.data[p->data.len] = '\0';
+    return 0;
+}
+
+/* Copies the data line left in the caller's bytes (sse_parser_feed_inplace)
+ * into the data buffer, where the next line or feed can add to it. */
+static int unpend(struct sse_parser *p)
+{
+    if (!p->pend)
+        return 0;
+    const char *v = p->pend;
+    p->pend = NULL;
+    int rc = data_append(p, v, p->pend_len);
+    p->pend_len = 0;
+    return rc;
 }
 
 /* Spec "dispatch the event", at a blank line. */
@@ -63,18 +91,31 @@ static int dispatch(struct sse_parser *p, uint64_t now_ns)
     }
     int64_t block_retry = p->block_retry;
     p->block_retry = -1;
-    if (p->data.len == 0) {
+    const char *data;
+    size_t data_len;
+    if (p->pend) {
+        /* one data line, still in the caller's bytes: its terminator,
+         * already read past, becomes the NUL */
+        p->pend[p->pend_len] = '\0';
+        data = p->pend;
+        data_len = p->pend_len;
+        p->pend = NULL;
+        p->pend_len = 0;
+    } else if (p->data.len == 0) {
         buf_reset(&p->type);
         return 0;
+    } else {
+        /* every data field appended "value\n": drop the last LF */
+        p->data.len--;
+        p->data.data[p->data.len] = '\0';
+        data = p->data.data;
+        data_len = p->data.len;
     }
-    /* every data field appended "value\n": drop the last LF */
-    p->data.len--;
-    p->data.data[p->data.len] = '\0';
     struct sse_event ev = {
         .type = p->type.len ? p->type.data : "message",
         .type_len = p->type.len ? p->type.len : 7,
-        .data = p->data.data,
-        .data_len = p->data.len,
+        .data = data,
+        .data_len = data_len,
         .id = buf_cstr(&p->last_id),
         .id_len = p->last_id.len,
         .retry_ms = block_retry,
@@ -101,8 +142,11 @@ static void set_retry(struct sse_parser *p, const char *v, size_t n)
     p->block_retry = ms;
 }
 
-/* Spec "process the field" for one complete, non-blank line. */
-static int process_line(struct sse_parser *p, const char *line, size_t len, uint64_t now_ns)
+/* Spec "process the field" for one complete, non-blank line. mut: the
+ * same line in the caller's writable bytes (sse_parser_feed_inplace), its
+ * terminator after it, or NULL. */
+static int process_line(struct sse_parser *p, const char *line, size_t len, char *mut,
+                        uint64_t now_ns)
 {
     if (len == 0)
         return dispatch(p, now_ns);
@@ -123,13 +167,15 @@ static int process_line(struct sse_parser *p, const char *line, size_t len, uint
     switch (nlen) {
     case 4:
         if (memcmp(line, "data", 4) == 0) {
-            int rc = buf_reserve(&p->data, vlen + 1);
-            if (rc)
-                return rc;
-            memcpy(p->data.data + p->data.len, v, vlen);
-            p->data.len += vlen;
-            p->data.data[p->data.len++] = '\n';
-            p->data.data[p->data.len] = '\0';
+            if (mut && p->data.len == 0 && !p->pend) {
+                /* the event's first data line: left where it is (most
+                 * events have one, and their blank line in the same read) */
+                p->pend = mut + (v - line);
+                p->pend_len = vlen;
+                return 0;
+            }
+            int rc = unpend(p);
+            return rc ? rc : data_append(p, v, vlen);
         }
         return 0;
     case 5:
@@ -183,7 +229,7 @@ static int eat_bom(struct sse_parser *p, const char *s, size_t n)
     return (int)i;
 }
 
-int sse_parser_feed(struct sse_parser *p, const char *bytes, size_t n, uint64_t now_ns)
+static int feed(struct sse_parser *p, const char *bytes, char *mut, size_t n, uint64_t now_ns)
 {
     if (p->err)
         return p->err;
@@ -230,12 +276,12 @@ int sse_parser_feed(struct sse_parser *p, const char *bytes, size_t n, uint64_t 
             rc = hold_partial(p, s, len);
             if (rc)
                 goto fail;
-            rc = process_line(p, p->line.data, p->line.len, now_ns);
+            rc = process_line(p, p->line.data, p->line.len, NULL, now_ns);
             buf_reset(&p->line);
         } else if (!fits(p, len)) {
             rc = TS_TOOBIG;
         } else {
-            rc = process_line(p, s, len, now_ns);
+            rc = process_line(p, s, len, mut ? mut + (s - bytes) : NULL, now_ns);
         }
         if (rc)
             goto fail;
@@ -247,10 +293,25 @@ int sse_parser_feed(struct sse_parser *p, const char *bytes, size_t n, uint64_t 
                 s++;
         }
     }
+    rc = unpend(p); /* the caller's bytes are not kept past the feed */
+    if (rc)
+        goto fail;
     return 0;
 fail:
+    p->pend = NULL;
+    p->pend_len = 0;
     p->err = rc;
     return rc;
+}
+
+int sse_parser_feed(struct sse_parser *p, const char *bytes, size_t n, uint64_t now_ns)
+{
+    return feed(p, bytes, NULL, n, now_ns);
+}
+
+int sse_parser_feed_inplace(struct sse_parser *p, char *bytes, size_t n, uint64_t now_ns)
+{
+    return feed(p, bytes, bytes, n, now_ns);
 }
 
 int sse_parser_finish(struct sse_parser *p, size_t *discarded)

@@ -87,6 +87,10 @@ struct sse_parser {
     bool skip_lf;        /* the previous feed ended with CR */
     bool id_dirty;       /* id changed since it was last committed */
     int64_t block_retry; /* retry seen since the last blank line, -1 none */
+    /* during sse_parser_feed_inplace: the event's only data line so far,
+     * still in the caller's bytes (not in data), or NULL */
+    char *pend;
+    size_t pend_len;
     int (*on_event)(void *ctx, const struct sse_event *ev);
     void *ctx;
     struct buf line;    /* a line not yet terminated at the end of a feed */
@@ -124,6 +128,17 @@ void sse_parser_set_comment_cb(struct sse_parser *p,
  */
 TS_MUST_CHECK int sse_parser_feed(struct sse_parser *p, const char *bytes, size_t n,
                                   uint64_t now_ns);
+/*
+ * sse_parser_feed() over bytes the parser may write to: an event whose only
+ * data line and blank line are both in these bytes is handed to on_event
+ * straight from them, the line's terminator overwritten with the NUL,
+ * instead of through the data buffer (one copy of every event fewer, and
+ * the buffer's cache lines untouched). Events, errors and limits are
+ * exactly those of sse_parser_feed(); nothing points into bytes after it
+ * returns.
+ */
+TS_MUST_CHECK int sse_parser_feed_inplace(struct sse_parser *p, char *bytes, size_t n,
+                                          uint64_t now_ns);
 
 /*
  * Ends the stream. Per spec an event without its closing blank line is

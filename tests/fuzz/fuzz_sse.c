@@ -1,8 +1,11 @@
 /*
  * Fuzz the SSE parser: the input is fed whole and again in pieces whose
- * sizes come from the first bytes; both runs must dispatch exactly the same
- * events (compared by hash) and end with the same error and leftover.
+ * sizes come from the first bytes, and in those pieces once more through
+ * sse_parser_feed_inplace (each piece a heap copy freed after its feed);
+ * all runs must dispatch exactly the same events (compared by hash) and end
+ * with the same error and leftover.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +48,7 @@ static int on_comment(void *ctx, const char *text, size_t len, uint64_t now_ns)
 }
 
 static int run(const uint8_t *data, size_t size, size_t cap, const uint8_t *splits, size_t nsplits,
-               struct digest *d, size_t *left)
+               bool inplace, struct digest *d, size_t *left)
 {
     struct sse_parser p;
     sse_parser_init(&p, cap, on_event, d);
@@ -56,7 +59,16 @@ static int run(const uint8_t *data, size_t size, size_t cap, const uint8_t *spli
         size_t step = nsplits ? (size_t)splits[k++ % nsplits] + 1 : size;
         if (step > size - pos)
             step = size - pos;
-        err = sse_parser_feed(&p, (const char *)data + pos, step, pos);
+        if (inplace) {
+            char *copy = malloc(step);
+            if (!copy)
+                abort();
+            memcpy(copy, data + pos, step);
+            err = sse_parser_feed_inplace(&p, copy, step, pos);
+            free(copy);
+        } else {
+            err = sse_parser_feed(&p, (const char *)data + pos, step, pos);
+        }
         pos += step;
     }
     int ferr = sse_parser_finish(&p, left);
@@ -82,11 +94,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *splits = data + 2;
     data += 2 + nsplits;
     size -= 2 + nsplits;
-    struct digest a = {14695981039346656037ull, 0}, b = a;
-    size_t la = 0, lb = 0;
-    int ea = run(data, size, cap, NULL, 0, &a, &la);
-    int eb = run(data, size, cap, splits, nsplits ? nsplits : 1, &b, &lb);
+    struct digest a = {14695981039346656037ull, 0}, b = a, c = a;
+    size_t la = 0, lb = 0, lc = 0;
+    int ea = run(data, size, cap, NULL, 0, false, &a, &la);
+    int eb = run(data, size, cap, splits, nsplits ? nsplits : 1, false, &b, &lb);
+    int ec = run(data, size, cap, splits, nsplits ? nsplits : 1, true, &c, &lc);
     if (ea != eb || a.h != b.h || a.n != b.n || (!ea && la != lb))
+        abort();
+    if (ec != eb || c.h != b.h || c.n != b.n || (!ec && lc != lb))
         abort();
     return 0;
 }

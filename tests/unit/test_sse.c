@@ -74,6 +74,37 @@ static void rec_init(struct rec *r)
     buf_init(&r->log, 1 << 24);
 }
 
+/* Every test runs twice: with sse_parser_feed and with
+ * sse_parser_feed_inplace over a heap copy of the bytes, freed right after
+ * the feed (ASan: nothing may point into it afterwards). */
+static bool inplace;
+
+static int feed(struct sse_parser *p, const char *s, size_t n, uint64_t now)
+{
+    if (!inplace)
+        return sse_parser_feed(p, s, n, now);
+    char *copy = malloc(n ? n : 1);
+    assert_non_null(copy);
+    memcpy(copy, s, n);
+    int rc = sse_parser_feed_inplace(p, copy, n, now);
+    free(copy);
+    return rc;
+}
+
+static int group_copy(void **state)
+{
+    (void)state;
+    inplace = false;
+    return 0;
+}
+
+static int group_inplace(void **state)
+{
+    (void)state;
+    inplace = true;
+    return 0;
+}
+
 /* Parses s fed in pieces: splits[] are cut points (ascending), then finishes.
  * Returns the first error of feed (or 0) and the log in r. */
 static int run_split(struct rec *r, const char *s, size_t n, const size_t *cuts, size_t ncuts,
@@ -87,7 +118,7 @@ static int run_split(struct rec *r, const char *s, size_t n, const size_t *cuts,
     int err = 0;
     for (size_t i = 0; i <= ncuts; i++) {
         size_t next = i < ncuts ? cuts[i] : n;
-        int rc = sse_parser_feed(&p, s + pos, next - pos, 1000 + i);
+        int rc = feed(&p, s + pos, next - pos, 1000 + i);
         if (rc && !err)
             err = rc;
         if (err)
@@ -397,10 +428,10 @@ static void test_ids_and_retry(void **state)
     rec_init(&r);
     struct sse_parser p;
     sse_parser_init(&p, 0, on_event, &r);
-    assert_int_equal(sse_parser_feed(&p, s, 7, 1), 0);
+    assert_int_equal(feed(&p, s, 7, 1), 0);
     assert_int_equal(r.n_events, 0);
     assert_string_equal(sse_parser_last_event_id(&p), "1");
-    assert_int_equal(sse_parser_feed(&p, s + 7, sizeof(s) - 1 - 7, 2), 0);
+    assert_int_equal(feed(&p, s + 7, sizeof(s) - 1 - 7, 2), 0);
     assert_string_equal(buf_cstr(&r.log), "E type=message id=1 data=a\n"
                                           "E type=message id=1 data=b\n"
                                           "E type=message id=1 retry=300 data=c\n"
@@ -412,11 +443,11 @@ static void test_ids_and_retry(void **state)
 
     /* the id of an unterminated block is not committed; after finish the
      * new stream starts from the committed id */
-    assert_int_equal(sse_parser_feed(&p, "id: 7\n\nid: 8\ndata: x\n", 21, 3), 0);
+    assert_int_equal(feed(&p, "id: 7\n\nid: 8\ndata: x\n", 21, 3), 0);
     assert_string_equal(sse_parser_last_event_id(&p), "7");
     assert_int_equal(sse_parser_finish(&p, NULL), 0);
     buf_reset(&r.log);
-    assert_int_equal(sse_parser_feed(&p, "data: y\n\n", 9, 4), 0);
+    assert_int_equal(feed(&p, "data: y\n\n", 9, 4), 0);
     assert_string_equal(buf_cstr(&r.log), "E type=message id=7 data=y\n");
     sse_parser_release(&p);
     buf_release(&r.log);
@@ -453,15 +484,15 @@ static void test_arrival_time(void **state)
     rec_init(&r);
     struct sse_parser p;
     sse_parser_init(&p, 0, on_event, &r);
-    assert_int_equal(sse_parser_feed(&p, "data: a\n", 8, 100), 0);
+    assert_int_equal(feed(&p, "data: a\n", 8, 100), 0);
     assert_int_equal(r.n_events, 0);
-    assert_int_equal(sse_parser_feed(&p, "\ndata: b\n\r", 10, 200), 0);
+    assert_int_equal(feed(&p, "\ndata: b\n\r", 10, 200), 0);
     assert_int_equal(r.n_events, 2);
     assert_int_equal(r.last_arrival, 200);
     /* the LF after the CR belongs to the same line end: no new event */
-    assert_int_equal(sse_parser_feed(&p, "\ndata: c\n", 9, 300), 0);
+    assert_int_equal(feed(&p, "\ndata: c\n", 9, 300), 0);
     assert_int_equal(r.n_events, 2);
-    assert_int_equal(sse_parser_feed(&p, "\n", 1, 400), 0);
+    assert_int_equal(feed(&p, "\n", 1, 400), 0);
     assert_int_equal(r.n_events, 3);
     assert_int_equal(r.last_arrival, 400);
     assert_string_equal(buf_cstr(&r.log), "E type=message id= data=a\n"
@@ -479,19 +510,19 @@ static void test_cap(void **state)
     /* exactly at the cap: a 16-byte line with an empty event */
     rec_init(&r);
     sse_parser_init(&p, 16, on_event, &r);
-    assert_int_equal(sse_parser_feed(&p, "data: 0123456789\n\n", 18, 1), 0);
+    assert_int_equal(feed(&p, "data: 0123456789\n\n", 18, 1), 0);
     assert_string_equal(buf_cstr(&r.log), "E type=message id= data=0123456789\n");
     /* 17 bytes: too big */
-    assert_int_equal(sse_parser_feed(&p, "data: 01234567890\n", 18, 2), TS_TOOBIG);
-    assert_int_equal(sse_parser_feed(&p, "data: x\n\n", 9, 3), TS_TOOBIG);
+    assert_int_equal(feed(&p, "data: 01234567890\n", 18, 2), TS_TOOBIG);
+    assert_int_equal(feed(&p, "data: x\n\n", 9, 3), TS_TOOBIG);
     assert_int_equal(r.n_events, 1);
     assert_int_equal(sse_parser_finish(&p, NULL), TS_TOOBIG);
     /* a new stream after finish works */
-    assert_int_equal(sse_parser_feed(&p, "data: y\n\n", 9, 4), 0);
+    assert_int_equal(feed(&p, "data: y\n\n", 9, 4), 0);
     assert_int_equal(r.n_events, 2);
     /* data accumulated over lines counts: 8 + 8 = 16 fits, then + 9 does not */
-    assert_int_equal(sse_parser_feed(&p, "data: 0123456\ndata: 01\n", 23, 5), 0);
-    assert_int_equal(sse_parser_feed(&p, "data: 012\n", 10, 6), TS_TOOBIG);
+    assert_int_equal(feed(&p, "data: 0123456\ndata: 01\n", 23, 5), 0);
+    assert_int_equal(feed(&p, "data: 012\n", 10, 6), TS_TOOBIG);
     assert_int_equal(r.n_events, 2);
     assert_int_equal(sse_parser_finish(&p, NULL), TS_TOOBIG);
     sse_parser_release(&p);
@@ -549,9 +580,9 @@ static void test_callback_abort(void **state)
     r.fail_at = 2;
     struct sse_parser p;
     sse_parser_init(&p, 0, on_event, &r);
-    assert_int_equal(sse_parser_feed(&p, "data: 1\n\ndata: 2\n\ndata: 3\n\n", 27, 1), -77);
+    assert_int_equal(feed(&p, "data: 1\n\ndata: 2\n\ndata: 3\n\n", 27, 1), -77);
     assert_int_equal(r.n_events, 2);
-    assert_int_equal(sse_parser_feed(&p, "data: 4\n\n", 9, 2), -77);
+    assert_int_equal(feed(&p, "data: 4\n\n", 9, 2), -77);
     assert_int_equal(r.n_events, 2);
     assert_int_equal(sse_parser_finish(&p, NULL), -77);
     sse_parser_release(&p);
@@ -565,12 +596,13 @@ static void test_alloc_failure(void **state)
     struct sse_parser p;
     sse_parser_init(&p, 0, on_event, &r);
     ts_alloc_fail_after(0);
-    int rc = sse_parser_feed(&p, "data: 1\n\n", 9, 1);
+    /* two data lines: in place, too, the second needs the data buffer */
+    int rc = feed(&p, "data: 1\ndata: 2\n\n", 17, 1);
     ts_alloc_fail_after(-1);
     assert_int_equal(rc, -ENOMEM);
-    assert_int_equal(sse_parser_feed(&p, "data: 1\n\n", 9, 1), -ENOMEM);
+    assert_int_equal(feed(&p, "data: 1\n\n", 9, 1), -ENOMEM);
     assert_int_equal(sse_parser_finish(&p, NULL), -ENOMEM);
-    assert_int_equal(sse_parser_feed(&p, "data: 1\n\n", 9, 1), 0);
+    assert_int_equal(feed(&p, "data: 1\n\n", 9, 1), 0);
     assert_int_equal(r.n_events, 1);
     sse_parser_release(&p);
     buf_release(&r.log);
@@ -645,5 +677,6 @@ int main(void)
         cmocka_unit_test(test_alloc_failure),
         cmocka_unit_test(test_garbage),
     };
-    return cmocka_run_group_tests_name("sse", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("sse", tests, group_copy, NULL);
+    return failed + cmocka_run_group_tests_name("sse in place", tests, group_inplace, NULL);
 }
