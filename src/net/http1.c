@@ -448,10 +448,10 @@ static int conn_read(struct h1_conn *conn)
         conn_eof(conn, n < 0 ? errno : 0);
         return -1;
     }
-    uint64_t now = ts_now_ns();
-    c->read_ns = now;
-    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(c, &msg, now) : 0;
-    conn->rx_ns = stamp && stamp <= now ? stamp : now;
+    /* the kernel's receive time; the clock only without it */
+    uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(c, &msg) : 0;
+    conn->rx_ns = stamp ? stamp : ts_now_ns();
+    c->read_ns = conn->rx_ns;
     conn->got_bytes = true;
     if (call->req && call->sent >= call->req_len + call->body_len) {
         /* answered: never sent again (call_retry_elsewhere), so a held

@@ -374,19 +374,17 @@ static void client_on_idle(uv_idle_t *h)
 /* The wall clock is read for each stamp (the caller has read the monotonic
  * one): a difference kept from stamp to stamp would miss a step of the wall
  * clock between them, and put arrivals before the bytes were sent. */
-/* CLOCK_REALTIME minus CLOCK_MONOTONIC. NTP slews both clocks alike, so
- * it moves only when the wall clock is stepped: read again every 10 ms
- * instead of a second clock read per receive. */
-static uint64_t wall_offset(struct http_client *c, uint64_t now)
-{
-    if (!c->wall_off_at || now - c->wall_off_at >= 10 * TS_NS_PER_MS) {
-        c->wall_off_ns = ts_wall_ns() - now;
-        c->wall_off_at = now;
-    }
-    return c->wall_off_ns;
-}
+/*
+ * CLOCK_REALTIME minus CLOCK_MONOTONIC. NTP slews both clocks alike, so it
+ * moves only when the wall clock is stepped: read again (with the
+ * monotonic clock) only when a stamp falls more than 10 ms from the last
+ * reading, instead of two clock reads per receive. A step of more than
+ * 10 ms either way is caught by its first stamp; a smaller one shifts
+ * stamps by less than 10 ms for less than 10 ms.
+ */
+#define WALL_OFF_SPAN (10 * TS_NS_PER_MS)
 
-uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg, uint64_t now)
+uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg)
 {
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPNS)
@@ -394,10 +392,17 @@ uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg, uint64_t 
         struct timespec ts;
         memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
         uint64_t real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-        uint64_t off = wall_offset(c, now);
-        if (real < off || real - off > now)
+        if (c->wall_off_at && real > c->wall_off_ns) {
+            uint64_t s = real - c->wall_off_ns;
+            if (s < c->wall_off_at + WALL_OFF_SPAN && s + WALL_OFF_SPAN > c->wall_off_at)
+                return s;
+        }
+        uint64_t now = ts_now_ns();
+        c->wall_off_ns = ts_wall_ns() - now;
+        c->wall_off_at = now;
+        if (real < c->wall_off_ns || real - c->wall_off_ns > now)
             return 0; /* the clocks moved: do not trust it */
-        return real - off;
+        return real - c->wall_off_ns;
     }
     return 0;
 }

@@ -252,7 +252,7 @@ struct http_client {
     unsigned open_handles;            /* uv handles not yet closed */
     unsigned n_calls;
     uint64_t between_ns;                     /* last between_reads call */
-    uint64_t read_ns;                        /* when the engine's last read returned */
+    uint64_t read_ns;                        /* the time of the engine's last read */
     uint64_t wall_off_ns, wall_off_at;       /* hc_msg_stamp's clock offset, when read */
     void *engine_state[HTTP_CLIENT_ENGINES]; /* each engine's own (heap) */
     /* The engines' receive buffer: the own engine reads into it, curl's

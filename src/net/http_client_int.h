@@ -200,9 +200,10 @@ int hc_call_body(struct http_call *call, const char *data, size_t len, uint64_t 
 void hc_client_defer(struct http_client *c, struct http_call *call);
 /* A uv handle (or request) counted in open_handles is gone. */
 void hc_client_handle_closed(struct http_client *c);
-/* The monotonic time of a SCM_TIMESTAMPNS control message in msg, or 0;
- * now: the monotonic clock, read right after the receive. */
-uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg, uint64_t now);
+/* The monotonic time of a SCM_TIMESTAMPNS control message in msg, or 0
+ * (none, or the clocks moved). Reads the clocks only every ~10 ms of stamps
+ * (c keeps their offset). */
+uint64_t hc_msg_stamp(struct http_client *c, const struct msghdr *msg);
 /* Between two sockets' reads: the owner's between_reads, at most every 100 us.
  * now: the monotonic time if the caller just read it, else 0. */
 void hc_between_reads(struct http_client *c, uint64_t now);

@@ -193,7 +193,7 @@ static uint64_t sock_rx_stamp(struct http_client *c, int fd)
     };
     if (recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT) <= 0)
         return 0;
-    return hc_msg_stamp(c, &msg, ts_now_ns());
+    return hc_msg_stamp(c, &msg);
 }
 
 /* Right before the loop polls: a new poll pass begins. */
