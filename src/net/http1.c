@@ -452,8 +452,9 @@ static int conn_read(struct h1_conn *conn)
     uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(c, &msg) : 0;
     conn->rx_ns = stamp ? stamp : ts_now_ns();
     c->read_ns = conn->rx_ns;
+    bool first = !conn->got_bytes; /* the call's line with req is cold on later reads */
     conn->got_bytes = true;
-    if (call->req && call->sent >= call->req_len + call->body_len) {
+    if (first && call->req && call->sent >= call->req_len + call->body_len) {
         /* answered: never sent again (call_retry_elsewhere), so a held
          * stream does not keep its request head */
         ts_free(call->req);
