@@ -66,39 +66,51 @@ enum px_state {
 /* One client request (http_request's user); freed by proxy.c once it is
  * DONE and neither its upstream call nor its timer is alive. */
 struct pxreq {
+    /*
+     * What every relayed piece of the body touches comes first, together:
+     * by its next piece a stream's request has left the cache, and each
+     * line touched is a miss (the recording and mirror pointers, checked
+     * per piece, sat 2.3 KB in).
+     */
     struct proxy *p;
     struct proxy_worker *w; /* the loop it runs on */
     struct http_request *req;
     enum px_state state;
+    enum px_mode mode;
     struct http_call *call;
     bool call_running;  /* call is alive: up_on_done has not run */
     bool upstream_done; /* the call ended well (MODE_BODY: the tapped body is ready) */
-    struct rng rng;
-    struct fault *hits[FAULTSET_HITS];
-    size_t nhits;
-    struct fault *f_abort, *f_trunc_resp;
-    struct fault *f_timeout; /* http_timeout: given up at gw_at (0: not forwarded yet) */
-    uint64_t gw_at;
-    enum px_mode mode;
-    struct stream_tap *tap;
-    struct sse_parser sse; /* MODE_SSE */
-    struct buf head;       /* upstream headers as "Name: value\r\n" lines */
-    struct buf pending;    /* body before the head went out / the tapped body */
-    int status;
-    bool have_len; /* the client's response has Content-Length clen (else chunked) */
-    uint64_t clen;
-    uint64_t trunc_left;
-    bool trunc_done; /* http_truncate_response's bytes went out: nothing more is written */
-    uint64_t fwd_at, hdr_at;
-    uint64_t bh_until; /* BLACKHOLE: 0: swallow forever */
-    struct ptimer timer;
-    enum px_timer tstate;
-    struct pxemit *eq_head, *eq_tail;
-    size_t eq_bytes;
+    bool orphan;        /* see orphan_at below */
     /* An end is due at close_at, the close_how way, once the queue is
      * written (tap_close, or a truncation); no more tap output is taken.
      * Set in HOLD_HEAD or STREAMING. */
     bool close_pending;
+    bool trunc_done; /* http_truncate_response's bytes went out: nothing more is written */
+    bool have_len;   /* the client's response has Content-Length clen (else chunked) */
+    bool sse_on;     /* sse was initialised (MODE_SSE, or an orphan's event stream) */
+    struct fault *f_abort, *f_trunc_resp;
+    uint64_t trunc_left;
+    struct pxemit *eq_head, *eq_tail;
+    size_t eq_bytes;
+    /* --record (proxy_record.c): the line being built, NULL when not recording */
+    json_t *rec;
+    struct mirror_pair *mp; /* --mirror: this request's pair until its primary side ends */
+    struct stream_tap *tap;
+    struct sse_parser sse; /* MODE_SSE */
+    /* the rest: per request */
+    struct rng rng;
+    struct fault *hits[FAULTSET_HITS];
+    size_t nhits;
+    struct fault *f_timeout; /* http_timeout: given up at gw_at (0: not forwarded yet) */
+    uint64_t gw_at;
+    struct buf head;    /* upstream headers as "Name: value\r\n" lines */
+    struct buf pending; /* body before the head went out / the tapped body */
+    int status;
+    uint64_t clen;
+    uint64_t fwd_at, hdr_at;
+    uint64_t bh_until; /* BLACKHOLE: 0: swallow forever */
+    struct ptimer timer;
+    enum px_timer tstate;
     uint64_t close_at;
     enum fault_cut close_how;
     struct proxy_trace trace;
@@ -110,17 +122,12 @@ struct pxreq {
     /* Orphaned work: the client left while the upstream call ran; the call
      * was half-closed (the upstream sees its client gone) and what still
      * comes is counted until it ends, or orphan_at + cfg.orphan_max_ns. */
-    bool orphan;
-    bool sse_on; /* sse was initialised (MODE_SSE, or an orphan's event stream) */
     uint64_t orphan_at, orphan_last;
     uint64_t orphan_bytes, orphan_tokens;
-    /* --record (proxy_record.c): the line being built, NULL when not recording */
-    json_t *rec;
     uint64_t rec_t0, rec_last;
     struct sse_parser rec_sse;
     bool rec_sse_on, rec_body_cut;
     struct buf rec_body;
-    struct mirror_pair *mp; /* --mirror: this request's pair until its primary side ends */
 };
 
 /* ---- proxy.c ---- */
