@@ -15,11 +15,13 @@
  * the kernel's share is measured by bench/perf_ab.sh. Build: ninja -C
  * build tests/unit/chunk_bench.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/file.h"
 #include "llm/openai_chunk.h"
@@ -51,26 +53,17 @@ static int on_event(void *arg, const struct sse_event *ev)
  * at most RX_MAX bytes), as a paced stream arrives. */
 #define RX_MAX 4096
 
-static size_t *cut_reads(const char *text, size_t len, size_t *nreads)
+/* The reads' end offsets into ends (size_t each); 0 or -ENOMEM. */
+static int cut_reads(const char *text, size_t len, struct buf *ends)
 {
-    size_t n = 0, cap = 64;
-    size_t *ends = malloc(cap * sizeof(*ends));
-    for (size_t off = 0; ends && off < len;) {
+    for (size_t off = 0; off < len;) {
         const char *blank = memmem(text + off, len - off, "\n\n", 2);
         size_t k = blank ? (size_t)(blank + 2 - (text + off)) : len - off;
         off += k < RX_MAX ? k : RX_MAX;
-        if (n == cap) {
-            size_t *e = realloc(ends, (cap *= 2) * sizeof(*ends));
-            if (!e) {
-                free(ends);
-                return NULL;
-            }
-            ends = e;
-        }
-        ends[n++] = off;
+        if (buf_append(ends, &off, sizeof(off)))
+            return -ENOMEM;
     }
-    *nreads = n;
-    return ends;
+    return 0;
 }
 
 /* Feeds the stream read by read, each copied to a receive buffer and parsed
@@ -114,12 +107,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "chunk_bench: %s\n", err);
         return 2;
     }
-    size_t nreads = 0;
-    size_t *ends = cut_reads(text, len, &nreads);
-    if (!ends) {
+    struct buf cuts;
+    buf_init(&cuts, len * sizeof(size_t) + sizeof(size_t));
+    if (cut_reads(text, len, &cuts)) {
         fprintf(stderr, "chunk_bench: out of memory\n");
         return 2;
     }
+    const size_t *ends = (const size_t *)(const void *)cuts.data;
+    size_t nreads = cuts.len / sizeof(size_t);
     struct ctx c;
     openai_decoder_init(&c.d);
     static const char *const names[] = {"sse only", "sse + fast decode", "sse + full decode"};
@@ -135,7 +130,7 @@ int main(int argc, char **argv)
     printf("fast path took %llu chunks, handed %llu to jansson\n", (unsigned long long)c.d.n_fast,
            (unsigned long long)c.d.n_fallback);
     openai_decoder_release(&c.d);
-    free(ends);
+    buf_release(&cuts);
     ts_free(text);
     return rc;
 }

@@ -1021,7 +1021,7 @@ static int fp_on_end(void *ctx)
  * mispredicted branch or two per key, and the client decodes between the
  * kernel's receives, which leave the branch predictor cold (as many samples
  * as simdjson's stage 2 at 100 paced streams). The hash has no collision
- * among the known keys (test_openai_chunk checks every key is found); were
+ * among the known keys (test_openai_chunk checks the table is in use); were
  * one added that collides, the table is not used and the lists are scanned.
  */
 #define FP_HASH_SIZE 128

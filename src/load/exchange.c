@@ -319,16 +319,16 @@ void exch_fail_flush(struct worker *w)
     }
 }
 
-/*
- * Parses for at most about 1 ms, then lets the loop poll again: bytes that
- * arrive while a big burst is being decoded are timed within ~1 ms of their
- * arrival instead of after the whole burst.
- */
 void exch_rx_keep_polling(struct worker *w)
 {
     (void)uv_idle_start(&w->rx_idle, rx_idle_cb);
 }
 
+/*
+ * Parses for at most about 1 ms, then lets the loop poll again: bytes that
+ * arrive while a big burst is being decoded are timed within ~1 ms of their
+ * arrival instead of after the whole burst.
+ */
 void exch_rx_flush(struct worker *w)
 {
     uint64_t start = ts_now_ns();

@@ -448,9 +448,11 @@ static int conn_read(struct h1_conn *conn)
         conn_eof(conn, n < 0 ? errno : 0);
         return -1;
     }
-    /* the kernel's receive time; the clock only without it */
+    /* the kernel's receive time (never before the call started: a small
+     * step of the wall clock can shift stamps, hc_msg_stamp); the clock
+     * only without it */
     uint64_t stamp = c->cfg.rx_timestamps ? hc_msg_stamp(c, &msg) : 0;
-    conn->rx_ns = stamp ? stamp : ts_now_ns();
+    conn->rx_ns = !stamp ? ts_now_ns() : stamp < call->base.start_ns ? call->base.start_ns : stamp;
     c->read_ns = conn->rx_ns;
     bool first = !conn->got_bytes; /* the call's line with req is cold on later reads */
     conn->got_bytes = true;

@@ -371,16 +371,14 @@ static void client_on_idle(uv_idle_t *h)
 
 /* ---- what the engines share ------------------------------------------------ */
 
-/* The wall clock is read for each stamp (the caller has read the monotonic
- * one): a difference kept from stamp to stamp would miss a step of the wall
- * clock between them, and put arrivals before the bytes were sent. */
 /*
  * CLOCK_REALTIME minus CLOCK_MONOTONIC. NTP slews both clocks alike, so it
  * moves only when the wall clock is stepped: read again (with the
  * monotonic clock) only when a stamp falls more than 10 ms from the last
  * reading, instead of two clock reads per receive. A step of more than
  * 10 ms either way is caught by its first stamp; a smaller one shifts
- * stamps by less than 10 ms for less than 10 ms.
+ * stamps by less than 10 ms for less than 10 ms (the own engine keeps
+ * them from coming before their call started).
  */
 #define WALL_OFF_SPAN (10 * TS_NS_PER_MS)
 

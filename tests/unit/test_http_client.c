@@ -633,6 +633,30 @@ static void test_rx_stamp(void **state)
     assert_true(c.wall_off_at > now);
 }
 
+/* The own engine's kernel stamps never come before their call started,
+ * even when a kept clock offset is off (as after a small step of the wall
+ * clock): here 8 ms early, within the 10 ms it is kept for. */
+static void test_rx_stamp_not_before_start(void **state)
+{
+    (void)state;
+    if (g_engine == HTTP_CLIENT_ENGINE_CURL)
+        return; /* the clamp is the own engine's */
+    struct http_client_config cfg;
+    http_client_config_default(&cfg);
+    cfg.rx_timestamps = true;
+    struct fx *f = fx_new(&cfg);
+    f->expected = 1;
+    uint64_t now = ts_now_ns();
+    f->client.wall_off_ns = ts_wall_ns() - now + 8 * TS_NS_PER_MS;
+    f->client.wall_off_at = now;
+    struct rec *r = fx_get(f, "/hello");
+    fx_run(f);
+    assert_int_equal(r->res.error, HTTP_CALL_OK);
+    assert_true(r->res.first_rx_ns >= r->res.start_ns);
+    assert_true(r->res.first_byte_ns >= r->res.start_ns);
+    ts_free(f);
+}
+
 static void test_get_hello(void **state)
 {
     struct fx *f = fx_new(NULL);
@@ -1498,6 +1522,7 @@ int main(void)
         cmocka_unit_test(test_rx_stamp),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_get_hello),
+        cmocka_unit_test(test_rx_stamp_not_before_start),
         cmocka_unit_test(test_post_echo),
         cmocka_unit_test(test_post_user_agent_override),
         cmocka_unit_test(test_stream_chunks),
