@@ -72,12 +72,12 @@ static const struct type_info types[FAULT_TYPE_COUNT] = {
     [FAULT_RAG_LOWER_SCORES] = {"rag_lower_scores", FAULT_RAG, DOWN, DOWN, "pointer field factor"},
     [FAULT_RAG_LATENCY] = {"rag_latency", FAULT_RAG, DOWN, DOWN, "delay"},
     [FAULT_HTTP_TIMEOUT] = {"http_timeout", FAULT_HTTP, UP, UP, "delay"},
-    [FAULT_WS_DELAY] = {"ws_delay", FAULT_WS, DOWN, DOWN, "delay event"},
-    [FAULT_WS_DROP] = {"ws_drop", FAULT_WS, DOWN, DOWN, "rate after_events event"},
-    [FAULT_WS_DUPLICATE] = {"ws_duplicate", FAULT_WS, DOWN, DOWN, "rate after_events event"},
-    [FAULT_WS_TRUNCATE] = {"ws_truncate", FAULT_WS, DOWN, DOWN, "after_events event"},
-    [FAULT_WS_CLOSE] = {"ws_close", FAULT_WS, DOWN, DOWN, "after_events code text event"},
-    [FAULT_WS_STALL] = {"ws_stall", FAULT_WS, DOWN, DOWN, "after_events delay event"},
+    [FAULT_WS_DELAY] = {"ws_delay", FAULT_WS, DOWN, BOTH, "delay event"},
+    [FAULT_WS_DROP] = {"ws_drop", FAULT_WS, DOWN, BOTH, "rate after_events event"},
+    [FAULT_WS_DUPLICATE] = {"ws_duplicate", FAULT_WS, DOWN, BOTH, "rate after_events event"},
+    [FAULT_WS_TRUNCATE] = {"ws_truncate", FAULT_WS, DOWN, BOTH, "after_events event"},
+    [FAULT_WS_CLOSE] = {"ws_close", FAULT_WS, DOWN, BOTH, "after_events code text event"},
+    [FAULT_WS_STALL] = {"ws_stall", FAULT_WS, DOWN, BOTH, "after_events delay event"},
 };
 
 #undef UP

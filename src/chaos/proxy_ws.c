@@ -3,10 +3,12 @@
  * is forwarded to the upstream (ws:// for http://, wss:// for https://) by
  * net/ws_client; once the upstream answers 101 the client's upgrade is
  * accepted and whole messages are relayed both ways through wslay (net/ws.h
- * on the client side, ws_client on the upstream side). Server->client
- * messages go through the frame faults of ws_faults.h: delayed, dropped,
- * duplicated, swallowed, or replaced by a close. An upstream that refuses
- * the upgrade has its status and body passed on. Runs on the worker's loop.
+ * on the client side, ws_client on the upstream side). Messages go through
+ * the frame faults of ws_faults.h, one tap per direction (the server's to
+ * the client by default, the client's to the server for a fault of
+ * direction upstream or both): delayed, dropped, duplicated, swallowed, or
+ * replaced by a close. An upstream that refuses the upgrade has its status
+ * and body passed on. Runs on the worker's loop.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +38,12 @@ struct pxws_msg {
     char data[];
 };
 
+/* The messages of one direction held back, in order. */
+struct pxws_q {
+    struct pxws_msg *head, *tail;
+    size_t bytes;
+};
+
 struct pxws {
     struct pxws *prev, *next; /* the worker's list */
     struct proxy *p;
@@ -44,15 +52,38 @@ struct pxws {
     struct ws_call *call;     /* the upstream's; NULL once on_done ran */
     struct ws_conn cws;       /* the client side, after the upgrade */
     bool upgraded;
-    struct ws_tap tap;
+    struct ws_tap tap;  /* the server's messages to the client */
+    struct ws_tap utap; /* the client's to the server */
     struct ptimer timer;
     bool timer_on, timer_closing;
-    struct pxws_msg *q_head, *q_tail;
-    size_t q_bytes;
+    struct pxws_q down, up; /* held for the client, for the upstream */
     char accept[WS_ACCEPT_LEN + 1];
 };
 
 static void pxws_flush(struct pxws *s);
+static void pxws_pump(struct pxws *s);
+
+static void pxws_q_release(struct pxws_q *q)
+{
+    while (q->head) {
+        struct pxws_msg *m = q->head;
+        q->head = m->next;
+        ts_free(m);
+    }
+    q->tail = NULL;
+    q->bytes = 0;
+}
+
+/* The first message of q, taken off it. */
+static struct pxws_msg *pxws_q_pop(struct pxws_q *q)
+{
+    struct pxws_msg *m = q->head;
+    q->head = m->next;
+    if (!q->head)
+        q->tail = NULL;
+    q->bytes -= m->len;
+    return m;
+}
 
 static void pxws_timer_closed(struct ptimer *t);
 
@@ -76,12 +107,10 @@ static void pxws_maybe_free(struct pxws *s)
     if (s->next)
         s->next->prev = s->prev;
     ws_tap_release(&s->tap);
+    ws_tap_release(&s->utap);
     ws_conn_release(&s->cws);
-    while (s->q_head) {
-        struct pxws_msg *m = s->q_head;
-        s->q_head = m->next;
-        ts_free(m);
-    }
+    pxws_q_release(&s->down);
+    pxws_q_release(&s->up);
     atomic_fetch_sub_explicit(&s->p->in_flight, 1, memory_order_relaxed);
     struct proxy_worker *w = s->w;
     ts_free(s);
@@ -108,7 +137,7 @@ static void pxws_end(struct pxws *s, bool abort, uint16_t up_code)
             (void)http_stream_end(req);
     }
     if (s->call && s->upgraded)
-        ws_call_close(s->call, up_code ? up_code : WS_CLOSE_GOING_AWAY);
+        ws_call_close(s->call, up_code ? up_code : WS_CLOSE_GOING_AWAY, NULL);
     else if (s->call)
         ws_call_cancel(s->call); /* no 101 yet: nothing to close */
 }
@@ -123,7 +152,32 @@ static int pxws_client_write(struct ws_conn *ws, const void *data, size_t len, v
     return rc == TS_AGAIN ? 0 : rc; /* bounded by the server's write queue */
 }
 
-/* A whole message of the client: to the upstream as it is. */
+static int pxws_queue(struct pxws_q *q, uint64_t at, const char *data, size_t len, bool close,
+                      uint16_t code, const char *reason);
+
+/* Queues what verdict v says of one message (its copies, then a close).
+ * Nonzero: the queue is full. */
+static int pxws_take(struct pxws_q *q, const struct ws_verdict *v, const char *data, size_t len)
+{
+    int rc = 0;
+    for (unsigned i = 0; !rc && i < v->copies; i++)
+        rc = pxws_queue(q, v->at, data, len, false, 0, NULL);
+    if (!rc && v->close)
+        rc = pxws_queue(q, v->at, NULL, 0, true, v->code, v->reason);
+    return rc;
+}
+
+/* A client's message to the upstream as it is. */
+static void pxws_send_up(struct pxws *s, const char *data, size_t len)
+{
+    if (ws_call_send_text(s->call, data, len) != 0)
+        (void)ws_conn_close(&s->cws, WS_CLOSE_SERVER_ERR, "upstream gone");
+    else
+        atomic_fetch_add_explicit(&s->p->ws_messages[0], 1, memory_order_relaxed);
+}
+
+/* A whole message of the client: to the upstream, through the upstream
+ * faults when there are any. Runs inside ws_conn_feed: never frees s. */
 static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *data, size_t len,
                                 void *ctx)
 {
@@ -135,10 +189,35 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
         (void)ws_conn_close(&s->cws, 1003, "only text messages are relayed");
         return;
     }
-    if (ws_call_send_text(s->call, (const char *)data, len) != 0)
-        (void)ws_conn_close(&s->cws, WS_CLOSE_SERVER_ERR, "upstream gone");
-    else
-        atomic_fetch_add_explicit(&s->p->ws_messages[0], 1, memory_order_relaxed);
+    if (!ws_tap_active(&s->utap)) {
+        pxws_send_up(s, (const char *)data, len);
+        return;
+    }
+    char type[WS_EVENT_TYPE_MAX];
+    struct ws_verdict v =
+        ws_tap_message(&s->utap, ws_event_type((const char *)data, len, type), ts_now_ns());
+    if (pxws_take(&s->up, &v, (const char *)data, len) != 0) {
+        (void)ws_conn_close(&s->cws, WS_CLOSE_TOO_BIG, "proxy queue full");
+        pxws_end(s, false, WS_CLOSE_GOING_AWAY);
+        return;
+    }
+    pxws_pump(s);
+}
+
+/* The client's close, answered: passed upstream, after the client's
+ * messages still held back (then by the pump). */
+static void pxws_client_closed(struct pxws *s, uint16_t code)
+{
+    if (!s->up.head || !s->call || !s->upgraded) {
+        pxws_end(s, false, code);
+        return;
+    }
+    struct http_request *req = s->req;
+    s->req = NULL;
+    (void)http_stream_end(req);
+    if (pxws_queue(&s->up, s->up.tail->at, NULL, 0, true, code, NULL) != 0)
+        ws_call_close(s->call, code, NULL);
+    pxws_pump(s);
 }
 
 static const struct ws_conn_ops pxws_client_ops = {
@@ -154,7 +233,7 @@ static void pxws_on_data(struct http_request *req, const char *data, size_t len)
         uint16_t code = ws_conn_close_received(&s->cws) ? ws_conn_close_code(&s->cws) : 0;
         if (code == WS_CLOSE_NO_STATUS || code == WS_CLOSE_ABNORMAL)
             code = WS_CLOSE_NORMAL;
-        pxws_end(s, false, code); /* the client's close, answered: passed upstream */
+        pxws_client_closed(s, code);
     } else if (rc && rc != TS_CLOSED) {
         pxws_end(s, true, WS_CLOSE_GOING_AWAY);
     }
@@ -168,23 +247,35 @@ static void pxws_on_abort(struct http_request *req)
     pxws_maybe_free(s);
 }
 
-/* ---- server -> client, through the faults ---- */
+/* ---- held messages, both ways ---- */
 
 static void pxws_timer_cb(struct ptimer *t)
 {
     pxws_flush(t->data);
 }
 
-/* Sends what is due; arms the timer for the rest. */
-static void pxws_flush(struct pxws *s)
+/* Sends the client's held messages that are due to the upstream: a close
+ * among them closes the upstream, whose answer ends the connection
+ * (up_on_done). */
+static void pxws_pump_up(struct pxws *s, uint64_t now)
+{
+    while (s->call && s->up.head && s->up.head->at <= now) {
+        struct pxws_msg *m = pxws_q_pop(&s->up);
+        if (m->close)
+            ws_call_close(s->call, m->code, m->reason[0] ? m->reason : NULL);
+        else
+            pxws_send_up(s, m->data, m->len);
+        ts_free(m);
+    }
+}
+
+/* Sends what is due both ways; arms the timer for the rest. Never frees s. */
+static void pxws_pump(struct pxws *s)
 {
     uint64_t now = ts_now_ns();
-    while (s->req && s->q_head && s->q_head->at <= now) {
-        struct pxws_msg *m = s->q_head;
-        s->q_head = m->next;
-        if (!s->q_head)
-            s->q_tail = NULL;
-        s->q_bytes -= m->len;
+    pxws_pump_up(s, now);
+    while (s->req && s->down.head && s->down.head->at <= now) {
+        struct pxws_msg *m = pxws_q_pop(&s->down);
         bool close = m->close;
         int rc = close ? ws_conn_close(&s->cws, m->code, m->reason[0] ? m->reason : NULL)
                        : ws_conn_send_text(&s->cws, m->data, m->len);
@@ -197,17 +288,28 @@ static void pxws_flush(struct pxws *s)
             pxws_end(s, !close, close ? WS_CLOSE_GOING_AWAY : 0);
         }
     }
-    if (s->req && s->q_head && s->timer_on && !s->timer_closing &&
-        ptimer_start_at(&s->timer, s->q_head->at, pxws_timer_cb) != 0)
+    uint64_t next = UINT64_MAX;
+    if (s->req && s->down.head)
+        next = s->down.head->at;
+    if (s->call && s->up.head && s->up.head->at < next)
+        next = s->up.head->at;
+    if (next != UINT64_MAX && s->timer_on && !s->timer_closing &&
+        ptimer_start_at(&s->timer, next, pxws_timer_cb) != 0)
         pxws_end(s, true, WS_CLOSE_GOING_AWAY);
+}
+
+/* pxws_pump, then frees s if it is over: only from the loop's callbacks. */
+static void pxws_flush(struct pxws *s)
+{
+    pxws_pump(s);
     pxws_maybe_free(s);
 }
 
 /* Queues a message (or a close: data NULL) to go out at at. */
-static int pxws_queue(struct pxws *s, uint64_t at, const char *data, size_t len, bool close,
+static int pxws_queue(struct pxws_q *q, uint64_t at, const char *data, size_t len, bool close,
                       uint16_t code, const char *reason)
 {
-    if (s->q_bytes + len > PXWS_MAX_QUEUED)
+    if (q->bytes + len > PXWS_MAX_QUEUED)
         return -ENOMEM;
     struct pxws_msg *m = ts_malloc(sizeof *m + len);
     if (!m)
@@ -216,12 +318,12 @@ static int pxws_queue(struct pxws *s, uint64_t at, const char *data, size_t len,
     snprintf(m->reason, sizeof m->reason, "%s", reason ? reason : "");
     if (len)
         memcpy(m->data, data, len);
-    if (s->q_tail)
-        s->q_tail->next = m;
+    if (q->tail)
+        q->tail->next = m;
     else
-        s->q_head = m;
-    s->q_tail = m;
-    s->q_bytes += len;
+        q->head = m;
+    q->tail = m;
+    q->bytes += len;
     return 0;
 }
 
@@ -237,12 +339,7 @@ static void up_on_message(struct ws_call *c, const char *data, size_t len, uint6
     char type[WS_EVENT_TYPE_MAX];
     if (ws_tap_active(&s->tap))
         v = ws_tap_message(&s->tap, ws_event_type(data, len, type), now);
-    int rc = 0;
-    for (unsigned i = 0; !rc && i < v.copies; i++)
-        rc = pxws_queue(s, v.at, data, len, false, 0, NULL);
-    if (!rc && v.close)
-        rc = pxws_queue(s, v.at, NULL, 0, true, v.code, v.reason);
-    if (rc) {
+    if (pxws_take(&s->down, &v, data, len) != 0) {
         (void)ws_conn_close(&s->cws, WS_CLOSE_TOO_BIG, "proxy queue full");
         pxws_end(s, false, WS_CLOSE_GOING_AWAY);
     }
@@ -312,8 +409,8 @@ static void up_on_done(struct ws_call *c, const struct ws_call_result *res, void
         if (res->error == HTTP_CALL_OK && code != WS_CLOSE_ABNORMAL) {
             if (code == WS_CLOSE_NO_STATUS)
                 code = 0;
-            uint64_t at = s->q_tail ? s->q_tail->at : ts_now_ns();
-            if (pxws_queue(s, at, NULL, 0, true, code, NULL) != 0)
+            uint64_t at = s->down.tail ? s->down.tail->at : ts_now_ns();
+            if (pxws_queue(&s->down, at, NULL, 0, true, code, NULL) != 0)
                 pxws_end(s, true, 0);
             pxws_flush(s);
         } else {
@@ -400,7 +497,8 @@ static void pxws_roll(struct pxws *s, struct http_request *req, uint64_t seed)
     pthread_mutex_lock(&s->p->faults_mu);
     size_t n = faultset_roll(&s->p->faults, &fr, 1u << FAULT_WS, ts_now_ns(), hits, FAULTSET_HITS);
     pthread_mutex_unlock(&s->p->faults_mu);
-    ws_tap_init(&s->tap, hits, n, seed);
+    ws_tap_init(&s->tap, hits, n, seed, FAULT_DIR_DOWNSTREAM);
+    ws_tap_init(&s->utap, hits, n, rng_mix64(seed ^ 0x75707374726561ull), FAULT_DIR_UPSTREAM);
     for (size_t i = 0; i < n; i++)
         fault_unref(hits[i]);
 }

@@ -40,13 +40,15 @@ static int ft_index(enum fault_type t)
     }
 }
 
-void ws_tap_init(struct ws_tap *t, struct fault *const *faults, size_t n, uint64_t seed)
+void ws_tap_init(struct ws_tap *t, struct fault *const *faults, size_t n, uint64_t seed,
+                 enum fault_direction dir)
 {
     memset(t, 0, sizeof *t);
     rng_seed(&t->rng, seed);
+    t->up = dir == FAULT_DIR_UPSTREAM;
     for (size_t i = 0; i < n; i++) {
         int j = ft_index(faults[i]->type);
-        if (j < 0 || t->f[j])
+        if (j < 0 || t->f[j] || !(faults[i]->dir & dir))
             continue;
         t->f[j] = fault_ref(faults[i]);
         if (faults[i]->params.unit != FAULT_UNIT_NONE)
@@ -85,14 +87,14 @@ static uint64_t sample_ns(struct ws_tap *t, const struct dist *d)
 }
 
 /* Whether fault j targets events of type: its event, by default the text
- * deltas (any message for ws_delay). */
+ * deltas downstream (any message for ws_delay), any message upstream. */
 static bool targets(const struct ws_tap *t, int j, const char *type)
 {
     const struct fault *f = t->f[j];
     if (!f)
         return false;
     const char *e = f->params.event;
-    if (!strcmp(e, "*") || (!e[0] && j == WS_FT_DELAY))
+    if (!strcmp(e, "*") || (!e[0] && (j == WS_FT_DELAY || t->up)))
         return true;
     if (e[0])
         return !strcmp(type, e);
@@ -155,7 +157,7 @@ struct ws_verdict ws_tap_message(struct ws_tap *t, const char *type, uint64_t no
         v.copies = 0;
         return v;
     }
-    if (!strcmp(type, "response.created")) {
+    if (!t->up && !strcmp(type, "response.created")) {
         memset(t->seen, 0, sizeof t->seen);
         t->swallowing = false;
         t->stalled = false;

@@ -53,7 +53,7 @@ static void rt_open(struct ws_call *c, void *user)
     if (rc) {
         exch_set_error(x, "cannot send response.create: ", rc == TS_PARSE ? err : ts_strerror(rc));
         x->malformed = true;
-        ws_call_close(c, WS_CLOSE_NORMAL);
+        ws_call_close(c, WS_CLOSE_NORMAL, NULL);
     }
 }
 
@@ -111,7 +111,7 @@ static void rt_done(struct exch *x, const struct realtime_event *ev, uint64_t at
         x->rt_done_ns = at;
     r->last_chunk_ns = x->last_choice_ns;
     if (x->ws)
-        ws_call_close(x->ws, WS_CLOSE_NORMAL);
+        ws_call_close(x->ws, WS_CLOSE_NORMAL, NULL);
 }
 
 static void rt_cancel(struct exch *x);
@@ -189,7 +189,7 @@ static int rt_feed(struct exch *x, char *data, size_t len, uint64_t at)
         exch_on_chunk(x, &c, at);
         /* the response was refused (or a gateway's error): nothing more will come */
         if ((!x->rt_created || wsf) && x->ws)
-            ws_call_close(x->ws, WS_CLOSE_NORMAL);
+            ws_call_close(x->ws, WS_CLOSE_NORMAL, NULL);
         break;
     }
     default:

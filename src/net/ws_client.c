@@ -668,12 +668,12 @@ int ws_call_send_text(struct ws_call *c, const char *data, size_t len)
     return ws_conn_send_text(&c->ws, data, len);
 }
 
-void ws_call_close(struct ws_call *c, uint16_t code)
+void ws_call_close(struct ws_call *c, uint16_t code, const char *reason)
 {
     if (c->st != ST_OPEN)
         return;
     c->st = ST_CLOSING;
-    if (ws_conn_close(&c->ws, code, NULL) < 0) {
+    if (ws_conn_close(&c->ws, code, reason) < 0) {
         end_call(c, HTTP_CALL_OK, NULL);
         return;
     }

@@ -6,7 +6,7 @@
  *     ws_call_open(loop, &spec, &ops, user, &call);   // connects
  *     ... on_open(call)          the 101 came: send with ws_call_send_text()
  *     ... on_message(call, ...)  each whole text message, with its read time
- *     ... ws_call_close(call, 1000) when done, or ws_call_cancel(call)
+ *     ... ws_call_close(call, 1000, NULL) when done, or ws_call_cancel(call)
  *     ... on_done(call, &res)    once, always last; the call is freed after
  *
  * ws:// and wss:// (TLS by OpenSSL over memory BIOs, net/ws_tls.h: SNI,
@@ -76,9 +76,10 @@ TS_MUST_CHECK int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec,
 /* Sends one text message (after on_open). 0, TS_CLOSED or -ENOMEM. */
 TS_MUST_CHECK int ws_call_send_text(struct ws_call *c, const char *data, size_t len);
 
-/* Sends a close frame with code and ends the call once the peer answers
- * (or within 2 s). Safe to call more than once. */
-void ws_call_close(struct ws_call *c, uint16_t code);
+/* Sends a close frame with code and reason (NULL: none; cut at 123 bytes)
+ * and ends the call once the peer answers (or within 2 s). Safe to call
+ * more than once. */
+void ws_call_close(struct ws_call *c, uint16_t code, const char *reason);
 
 /* Ends the call now (HTTP_CALL_ERR_ABORTED unless it ended already); on_done follows. */
 void ws_call_cancel(struct ws_call *c);

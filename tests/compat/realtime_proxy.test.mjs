@@ -1,6 +1,7 @@
 // The official `openai` npm client's Realtime WebSocket client (OpenAIRealtimeWS
 // on `ws`) through `tokenstorm proxy` in front of the simulator, under each
-// WebSocket frame fault: what the SDK's events and its socket show. The
+// WebSocket frame fault, on the server's messages and on the SDK's own
+// (direction upstream): what the SDK's events and its socket show. The
 // findings are written up in docs/CHAOS.md ("WebSocket frame faults").
 //
 // As in realtime.test.mjs, `ws` gets a plain socket to the proxy through its
@@ -129,6 +130,52 @@ test('ws_stall: everything arrives, after one long gap', async () => {
   assert.equal(s.deltas.length, 8);
   assert.equal(s.text, s.finalText);
   assert.ok(s.ms >= 750, `${s.ms} ms`);
+});
+
+// Direction upstream: the SDK's own messages on their way to the server.
+test('upstream ws_delay: the SDK\'s messages reach the server later, the answer is whole', async () => {
+  const s = await session({ name: 'ud', type: 'ws_delay', delay: '250ms', direction: 'upstream' });
+  assert.equal(s.deltas.length, 8);
+  assert.equal(s.text, s.finalText);
+  assert.equal(s.errors.length, 0);
+  assert.ok(s.ms >= 230, `${s.ms} ms`);
+});
+
+test('upstream ws_close: the server gets the close; its answer closes the SDK\'s socket', async () => {
+  const s = await session({ name: 'uc', type: 'ws_close', event: 'response.create', code: 4002,
+    text: 'chaos up', direction: 'upstream' }, 3000);
+  assert.equal(s.deltas.length, 0);
+  assert.equal(s.done, null);
+  assert.equal(s.close.code, 4002); // the simulator's answer, passed on
+});
+
+test('a client that closes while its messages are held: they reach the server first', async () => {
+  const metric = async (url, re) => Number(((await (await fetch(url)).text()).match(re) || [0, 0])[1]);
+  const upRe = /^tokenstorm_proxy_websocket_messages_total\{direction="upstream"\} (\d+)/m;
+  const simEnded = async () => (await metric(sim.base + '/metrics', /^tokenstorm_sim_cancelled_total\{[^}]*\} (\d+)/m)) +
+    (await metric(sim.base + '/metrics', /^vllm:request_success_total\{[^}]*finished_reason="length"[^}]*\} (\d+)/m));
+  const up0 = await metric(api + '/metrics', upRe);
+  const ended0 = await simEnded();
+  assert.equal(await fault('POST', '/faults', { name: 'uh', type: 'ws_delay', delay: '300ms', direction: 'upstream' }), 201);
+  try {
+    const { default: WebSocket } = await import('ws');
+    const ws = new WebSocket(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=${encodeURIComponent(model)}`);
+    const closed = new Promise((res) => ws.on('close', (code) => res(code)));
+    await new Promise((res) => ws.on('open', res));
+    ws.send(JSON.stringify({ type: 'response.create', response: { max_output_tokens: 4, ignore_eos: true, instructions: 'Hi.' } }));
+    ws.close(1000);
+    assert.equal(await closed, 1000);
+    let up = up0, ended = ended0;
+    for (let i = 0; i < 60 && (up === up0 || ended === ended0); i++) {
+      await sleep(50);
+      up = await metric(api + '/metrics', upRe);
+      ended = await simEnded();
+    }
+    assert.equal(up, up0 + 1); // response.create went upstream, then the close
+    assert.ok(ended > ended0, 'the simulator ran (or cancelled) the response');
+  } finally {
+    await fault('DELETE', '/faults/uh');
+  }
 });
 
 test('a client that vanishes mid-response: the proxy lets the upstream go', async () => {

@@ -1,7 +1,8 @@
 /*
  * Fuzz the WebSocket frame faults: the first byte picks up to three ws_*
- * faults (their counts and shares from the next bytes), the rest is a
- * sequence of server messages split at '\n', each read by ws_event_type
+ * faults (their counts and shares from the next bytes) and the direction
+ * (bit 6: the client's messages, the faults made "both"), the rest is a
+ * sequence of messages split at '\n', each read by ws_event_type
  * (jansson on arbitrary bytes) and fed to ws_tap_message in virtual time.
  * Checks: the type is NUL-ended, shorter than WS_EVENT_TYPE_MAX and found in
  * the message when not empty; the times of what is sent never go back, no
@@ -58,13 +59,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(specs[5], sizeof specs[5],
              "{\"name\":\"f\",\"type\":\"ws_stall\",\"after_events\":%u,\"delay\":\"%ums\"}", n2,
              n1 * 7);
+    if (pick & 64) /* the client's side: the faults act both ways */
+        for (unsigned i = 0; i < 6; i++) {
+            size_t l = strlen(specs[i]);
+            snprintf(specs[i] + l - 1, sizeof specs[i] - (l - 1), ",\"direction\":\"both\"}");
+        }
     struct fault *fs[3];
     size_t n = 0;
     for (unsigned i = 0; i < 6 && n < 3; i++)
         if (pick & (1u << i))
             fs[n++] = make(specs[i]);
     struct ws_tap t;
-    ws_tap_init(&t, fs, n, pick);
+    ws_tap_init(&t, fs, n, pick, pick & 64 ? FAULT_DIR_UPSTREAM : FAULT_DIR_DOWNSTREAM);
     for (size_t i = 0; i < n; i++)
         fault_unref(fs[i]);
     uint64_t now = 0, last = 0;

@@ -1,7 +1,8 @@
 // `tokenstorm proxy` in front of the simulator's /v1/realtime: the WebSocket
 // upgrade is forwarded, messages relayed both ways, and each frame fault
-// (ws_delay, ws_drop, ws_duplicate, ws_truncate, ws_close, ws_stall) shows in
-// what `tokenstorm run --endpoint realtime` reports through the proxy.
+// (ws_delay, ws_drop, ws_duplicate, ws_truncate, ws_close, ws_stall), on the
+// server's messages and (direction upstream) on the client's, shows in what
+// `tokenstorm run --endpoint realtime` reports through the proxy.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -146,6 +147,53 @@ test('ws_stall: one long gap between deltas', async () => {
   clean(result.streams);
   assert.ok(result.latency.itl.max >= 650, JSON.stringify(result.latency.itl));
   assert.ok(result.summary.p50_itl_ms < 300);
+});
+
+// Direction upstream: the client's messages (the run sends one
+// response.create per request) go through the faults on their way to the
+// server.
+test('upstream ws_delay: each response.create reaches the server later', async () => {
+  const up = await metric('tokenstorm_proxy_websocket_messages_total{direction="upstream"}');
+  const { code, stderr, result, reqs, fault } = await runUnder({ name: 'ud', type: 'ws_delay',
+    delay: '300ms', direction: 'upstream' });
+  assert.equal(code, 0, stderr);
+  assert.equal(result.summary.completed, 3);
+  clean(result.streams);
+  for (const q of reqs) assert.equal(q.content_chunks, 8);
+  assert.ok(result.summary.p50_ttft_ms >= 280, `ttft ${result.summary.p50_ttft_ms}`);
+  assert.equal(fault.direction, 'upstream');
+  assert.ok(fault.injected >= 3);
+  assert.equal(await metric('tokenstorm_proxy_websocket_messages_total{direction="upstream"}'),
+    up + fault.injected);
+});
+
+test('upstream ws_drop of response.create: no response, the run times out', async () => {
+  const { code, result, fault } = await runUnder({ name: 'udr', type: 'ws_drop',
+    event: 'response.create', direction: 'upstream' }, ['--timeout', '1s']);
+  assert.equal(code, 3);
+  assert.equal(result.outcomes.timeout_total, 3);
+  assert.equal(result.summary.total_output_tokens, 0);
+  assert.equal(fault.injected, 3);
+});
+
+test('upstream ws_duplicate of response.create: the server refuses the second', async () => {
+  const { code, result, reqs, fault } = await runUnder({ name: 'udu', type: 'ws_duplicate',
+    event: 'response.create', direction: 'upstream' });
+  assert.equal(code, 3);
+  assert.equal(result.outcomes.stream_error, 3);
+  for (const q of reqs) assert.match(q.error, /conversation_already_has_active_response/);
+  assert.equal(fault.injected, 3);
+});
+
+test('upstream ws_close: the server is closed with the code instead of response.create', async () => {
+  const { code, result, reqs, fault } = await runUnder({ name: 'uc', type: 'ws_close', code: 4001,
+    text: 'chaos', direction: 'upstream' });
+  // the simulator answers the close with its code, which the proxy passes on
+  assert.equal(code, 3);
+  assert.equal(result.streams.bad_close, 3);
+  assert.equal(result.summary.total_output_tokens, 0);
+  for (const q of reqs) assert.match(q.error, /closed with 4001 before response\.done/);
+  assert.equal(fault.injected, 3);
 });
 
 test('fault specs: bad ws_* fields are refused with the field named', async () => {

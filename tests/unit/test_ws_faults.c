@@ -2,8 +2,10 @@
  * test_ws_faults.c - the WebSocket frame faults' decisions in virtual time:
  * which Realtime events each fault targets and counts, the verdict per
  * message (copies, time, close), order kept under delays and stalls, the
- * per-response restart at response.created; the event-type reader; and the
- * ws_* specs of fault.c (defaults, errors, the canonical JSON).
+ * per-response restart at response.created; the client's messages
+ * (direction upstream: any message by default, no restart, each direction
+ * its own tap); the event-type reader; and the ws_* specs of fault.c
+ * (defaults, direction, errors, the canonical JSON).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,7 +38,8 @@ static struct fault *parse(const char *spec)
     return h;
 }
 
-static void tap_of(struct ws_tap *t, const char *spec1, const char *spec2)
+static void tap_dir(struct ws_tap *t, enum fault_direction dir, const char *spec1,
+                    const char *spec2)
 {
     struct fault *fs[2];
     size_t n = 0;
@@ -44,9 +47,14 @@ static void tap_of(struct ws_tap *t, const char *spec1, const char *spec2)
         fs[n++] = parse(spec1);
     if (spec2)
         fs[n++] = parse(spec2);
-    ws_tap_init(t, fs, n, 42);
+    ws_tap_init(t, fs, n, 42, dir);
     for (size_t i = 0; i < n; i++)
         fault_unref(fs[i]);
+}
+
+static void tap_of(struct ws_tap *t, const char *spec1, const char *spec2)
+{
+    tap_dir(t, FAULT_DIR_DOWNSTREAM, spec1, spec2);
 }
 
 static const char *const D = "response.output_text.delta";
@@ -185,6 +193,54 @@ static void test_stall_once_per_response(void **state)
     ws_tap_release(&t);
 }
 
+/* Upstream: the client's messages, all of them by default, counted over
+ * the connection (response.created is the server's: nothing restarts). */
+static void test_upstream(void **state)
+{
+    (void)state;
+    struct ws_tap t;
+    /* a downstream fault (the default) is not in the upstream tap, and back */
+    tap_dir(&t, FAULT_DIR_UPSTREAM, "{\"name\":\"d\",\"type\":\"ws_drop\"}", NULL);
+    assert_false(ws_tap_active(&t));
+    ws_tap_release(&t);
+    const char *up = "{\"name\":\"d\",\"type\":\"ws_drop\",\"after_events\":1,"
+                     "\"direction\":\"upstream\"}";
+    tap_dir(&t, FAULT_DIR_DOWNSTREAM, up, NULL);
+    assert_false(ws_tap_active(&t));
+    ws_tap_release(&t);
+    tap_dir(&t, FAULT_DIR_UPSTREAM, up, NULL);
+    assert_int_equal(ws_tap_message(&t, "session.update", 0).copies, 1);
+    assert_int_equal(ws_tap_message(&t, "response.created", 1).copies, 0); /* no restart */
+    assert_int_equal(ws_tap_message(&t, "response.create", 2).copies, 1);
+    assert_int_equal(t.injected[WS_FT_DROP], 1);
+    ws_tap_release(&t);
+    /* both: each direction counts apart, the fault adds both up */
+    struct fault *f = parse("{\"name\":\"c\",\"type\":\"ws_close\",\"after_events\":1,"
+                            "\"code\":4002,\"direction\":\"both\"}");
+    struct ws_tap dn;
+    ws_tap_init(&t, &f, 1, 1, FAULT_DIR_UPSTREAM);
+    ws_tap_init(&dn, &f, 1, 1, FAULT_DIR_DOWNSTREAM);
+    assert_int_equal(ws_tap_message(&t, "response.create", 0).copies, 1);
+    assert_int_equal(ws_tap_message(&dn, D, 0).copies, 1);
+    assert_int_equal(ws_tap_message(&dn, "response.done", 1).copies, 1); /* not a delta */
+    struct ws_verdict v = ws_tap_message(&t, "input_audio_buffer.append", 2);
+    assert_true(v.close);
+    assert_int_equal(v.code, 4002);
+    assert_true(ws_tap_message(&dn, D, 3).close);
+    assert_int_equal(atomic_load(&f->injected), 2);
+    ws_tap_release(&t);
+    ws_tap_release(&dn);
+    fault_unref(f);
+    /* a stall upstream: once per connection */
+    tap_dir(&t, FAULT_DIR_UPSTREAM,
+            "{\"name\":\"s\",\"type\":\"ws_stall\",\"delay\":\"100ms\",\"direction\":\"upstream\"}",
+            NULL);
+    assert_int_equal(ws_tap_message(&t, "response.create", 0).at, 100 * MS);
+    assert_int_equal(ws_tap_message(&t, "response.created", 1 * MS).at, 100 * MS);
+    assert_int_equal(ws_tap_message(&t, "response.create", 200 * MS).at, 200 * MS);
+    ws_tap_release(&t);
+}
+
 static void test_specs(void **state)
 {
     (void)state;
@@ -198,6 +254,7 @@ static void test_specs(void **state)
         {"{\"name\":\"x\",\"type\":\"ws_drop\",\"event\":\"Bad\"}", "event"},
         {"{\"name\":\"x\",\"type\":\"ws_drop\",\"event\":\"\"}", "event"},
         {"{\"name\":\"x\",\"type\":\"ws_drop\",\"code\":1000}", "does not apply"},
+        {"{\"name\":\"x\",\"type\":\"ws_drop\",\"direction\":\"sideways\"}", "direction"},
         {"{\"name\":\"x\",\"type\":\"sse_truncate\",\"after_events\":1,\"event\":\"a\"}",
          "does not apply"},
     };
@@ -237,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_truncate_swallows_the_response),
         cmocka_unit_test(test_close_with_code),
         cmocka_unit_test(test_stall_once_per_response),
+        cmocka_unit_test(test_upstream),
         cmocka_unit_test(test_specs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
