@@ -208,15 +208,17 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
  * messages still held back (then by the pump). */
 static void pxws_client_closed(struct pxws *s, uint16_t code)
 {
-    if (!s->up.head || !s->call || !s->upgraded) {
+    if (!s->req || !s->up.head || !s->call || !s->upgraded) {
         pxws_end(s, false, code);
         return;
     }
     struct http_request *req = s->req;
     s->req = NULL;
     (void)http_stream_end(req);
-    if (pxws_queue(&s->up, s->up.tail->at, NULL, 0, true, code, NULL) != 0)
+    if (pxws_queue(&s->up, s->up.tail->at, NULL, 0, true, code, NULL) != 0) {
+        pxws_q_release(&s->up); /* nothing may follow the close */
         ws_call_close(s->call, code, NULL);
+    }
     pxws_pump(s);
 }
 
@@ -589,6 +591,10 @@ void proxy_ws_stop(struct proxy_worker *w)
         if (s->req && s->upgraded) {
             (void)ws_conn_close(&s->cws, WS_CLOSE_GOING_AWAY, "proxy shutting down");
             pxws_end(s, false, WS_CLOSE_GOING_AWAY);
+        } else if (s->call && s->upgraded) {
+            /* the client has closed; its held messages are given up */
+            pxws_q_release(&s->up);
+            ws_call_close(s->call, WS_CLOSE_GOING_AWAY, "proxy shutting down");
         }
     }
 }

@@ -178,6 +178,31 @@ test('a client that closes while its messages are held: they reach the server fi
   }
 });
 
+test('proxy SIGTERM while a closed client\'s messages are held: not held for the grace', async () => {
+  const { default: WebSocket } = await import('ws');
+  const p = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0', '--grace', '8s']);
+  try {
+    for (let i = 0; i < 100 && !/control API on http/.test(p.output); i++) await sleep(20);
+    const papi = p.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+    const res = await fetch(papi + '/faults', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'st', type: 'ws_stall', delay: '30s', direction: 'upstream' }) });
+    assert.equal(res.status, 201);
+    const ws = new WebSocket(`ws://127.0.0.1:${p.port}/v1/realtime?model=${encodeURIComponent(model)}`);
+    const closed = new Promise((r) => ws.on('close', (code) => r(code)));
+    await new Promise((r) => ws.on('open', r));
+    ws.send(JSON.stringify({ type: 'response.create', response: { max_output_tokens: 4, ignore_eos: true, instructions: 'Hi.' } }));
+    ws.close(1000);
+    assert.equal(await closed, 1000); // the client's side is over; its message waits upstream
+    const t0 = Date.now();
+    p.proc.kill('SIGTERM');
+    const exit = await p.waitExit();
+    assert.equal(exit.code, 0);
+    assert.ok(Date.now() - t0 < 6000, `${Date.now() - t0} ms: held for the grace`);
+  } finally {
+    await p.stop('SIGKILL');
+  }
+});
+
 test('a client that vanishes mid-response: the proxy lets the upstream go', async () => {
   const { default: WebSocket } = await import('ws');
   const ws = new WebSocket(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=${encodeURIComponent(model)}`);
