@@ -2,8 +2,9 @@
  * proxy_ws.c - WebSocket pass-through of the chaos proxy: an upgrade request
  * is forwarded to the upstream (ws:// for http://, wss:// for https://) by
  * net/ws_client; once the upstream answers 101 the client's upgrade is
- * accepted and whole messages are relayed both ways through wslay (net/ws.h
- * on the client side, ws_client on the upstream side). Messages go through
+ * accepted and whole messages (text or binary, each as it came) are relayed
+ * both ways through wslay (net/ws.h on the client side, ws_client on the
+ * upstream side). Messages go through
  * the frame faults of ws_faults.h, one tap per direction (the server's to
  * the client by default, the client's to the server for a fault of
  * direction upstream or both): delayed, dropped, duplicated, swallowed, or
@@ -32,6 +33,7 @@ struct pxws_msg {
     struct pxws_msg *next;
     uint64_t at;
     bool close;
+    uint8_t opcode; /* WS_OP_TEXT or WS_OP_BINARY (a message) */
     uint16_t code;
     char reason[124];
     size_t len;
@@ -152,25 +154,35 @@ static int pxws_client_write(struct ws_conn *ws, const void *data, size_t len, v
     return rc == TS_AGAIN ? 0 : rc; /* bounded by the server's write queue */
 }
 
-static int pxws_queue(struct pxws_q *q, uint64_t at, const char *data, size_t len, bool close,
-                      uint16_t code, const char *reason);
+static int pxws_queue(struct pxws_q *q, uint64_t at, int opcode, const char *data, size_t len,
+                      bool close, uint16_t code, const char *reason);
 
 /* Queues what verdict v says of one message (its copies, then a close).
  * Nonzero: the queue is full. */
-static int pxws_take(struct pxws_q *q, const struct ws_verdict *v, const char *data, size_t len)
+static int pxws_take(struct pxws_q *q, const struct ws_verdict *v, int opcode, const char *data,
+                     size_t len)
 {
     int rc = 0;
     for (unsigned i = 0; !rc && i < v->copies; i++)
-        rc = pxws_queue(q, v->at, data, len, false, 0, NULL);
+        rc = pxws_queue(q, v->at, opcode, data, len, false, 0, NULL);
     if (!rc && v->close)
-        rc = pxws_queue(q, v->at, NULL, 0, true, v->code, v->reason);
+        rc = pxws_queue(q, v->at, 0, NULL, 0, true, v->code, v->reason);
     return rc;
 }
 
-/* A client's message to the upstream as it is. */
-static void pxws_send_up(struct pxws *s, const char *data, size_t len)
+/* The Realtime event type of a message: "" for a binary one. */
+static const char *pxws_type(int opcode, const char *data, size_t len, char type[WS_EVENT_TYPE_MAX])
 {
-    if (ws_call_send_text(s->call, data, len) != 0)
+    if (opcode == WS_OP_TEXT)
+        return ws_event_type(data, len, type);
+    type[0] = '\0';
+    return type;
+}
+
+/* A client's message to the upstream as it is. */
+static void pxws_send_up(struct pxws *s, int opcode, const char *data, size_t len)
+{
+    if (ws_call_send(s->call, opcode, data, len) != 0)
         (void)ws_conn_close(&s->cws, WS_CLOSE_SERVER_ERR, "upstream gone");
     else
         atomic_fetch_add_explicit(&s->p->ws_messages[0], 1, memory_order_relaxed);
@@ -183,20 +195,16 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
 {
     struct pxws *s = ctx;
     (void)ws;
+    const char *d = (const char *)data;
     if (!s->call)
         return;
-    if (opcode != WS_OP_TEXT) {
-        (void)ws_conn_close(&s->cws, 1003, "only text messages are relayed");
-        return;
-    }
     if (!ws_tap_active(&s->utap)) {
-        pxws_send_up(s, (const char *)data, len);
+        pxws_send_up(s, opcode, d, len);
         return;
     }
     char type[WS_EVENT_TYPE_MAX];
-    struct ws_verdict v =
-        ws_tap_message(&s->utap, ws_event_type((const char *)data, len, type), ts_now_ns());
-    if (pxws_take(&s->up, &v, (const char *)data, len) != 0) {
+    struct ws_verdict v = ws_tap_message(&s->utap, pxws_type(opcode, d, len, type), ts_now_ns());
+    if (pxws_take(&s->up, &v, opcode, d, len) != 0) {
         (void)ws_conn_close(&s->cws, WS_CLOSE_TOO_BIG, "proxy queue full");
         pxws_end(s, false, WS_CLOSE_GOING_AWAY);
         return;
@@ -215,7 +223,7 @@ static void pxws_client_closed(struct pxws *s, uint16_t code)
     struct http_request *req = s->req;
     s->req = NULL;
     (void)http_stream_end(req);
-    if (pxws_queue(&s->up, s->up.tail->at, NULL, 0, true, code, NULL) != 0) {
+    if (pxws_queue(&s->up, s->up.tail->at, 0, NULL, 0, true, code, NULL) != 0) {
         pxws_q_release(&s->up); /* nothing may follow the close */
         ws_call_close(s->call, code, NULL);
     }
@@ -266,7 +274,7 @@ static void pxws_pump_up(struct pxws *s, uint64_t now)
         if (m->close)
             ws_call_close(s->call, m->code, m->reason[0] ? m->reason : NULL);
         else
-            pxws_send_up(s, m->data, m->len);
+            pxws_send_up(s, m->opcode, m->data, m->len);
         ts_free(m);
     }
 }
@@ -280,7 +288,7 @@ static void pxws_pump(struct pxws *s)
         struct pxws_msg *m = pxws_q_pop(&s->down);
         bool close = m->close;
         int rc = close ? ws_conn_close(&s->cws, m->code, m->reason[0] ? m->reason : NULL)
-                       : ws_conn_send_text(&s->cws, m->data, m->len);
+                       : ws_conn_send(&s->cws, m->opcode, m->data, m->len);
         if (!close && !rc)
             atomic_fetch_add_explicit(&s->p->ws_messages[1], 1, memory_order_relaxed);
         ts_free(m);
@@ -308,15 +316,16 @@ static void pxws_flush(struct pxws *s)
 }
 
 /* Queues a message (or a close: data NULL) to go out at at. */
-static int pxws_queue(struct pxws_q *q, uint64_t at, const char *data, size_t len, bool close,
-                      uint16_t code, const char *reason)
+static int pxws_queue(struct pxws_q *q, uint64_t at, int opcode, const char *data, size_t len,
+                      bool close, uint16_t code, const char *reason)
 {
     if (q->bytes + len > PXWS_MAX_QUEUED)
         return -ENOMEM;
     struct pxws_msg *m = ts_malloc(sizeof *m + len);
     if (!m)
         return -ENOMEM;
-    *m = (struct pxws_msg){.at = at, .close = close, .code = code, .len = len};
+    *m = (struct pxws_msg){
+        .at = at, .close = close, .opcode = (uint8_t)opcode, .code = code, .len = len};
     snprintf(m->reason, sizeof m->reason, "%s", reason ? reason : "");
     if (len)
         memcpy(m->data, data, len);
@@ -329,7 +338,8 @@ static int pxws_queue(struct pxws_q *q, uint64_t at, const char *data, size_t le
     return 0;
 }
 
-static void up_on_message(struct ws_call *c, const char *data, size_t len, uint64_t at, void *user)
+static void up_on_message(struct ws_call *c, int opcode, const char *data, size_t len, uint64_t at,
+                          void *user)
 {
     struct pxws *s = user;
     (void)c;
@@ -340,8 +350,8 @@ static void up_on_message(struct ws_call *c, const char *data, size_t len, uint6
     struct ws_verdict v = {.copies = 1, .at = now, .reason = ""};
     char type[WS_EVENT_TYPE_MAX];
     if (ws_tap_active(&s->tap))
-        v = ws_tap_message(&s->tap, ws_event_type(data, len, type), now);
-    if (pxws_take(&s->down, &v, data, len) != 0) {
+        v = ws_tap_message(&s->tap, pxws_type(opcode, data, len, type), now);
+    if (pxws_take(&s->down, &v, opcode, data, len) != 0) {
         (void)ws_conn_close(&s->cws, WS_CLOSE_TOO_BIG, "proxy queue full");
         pxws_end(s, false, WS_CLOSE_GOING_AWAY);
     }
@@ -412,7 +422,7 @@ static void up_on_done(struct ws_call *c, const struct ws_call_result *res, void
             if (code == WS_CLOSE_NO_STATUS)
                 code = 0;
             uint64_t at = s->down.tail ? s->down.tail->at : ts_now_ns();
-            if (pxws_queue(&s->down, at, NULL, 0, true, code, NULL) != 0)
+            if (pxws_queue(&s->down, at, 0, NULL, 0, true, code, NULL) != 0)
                 pxws_end(s, true, 0);
             pxws_flush(s);
         } else {

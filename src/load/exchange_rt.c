@@ -118,10 +118,12 @@ static void rt_cancel(struct exch *x);
 
 /* Time first, decode later: the message waits with its arrival time for
  * the worker's check pass (exch_rx_parse), as SSE bytes do. */
-static void rt_message(struct ws_call *call, const char *data, size_t len, uint64_t at, void *user)
+static void rt_message(struct ws_call *call, int opcode, const char *data, size_t len, uint64_t at,
+                       void *user)
 {
     struct exch *x = user;
     (void)call;
+    (void)opcode; /* a binary message is decoded as an event too, and refused there */
     if (!x->rec.first_byte_ns)
         x->rec.first_byte_ns = at;
     if (exch_rx_push(x, data, len, at, true))

@@ -137,9 +137,16 @@ int ws_conn_feed(struct ws_conn *ws, const void *data, size_t len)
 
 int ws_conn_send_text(struct ws_conn *ws, const void *data, size_t len)
 {
+    return ws_conn_send(ws, WS_OP_TEXT, data, len);
+}
+
+int ws_conn_send(struct ws_conn *ws, int opcode, const void *data, size_t len)
+{
+    if (opcode != WS_OP_TEXT && opcode != WS_OP_BINARY)
+        return -EINVAL;
     if (!ws->wslay || ws->failed || wslay_event_get_close_sent(ws->wslay))
         return TS_CLOSED;
-    struct wslay_event_msg m = {WSLAY_TEXT_FRAME, data, len};
+    struct wslay_event_msg m = {(uint8_t)opcode, data, len};
     int rc = wslay_event_queue_msg(ws->wslay, &m);
     if (rc == WSLAY_ERR_NOMEM)
         return -ENOMEM;

@@ -103,8 +103,12 @@ void ws_conn_release(struct ws_conn *ws);
  */
 TS_MUST_CHECK int ws_conn_feed(struct ws_conn *ws, const void *data, size_t len);
 
-/* Queues one text message and writes its frame. Returns 0, TS_CLOSED (a
- * close was sent or writing failed) or -ENOMEM. */
+/* Queues one message, opcode WS_OP_TEXT or WS_OP_BINARY, and writes its
+ * frame. Returns 0, TS_CLOSED (a close was sent or writing failed),
+ * -EINVAL (another opcode) or -ENOMEM. */
+TS_MUST_CHECK int ws_conn_send(struct ws_conn *ws, int opcode, const void *data, size_t len);
+
+/* ws_conn_send(ws, WS_OP_TEXT, data, len). */
 TS_MUST_CHECK int ws_conn_send_text(struct ws_conn *ws, const void *data, size_t len);
 
 /*

@@ -236,9 +236,8 @@ static void ws_message(struct ws_conn *ws, int opcode, const uint8_t *data, size
 {
     struct ws_call *c = ctx;
     (void)ws;
-    (void)opcode;
     if (c->st == ST_OPEN || c->st == ST_CLOSING)
-        c->ops->on_message(c, (const char *)data, len, c->read_at, c->user);
+        c->ops->on_message(c, opcode, (const char *)data, len, c->read_at, c->user);
 }
 
 static const struct ws_conn_ops ws_ops = {.on_message = ws_message, .write = ws_write};
@@ -663,9 +662,14 @@ int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec, const struct 
 
 int ws_call_send_text(struct ws_call *c, const char *data, size_t len)
 {
+    return ws_call_send(c, WS_OP_TEXT, data, len);
+}
+
+int ws_call_send(struct ws_call *c, int opcode, const char *data, size_t len)
+{
     if (c->st != ST_OPEN)
         return TS_CLOSED;
-    return ws_conn_send_text(&c->ws, data, len);
+    return ws_conn_send(&c->ws, opcode, data, len);
 }
 
 void ws_call_close(struct ws_call *c, uint16_t code, const char *reason)

@@ -61,8 +61,10 @@ struct ws_call_result {
 
 struct ws_call_ops {
     void (*on_open)(struct ws_call *c, void *user);
-    /* a whole text or binary message; at: when its last bytes were read */
-    void (*on_message)(struct ws_call *c, const char *data, size_t len, uint64_t at, void *user);
+    /* a whole message, opcode WS_OP_TEXT or WS_OP_BINARY; at: when its
+     * last bytes were read */
+    void (*on_message)(struct ws_call *c, int opcode, const char *data, size_t len, uint64_t at,
+                       void *user);
     void (*on_done)(struct ws_call *c, const struct ws_call_result *res, void *user);
 };
 
@@ -75,6 +77,9 @@ TS_MUST_CHECK int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec,
 
 /* Sends one text message (after on_open). 0, TS_CLOSED or -ENOMEM. */
 TS_MUST_CHECK int ws_call_send_text(struct ws_call *c, const char *data, size_t len);
+/* Sends one message of opcode WS_OP_TEXT or WS_OP_BINARY (after on_open).
+ * 0, TS_CLOSED, -EINVAL (another opcode) or -ENOMEM. */
+TS_MUST_CHECK int ws_call_send(struct ws_call *c, int opcode, const char *data, size_t len);
 
 /* Sends a close frame with code and reason (NULL: none; cut at 123 bytes)
  * and ends the call once the peer answers (or within 2 s). Safe to call

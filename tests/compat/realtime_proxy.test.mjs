@@ -203,6 +203,44 @@ test('proxy SIGTERM while a closed client\'s messages are held: not held for the
   }
 });
 
+test('binary and text messages pass both ways as they came (a `ws` echo server upstream)', async () => {
+  const { default: WebSocket, WebSocketServer } = await import('ws');
+  const echo = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => echo.on('listening', r));
+  echo.on('connection', (s) => s.on('message', (data, isBinary) => s.send(data, { binary: isBinary })));
+  const p = await startServer(['proxy', '--upstream', `http://127.0.0.1:${echo.address().port}`,
+    '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0']);
+  // sends msgs on one connection through the proxy; resolves with the first n answers
+  const exchange = (msgs, n) => new Promise((res, rej) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${p.port}/echo`);
+    const got = [];
+    const t = setTimeout(() => { ws.terminate(); rej(new Error(`${got.length} of ${n} answers`)); }, 5000);
+    ws.on('open', () => { for (const m of msgs) ws.send(m); });
+    ws.on('message', (data, isBinary) => {
+      got.push({ data: Buffer.from(data), isBinary });
+      if (got.length === n) { clearTimeout(t); ws.close(1000); res(got); }
+    });
+    ws.on('error', rej);
+  });
+  try {
+    for (let i = 0; i < 100 && !/control API on http/.test(p.output); i++) await sleep(20);
+    const papi = p.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+    const bin = Buffer.from([0xff, 0x00, 0x80, 0x62]); // not UTF-8: a text frame would be refused
+    let got = await exchange([bin, 'héllo'], 2);
+    assert.deepEqual(got[0], { data: bin, isBinary: true });
+    assert.deepEqual(got[1], { data: Buffer.from('héllo'), isBinary: false });
+    // an upstream fault acts on binary messages too (no event type: "any message")
+    const res = await fetch(papi + '/faults', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'dup', type: 'ws_duplicate', direction: 'upstream' }) });
+    assert.equal(res.status, 201);
+    got = await exchange([bin], 2);
+    assert.deepEqual(got, [{ data: bin, isBinary: true }, { data: bin, isBinary: true }]);
+  } finally {
+    await p.stop('SIGKILL');
+    echo.close();
+  }
+});
+
 test('a client that vanishes mid-response: the proxy lets the upstream go', async () => {
   const { default: WebSocket } = await import('ws');
   const ws = new WebSocket(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=${encodeURIComponent(model)}`);

@@ -205,12 +205,11 @@ static int echo_write(struct ws_conn *ws, const void *p, size_t n, void *ctx)
 
 static void echo_msg(struct ws_conn *ws, int op, const uint8_t *p, size_t n, void *ctx)
 {
-    (void)op;
     (void)ctx;
     if (n == 5 && !memcmp(p, "close", 5))
         (void)ws_conn_close(ws, 4000, "asked");
     else
-        assert_int_equal(ws_conn_send_text(ws, p, n), 0);
+        assert_int_equal(ws_conn_send(ws, op, p, n), 0); /* as it came: text or binary */
 }
 
 static const struct ws_conn_ops echo_ops = {.on_message = echo_msg, .write = echo_write};
@@ -253,6 +252,7 @@ static void echo_request(struct http_request *req, void *ctx)
 
 struct client_log {
     int opened, messages, done;
+    bool binary_echoed; /* the binary message came back as binary, byte for byte */
     char last[64];
     struct ws_call_result res;
     char error[256];
@@ -266,13 +266,21 @@ static void cl_open(struct ws_call *c, void *user)
     assert_int_equal(ws_call_send_text(c, "hello", 5), 0);
 }
 
-static void cl_msg(struct ws_call *c, const char *p, size_t n, uint64_t at, void *user)
+static const char bin[] = {'\xff', '\0', '\x80', 'b'}; /* not UTF-8 */
+
+static void cl_msg(struct ws_call *c, int op, const char *p, size_t n, uint64_t at, void *user)
 {
     struct client_log *l = user;
     assert_true(at > 0);
-    snprintf(l->last, sizeof(l->last), "%.*s", (int)n, p);
-    if (++l->messages == 1)
+    if (++l->messages == 1) {
+        assert_int_equal(op, WS_OP_TEXT);
+        snprintf(l->last, sizeof(l->last), "%.*s", (int)n, p);
+        assert_int_equal(ws_call_send(c, 7, bin, sizeof bin), -EINVAL);
+        assert_int_equal(ws_call_send(c, WS_OP_BINARY, bin, sizeof bin), 0);
+    } else {
+        l->binary_echoed = op == WS_OP_BINARY && n == sizeof bin && !memcmp(p, bin, n);
         assert_int_equal(ws_call_send_text(c, "close", 5), 0);
+    }
 }
 
 static void cl_done(struct ws_call *c, const struct ws_call_result *res, void *user)
@@ -328,8 +336,9 @@ static void test_client_round_trip_and_close_code(void **state)
     run_client(&log, false);
     assert_int_equal(log.done, 1);
     assert_int_equal(log.opened, 1);
-    assert_int_equal(log.messages, 1);
+    assert_int_equal(log.messages, 2);
     assert_string_equal(log.last, "hello");
+    assert_true(log.binary_echoed);
     assert_int_equal(log.res.status, 101);
     assert_int_equal(log.res.error, HTTP_CALL_OK);
     assert_int_equal(log.res.close_code, 4000);
