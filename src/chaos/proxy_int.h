@@ -184,6 +184,10 @@ void px_mirror_primary_done(struct pxreq *x, const struct http_call_result *res)
  * it closes. Without a hit, or out of memory, the connection is left as it
  * is. */
 void px_tcp_roll(struct pxreq *x, uint64_t now);
+/* The same for a WebSocket upgrade request req (proxy_ws.c): the shaper
+ * acts on every byte to the client, frames included; seed gives the
+ * shaper's generator its seed. Those that act upstream do not apply. */
+void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now);
 
 /*
  * The shaper for the request bytes x forwards upstream, from the TCP faults

@@ -210,9 +210,12 @@ static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t no
     }
 }
 
-void px_tcp_roll(struct pxreq *x, uint64_t now)
+/* Rolls the TCP faults of req's connection and shapes its output with
+ * them: each hit is counted by count(arg, hit); seed is drawn only when
+ * one hit. */
+static void pxconn_roll(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now,
+                        void (*count)(void *arg, struct fault *f), void *arg)
 {
-    struct proxy *p = x->p;
     struct fault *hits[FAULTSET_HITS];
     pthread_mutex_lock(&p->faults_mu);
     size_t n = faultset_roll(&p->faults, NULL, 1u << FAULT_TCP, now, hits, FAULTSET_HITS);
@@ -227,13 +230,34 @@ void px_tcp_roll(struct pxreq *x, uint64_t now)
     }
     memcpy(k->hits, hits, n * sizeof hits[0]);
     k->nhits = n;
-    rng_seed(&k->rng, rng_next_u64(&x->rng));
+    rng_seed(&k->rng, rng_next_u64(seed));
     struct http_shaper sh = {pxconn_allow, 0, pxconn_release, k};
     for (size_t i = 0; i < n; i++)
-        px_count(x, hits[i]);
+        count(arg, hits[i]);
     pxconn_setup(k, FAULT_DIR_DOWNSTREAM, now, &sh.close_delay_ns);
-    if (http_request_set_shaper(x->req, &sh) != 0)
+    if (http_request_set_shaper(req, &sh) != 0)
         pxconn_release(k);
+}
+
+static void count_on_req(void *arg, struct fault *f)
+{
+    px_count(arg, f);
+}
+
+void px_tcp_roll(struct pxreq *x, uint64_t now)
+{
+    pxconn_roll(x->p, x->req, &x->rng, now, count_on_req, x);
+}
+
+static void count_injection(void *arg, struct fault *f)
+{
+    (void)arg;
+    fault_count_injection(f);
+}
+
+void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now)
+{
+    pxconn_roll(p, req, seed, now, count_injection, NULL);
 }
 
 /* The ctx of a shaper for the request bytes x forwards upstream (see

@@ -575,6 +575,11 @@ void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)
     uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
     uint64_t seed = rng_mix64(p->cfg.seed ^ rng_mix64(seq));
     pxws_roll(s, req, seed);
+    if (req->conn_index == 0 && !w->stopping) { /* the connection's TCP faults */
+        struct rng r;
+        rng_seed(&r, rng_mix64(seed ^ 0x746370ull));
+        px_tcp_roll_ws(p, req, &r, ts_now_ns());
+    }
     if (ptimer_init(w->loop, &s->timer) == 0) {
         s->timer.data = s;
         s->timer_on = true;

@@ -1,7 +1,8 @@
 // `tokenstorm proxy` in front of the simulator's /v1/realtime: the WebSocket
 // upgrade is forwarded, messages relayed both ways, and each frame fault
 // (ws_delay, ws_drop, ws_duplicate, ws_truncate, ws_close, ws_stall), on the
-// server's messages and (direction upstream) on the client's, shows in what
+// server's messages and (direction upstream) on the client's, and the TCP
+// faults on the connection's bytes, show in what
 // `tokenstorm run --endpoint realtime` reports through the proxy.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -194,6 +195,26 @@ test('upstream ws_close: the server is closed with the code instead of response.
   assert.equal(result.summary.total_output_tokens, 0);
   for (const q of reqs) assert.match(q.error, /closed with 4001 before response\.done/);
   assert.equal(fault.injected, 3);
+});
+
+// TCP faults shape a WebSocket connection's bytes to the client, frames included.
+test('tcp_latency on a WebSocket connection: the upgrade and every event later', async () => {
+  const { code, stderr, result, reqs, fault } = await runUnder({ name: 'tl', type: 'tcp_latency', delay: '300ms' });
+  assert.equal(code, 0, stderr);
+  assert.equal(result.summary.completed, 3);
+  clean(result.streams);
+  for (const q of reqs) assert.equal(q.content_chunks, 8);
+  assert.ok(result.summary.p50_ttft_ms >= 280, `ttft ${result.summary.p50_ttft_ms}`);
+  assert.ok(fault.injected >= 3, `${fault.injected}`); // one per connection (and the run's model lookup)
+});
+
+test('tcp_reset after some bytes: the connection is cut mid-answer', async () => {
+  const { code, result, reqs, fault } = await runUnder({ name: 'tr', type: 'tcp_reset', bytes: 1200 });
+  assert.equal(code, 3);
+  assert.equal(result.outcomes.truncated, 3);
+  assert.equal(result.streams.no_done, 3);
+  for (const q of reqs) assert.match(q.error, /connection closed without a close frame/); // the RST, or EOF first
+  assert.ok(fault.injected >= 3, `${fault.injected}`);
 });
 
 test('fault specs: bad ws_* fields are refused with the field named', async () => {
