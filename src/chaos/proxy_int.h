@@ -186,7 +186,7 @@ void px_mirror_primary_done(struct pxreq *x, const struct http_call_result *res)
 void px_tcp_roll(struct pxreq *x, uint64_t now);
 /* The same for a WebSocket upgrade request req (proxy_ws.c): the shaper
  * acts on every byte to the client, frames included; seed gives the
- * shaper's generator its seed. Those that act upstream do not apply. */
+ * shaper's generator its seed. */
 void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now);
 
 /*
@@ -198,6 +198,12 @@ void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed,
  * memory).
  */
 bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh);
+
+/* The same for the upstream connection of a WebSocket upgrade request req:
+ * every byte written to the upstream over the session, latency included
+ * (a delay per write). */
+bool px_tcp_upstream_ws(const struct http_request *req, struct rng *seed, uint64_t now,
+                        struct http_shaper *sh);
 
 /* The connection's TCP faults that act on request x: tcp_latency in the
  * upstream direction adds to x->fwd_at. Returns true when a blackhole

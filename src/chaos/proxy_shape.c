@@ -156,12 +156,13 @@ static void pxconn_release(void *ctx)
 }
 
 /*
- * Takes the TCP faults of k->hits that act in direction dir: latency,
- * bandwidth, slicer, reset and limit (slow close and blackhole act on the
- * client connection whatever their direction; upstream latency delays the
- * forwarding instead, see px_tcp_request).
+ * Takes the TCP faults of k->hits that act in direction dir: latency (when
+ * latency is set), bandwidth, slicer, reset and limit (slow close and
+ * blackhole act on the client connection whatever their direction; an HTTP
+ * request's upstream latency delays the forwarding instead, see
+ * px_tcp_request).
  */
-static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t now,
+static void pxconn_setup(struct pxconn *k, enum fault_direction dir, bool latency, uint64_t now,
                          uint64_t *close_delay_ns)
 {
     for (size_t i = 0; i < k->nhits; i++) {
@@ -170,7 +171,7 @@ static void pxconn_setup(struct pxconn *k, enum fault_direction dir, uint64_t no
         bool on = (f->dir & dir) != 0;
         switch (f->type) {
         case FAULT_TCP_LATENCY:
-            if (on && dir == FAULT_DIR_DOWNSTREAM && !k->lat)
+            if (on && latency && !k->lat)
                 k->lat = f;
             break;
         case FAULT_TCP_BANDWIDTH:
@@ -234,7 +235,7 @@ static void pxconn_roll(struct proxy *p, struct http_request *req, struct rng *s
     struct http_shaper sh = {pxconn_allow, 0, pxconn_release, k};
     for (size_t i = 0; i < n; i++)
         count(arg, hits[i]);
-    pxconn_setup(k, FAULT_DIR_DOWNSTREAM, now, &sh.close_delay_ns);
+    pxconn_setup(k, FAULT_DIR_DOWNSTREAM, true, now, &sh.close_delay_ns);
     if (http_request_set_shaper(req, &sh) != 0)
         pxconn_release(k);
 }
@@ -263,9 +264,10 @@ void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed,
 /* The ctx of a shaper for the request bytes x forwards upstream (see
  * px_tcp_upstream), or NULL when no TCP fault of its connection acts
  * upstream. */
-static struct pxconn *pxconn_upstream(struct pxreq *x, uint64_t now)
+static struct pxconn *pxconn_upstream(const struct http_request *req, struct rng *seed,
+                                      bool latency, uint64_t now)
 {
-    const struct pxconn *kc = http_request_shaper_ctx(x->req);
+    const struct pxconn *kc = http_request_shaper_ctx(req);
     if (!kc)
         return NULL;
     bool any = false;
@@ -273,7 +275,7 @@ static struct pxconn *pxconn_upstream(struct pxreq *x, uint64_t now)
         enum fault_type t = kc->hits[i]->type;
         if ((kc->hits[i]->dir & FAULT_DIR_UPSTREAM) &&
             (t == FAULT_TCP_BANDWIDTH || t == FAULT_TCP_SLICER || t == FAULT_TCP_RESET ||
-             t == FAULT_TCP_LIMIT))
+             t == FAULT_TCP_LIMIT || (latency && t == FAULT_TCP_LATENCY)))
             any = true;
     }
     if (!any)
@@ -283,14 +285,24 @@ static struct pxconn *pxconn_upstream(struct pxreq *x, uint64_t now)
         return NULL;
     for (size_t i = 0; i < kc->nhits; i++)
         k->hits[k->nhits++] = fault_ref(kc->hits[i]);
-    rng_seed(&k->rng, rng_next_u64(&x->rng));
-    pxconn_setup(k, FAULT_DIR_UPSTREAM, now, NULL);
+    rng_seed(&k->rng, rng_next_u64(seed));
+    pxconn_setup(k, FAULT_DIR_UPSTREAM, latency, now, NULL);
     return k;
 }
 
 bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh)
 {
-    struct pxconn *k = pxconn_upstream(x, now);
+    struct pxconn *k = pxconn_upstream(x->req, &x->rng, false, now);
+    if (!k)
+        return false;
+    *sh = (struct http_shaper){pxconn_allow, 0, pxconn_release, k};
+    return true;
+}
+
+bool px_tcp_upstream_ws(const struct http_request *req, struct rng *seed, uint64_t now,
+                        struct http_shaper *sh)
+{
+    struct pxconn *k = pxconn_upstream(req, seed, true, now);
     if (!k)
         return false;
     *sh = (struct http_shaper){pxconn_allow, 0, pxconn_release, k};

@@ -544,7 +544,15 @@ static int pxws_open(struct pxws *s, struct http_request *req, uint64_t seed)
         .mask_seed = seed,
         .insecure = s->p->cfg.insecure,
     };
-    return ws_call_open(s->w->loop, &spec, &up_ops, s, &s->call);
+    struct rng r;
+    struct http_shaper sh;
+    rng_seed(&r, rng_mix64(seed ^ 0x7570746370ull));
+    if (px_tcp_upstream_ws(req, &r, ts_now_ns(), &sh)) /* the connection's upstream TCP faults */
+        spec.send_shaper = &sh;
+    int rc = ws_call_open(s->w->loop, &spec, &up_ops, s, &s->call);
+    if (rc && spec.send_shaper && sh.release)
+        sh.release(sh.ctx); /* not taken */
+    return rc;
 }
 
 void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)

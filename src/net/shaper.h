@@ -1,8 +1,9 @@
 /*
  * shaper.h - byte shaping of one connection's output, shared by the HTTP
- * server (what it writes to a client) and the HTTP client's own HTTP/1.1
- * engine (the request bytes it writes to a server): the chaos proxy's TCP
- * faults in each direction.
+ * server (what it writes to a client), the HTTP client's own HTTP/1.1
+ * engine (the request bytes it writes to a server) and the WebSocket client
+ * (everything it writes to a server, ws_call_spec.send_shaper): the chaos
+ * proxy's TCP faults in each direction.
  */
 #ifndef TS_NET_SHAPER_H
 #define TS_NET_SHAPER_H

@@ -47,6 +47,7 @@ struct ws_call {
     uv_getaddrinfo_t gai;
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uv_timer_t shape_timer; /* the send shaper's wake-ups (data NULL until first armed) */
     uv_connect_t creq;
     uv_write_t wreq;
     int handles;
@@ -69,7 +70,10 @@ struct ws_call {
     size_t head_bytes;
     struct ws_conn ws;
     bool ws_inited;
-    struct ws_tls *tls; /* wss:// */
+    struct http_shaper shaper;       /* spec's send shaper (allow NULL: none) */
+    uint64_t shape_sent;             /* bytes handed to uv_write, ever */
+    enum http_shape_then shape_then; /* the shaper ends the connection after them */
+    struct ws_tls *tls;              /* wss:// */
     bool tls_on, tls_ready, insecure;
     struct buf plain; /* wss://: what one read decrypted to */
     uint64_t read_at;
@@ -112,6 +116,8 @@ out_free:
     buf_release(&c->out);
     buf_release(&c->wbuf);
     buf_release(&c->body);
+    if (c->shaper.release)
+        c->shaper.release(c->shaper.ctx);
     ts_free(c);
 }
 
@@ -143,6 +149,8 @@ static void end_call(struct ws_call *c, enum http_call_error e, const char *fmt,
         (void)uv_cancel((uv_req_t *)&c->gai);
     if (c->timer.data && !uv_is_closing((uv_handle_t *)&c->timer))
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    if (c->shape_timer.data && !uv_is_closing((uv_handle_t *)&c->shape_timer))
+        uv_close((uv_handle_t *)&c->shape_timer, on_handle_closed);
     if (c->tcp.data && !uv_is_closing((uv_handle_t *)&c->tcp))
         uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
@@ -179,6 +187,69 @@ static void arm_timer(struct ws_call *c)
 /* ------------------------------------------------------------ writing */
 
 static void start_write(struct ws_call *c);
+static void shape_on_wake(uv_timer_t *t);
+
+/* Calls the send shaper again at wake (monotonic ns). */
+static void shape_arm(struct ws_call *c, uint64_t wake)
+{
+    if (c->st == ST_ENDING)
+        return;
+    if (!c->shape_timer.data) {
+        if (uv_timer_init(c->loop, &c->shape_timer))
+            return;
+        c->shape_timer.data = c;
+        c->handles++;
+    }
+    uint64_t now = ts_now_ns();
+    uint64_t ms = wake > now ? (wake - now + TS_NS_PER_MS - 1) / TS_NS_PER_MS : 0;
+    (void)uv_timer_start(&c->shape_timer, shape_on_wake, ms, 0);
+}
+
+/* The send shaper ends the connection (a reset or a close): the call fails. */
+static void shape_cut(struct ws_call *c)
+{
+    uv_os_fd_t fd;
+    bool reset = c->shape_then == HTTP_SHAPE_RESET;
+    if (reset && !uv_fileno((uv_handle_t *)&c->tcp, &fd)) {
+        struct linger lg = {1, 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    end_call(c, HTTP_CALL_ERR_SEND, "connection %s by the send shaper after %llu bytes",
+             reset ? "reset" : "closed", (unsigned long long)c->shape_sent);
+}
+
+/* How many of out's bytes may be written now (all without a shaper); arms
+ * the shaper's wake-up, or notes that it ends the connection. */
+static size_t shape_allow(struct ws_call *c)
+{
+    if (!c->shaper.allow)
+        return c->out.len;
+    uint64_t wake = 0;
+    enum http_shape_then then = HTTP_SHAPE_MORE;
+    uint64_t n = c->shaper.allow(c->shaper.ctx, c->shape_sent + c->out.len, c->shape_sent,
+                                 ts_now_ns(), &wake, &then);
+    if (n > c->out.len)
+        n = c->out.len;
+    if (then != HTTP_SHAPE_MORE)
+        c->shape_then = then;
+    else if (wake)
+        shape_arm(c, wake);
+    return (size_t)n;
+}
+
+static void shape_on_wake(uv_timer_t *t)
+{
+    struct ws_call *c = t->data;
+    if (c->st == ST_ENDING || c->st == ST_RESOLVE || c->st == ST_CONNECT || c->writing)
+        return; /* a write's end asks the shaper again */
+    if (c->out.len) {
+        start_write(c);
+        return;
+    }
+    (void)shape_allow(c); /* nothing waits: a reset may be due */
+    if (c->shape_then != HTTP_SHAPE_MORE)
+        shape_cut(c);
+}
 
 static void on_written(uv_write_t *w, int status)
 {
@@ -193,6 +264,10 @@ static void on_written(uv_write_t *w, int status)
     }
     if (!c->res.sent_ns && (!c->tls_on || c->tls_ready)) /* on wss://, after the handshake */
         c->res.sent_ns = ts_now_ns();
+    if (c->shape_then != HTTP_SHAPE_MORE) {
+        shape_cut(c); /* what the shaper let go is out: now the end */
+        return;
+    }
     start_write(c);
 }
 
@@ -200,9 +275,25 @@ static void start_write(struct ws_call *c)
 {
     if (c->writing || !c->out.len || c->st == ST_ENDING)
         return;
-    struct buf t = c->wbuf;
-    c->wbuf = c->out;
-    c->out = t;
+    size_t n = shape_allow(c);
+    if (!n) {
+        if (c->shape_then != HTTP_SHAPE_MORE)
+            shape_cut(c);
+        return; /* held back: the shaper's wake-up writes it */
+    }
+    if (n == c->out.len) {
+        struct buf t = c->wbuf;
+        c->wbuf = c->out;
+        c->out = t;
+    } else {
+        buf_reset(&c->wbuf);
+        if (buf_append(&c->wbuf, c->out.data, n) != 0) {
+            end_call(c, HTTP_CALL_ERR_OTHER, "out of memory");
+            return;
+        }
+        buf_consume(&c->out, n);
+    }
+    c->shape_sent += n;
     uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
     int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written);
     if (rc) {
@@ -656,6 +747,8 @@ int ws_call_open(uv_loop_t *loop, const struct ws_call_spec *spec, const struct 
         return rc > 0 ? -rc : rc;
     }
     c->gai_pending = true;
+    if (spec->send_shaper && spec->send_shaper->allow)
+        c->shaper = *spec->send_shaper; /* owned from here */
     *out = c;
     return 0;
 }

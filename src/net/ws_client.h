@@ -40,6 +40,14 @@ struct ws_call_spec {
     size_t max_message;          /* 0: 4 MiB */
     uint64_t mask_seed;          /* seeds the frame masks and the key */
     bool insecure;               /* wss://: do not check the server's certificate */
+    /* Optional: paces or cuts the bytes written to the server (net/shaper.h;
+     * the whole connection: upgrade request, TLS, frames), copied. allow is
+     * also called at its wake times when nothing waits, so a reset after a
+     * delay cuts an idle connection; CLOSE and RESET end the call with
+     * HTTP_CALL_ERR_SEND; close_delay_ns is ignored. The call owns ctx once
+     * ws_call_open returns 0 (release runs when it ends); on an error the
+     * caller still does. */
+    const struct http_shaper *send_shaper;
 };
 
 struct ws_call_result {

@@ -217,6 +217,26 @@ test('tcp_reset after some bytes: the connection is cut mid-answer', async () =>
   assert.ok(fault.injected >= 3, `${fault.injected}`);
 });
 
+test('upstream tcp_latency on a WebSocket connection: the client\'s frames reach the server later', async () => {
+  const { code, stderr, result, fault } = await runUnder({ name: 'tlu', type: 'tcp_latency', delay: '300ms',
+    direction: 'upstream' });
+  assert.equal(code, 0, stderr);
+  assert.equal(result.summary.completed, 3);
+  clean(result.streams);
+  assert.ok(result.summary.p50_ttft_ms >= 280, `ttft ${result.summary.p50_ttft_ms}`);
+  assert.ok(fault.injected >= 3, `${fault.injected}`);
+});
+
+test('upstream tcp_reset: the server\'s connection is reset, the client\'s cut', async () => {
+  const { code, result, reqs, fault } = await runUnder({ name: 'tru', type: 'tcp_reset', bytes: 500,
+    direction: 'upstream' });
+  assert.equal(code, 3);
+  assert.equal(result.outcomes.truncated, 3);
+  assert.equal(result.streams.no_done, 3);
+  for (const q of reqs) assert.match(q.error, /connection closed without a close frame/);
+  assert.ok(fault.injected >= 3, `${fault.injected}`);
+});
+
 test('fault specs: bad ws_* fields are refused with the field named', async () => {
   let r = await api('POST', '/faults', { name: 'x', type: 'ws_close', code: 1006 });
   assert.equal(r.status, 400);

@@ -302,7 +302,34 @@ static void on_srv_closed(struct http_server *s)
     server_closed = 1;
 }
 
-static void run_client(struct client_log *log, bool refuse)
+/* A send shaper for the client: at most per bytes a call, the next 1 ms
+ * later; a reset once cut_at bytes are out (0: never). */
+struct slicer {
+    uint64_t per, cut_at, calls;
+    bool released;
+};
+
+static uint64_t slicer_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
+                             uint64_t *wake_at, enum http_shape_then *then)
+{
+    struct slicer *k = ctx;
+    k->calls++;
+    uint64_t n = queued - sent < k->per ? queued - sent : k->per;
+    if (k->cut_at && sent + n >= k->cut_at) {
+        *then = HTTP_SHAPE_RESET;
+        return k->cut_at > sent ? k->cut_at - sent : 0;
+    }
+    if (sent + n < queued)
+        *wake_at = now + TS_NS_PER_MS;
+    return n;
+}
+
+static void slicer_release(void *ctx)
+{
+    ((struct slicer *)ctx)->released = true;
+}
+
+static void run_client_shaped(struct client_log *log, bool refuse, struct slicer *k)
 {
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
@@ -313,8 +340,12 @@ static void run_client(struct client_log *log, bool refuse)
     char url[128];
     snprintf(url, sizeof(url), "ws://127.0.0.1:%d/v1/realtime?model=m", http_server_port(&srv));
     const char *hdr[] = {"Authorization: Bearer sk-test"};
-    struct ws_call_spec spec = {
-        .url = url, .headers = hdr, .n_headers = 1, .total_timeout_ms = 10000};
+    struct http_shaper sh = {slicer_allow, 0, slicer_release, k};
+    struct ws_call_spec spec = {.url = url,
+                                .headers = hdr,
+                                .n_headers = 1,
+                                .total_timeout_ms = 10000,
+                                .send_shaper = k ? &sh : NULL};
     struct ws_call *call;
     memset(log, 0, sizeof(*log));
     assert_int_equal(ws_call_open(&loop, &spec, &cl_ops, log, &call), 0);
@@ -327,6 +358,33 @@ static void run_client(struct client_log *log, bool refuse)
         uv_run(&loop, UV_RUN_ONCE);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void run_client(struct client_log *log, bool refuse)
+{
+    run_client_shaped(log, refuse, NULL);
+}
+
+/* The send shaper paces every byte to the server (the upgrade request
+ * included, 7 bytes a millisecond), then, in a second run, resets the
+ * connection after 100 bytes of the upgrade request. */
+static void test_client_send_shaper(void **state)
+{
+    (void)state;
+    struct client_log log;
+    struct slicer k = {.per = 7};
+    run_client_shaped(&log, false, &k);
+    assert_int_equal(log.res.error, HTTP_CALL_OK);
+    assert_int_equal(log.messages, 2);
+    assert_true(log.binary_echoed);
+    assert_true(k.calls > 20); /* the upgrade request alone is over 140 bytes */
+    assert_true(k.released);
+    struct slicer cut = {.per = 1 << 20, .cut_at = 100};
+    run_client_shaped(&log, false, &cut);
+    assert_int_equal(log.opened, 0);
+    assert_int_equal(log.res.error, HTTP_CALL_ERR_SEND);
+    assert_non_null(strstr(log.error, "reset by the send shaper after 100 bytes"));
+    assert_true(cut.released);
 }
 
 static void test_client_round_trip_and_close_code(void **state)
@@ -387,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_close_codes),
         cmocka_unit_test(test_protocol_errors_close),
         cmocka_unit_test(test_client_round_trip_and_close_code),
+        cmocka_unit_test(test_client_send_shaper),
         cmocka_unit_test(test_client_refused_upgrade),
         cmocka_unit_test(test_client_bad_urls),
     };
