@@ -250,10 +250,13 @@ void px_tcp_roll(struct pxreq *x, uint64_t now)
     pxconn_roll(x->p, x->req, &x->rng, now, count_on_req, x);
 }
 
+/* A WebSocket connection's hit: injected, but for tcp_blackhole, which
+ * swallows HTTP requests only (nothing reads it on a WebSocket). */
 static void count_injection(void *arg, struct fault *f)
 {
     (void)arg;
-    fault_count_injection(f);
+    if (f->type != FAULT_TCP_BLACKHOLE)
+        fault_count_injection(f);
 }
 
 void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now)

@@ -292,8 +292,9 @@ static void pxws_pump(struct pxws *s)
         if (!close && !rc)
             atomic_fetch_add_explicit(&s->p->ws_messages[1], 1, memory_order_relaxed);
         ts_free(m);
-        if (close || (rc && rc != TS_CLOSED)) {
-            /* a close went out (or writing failed): the connection ends
+        if (close || (rc && rc != TS_CLOSED) || ws_conn_failed(&s->cws)) {
+            /* a close went out, or writing failed (the server cut a client
+             * whose output passed its queue's limit): the connection ends
              * once its bytes are written; the upstream is let go */
             pxws_end(s, !close, close ? WS_CLOSE_GOING_AWAY : 0);
         }

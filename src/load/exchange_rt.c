@@ -123,9 +123,15 @@ static void rt_message(struct ws_call *call, int opcode, const char *data, size_
 {
     struct exch *x = user;
     (void)call;
-    (void)opcode; /* a binary message is decoded as an event too, and refused there */
     if (!x->rec.first_byte_ns)
         x->rec.first_byte_ns = at;
+    if (opcode != WS_OP_TEXT) { /* as a malformed event: counted, the rest goes on */
+        char what[64];
+        snprintf(what, sizeof what, "a binary message (%zu bytes), not a text event", len);
+        x->malformed = true;
+        exch_set_error(x, "malformed event: ", what);
+        return;
+    }
     if (exch_rx_push(x, data, len, at, true))
         rt_cancel(x);
 }

@@ -65,6 +65,8 @@ struct ws_call {
     bool in_value;
     char accept[WS_ACCEPT_LEN + 1]; /* the value we expect */
     char got_accept[64];
+    char hvalue[128]; /* the Upgrade or Connection value being read (pieces joined, capped) */
+    size_t hvalue_len;
     bool upgrade_hdr, connection_hdr;
     bool head_done, msg_done;
     size_t head_bytes;
@@ -333,10 +335,31 @@ static void ws_message(struct ws_conn *ws, int opcode, const uint8_t *data, size
 
 static const struct ws_conn_ops ws_ops = {.on_message = ws_message, .write = ws_write};
 
+static bool value_has(const char *at, size_t len, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= len; i++)
+        if (!strncasecmp(at + i, word, w))
+            return true;
+    return false;
+}
+
+/* A header's value is whole (the parser may give it in pieces, one per
+ * read): Upgrade and Connection are checked now. */
+static void header_done(struct ws_call *c)
+{
+    if (!strcasecmp(c->hfield, "upgrade"))
+        c->upgrade_hdr |= value_has(c->hvalue, c->hvalue_len, "websocket");
+    else if (!strcasecmp(c->hfield, "connection"))
+        c->connection_hdr |= value_has(c->hvalue, c->hvalue_len, "upgrade");
+    c->hvalue_len = 0;
+}
+
 static int on_hfield(http_parser *p, const char *at, size_t len)
 {
     struct ws_call *c = p->data;
     if (c->in_value) {
+        header_done(c);
         c->hfield_len = 0;
         c->in_value = false;
     }
@@ -348,15 +371,6 @@ static int on_hfield(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-static bool value_has(const char *at, size_t len, const char *word)
-{
-    size_t w = strlen(word);
-    for (size_t i = 0; i + w <= len; i++)
-        if (!strncasecmp(at + i, word, w))
-            return true;
-    return false;
-}
-
 static int on_hvalue(http_parser *p, const char *at, size_t len)
 {
     struct ws_call *c = p->data;
@@ -366,10 +380,11 @@ static int on_hvalue(http_parser *p, const char *at, size_t len)
         size_t n = len < sizeof(c->got_accept) - 1 - have ? len : sizeof(c->got_accept) - 1 - have;
         memcpy(c->got_accept + have, at, n);
         c->got_accept[have + n] = '\0';
-    } else if (!strcasecmp(c->hfield, "upgrade")) {
-        c->upgrade_hdr |= value_has(at, len, "websocket");
-    } else if (!strcasecmp(c->hfield, "connection")) {
-        c->connection_hdr |= value_has(at, len, "upgrade");
+    } else if (!strcasecmp(c->hfield, "upgrade") || !strcasecmp(c->hfield, "connection")) {
+        size_t room = sizeof(c->hvalue) - c->hvalue_len;
+        size_t n = len < room ? len : room;
+        memcpy(c->hvalue + c->hvalue_len, at, n);
+        c->hvalue_len += n;
     }
     return 0;
 }
@@ -377,6 +392,8 @@ static int on_hvalue(http_parser *p, const char *at, size_t len)
 static int on_hdone(http_parser *p)
 {
     struct ws_call *c = p->data;
+    if (c->in_value)
+        header_done(c);
     c->head_done = true;
     c->res.status = p->status_code;
     c->res.upgrade_ns = c->read_at;

@@ -1,6 +1,6 @@
 // `tokenstorm run --endpoint realtime` against misbehaving Realtime servers
 // built on the `ws` package: what the client counts when events come after
-// response.done, out of order, with a bad close code, cut, or malformed.
+// response.done, out of order, with a bad close code, cut, malformed, or binary.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -98,6 +98,16 @@ test('a malformed event is counted as malformed', async () => {
     ws.send(created('r1')); ws.send('{not json'); ws.send(delta('r1', 'a')); ws.send(done('r1', 1));
   });
   assert.equal(result.outcomes.malformed, 2);
+});
+
+test('a binary message is malformed, named as binary; the text events around it still count', async () => {
+  const { result, reqs } = await runAgainst((ws) => {
+    ws.send(created('r1')); ws.send(Buffer.from(delta('r1', 'x')), { binary: true });
+    ws.send(delta('r1', 'a')); ws.send(done('r1', 1));
+  });
+  assert.equal(result.outcomes.malformed, 2);
+  assert.equal(reqs[0].content_chunks, 1); // the JSON inside the binary frame is not taken
+  assert.match(reqs[0].error, /a binary message \(\d+ bytes\), not a text event/);
 });
 
 // llm/sign.h's chain: MAC = HMAC-SHA256(key, PREV || be64(SEQ) || DATA), id SEQ.PREV.MAC in hex

@@ -241,6 +241,61 @@ test('binary and text messages pass both ways as they came (a `ws` echo server u
   }
 });
 
+test('tcp_blackhole does not touch a WebSocket session: matched, not injected', async () => {
+  const { default: WebSocket } = await import('ws');
+  assert.equal(await fault('POST', '/faults', { name: 'bh', type: 'tcp_blackhole' }), 201);
+  try {
+    const ws = new WebSocket(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=${encodeURIComponent(model)}`);
+    const first = new Promise((r) => ws.once('message', (m) => r(JSON.parse(m.toString()).type)));
+    await new Promise((r) => ws.on('open', r));
+    assert.equal(await first, 'session.created');
+    ws.close(1000);
+    const f = await (await fetch(api + '/faults/bh')).json();
+    assert.ok(f.matched >= 1, JSON.stringify(f));
+    assert.equal(f.injected, 0);
+  } finally {
+    await fault('DELETE', '/faults/bh');
+  }
+});
+
+test('a client cut by the proxy (its output over the queue limit) lets the upstream go', async () => {
+  const { default: WebSocket, WebSocketServer } = await import('ws');
+  const echo = new WebSocketServer({ host: '127.0.0.1', port: 0, maxPayload: 8 << 20 });
+  await new Promise((r) => echo.on('listening', r));
+  let upstreamClosed = false;
+  echo.on('connection', (s) => {
+    s.on('message', (data, isBinary) => s.send(data, { binary: isBinary }));
+    s.on('close', () => { upstreamClosed = true; });
+  });
+  const p = await startServer(['proxy', '--upstream', `http://127.0.0.1:${echo.address().port}`,
+    '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0']);
+  try {
+    for (let i = 0; i < 100 && !/control API on http/.test(p.output); i++) await sleep(20);
+    const papi = p.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+    const res = await fetch(papi + '/faults', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bw', type: 'tcp_bandwidth', rate: '1K' }) });
+    assert.equal(res.status, 201);
+    const ws = new WebSocket(`ws://127.0.0.1:${p.port}/echo`, { maxPayload: 8 << 20 });
+    const closed = new Promise((r) => ws.on('close', (code) => r(code)));
+    ws.on('error', () => {});
+    await new Promise((r) => ws.on('open', r));
+    const big = Buffer.alloc(3 << 20, 7);
+    for (let i = 0; i < 8; i++) ws.send(big); // 24 MiB back through a 1 KB/s link: over the 16 MiB queue
+    assert.equal(await closed, 1006);
+    let inflight = -1;
+    for (let i = 0; i < 60 && (inflight !== 0 || !upstreamClosed); i++) {
+      await sleep(50);
+      const m = await (await fetch(papi + '/metrics')).text();
+      inflight = Number(m.match(/^tokenstorm_proxy_requests_in_flight (\d+)/m)[1]);
+    }
+    assert.equal(inflight, 0);
+    assert.ok(upstreamClosed, 'the upstream connection was let go');
+  } finally {
+    await p.stop('SIGKILL');
+    echo.close();
+  }
+});
+
 test('a client that vanishes mid-response: the proxy lets the upstream go', async () => {
   const { default: WebSocket } = await import('ws');
   const ws = new WebSocket(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=${encodeURIComponent(model)}`);

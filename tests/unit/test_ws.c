@@ -185,10 +185,38 @@ static void test_protocol_errors_close(void **state)
 
 /* ---- the client against the server's upgrade on a real loop ---- */
 
+/* A shaper (net/shaper.h) for either side: at most per bytes a call, the
+ * next 1 ms later; a reset once cut_at bytes are out (0: never). */
+struct slicer {
+    uint64_t per, cut_at, calls;
+    bool released;
+};
+
+static uint64_t slicer_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
+                             uint64_t *wake_at, enum http_shape_then *then)
+{
+    struct slicer *k = ctx;
+    k->calls++;
+    uint64_t n = queued - sent < k->per ? queued - sent : k->per;
+    if (k->cut_at && sent + n >= k->cut_at) {
+        *then = HTTP_SHAPE_RESET;
+        return k->cut_at > sent ? k->cut_at - sent : 0;
+    }
+    if (sent + n < queued)
+        *wake_at = now + TS_NS_PER_MS;
+    return n;
+}
+
+static void slicer_release(void *ctx)
+{
+    ((struct slicer *)ctx)->released = true;
+}
+
 struct echo {
     struct ws_conn ws;
     struct http_request *req;
     bool refuse;
+    struct slicer *slice; /* shapes the server's output when set */
 };
 
 static struct echo echo_srv;
@@ -243,6 +271,10 @@ static void echo_request(struct http_request *req, void *ctx)
     assert_int_equal(ws_accept_key(key, strlen(key), accept), 0);
     snprintf(extra, sizeof(extra),
              "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n", accept);
+    if (echo_srv.slice) {
+        struct http_shaper sh = {slicer_allow, 0, slicer_release, echo_srv.slice};
+        assert_int_equal(http_request_set_shaper(req, &sh), 0);
+    }
     echo_srv.req = req;
     req->user = &echo_srv;
     assert_int_equal(ws_conn_init(&echo_srv.ws, true, 1 << 16, 0, &echo_ops, &echo_srv), 0);
@@ -302,33 +334,6 @@ static void on_srv_closed(struct http_server *s)
     server_closed = 1;
 }
 
-/* A send shaper for the client: at most per bytes a call, the next 1 ms
- * later; a reset once cut_at bytes are out (0: never). */
-struct slicer {
-    uint64_t per, cut_at, calls;
-    bool released;
-};
-
-static uint64_t slicer_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t now,
-                             uint64_t *wake_at, enum http_shape_then *then)
-{
-    struct slicer *k = ctx;
-    k->calls++;
-    uint64_t n = queued - sent < k->per ? queued - sent : k->per;
-    if (k->cut_at && sent + n >= k->cut_at) {
-        *then = HTTP_SHAPE_RESET;
-        return k->cut_at > sent ? k->cut_at - sent : 0;
-    }
-    if (sent + n < queued)
-        *wake_at = now + TS_NS_PER_MS;
-    return n;
-}
-
-static void slicer_release(void *ctx)
-{
-    ((struct slicer *)ctx)->released = true;
-}
-
 static void run_client_shaped(struct client_log *log, bool refuse, struct slicer *k)
 {
     uv_loop_t loop;
@@ -385,6 +390,22 @@ static void test_client_send_shaper(void **state)
     assert_int_equal(log.res.error, HTTP_CALL_ERR_SEND);
     assert_non_null(strstr(log.error, "reset by the send shaper after 100 bytes"));
     assert_true(cut.released);
+}
+
+/* The server's bytes come one at a time (its output shaped), so the 101's
+ * header values reach the client in pieces, one per read: joined. */
+static void test_client_upgrade_in_pieces(void **state)
+{
+    (void)state;
+    struct client_log log;
+    struct slicer k = {.per = 1};
+    echo_srv.slice = &k;
+    run_client(&log, false);
+    echo_srv.slice = NULL;
+    assert_int_equal(log.res.error, HTTP_CALL_OK);
+    assert_int_equal(log.opened, 1);
+    assert_true(log.binary_echoed);
+    assert_true(k.calls > 100); /* the 101 head alone is over 100 bytes */
 }
 
 static void test_client_round_trip_and_close_code(void **state)
@@ -446,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_protocol_errors_close),
         cmocka_unit_test(test_client_round_trip_and_close_code),
         cmocka_unit_test(test_client_send_shaper),
+        cmocka_unit_test(test_client_upgrade_in_pieces),
         cmocka_unit_test(test_client_refused_upgrade),
         cmocka_unit_test(test_client_bad_urls),
     };
