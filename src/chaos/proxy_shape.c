@@ -136,10 +136,10 @@ static uint64_t pxconn_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t
         *then = k->end_then;
         return n;
     }
-    if (sent + n < queued) {
-        if (k->rate > 0)
+    if (sent + n < queued) { /* times already past would wake at once, and again */
+        if (k->rate > 0 && k->bw_free_at > now)
             wake = wake_min(wake, k->bw_free_at);
-        if (k->slicer)
+        if (k->slicer && k->slice_next > now)
             wake = wake_min(wake, k->slice_next);
     }
     *wake_at = wake;

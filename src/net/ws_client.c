@@ -65,7 +65,7 @@ struct ws_call {
     bool in_value;
     char accept[WS_ACCEPT_LEN + 1]; /* the value we expect */
     char got_accept[64];
-    char hvalue[128]; /* the Upgrade or Connection value being read (pieces joined, capped) */
+    char hvalue[128]; /* the Upgrade or Connection value being read (pieces joined; hvalue_add) */
     size_t hvalue_len;
     bool upgrade_hdr, connection_hdr;
     bool head_done, msg_done;
@@ -74,6 +74,7 @@ struct ws_call {
     bool ws_inited;
     struct http_shaper shaper;       /* spec's send shaper (allow NULL: none) */
     uint64_t shape_sent;             /* bytes handed to uv_write, ever */
+    size_t out_off;                  /* out's first bytes already written (a shaped prefix) */
     enum http_shape_then shape_then; /* the shaper ends the connection after them */
     struct ws_tls *tls;              /* wss:// */
     bool tls_on, tls_ready, insecure;
@@ -220,18 +221,18 @@ static void shape_cut(struct ws_call *c)
              reset ? "reset" : "closed", (unsigned long long)c->shape_sent);
 }
 
-/* How many of out's bytes may be written now (all without a shaper); arms
- * the shaper's wake-up, or notes that it ends the connection. */
-static size_t shape_allow(struct ws_call *c)
+/* How many of the pending bytes may be written now (all without a
+ * shaper); arms the shaper's wake-up, or notes that it ends the connection. */
+static size_t shape_allow(struct ws_call *c, size_t pending)
 {
     if (!c->shaper.allow)
-        return c->out.len;
+        return pending;
     uint64_t wake = 0;
     enum http_shape_then then = HTTP_SHAPE_MORE;
-    uint64_t n = c->shaper.allow(c->shaper.ctx, c->shape_sent + c->out.len, c->shape_sent,
-                                 ts_now_ns(), &wake, &then);
-    if (n > c->out.len)
-        n = c->out.len;
+    uint64_t n = c->shaper.allow(c->shaper.ctx, c->shape_sent + pending, c->shape_sent, ts_now_ns(),
+                                 &wake, &then);
+    if (n > pending)
+        n = pending;
     if (then != HTTP_SHAPE_MORE)
         c->shape_then = then;
     else if (wake)
@@ -244,13 +245,7 @@ static void shape_on_wake(uv_timer_t *t)
     struct ws_call *c = t->data;
     if (c->st == ST_ENDING || c->st == ST_RESOLVE || c->st == ST_CONNECT || c->writing)
         return; /* a write's end asks the shaper again */
-    if (c->out.len) {
-        start_write(c);
-        return;
-    }
-    (void)shape_allow(c); /* nothing waits: a reset may be due */
-    if (c->shape_then != HTTP_SHAPE_MORE)
-        shape_cut(c);
+    start_write(c);
 }
 
 static void on_written(uv_write_t *w, int status)
@@ -273,27 +268,36 @@ static void on_written(uv_write_t *w, int status)
     start_write(c);
 }
 
+/* Hands what it may of out to uv_write; with nothing to write, asks the
+ * shaper anyway (a timed reset may be due on an idle connection). */
 static void start_write(struct ws_call *c)
 {
-    if (c->writing || !c->out.len || c->st == ST_ENDING)
+    if (c->writing || c->st == ST_ENDING)
         return;
-    size_t n = shape_allow(c);
+    size_t pending = c->out.len - c->out_off;
+    if (!pending && !c->shaper.allow)
+        return;
+    size_t n = shape_allow(c, pending);
     if (!n) {
         if (c->shape_then != HTTP_SHAPE_MORE)
             shape_cut(c);
-        return; /* held back: the shaper's wake-up writes it */
+        return; /* held back (or nothing to write): the shaper's wake-up comes back */
     }
-    if (n == c->out.len) {
+    if (n == pending && !c->out_off) {
         struct buf t = c->wbuf;
         c->wbuf = c->out;
         c->out = t;
     } else {
         buf_reset(&c->wbuf);
-        if (buf_append(&c->wbuf, c->out.data, n) != 0) {
+        if (buf_append(&c->wbuf, c->out.data + c->out_off, n) != 0) {
             end_call(c, HTTP_CALL_ERR_OTHER, "out of memory");
             return;
         }
-        buf_consume(&c->out, n);
+        c->out_off += n; /* out is compacted once half of it is written: linear in all */
+        if (c->out_off == c->out.len || c->out_off > c->out.len / 2) {
+            buf_consume(&c->out, c->out_off);
+            c->out_off = 0;
+        }
     }
     c->shape_sent += n;
     uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
@@ -344,15 +348,42 @@ static bool value_has(const char *at, size_t len, const char *word)
     return false;
 }
 
-/* A header's value is whole (the parser may give it in pieces, one per
- * read): Upgrade and Connection are checked now. */
-static void header_done(struct ws_call *c)
+/* Checks the Upgrade or Connection value read so far for its word. */
+static void header_check(struct ws_call *c)
 {
     if (!strcasecmp(c->hfield, "upgrade"))
         c->upgrade_hdr |= value_has(c->hvalue, c->hvalue_len, "websocket");
     else if (!strcasecmp(c->hfield, "connection"))
         c->connection_hdr |= value_has(c->hvalue, c->hvalue_len, "upgrade");
+}
+
+/* A header's value is whole (the parser may give it in pieces, one per
+ * read): Upgrade and Connection are checked now. */
+static void header_done(struct ws_call *c)
+{
+    header_check(c);
     c->hvalue_len = 0;
+}
+
+/* More of an Upgrade or Connection value. A full buffer is checked and
+ * keeps only its tail (longer than the words looked for), so a value of
+ * any length is searched whole. */
+static void hvalue_add(struct ws_call *c, const char *at, size_t len)
+{
+    enum { TAIL = 16 };
+    while (len) {
+        if (c->hvalue_len == sizeof(c->hvalue)) {
+            header_check(c);
+            memmove(c->hvalue, c->hvalue + sizeof(c->hvalue) - TAIL, TAIL);
+            c->hvalue_len = TAIL;
+        }
+        size_t room = sizeof(c->hvalue) - c->hvalue_len;
+        size_t n = len < room ? len : room;
+        memcpy(c->hvalue + c->hvalue_len, at, n);
+        c->hvalue_len += n;
+        at += n;
+        len -= n;
+    }
 }
 
 static int on_hfield(http_parser *p, const char *at, size_t len)
@@ -381,10 +412,7 @@ static int on_hvalue(http_parser *p, const char *at, size_t len)
         memcpy(c->got_accept + have, at, n);
         c->got_accept[have + n] = '\0';
     } else if (!strcasecmp(c->hfield, "upgrade") || !strcasecmp(c->hfield, "connection")) {
-        size_t room = sizeof(c->hvalue) - c->hvalue_len;
-        size_t n = len < room ? len : room;
-        memcpy(c->hvalue + c->hvalue_len, at, n);
-        c->hvalue_len += n;
+        hvalue_add(c, at, len);
     }
     return 0;
 }
@@ -791,6 +819,8 @@ void ws_call_close(struct ws_call *c, uint16_t code, const char *reason)
         end_call(c, HTTP_CALL_OK, NULL);
         return;
     }
+    if (c->st == ST_ENDING)
+        return; /* the send shaper ended the connection while the close was written */
     (void)uv_timer_start(&c->timer, on_timer, CLOSE_WAIT_MS, 0);
 }
 

@@ -44,9 +44,9 @@ struct ws_call_spec {
      * the whole connection: upgrade request, TLS, frames), copied. allow is
      * also called at its wake times when nothing waits, so a reset after a
      * delay cuts an idle connection; CLOSE and RESET end the call with
-     * HTTP_CALL_ERR_SEND; close_delay_ns is ignored. The call owns ctx once
-     * ws_call_open returns 0 (release runs when it ends); on an error the
-     * caller still does. */
+     * HTTP_CALL_ERR_SEND; close_delay_ns is ignored. With allow set, the call
+     * owns ctx once ws_call_open returns 0 (release runs when it ends); on an
+     * error, or with allow NULL (no shaper: ignored), the caller still does. */
     const struct http_shaper *send_shaper;
 };
 

@@ -186,9 +186,10 @@ static void test_protocol_errors_close(void **state)
 /* ---- the client against the server's upgrade on a real loop ---- */
 
 /* A shaper (net/shaper.h) for either side: at most per bytes a call, the
- * next 1 ms later; a reset once cut_at bytes are out (0: never). */
+ * next 1 ms later; a reset once cut_at bytes are out, or at reset_at (0:
+ * never). */
 struct slicer {
-    uint64_t per, cut_at, calls;
+    uint64_t per, cut_at, reset_at, calls;
     bool released;
 };
 
@@ -197,6 +198,10 @@ static uint64_t slicer_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t
 {
     struct slicer *k = ctx;
     k->calls++;
+    if (k->reset_at && now >= k->reset_at) {
+        *then = HTTP_SHAPE_RESET;
+        return 0;
+    }
     uint64_t n = queued - sent < k->per ? queued - sent : k->per;
     if (k->cut_at && sent + n >= k->cut_at) {
         *then = HTTP_SHAPE_RESET;
@@ -204,6 +209,8 @@ static uint64_t slicer_allow(void *ctx, uint64_t queued, uint64_t sent, uint64_t
     }
     if (sent + n < queued)
         *wake_at = now + TS_NS_PER_MS;
+    else if (k->reset_at)
+        *wake_at = k->reset_at;
     return n;
 }
 
@@ -267,10 +274,16 @@ static void echo_request(struct http_request *req, void *ctx)
         (void)http_respond(req, 401, "text/plain", NULL, "no", 2);
         return;
     }
-    char accept[WS_ACCEPT_LEN + 1], extra[160];
+    char accept[WS_ACCEPT_LEN + 1], extra[512];
     assert_int_equal(ws_accept_key(key, strlen(key), accept), 0);
+    /* sliced: a Connection value longer than the client's value buffer,
+     * its word at the end */
     snprintf(extra, sizeof(extra),
-             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n", accept);
+             "Upgrade: websocket\r\nConnection: %s%sUpgrade\r\nSec-WebSocket-Accept: %s\r\n",
+             echo_srv.slice ? "x-a-long-token-list-0123456789-0123456789-0123456789-0123456789-"
+                              "0123456789-0123456789-0123456789-0123456789-0123456789-0123456789"
+                            : "",
+             echo_srv.slice ? ", " : "", accept);
     if (echo_srv.slice) {
         struct http_shaper sh = {slicer_allow, 0, slicer_release, echo_srv.slice};
         assert_int_equal(http_request_set_shaper(req, &sh), 0);
@@ -300,11 +313,15 @@ static void cl_open(struct ws_call *c, void *user)
 
 static const char bin[] = {'\xff', '\0', '\x80', 'b'}; /* not UTF-8 */
 
+static bool client_idle; /* after the first echo the client sends nothing more */
+
 static void cl_msg(struct ws_call *c, int op, const char *p, size_t n, uint64_t at, void *user)
 {
     struct client_log *l = user;
     assert_true(at > 0);
-    if (++l->messages == 1) {
+    if (++l->messages == 1 && client_idle)
+        return;
+    if (l->messages == 1) {
         assert_int_equal(op, WS_OP_TEXT);
         snprintf(l->last, sizeof(l->last), "%.*s", (int)n, p);
         assert_int_equal(ws_call_send(c, 7, bin, sizeof bin), -EINVAL);
@@ -390,6 +407,15 @@ static void test_client_send_shaper(void **state)
     assert_int_equal(log.res.error, HTTP_CALL_ERR_SEND);
     assert_non_null(strstr(log.error, "reset by the send shaper after 100 bytes"));
     assert_true(cut.released);
+    /* a timed reset cuts a connection with nothing to send */
+    struct slicer timed = {.per = 1 << 20, .reset_at = ts_now_ns() + 300 * TS_NS_PER_MS};
+    client_idle = true;
+    run_client_shaped(&log, false, &timed);
+    client_idle = false;
+    assert_int_equal(log.messages, 1);
+    assert_int_equal(log.res.error, HTTP_CALL_ERR_SEND);
+    assert_non_null(strstr(log.error, "reset by the send shaper"));
+    assert_true(ts_now_ns() >= timed.reset_at);
 }
 
 /* The server's bytes come one at a time (its output shaped), so the 101's
