@@ -7,6 +7,9 @@
 #define TS_BASE_CHARS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
 
 /* '0'..'9'. */
 static inline bool chars_is_digit(int c)
@@ -30,6 +33,16 @@ static inline bool chars_is_space(int c)
 static inline bool chars_is_json_space(int c)
 {
     return chars_is_blank(c) || c == '\n' || c == '\r';
+}
+
+/* Whether s[0..len) (not NUL-ended) contains word, in any case. */
+static inline bool chars_has_ci(const char *s, size_t len, const char *word)
+{
+    size_t wl = strlen(word);
+    for (size_t i = 0; i + wl <= len; i++)
+        if (!strncasecmp(s + i, word, wl))
+            return true;
+    return false;
 }
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/chars.h"
 #include "base/clock.h"
 #include "base/rng.h"
 #include "net/ws.h"
@@ -339,22 +340,13 @@ static void ws_message(struct ws_conn *ws, int opcode, const uint8_t *data, size
 
 static const struct ws_conn_ops ws_ops = {.on_message = ws_message, .write = ws_write};
 
-static bool value_has(const char *at, size_t len, const char *word)
-{
-    size_t w = strlen(word);
-    for (size_t i = 0; i + w <= len; i++)
-        if (!strncasecmp(at + i, word, w))
-            return true;
-    return false;
-}
-
 /* Checks the Upgrade or Connection value read so far for its word. */
 static void header_check(struct ws_call *c)
 {
     if (!strcasecmp(c->hfield, "upgrade"))
-        c->upgrade_hdr |= value_has(c->hvalue, c->hvalue_len, "websocket");
+        c->upgrade_hdr |= chars_has_ci(c->hvalue, c->hvalue_len, "websocket");
     else if (!strcasecmp(c->hfield, "connection"))
-        c->connection_hdr |= value_has(c->hvalue, c->hvalue_len, "upgrade");
+        c->connection_hdr |= chars_has_ci(c->hvalue, c->hvalue_len, "upgrade");
 }
 
 /* A header's value is whole (the parser may give it in pieces, one per

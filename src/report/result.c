@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/chars.h"
 #include "base/hostinfo.h"
 #include "base/tsjson.h"
 #include "base/clock.h"
@@ -61,16 +62,6 @@ static void drop_secrets(json_t *v)
 
 /* ---- redaction of the command line and of "run"'s strings ------------------- */
 
-/* s (len bytes) contains word, any case. */
-static bool has_ci(const char *s, size_t len, const char *word)
-{
-    size_t wl = strlen(word);
-    for (size_t i = 0; i + wl <= len; i++)
-        if (!strncasecmp(s + i, word, wl))
-            return true;
-    return false;
-}
-
 /* The exact secret key names, for a name that is not NUL-terminated. */
 static bool is_secret_name(const char *name, size_t len)
 {
@@ -89,7 +80,7 @@ bool result_secret_header(const char *name, size_t len)
     if (is_secret_name(name, len))
         return true;
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-        if (has_ci(name, len, parts[i]))
+        if (chars_has_ci(name, len, parts[i]))
             return true;
     return len >= 3 && !strncasecmp(name + len - 3, "key", 3);
 }
