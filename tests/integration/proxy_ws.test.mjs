@@ -64,6 +64,9 @@ async function metric(name) {
   return Number(m[1]);
 }
 
+// the three requests at once: for the tests that wait out a timeout or a delay
+const PAR = ['--concurrency', '3'];
+
 const clean = (s) => { for (const k of ['after_done', 'out_of_order', 'bad_close', 'no_done']) assert.equal(s[k], 0, k); };
 
 test('no fault: realtime passes through the proxy unchanged', async () => {
@@ -115,7 +118,8 @@ test('ws_duplicate of response.done and ws_drop of response.created: out of orde
 });
 
 test('ws_truncate: no response.done, the run times out', async () => {
-  const { code, result, reqs, fault } = await runUnder({ name: 't', type: 'ws_truncate', after_events: 3 });
+  const { code, result, reqs, fault } = await runUnder({ name: 't', type: 'ws_truncate', after_events: 3 },
+    ['--timeout', '2s', ...PAR]);
   assert.equal(code, 3);
   assert.equal(result.streams.no_done, 3);
   assert.equal(result.outcomes.timeout_total, 3);
@@ -125,7 +129,7 @@ test('ws_truncate: no response.done, the run times out', async () => {
 
 test('ws_truncate under --timeout-idle: the silence ends the request as timeout_idle', async () => {
   const { code, result } = await runUnder({ name: 'ti', type: 'ws_truncate', after_events: 2 },
-    ['--timeout', '20s', '--timeout-idle', '1s']);
+    ['--timeout', '20s', '--timeout-idle', '1s', ...PAR]);
   assert.equal(code, 3);
   assert.equal(result.outcomes.timeout_idle, 3);
   assert.equal(result.streams.no_done, 3);
@@ -143,7 +147,7 @@ test('ws_close: the close code reaches the client as a bad close before response
 });
 
 test('ws_stall: one long gap between deltas', async () => {
-  const { code, stderr, result } = await runUnder({ name: 's', type: 'ws_stall', after_events: 2, delay: '700ms' });
+  const { code, stderr, result } = await runUnder({ name: 's', type: 'ws_stall', after_events: 2, delay: '700ms' }, PAR);
   assert.equal(code, 0, stderr);
   clean(result.streams);
   assert.ok(result.latency.itl.max >= 650, JSON.stringify(result.latency.itl));
@@ -170,7 +174,7 @@ test('upstream ws_delay: each response.create reaches the server later', async (
 
 test('upstream ws_drop of response.create: no response, the run times out', async () => {
   const { code, result, fault } = await runUnder({ name: 'udr', type: 'ws_drop',
-    event: 'response.create', direction: 'upstream' }, ['--timeout', '1s']);
+    event: 'response.create', direction: 'upstream' }, ['--timeout', '1s', ...PAR]);
   assert.equal(code, 3);
   assert.equal(result.outcomes.timeout_total, 3);
   assert.equal(result.summary.total_output_tokens, 0);
@@ -199,7 +203,7 @@ test('upstream ws_close: the server is closed with the code instead of response.
 
 // TCP faults shape a WebSocket connection's bytes to the client, frames included.
 test('tcp_latency on a WebSocket connection: the upgrade and every event later', async () => {
-  const { code, stderr, result, reqs, fault } = await runUnder({ name: 'tl', type: 'tcp_latency', delay: '300ms' });
+  const { code, stderr, result, reqs, fault } = await runUnder({ name: 'tl', type: 'tcp_latency', delay: '300ms' }, PAR);
   assert.equal(code, 0, stderr);
   assert.equal(result.summary.completed, 3);
   clean(result.streams);
@@ -219,7 +223,7 @@ test('tcp_reset after some bytes: the connection is cut mid-answer', async () =>
 
 test('upstream tcp_latency on a WebSocket connection: the client\'s frames reach the server later', async () => {
   const { code, stderr, result, fault } = await runUnder({ name: 'tlu', type: 'tcp_latency', delay: '300ms',
-    direction: 'upstream' });
+    direction: 'upstream' }, PAR);
   assert.equal(code, 0, stderr);
   assert.equal(result.summary.completed, 3);
   clean(result.streams);
