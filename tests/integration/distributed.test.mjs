@@ -103,7 +103,9 @@ test('--shard 0/2 and 1/2 send exactly what one process sends', async () => {
   assert.equal(a.code, 0, a.stderr);
   assert.equal(b.code, 0, b.stderr);
   const started = [s0, s1].map((d) => Date.parse(readJson(path.join(d, 'result.json')).run.started_at));
-  for (const t of started) assert.ok(t >= startAt * 1000 - 2 && t < startAt * 1000 + 100, `${t} vs ${startAt}`);
+  // not before the time (1.5 s after the launch); after it by less than a
+  // second, a margin that holds on a loaded machine under ASan (133 ms seen)
+  for (const t of started) assert.ok(t >= startAt * 1000 - 2 && t < startAt * 1000 + 1000, `${t} vs ${startAt}`);
   const ids = (d) => readJsonl(path.join(d, 'requests.jsonl')).map((q) => q.id);
   const want = ids(single).sort((x, y) => x - y);
   assert.deepEqual(want, [...Array(60).keys()]);
