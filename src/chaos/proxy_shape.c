@@ -212,10 +212,11 @@ static void pxconn_setup(struct pxconn *k, enum fault_direction dir, bool latenc
 }
 
 /* Rolls the TCP faults of req's connection and shapes its output with
- * them: each hit is counted by count(arg, hit); seed is drawn only when
- * one hit. */
-static void pxconn_roll(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now,
-                        void (*count)(void *arg, struct fault *f), void *arg)
+ * them; seed is drawn only when one hit. Each hit is counted on x, or
+ * without x (a WebSocket session) as injected, but for tcp_blackhole, which
+ * swallows HTTP requests only. */
+static void pxconn_roll(struct proxy *p, struct http_request *req, struct pxreq *x,
+                        struct rng *seed, uint64_t now)
 {
     struct fault *hits[FAULTSET_HITS];
     pthread_mutex_lock(&p->faults_mu);
@@ -233,35 +234,25 @@ static void pxconn_roll(struct proxy *p, struct http_request *req, struct rng *s
     k->nhits = n;
     rng_seed(&k->rng, rng_next_u64(seed));
     struct http_shaper sh = {pxconn_allow, 0, pxconn_release, k};
-    for (size_t i = 0; i < n; i++)
-        count(arg, hits[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (x)
+            px_count(x, hits[i]);
+        else if (hits[i]->type != FAULT_TCP_BLACKHOLE)
+            fault_count_injection(hits[i]);
+    }
     pxconn_setup(k, FAULT_DIR_DOWNSTREAM, true, now, &sh.close_delay_ns);
     if (http_request_set_shaper(req, &sh) != 0)
         pxconn_release(k);
 }
 
-static void count_on_req(void *arg, struct fault *f)
-{
-    px_count(arg, f);
-}
-
 void px_tcp_roll(struct pxreq *x, uint64_t now)
 {
-    pxconn_roll(x->p, x->req, &x->rng, now, count_on_req, x);
-}
-
-/* A WebSocket connection's hit: injected, but for tcp_blackhole, which
- * swallows HTTP requests only (nothing reads it on a WebSocket). */
-static void count_injection(void *arg, struct fault *f)
-{
-    (void)arg;
-    if (f->type != FAULT_TCP_BLACKHOLE)
-        fault_count_injection(f);
+    pxconn_roll(x->p, x->req, x, &x->rng, now);
 }
 
 void px_tcp_roll_ws(struct proxy *p, struct http_request *req, struct rng *seed, uint64_t now)
 {
-    pxconn_roll(p, req, seed, now, count_injection, NULL);
+    pxconn_roll(p, req, NULL, seed, now);
 }
 
 /* The ctx of a shaper for the request bytes x forwards upstream (see
@@ -293,23 +284,24 @@ static struct pxconn *pxconn_upstream(const struct http_request *req, struct rng
     return k;
 }
 
-bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh)
+/* k as a shaper in *sh; false when there is none. */
+static bool as_shaper(struct pxconn *k, struct http_shaper *sh)
 {
-    struct pxconn *k = pxconn_upstream(x->req, &x->rng, false, now);
     if (!k)
         return false;
     *sh = (struct http_shaper){pxconn_allow, 0, pxconn_release, k};
     return true;
 }
 
+bool px_tcp_upstream(struct pxreq *x, uint64_t now, struct http_shaper *sh)
+{
+    return as_shaper(pxconn_upstream(x->req, &x->rng, false, now), sh);
+}
+
 bool px_tcp_upstream_ws(const struct http_request *req, struct rng *seed, uint64_t now,
                         struct http_shaper *sh)
 {
-    struct pxconn *k = pxconn_upstream(req, seed, true, now);
-    if (!k)
-        return false;
-    *sh = (struct http_shaper){pxconn_allow, 0, pxconn_release, k};
-    return true;
+    return as_shaper(pxconn_upstream(req, seed, true, now), sh);
 }
 
 bool px_tcp_request(struct pxreq *x, uint64_t now)

@@ -4,11 +4,10 @@
  * net/ws_client; once the upstream answers 101 the client's upgrade is
  * accepted and whole messages (text or binary, each as it came) are relayed
  * both ways through wslay (net/ws.h on the client side, ws_client on the
- * upstream side). Messages go through
- * the frame faults of ws_faults.h, one tap per direction (the server's to
- * the client by default, the client's to the server for a fault of
- * direction upstream or both): delayed, dropped, duplicated, swallowed, or
- * replaced by a close. An upstream that refuses the upgrade has its status
+ * upstream side). Messages go through the frame faults of ws_faults.h, one
+ * tap per direction (the server's to the client by default, the client's
+ * to the server for a fault of direction upstream or both): delayed,
+ * dropped, duplicated, swallowed, or replaced by a close. An upstream that refuses the upgrade has its status
  * and body passed on. Runs on the worker's loop.
  */
 #include <errno.h>
@@ -497,8 +496,9 @@ static void pxws_error(struct http_request *req, int status, const char *msg)
     (void)http_respond(req, status, "application/json", NULL, body, (size_t)n);
 }
 
-/* Rolls the WS faults of the set for the connection's upgrade request. */
-static void pxws_roll(struct pxws *s, struct http_request *req, uint64_t seed)
+/* Rolls the WS faults of the set for the connection's upgrade request;
+ * seed: the session's, r: its generator for the other seeds. */
+static void pxws_roll(struct pxws *s, struct http_request *req, uint64_t seed, struct rng *r)
 {
     struct fault *hits[FAULTSET_HITS];
     struct fault_request fr = {
@@ -511,12 +511,12 @@ static void pxws_roll(struct pxws *s, struct http_request *req, uint64_t seed)
     size_t n = faultset_roll(&s->p->faults, &fr, 1u << FAULT_WS, ts_now_ns(), hits, FAULTSET_HITS);
     pthread_mutex_unlock(&s->p->faults_mu);
     ws_tap_init(&s->tap, hits, n, seed, FAULT_DIR_DOWNSTREAM);
-    ws_tap_init(&s->utap, hits, n, rng_mix64(seed ^ 0x75707374726561ull), FAULT_DIR_UPSTREAM);
+    ws_tap_init(&s->utap, hits, n, rng_next_u64(r), FAULT_DIR_UPSTREAM);
     for (size_t i = 0; i < n; i++)
         fault_unref(hits[i]);
 }
 
-static int pxws_open(struct pxws *s, struct http_request *req, uint64_t seed)
+static int pxws_open(struct pxws *s, struct http_request *req, uint64_t seed, struct rng *r)
 {
     char url[PROXY_UPSTREAM_MAX + 8192];
     const char *hv[64];
@@ -545,10 +545,8 @@ static int pxws_open(struct pxws *s, struct http_request *req, uint64_t seed)
         .mask_seed = seed,
         .insecure = s->p->cfg.insecure,
     };
-    struct rng r;
     struct http_shaper sh;
-    rng_seed(&r, rng_mix64(seed ^ 0x7570746370ull));
-    if (px_tcp_upstream_ws(req, &r, ts_now_ns(), &sh)) /* the connection's upstream TCP faults */
+    if (px_tcp_upstream_ws(req, r, ts_now_ns(), &sh)) /* the connection's upstream TCP faults */
         spec.send_shaper = &sh;
     int rc = ws_call_open(s->w->loop, &spec, &up_ops, s, &s->call);
     if (rc && spec.send_shaper && sh.release)
@@ -583,17 +581,16 @@ void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)
     s->req = req;
     uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
     uint64_t seed = rng_mix64(p->cfg.seed ^ rng_mix64(seq));
-    pxws_roll(s, req, seed);
-    if (req->conn_index == 0 && !w->stopping) { /* the connection's TCP faults */
-        struct rng r;
-        rng_seed(&r, rng_mix64(seed ^ 0x746370ull));
+    struct rng r; /* the session's other seeds */
+    rng_seed(&r, seed);
+    pxws_roll(s, req, seed, &r);
+    if (req->conn_index == 0 && !w->stopping) /* the connection's TCP faults */
         px_tcp_roll_ws(p, req, &r, ts_now_ns());
-    }
     if (ptimer_init(w->loop, &s->timer) == 0) {
         s->timer.data = s;
         s->timer_on = true;
     }
-    int rc = s->timer_on ? pxws_open(s, req, seed) : -ENOMEM;
+    int rc = s->timer_on ? pxws_open(s, req, seed, &r) : -ENOMEM;
     if (rc != 0) {
         s->req = NULL;
         if (rc == -E2BIG)

@@ -295,7 +295,7 @@ static void start_write(struct ws_call *c)
             return;
         }
         c->out_off += n; /* out is compacted once half of it is written: linear in all */
-        if (c->out_off == c->out.len || c->out_off > c->out.len / 2) {
+        if (c->out_off > c->out.len / 2) {
             buf_consume(&c->out, c->out_off);
             c->out_off = 0;
         }
