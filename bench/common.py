@@ -20,6 +20,7 @@ BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 TOKENSTORM = os.path.join(BUILD, "tokenstorm")
 OUT = os.path.join(ROOT, "bench", "out")
 SSELOAD = os.path.join(OUT, "sseload")
+RELAYFLOOR = os.path.join(OUT, "relayfloor")
 SIM_CORE = os.environ.get("BENCH_SIM_CORE", "0")
 CLIENT_CORE = os.environ.get("BENCH_CLIENT_CORE", "1")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -57,6 +58,12 @@ def ensure_built():
                         "-Werror", "-Wshadow", "-Wvla", "-D_GNU_SOURCE",
                         "-I" + os.path.join(ROOT, "src"), src, lib, "-o", SSELOAD]
                        # --recv uring where liburing is (a dependency of the proxy's sends)
+                       + (["-luring"] if os.path.exists("/usr/include/liburing.h") else []),
+                       check=True)
+    src = os.path.join(ROOT, "bench", "relayfloor.c")
+    if not os.path.exists(RELAYFLOOR) or os.path.getmtime(RELAYFLOOR) < os.path.getmtime(src):
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra",
+                        "-Werror", "-Wshadow", "-Wvla", "-D_GNU_SOURCE", src, "-o", RELAYFLOOR]
                        + (["-luring"] if os.path.exists("/usr/include/liburing.h") else []),
                        check=True)
 

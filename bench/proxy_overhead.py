@@ -19,6 +19,12 @@ client's core):
                upstream, 127.0.0.1 only
   proxy-fault  the proxy with one SSE fault on every stream (sse_jitter of
                0 ms: every event passes through the fault engine, none is delayed)
+  floor        bench/out/relayfloor: a TCP byte pipe (no HTTP, no parsing,
+               sends batched through io_uring like the proxy's), the least a
+               relay that forwards each event as it arrives can cost; prints
+               floor / nginx and tokenstorm / floor beside the target ratios
+  floor-write  the same pipe writing each read at once with write(2), as
+               nginx does: what batching the sends is worth at the floor
 Reports p50/p99/p99.9/max of each, the differences of the quantiles from the
 direct run (the relay's added latency per event; the runs are separate, so
 the difference is of the distributions, not paired per event), the relay's
@@ -31,7 +37,7 @@ and added p50 <= 0.7 x nginx at 100 and 1,000 streams; with the fault
 bytes to their write to the client; bucket upper bounds).
 Usage: proxy_overhead.py [--streams 1000,100,10] [--duration 15] [--proxy-core 1]
                          [--proxy-threads N[,N...]] (one per --proxy-core entry)
-                         [--relays proxy,nginx,proxy-fault] [--repeat N] [--keep DIR]
+                         [--relays proxy,nginx,proxy-fault,floor] [--repeat N] [--keep DIR]
 With --repeat N every run is made N times in rounds (direct, then each relay)
 and the medians of the rounds' ratios are printed with their range.
 """
@@ -168,6 +174,38 @@ class Nginx:
         return False
 
 
+class Floor:
+    """bench/out/relayfloor relaying to upstream_port, pinned to core (a
+    context manager); it ends by itself after lifetime seconds."""
+
+    def __init__(self, core, upstream_port, lifetime, send="uring"):
+        self.argv = c.pinned(core, [c.RELAYFLOOR, "--upstream", str(upstream_port),
+                                    "--lifetime", str(int(lifetime)), "--send", send])
+        self.proc, self.port, self.line = None, None, ""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.line = self.proc.stdout.readline()  # its first line, at once
+        m = re.search(r"listening on (\d+)", self.line)
+        if not m:
+            self.__exit__()
+            raise RuntimeError("relayfloor did not start: " + self.line)
+        self.port = int(m.group(1))
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        return self
+
+    def cpu_s(self):
+        return c.proc_cpu_s(self.proc.pid)
+
+    def forward_delay(self):
+        return {}
+
+    def __exit__(self, *exc):
+        c.stop_proc(self.proc)
+        return False
+
+
 class Proxy:
     """`tokenstorm proxy --upstream URL` pinned to core, with an optional
     fault POSTed to its control API once it is up (a context manager)."""
@@ -275,6 +313,8 @@ def relay_name(r):
         return "direct"
     if r["kind"] == "nginx":
         return "nginx (core %s)" % r["core"]
+    if r["kind"] == "floor":
+        return "floor%s (core %s)" % ("-write" if r.get("send") == "write" else "", r["core"])
     return "proxy%s (core %s%s)" % (" +fault" if r.get("fault") else "", r["core"],
                                     ", %d thr" % r["threads"] if r["threads"] > 1 else "")
 
@@ -294,6 +334,9 @@ def run(streams, duration, relay, work):
             px = Proxy(relay["core"], sim.url, relay["threads"], relay.get("fault")).__enter__()
         elif kind == "nginx":
             px = Nginx(relay["core"], sim.port, work).__enter__()
+        elif kind == "floor":
+            px = Floor(relay["core"], sim.port, LENGTH / TOKENS_PER_S + duration + 180,
+                       relay.get("send", "uring")).__enter__()
         try:
             port = px.port if px else sim.port
             warmup = LENGTH / TOKENS_PER_S + 1
@@ -454,6 +497,25 @@ def compare(streams, runs, duration):
                   % (streams, r["core"], "one SSE fault (jitter 0 ms)" if r["fault"] else "no fault",
                      fmt(r["cpu_per_event"]), fmt(r["added_p50"]), fmt(r["added_p99"]),
                      " (other load: noisy)" if r["noisy"] else ""))
+    fmt = lambda v: "n/a" if v is None else "%.2f" % v
+    for fl in [x for x in added if x["relay"] == "floor" and x["via"].startswith("floor ")]:
+        same = lambda kind, fault: [x for x in added if x["relay"] == kind
+                                    and x["proxy_core"] == fl["proxy_core"] and x["fault"] == fault]
+        for ng in same("nginx", False):
+            print("proxy_overhead  %d streams, core %s: floor / nginx  CPU per event %s, added p50 "
+                  "%s (the least a relay can be against the 0.7 target)"
+                  % (streams, fl["proxy_core"], fmt(ratio(fl["cpu_us_per_event"],
+                                                          ng["cpu_us_per_event"])),
+                     fmt(ratio(fl["p50"], ng["p50"]))))
+        for ts in same("proxy", False):
+            print("proxy_overhead  %d streams, core %s: tokenstorm / floor  CPU per event %s"
+                  % (streams, fl["proxy_core"], fmt(ratio(ts["cpu_us_per_event"],
+                                                          fl["cpu_us_per_event"]))))
+        for r in ratios:
+            if r["core"] == fl["proxy_core"] and not r["fault"]:
+                ng = same("nginx", False)
+                r["floor_cpu_per_event"] = ratio(fl["cpu_us_per_event"],
+                                                 ng[0]["cpu_us_per_event"]) if ng else None
     sys.stdout.flush()
     return added, ratios
 
@@ -469,10 +531,11 @@ def main():
     ap.add_argument("--proxy-threads", default="1",
                     help="tokenstorm proxy --threads N (its loop threads): one value for every "
                          "proxy run, or one per --proxy-core entry")
-    ap.add_argument("--relays", default="proxy,nginx,proxy-fault",
+    ap.add_argument("--relays", default="proxy,nginx,proxy-fault,floor",
                     help="relays measured beside the direct run, comma-separated: proxy "
                          "(tokenstorm proxy, no fault), proxy-fault (with an sse_jitter of 0 ms "
-                         "on every stream), nginx")
+                         "on every stream), nginx, floor (bench/out/relayfloor, a byte pipe "
+                         "sending through io_uring), floor-write (the pipe with write(2))")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of every run at each stream count (the relays' CPU per event "
                          "moves +-15%% between runs): each round's ratios, then their medians")
@@ -482,8 +545,9 @@ def main():
         ap.error("--repeat: 1 to 20")
     c.ensure_built()
     relays = a.relays.split(",")
-    if not relays or any(r not in ("proxy", "proxy-fault", "nginx") for r in relays):
-        ap.error("--relays: proxy, proxy-fault, nginx")
+    kinds = ("proxy", "proxy-fault", "nginx", "floor", "floor-write")
+    if not relays or any(r not in kinds for r in relays):
+        ap.error("--relays: " + ", ".join(kinds))
     if "nginx" in relays and not os.access(NGINX, os.X_OK):
         ap.error("nginx not found (scripts/deps.sh bench installs it)")
     c.log("proxy_overhead: %s streams at %d tokens/s each, %d tokens per response; sim core %s,"
@@ -497,8 +561,9 @@ def main():
     plan = [{"kind": "direct"}]
     for core, nthr in zip(cores, threads):
         for r in relays:
-            plan.append({"kind": "nginx" if r == "nginx" else "proxy", "core": core,
-                         "threads": nthr, "fault": JITTER0 if r == "proxy-fault" else None})
+            plan.append({"kind": r.split("-")[0] if r != "proxy-fault" else "proxy", "core": core,
+                         "threads": nthr, "fault": JITTER0 if r == "proxy-fault" else None,
+                         "send": "write" if r == "floor-write" else "uring"})
     points, all_ratios = [], []
     for streams in [int(x) for x in a.streams.split(",")]:
         for rnd in range(a.repeat):
@@ -535,12 +600,14 @@ def main():
                 fmt(r["added_p50"]), fmt(r["added_p99"]), "  (noisy)" if r["noisy"] else ""))
     if medians:
         print("proxy_overhead  medians of %d rounds (min-max)" % a.repeat)
-        print("  streams  core  fault  CPU/event         added p50         added p99")
+        print("  streams  core  fault  CPU/event         added p50         added p99"
+              "         floor/nginx CPU")
         rng = lambda m: "n/a" if m is None else "%.2f (%.2f-%.2f)" % (m[0], m[1], m[2])
         for r in medians:
-            print("  %7d  %4s  %5s  %-16s  %-16s  %-16s" % (
+            print("  %7d  %4s  %5s  %-16s  %-16s  %-16s  %s" % (
                 r["streams"], r["core"], "yes" if r["fault"] else "no", rng(r["cpu_per_event"]),
-                rng(r["added_p50"]), rng(r["added_p99"])))
+                rng(r["added_p50"]), rng(r["added_p99"]),
+                rng(r["floor_cpu_per_event"]) if r["floor_cpu_per_event"] else "-"))
     c.write_result("proxy_overhead", {
         "sim": {"profile": "tiny", "set": c.FAST_ENGINE + ["t_w_ms=%g" % (1000 / TOKENS_PER_S
                                                                            - 0.05)],
@@ -568,8 +635,8 @@ def median_ratios(ratios):
     out = []
     for (streams, core, fault), rs in groups.items():
         row = {"streams": streams, "core": core, "fault": fault, "rounds": len(rs)}
-        for k in ("cpu_per_event", "added_p50", "added_p99"):
-            v = sorted(x[k] for x in rs if x[k] is not None)
+        for k in ("cpu_per_event", "added_p50", "added_p99", "floor_cpu_per_event"):
+            v = sorted(x[k] for x in rs if x.get(k) is not None)
             row[k] = [round(statistics.median(v), 3), v[0], v[-1]] if v else None
         out.append(row)
     return out

@@ -44,7 +44,7 @@ for name in "${names[@]}"; do
     client_ceiling) cmd=("$PYTHON" bench/client_ceiling.py); limit=300 ;;
     fidelity) cmd=("$PYTHON" bench/fidelity.py); limit=240 ;;
     locust) cmd=("$PYTHON" bench/locust_compare.py); limit=900 ;;
-    proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=1200 ;;
+    proxy_overhead) cmd=("$PYTHON" bench/proxy_overhead.py); limit=1500 ;;
     mirror_overhead) cmd=("$PYTHON" bench/mirror_overhead.py); limit=240 ;;
     vector_nprobe) cmd=("$PYTHON" bench/vector_nprobe.py); limit=600 ;;
     sim_published) cmd=("$PYTHON" bench/sim_published.py); limit=420 ;;
