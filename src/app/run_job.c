@@ -455,6 +455,9 @@ static int load_replay(struct job *j)
     if (j->rec->skipped)
         ts_warn("--replay: %llu lines skipped; the first: %s", (unsigned long long)j->rec->skipped,
                 msg);
+    if (j->rec->websocket)
+        ts_warn("--replay: %llu WebSocket sessions in the recording are not replayed",
+                (unsigned long long)j->rec->websocket);
     if (replay_endpoint(j->rec, j->replay_path, sizeof j->replay_path, &j->ep, j->err,
                         sizeof(j->err))) {
         fprintf(stderr, "tokenstorm run: %s\n", j->err);

@@ -169,6 +169,28 @@ void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_
 /* Writes x's record (only when the upstream answered) and drops it. */
 void px_record_end(struct pxreq *x);
 
+/* A WebSocket session being recorded (proxy_ws.c; rec NULL: not recording). */
+struct pxws_rec {
+    json_t *rec;       /* the line being built */
+    uint64_t t0, last; /* the upgrade request's arrival; the last message's */
+    size_t bytes;      /* message bytes recorded (capped: proxy_record.c) */
+    bool cut;          /* messages left out: over the cap or the count */
+};
+
+/* Starts r for the upgrade request req when p records (else leaves r->rec NULL). */
+void px_record_ws_begin(struct proxy *p, const struct http_request *req, struct pxws_rec *r);
+/* One whole message as it came (before any fault), from the client or the
+ * server, at at (ns, monotonic). */
+void px_record_ws_message(struct proxy *p, struct pxws_rec *r, bool from_client, int opcode,
+                          const char *data, size_t len, uint64_t at);
+/* The upstream's answer to the upgrade: 101, or its refusal with its body. */
+void px_record_ws_status(struct pxws_rec *r, int status, const char *body, size_t len);
+/* A close frame seen (by: "client" or "server"), with its code (0: none). */
+void px_record_ws_close(struct pxws_rec *r, const char *by, unsigned code, uint64_t at);
+/* Writes the line (when the upstream answered) and clears r; outcome: "ok"
+ * (the session ended with a close handshake) or "cut". */
+void px_record_ws_end(struct proxy *p, struct pxws_rec *r, const char *outcome);
+
 /* ---- proxy_mirror.c ---- */
 
 /* Mirrors x (its share rolled, the queue bound kept) with the primary's spec. */

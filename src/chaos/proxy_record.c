@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/base64.h"
 #include "base/clock.h"
 #include "chaos/proxy_int.h"
 #include "chaos/recorder.h"
 #include "llm/recording.h"
+#include "net/ws.h"
 
 /* Headers as an object, secret values redacted. */
 static json_t *headers_json(const struct http_header *h, size_t n)
@@ -37,22 +40,27 @@ static json_t *body_json(const struct recorder *r, const char *body, size_t len)
     return json_stringn_nocheck(body, len);
 }
 
+/* The request's part of a line, at now. */
+static json_t *request_json(struct proxy *p, const struct http_request *req, uint64_t now)
+{
+    char hash[17];
+    uint64_t start = recorder_start_ns(p->recorder);
+    recording_body_hash(req->body, req->body_len, hash);
+    return json_pack("{s:i,s:I,s:f,s:I,s:s,s:s,s:o,s:o,s:s}", "v", 1, "id",
+                     (json_int_t)atomic_fetch_add(&p->rec_seq, 1), "offset_ms",
+                     now > start ? (double)(now - start) / 1e6 : 0.0, "wall_ms",
+                     (json_int_t)(ts_wall_ns() / 1000000), "method", req->method, "path", req->url,
+                     "headers", headers_json(req->headers, req->header_count), "body",
+                     body_json(p->recorder, req->body, req->body_len), "body_hash", hash);
+}
+
 void px_record_begin(struct pxreq *x)
 {
     struct proxy *p = x->p;
-    const struct http_request *req = x->req;
-    char hash[17];
     if (!p->recorder)
         return;
-    uint64_t now = ts_now_ns(), start = recorder_start_ns(p->recorder);
-    recording_body_hash(req->body, req->body_len, hash);
-    x->rec_t0 = now;
-    x->rec = json_pack("{s:i,s:I,s:f,s:I,s:s,s:s,s:o,s:o,s:s}", "v", 1, "id",
-                       (json_int_t)atomic_fetch_add(&p->rec_seq, 1), "offset_ms",
-                       now > start ? (double)(now - start) / 1e6 : 0.0, "wall_ms",
-                       (json_int_t)(ts_wall_ns() / 1000000), "method", req->method, "path",
-                       req->url, "headers", headers_json(req->headers, req->header_count), "body",
-                       body_json(p->recorder, req->body, req->body_len), "body_hash", hash);
+    x->rec_t0 = ts_now_ns();
+    x->rec = request_json(p, x->req, x->rec_t0);
     buf_init(&x->rec_body, p->cfg.max_body_bytes);
 }
 
@@ -134,4 +142,111 @@ void px_record_end(struct pxreq *x)
     }
     x->rec = NULL;
     buf_release(&x->rec_body);
+}
+
+/* ---- WebSocket sessions ---- */
+
+/* Message bytes one session's line holds at most: half a reader's line
+ * (RECORDING_LINE_MAX), leaving room for base64 and JSON escapes. */
+#define PX_REC_WS_BYTES ((size_t)RECORDING_LINE_MAX / 2)
+
+void px_record_ws_begin(struct proxy *p, const struct http_request *req, struct pxws_rec *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!p->recorder)
+        return;
+    r->t0 = r->last = ts_now_ns();
+    r->rec = request_json(p, req, r->t0);
+    if (r->rec)
+        json_object_set_new(r->rec, "websocket", json_true());
+}
+
+static double ws_ms(const struct pxws_rec *r, uint64_t at)
+{
+    return at > r->t0 ? (double)(at - r->t0) / 1e6 : 0.0;
+}
+
+/* A text message as recorded: as it came, or with --redact pointers, when
+ * it is JSON, redacted (and compact again). NULL when it is not UTF-8. */
+static json_t *ws_text(const struct recorder *rc, const char *data, size_t len)
+{
+    json_t *j = recorder_redacts(rc) ? json_loadb(data, len, JSON_DECODE_ANY, NULL) : NULL;
+    if (!j)
+        return json_stringn(data, len); /* NULL: not UTF-8 */
+    recorder_redact_all(rc, j);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(j);
+    json_t *out = s ? json_string_nocheck(s) : NULL;
+    free(s);
+    return out;
+}
+
+void px_record_ws_message(struct proxy *p, struct pxws_rec *r, bool from_client, int opcode,
+                          const char *data, size_t len, uint64_t at)
+{
+    if (!r->rec)
+        return;
+    json_t *msgs = json_object_get(r->rec, "messages");
+    if (!msgs) {
+        msgs = json_array();
+        json_object_set_new(r->rec, "messages", msgs);
+    }
+    if (!msgs || json_array_size(msgs) >= RECORDING_EVENTS_MAX ||
+        len > PX_REC_WS_BYTES - r->bytes) {
+        r->cut = true;
+        return;
+    }
+    r->bytes += len;
+    if (at > r->last)
+        r->last = at;
+    json_t *m = json_pack("[f,s]", ws_ms(r, at), from_client ? "client" : "server");
+    json_t *text = opcode == WS_OP_BINARY ? NULL : ws_text(p->recorder, data, len);
+    if (!m) {
+        json_decref(text);
+        return;
+    }
+    if (text) {
+        json_array_append_new(m, text);
+    } else { /* binary, or text that is not UTF-8: base64, marked */
+        char *b = ts_malloc(base64_len(len) + 1);
+        json_array_append_new(m, b ? json_stringn_nocheck(b, base64_encode(data, len, b))
+                                   : json_null());
+        json_array_append_new(m, json_string(opcode == WS_OP_BINARY ? "binary" : "text_base64"));
+        ts_free(b);
+    }
+    json_array_append_new(msgs, m);
+}
+
+void px_record_ws_status(struct pxws_rec *r, int status, const char *body, size_t len)
+{
+    if (!r->rec)
+        return;
+    json_object_set_new(r->rec, "status", json_integer(status));
+    if (status != 101)
+        json_object_set_new(r->rec, "response_body", body_json(NULL, body, len));
+}
+
+void px_record_ws_close(struct pxws_rec *r, const char *by, unsigned code, uint64_t at)
+{
+    if (!r->rec || json_object_get(r->rec, "close"))
+        return; /* the first close is the one that ended the session */
+    if (at > r->last)
+        r->last = at;
+    json_object_set_new(r->rec, "close",
+                        json_pack("{s:f,s:s,s:o}", "t_ms", ws_ms(r, at), "by", by, "code",
+                                  code ? json_integer(code) : json_null()));
+}
+
+void px_record_ws_end(struct proxy *p, struct pxws_rec *r, const char *outcome)
+{
+    if (!r->rec)
+        return;
+    if (json_object_get(r->rec, "status")) { /* the upstream answered */
+        json_object_set_new(r->rec, "end_ms", json_real(ws_ms(r, r->last)));
+        json_object_set_new(r->rec, "outcome", json_string(r->cut ? "body_too_large" : outcome));
+        (void)recorder_write(p->recorder, r->rec);
+    } else {
+        json_decref(r->rec);
+    }
+    r->rec = NULL;
 }

@@ -59,6 +59,8 @@ struct pxws {
     bool timer_on, timer_closing;
     struct pxws_q down, up; /* held for the client, for the upstream */
     char accept[WS_ACCEPT_LEN + 1];
+    struct pxws_rec rec; /* --record: the session as it came, before any fault */
+    bool rec_cut;        /* the upstream ended without a close frame */
 };
 
 static void pxws_flush(struct pxws *s);
@@ -107,6 +109,7 @@ static void pxws_maybe_free(struct pxws *s)
         s->w->ws_sessions = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    px_record_ws_end(s->p, &s->rec, s->rec_cut ? "cut" : "ok");
     ws_tap_release(&s->tap);
     ws_tap_release(&s->utap);
     ws_conn_release(&s->cws);
@@ -197,6 +200,7 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
     const char *d = (const char *)data;
     if (!s->call)
         return;
+    px_record_ws_message(s->p, &s->rec, true, opcode, d, len, ts_now_ns());
     if (!ws_tap_active(&s->utap)) {
         pxws_send_up(s, opcode, d, len);
         return;
@@ -215,6 +219,7 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
  * messages still held back (then by the pump). */
 static void pxws_client_closed(struct pxws *s, uint16_t code)
 {
+    px_record_ws_close(&s->rec, "client", code, ts_now_ns());
     if (!s->req || !s->up.head || !s->call || !s->upgraded) {
         pxws_end(s, false, code);
         return;
@@ -343,7 +348,7 @@ static void up_on_message(struct ws_call *c, int opcode, const char *data, size_
 {
     struct pxws *s = user;
     (void)c;
-    (void)at;
+    px_record_ws_message(s->p, &s->rec, false, opcode, data, len, at);
     if (!s->req)
         return;
     uint64_t now = ts_now_ns();
@@ -365,6 +370,7 @@ static void up_on_open(struct ws_call *c, void *user)
     struct pxws *s = user;
     char extra[160];
     (void)c;
+    px_record_ws_status(&s->rec, 101, NULL, 0);
     if (!s->req)
         return;
     if (ws_conn_init(&s->cws, true, PXWS_MAX_MESSAGE, 0, &pxws_client_ops, s) != 0) {
@@ -397,6 +403,7 @@ static void pxws_refused(struct pxws *s, const struct ws_call_result *res)
     struct http_request *req = s->req;
     s->req = NULL;
     if (res->status >= 200 && res->status != 101) {
+        px_record_ws_status(&s->rec, (int)res->status, res->body, res->body_len);
         (void)http_respond(req, (int)res->status, "application/json", NULL, res->body,
                            res->body_len);
         return;
@@ -412,6 +419,14 @@ static void up_on_done(struct ws_call *c, const struct ws_call_result *res, void
     struct pxws *s = user;
     (void)c;
     s->call = NULL;
+    if (s->upgraded) {
+        bool closed = res->error == HTTP_CALL_OK && res->close_code != WS_CLOSE_ABNORMAL;
+        s->rec_cut = !closed;
+        if (closed)
+            px_record_ws_close(&s->rec, "server",
+                               res->close_code == WS_CLOSE_NO_STATUS ? 0 : res->close_code,
+                               ts_now_ns());
+    }
     if (s->req && !s->upgraded) {
         pxws_refused(s, res);
     } else if (s->req) {
@@ -579,6 +594,7 @@ void proxy_ws_handle(struct proxy_worker *w, struct http_request *req)
         s->next->prev = s;
     w->ws_sessions = s;
     s->req = req;
+    px_record_ws_begin(p, req, &s->rec);
     uint64_t seq = atomic_fetch_add_explicit(&p->req_seq, 1, memory_order_relaxed) + 1;
     uint64_t seed = rng_mix64(p->cfg.seed ^ rng_mix64(seq));
     struct rng r; /* the session's other seeds */

@@ -122,6 +122,11 @@ size_t recorder_redact(json_t *root, const char *ptr)
     return ptr && *ptr == '/' ? redact_walk(root, ptr) : 0;
 }
 
+bool recorder_redacts(const struct recorder *r)
+{
+    return r->nredact > 0;
+}
+
 void recorder_redact_all(const struct recorder *r, json_t *root)
 {
     for (size_t i = 0; i < r->nredact; i++)

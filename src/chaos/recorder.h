@@ -67,6 +67,9 @@ bool recorder_secret_header(const char *name);
  */
 size_t recorder_redact(json_t *root, const char *ptr);
 
+/* Whether r has --redact pointers. */
+bool recorder_redacts(const struct recorder *r);
+
 /* The redactions of r applied to root (a request body). */
 void recorder_redact_all(const struct recorder *r, json_t *root);
 

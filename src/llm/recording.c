@@ -204,8 +204,11 @@ int rec_exchange_parse(const char *line, size_t len, struct rec_exchange *x, cha
         ts_errf(err, errlen, "v: expected 1 (the format's version)");
         goto out;
     }
-    if ((rc = ms_field(o, "offset_ms", true, &x->offset_ns, err, errlen)) ||
-        (rc = parse_request(o, x, err, errlen)) || (rc = parse_response(o, x, err, errlen)))
+    if ((rc = ms_field(o, "offset_ms", true, &x->offset_ns, err, errlen)))
+        goto out;
+    x->websocket = json_is_true(json_object_get(o, "websocket"));
+    if (!x->websocket &&
+        ((rc = parse_request(o, x, err, errlen)) || (rc = parse_response(o, x, err, errlen))))
         goto out;
     rc = 0;
 out:
@@ -273,6 +276,9 @@ static int load_file(const char *path, struct recording *r, size_t *cap, char *w
                 if (!r->skipped)
                     ts_errf(warn, wlen, "%s:%zu: %s", path, lineno, msg);
                 r->skipped++;
+            } else if (r->v[r->n].websocket) {
+                rec_exchange_release(&r->v[r->n]);
+                r->websocket++;
             } else {
                 r->n++;
             }
@@ -345,7 +351,10 @@ int recording_load(const char *dir, struct recording **out, char *err, size_t er
     for (size_t i = 0; !rc && i < nnames; i++)
         rc = load_file(names[i], r, &cap, err, errlen);
     if (!rc && !r->n) {
-        if (!err[0])
+        if (r->websocket)
+            ts_errf(err, errlen, "%s: only WebSocket sessions (%llu), which are not replayed", dir,
+                    (unsigned long long)r->websocket);
+        else if (!err[0])
             ts_errf(err, errlen, "%s: no recorded exchange (rec-*.jsonl)", dir);
         rc = TS_PARSE;
     }

@@ -12,6 +12,8 @@
  *    "events": [[t_ms, "data"] or [t_ms, "data", "type"], ...] (an event
  *    stream: each event from the request's arrival) or "response_body": a JSON
  *    value or a string, "end_ms": F (from the request's arrival), "outcome"}
+ * A WebSocket session the proxy relayed has "websocket": true and
+ * "messages" instead of "events" (docs/CHAOS.md); it is not replayed.
  *
  * Limits: a line of at most RECORDING_LINE_MAX bytes, RECORDING_EVENTS_MAX
  * events an exchange, RECORDING_MAX exchanges a recording, files of at most
@@ -53,12 +55,14 @@ struct rec_exchange {
     char *resp_body; /* non-stream responses: compact JSON or the string; else NULL */
     size_t resp_len;
     uint64_t end_ns; /* from the request's arrival; 0: unknown */
+    bool websocket;  /* a WebSocket session ("websocket": true): only offset_ns is read */
 };
 
 struct recording {
     struct rec_exchange *v; /* by offset_ns */
     size_t n;
-    uint64_t skipped; /* lines that could not be read (recording_load_dir: warned) */
+    uint64_t skipped;   /* lines that could not be read (recording_load_dir: warned) */
+    uint64_t websocket; /* WebSocket sessions: kept out, not replayed */
 };
 
 /*
@@ -73,7 +77,8 @@ void rec_exchange_release(struct rec_exchange *x);
 /*
  * Reads every rec-*.jsonl of dir (or dir itself when it is a file) in name
  * order. A line that cannot be read is skipped and counted (the first
- * reason in err stays available as a warning when it returns 0). Returns 0
+ * reason in err stays available as a warning when it returns 0); a
+ * WebSocket session is counted in websocket and kept out. Returns 0
  * and *out (recording_free it), or a negative errno / TS_PARSE (no
  * exchange at all) with "path: reason" in err.
  */

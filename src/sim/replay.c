@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/buf.h"
 #include "base/clock.h"
 #include "llm/recording.h"
@@ -41,6 +42,9 @@ int sim_replay_open(const char *dir, struct sim_replay **out, char *err, size_t 
         ts_free(r);
         return rc;
     }
+    if (r->rec->websocket)
+        ts_warn("--replay: %llu WebSocket sessions in the recording are not served",
+                (unsigned long long)r->rec->websocket);
     r->used = ts_calloc(r->rec->n, sizeof *r->used);
     if (!r->used) {
         recording_free(r->rec);

@@ -262,3 +262,52 @@ test('an upgrade the upstream refuses is passed on with its status', async () =>
   assert.equal(result.errors.top[0].status, 404);
   assert.match(result.errors.top[0].message, /upgrade refused: The model `no-such-model` does not exist/);
 });
+
+test('--record writes each WebSocket session: messages both ways before faults, the close; replays skip it', async () => {
+  const dir = path.join(tmp, 'rec');
+  const rp = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
+    '--api', '127.0.0.1:0', '--record', dir, '--redact', '/response/input/*/content/*/text']);
+  for (let i = 0; i < 100 && !/control API on http/.test(rp.output); i++) await sleep(20);
+  const rapi = rp.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  try {
+    // a downstream fault: the recording still has every delta (it is taken before faults)
+    const spec = { name: 'recdrop', type: 'ws_drop', after_events: 2 };
+    const res = await fetch(rapi + '/faults', { method: 'POST', body: JSON.stringify(spec),
+      headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(10000) });
+    assert.equal(res.status, 201);
+    const r = await runBin(['run', '--target', rp.base, '--endpoint', 'realtime', '--requests', '2',
+      '--concurrency', '1', '--output-len', 'fixed:4', '--timeout', '5s', '-q',
+      '--out', path.join(tmp, 'recrun')], { timeoutMs: 60000 });
+    assert.equal(r.code, 0, r.stderr);
+    const f = await (await fetch(rapi + '/faults/recdrop', { signal: AbortSignal.timeout(10000) })).json();
+    assert.equal(f.injected, 2); // one delta of each session never reached the client
+  } finally {
+    await rp.stop('SIGTERM');
+  }
+  const lines = fs.readdirSync(dir).filter((f) => /^rec-\d+\.jsonl$/.test(f))
+    .flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter(Boolean))
+    .map((l) => JSON.parse(l));
+  const ws = lines.filter((l) => l.websocket === true);
+  assert.equal(ws.length, 2);
+  for (const s of ws) {
+    assert.equal(s.method, 'GET');
+    assert.match(s.path, /^\/v1\/realtime/);
+    assert.equal(s.status, 101);
+    assert.equal(s.outcome, 'ok');
+    assert.deepEqual([s.close.by, s.close.code], ['client', 1000]);
+    const types = s.messages.map((m) => [m[1], JSON.parse(m[2]).type]);
+    assert.ok(types.some(([d, t]) => d === 'server' && t === 'session.created'), JSON.stringify(types));
+    assert.ok(types.some(([d, t]) => d === 'client' && t === 'response.create'), JSON.stringify(types));
+    assert.equal(types.filter(([d, t]) => d === 'server' && t === 'response.output_text.delta').length, 4);
+    assert.deepEqual(types.at(-1), ['server', 'response.done']);
+    const t = s.messages.map((m) => m[0]);
+    assert.deepEqual(t, [...t].sort((a, b) => a - b));
+    assert.ok(s.end_ms >= t.at(-1));
+    const create = JSON.parse(s.messages.find((m) => m[1] === 'client')[2]);
+    assert.equal(create.response.input[0].content[0].text, '[redacted]');
+  }
+  // the replays have nothing to send or serve from WebSocket sessions, and say so
+  const rr = await runBin(['run', '--target', sim.base, '--replay', dir, '-q',
+    '--out', path.join(tmp, 'recreplay')], { timeoutMs: 30000 });
+  assert.match(rr.stderr, /2 WebSocket sessions in the recording are not replayed/);
+});

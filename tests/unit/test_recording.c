@@ -101,12 +101,44 @@ static void test_load(void **state)
     rmdir(dir);
 }
 
+/* WebSocket sessions (the proxy writes them) are counted and kept out. */
+static void test_websocket(void **state)
+{
+    (void)state;
+    static const char ws[] =
+        "{\"v\":1,\"offset_ms\":3,\"method\":\"GET\",\"path\":\"/v1/realtime\",\"body\":null,"
+        "\"body_hash\":\"cbf29ce484222325\",\"websocket\":true,\"status\":101,"
+        "\"messages\":[[0.3,\"server\",\"{}\"],[0.5,\"client\",\"AAE=\",\"binary\"]],"
+        "\"close\":{\"t_ms\":1,\"by\":\"client\",\"code\":1000},\"end_ms\":1,\"outcome\":\"ok\"}";
+    char dir[] = "/tmp/ts-rec-XXXXXX", path[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rec-000001.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%s\n%s\n%s\n", ws, good, ws);
+    fclose(f);
+    struct recording *r;
+    assert_int_equal(recording_load(dir, &r, err, sizeof err), 0);
+    assert_int_equal(r->n, 1);
+    assert_int_equal(r->websocket, 2);
+    assert_int_equal(r->skipped, 0);
+    assert_string_equal(r->v[0].method, "POST");
+    recording_free(r);
+    f = fopen(path, "w");
+    fprintf(f, "%s\n", ws);
+    fclose(f);
+    assert_int_equal(recording_load(dir, &r, err, sizeof err), TS_PARSE);
+    assert_non_null(strstr(err, "only WebSocket sessions (1)"));
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_load),
+        cmocka_unit_test(test_websocket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
