@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/alloc.h"
 #include "base/base64.h"
@@ -13,17 +14,60 @@
 #include "chaos/proxy_int.h"
 #include "chaos/recorder.h"
 #include "llm/recording.h"
+#include "report/result.h"
 #include "net/ws.h"
+
+/* A Sec-WebSocket-Protocol value with its API-key tokens redacted: browser
+ * clients of OpenAI's Realtime API send the key as the subprotocol
+ * "openai-insecure-api-key.<key>". */
+static json_t *ws_protocol_json(const char *v)
+{
+    static const char tok[] = "openai-insecure-api-key.";
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    int rc = 0;
+    const char *k;
+    while (!rc && (k = strstr(v, tok)) != NULL) {
+        rc = buf_append(&b, v, (size_t)(k - v) + sizeof tok - 1);
+        rc = rc ? rc : buf_append_str(&b, "[redacted]");
+        v = k + sizeof tok - 1;
+        v += strcspn(v, ", ");
+    }
+    rc = rc ? rc : buf_append_str(&b, v);
+    json_t *j = rc ? NULL : json_stringn(b.data ? b.data : "", b.len);
+    buf_release(&b);
+    return j;
+}
 
 /* Headers as an object, secret values redacted. */
 static json_t *headers_json(const struct http_header *h, size_t n)
 {
     json_t *o = json_object();
     for (size_t i = 0; o && i < n; i++)
-        json_object_set_new(
-            o, h[i].name,
-            json_string(recorder_secret_header(h[i].name) ? "[redacted]" : h[i].value));
+        json_object_set_new(o, h[i].name,
+                            recorder_secret_header(h[i].name) ? json_string("[redacted]")
+                            : !strcasecmp(h[i].name, "sec-websocket-protocol")
+                                ? ws_protocol_json(h[i].value)
+                                : json_string(h[i].value));
     return o;
+}
+
+/* The request's path with credential-named query values redacted
+ * (`?api-key=`, `?token=`...: report/result.h). */
+static json_t *path_json(const char *url)
+{
+    const char *q = strchr(url, '?');
+    if (!q)
+        return json_string(url);
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    const char *end = q + strcspn(q, "#");
+    json_t *j = NULL;
+    if (buf_append(&b, url, (size_t)(q - url) + 1) == 0 && result_put_query(&b, q + 1, end) == 0 &&
+        buf_append_str(&b, end) == 0)
+        j = json_stringn(b.data, b.len);
+    buf_release(&b);
+    return j;
 }
 
 /* A body as a JSON value (redacted by the recorder's pointers), or a string. */
@@ -46,12 +90,12 @@ static json_t *request_json(struct proxy *p, const struct http_request *req, uin
     char hash[17];
     uint64_t start = recorder_start_ns(p->recorder);
     recording_body_hash(req->body, req->body_len, hash);
-    return json_pack("{s:i,s:I,s:f,s:I,s:s,s:s,s:o,s:o,s:s}", "v", 1, "id",
+    return json_pack("{s:i,s:I,s:f,s:I,s:s,s:o,s:o,s:o,s:s}", "v", 1, "id",
                      (json_int_t)atomic_fetch_add(&p->rec_seq, 1), "offset_ms",
                      now > start ? (double)(now - start) / 1e6 : 0.0, "wall_ms",
-                     (json_int_t)(ts_wall_ns() / 1000000), "method", req->method, "path", req->url,
-                     "headers", headers_json(req->headers, req->header_count), "body",
-                     body_json(p->recorder, req->body, req->body_len), "body_hash", hash);
+                     (json_int_t)(ts_wall_ns() / 1000000), "method", req->method, "path",
+                     path_json(req->url), "headers", headers_json(req->headers, req->header_count),
+                     "body", body_json(p->recorder, req->body, req->body_len), "body_hash", hash);
 }
 
 void px_record_begin(struct pxreq *x)
@@ -146,9 +190,32 @@ void px_record_end(struct pxreq *x)
 
 /* ---- WebSocket sessions ---- */
 
-/* Message bytes one session's line holds at most: half a reader's line
- * (RECORDING_LINE_MAX), leaving room for base64 and JSON escapes. */
-#define PX_REC_WS_BYTES ((size_t)RECORDING_LINE_MAX / 2)
+/* What one session's messages may take in its line, as written (escaped,
+ * base64), so that the line stays under a reader's RECORDING_LINE_MAX with
+ * 1 MiB left for the request's part; each message also counts
+ * PX_REC_WS_EACH for its time, direction and brackets. */
+#define PX_REC_WS_BYTES ((size_t)RECORDING_LINE_MAX - (1u << 20))
+#define PX_REC_WS_EACH  64
+
+/* The bytes data takes in a line: text as the recorder writes it (ASCII
+ * only: a control byte as \u00XX, a code point past U+007F as one \uXXXX,
+ * two past U+FFFF), anything else as base64. */
+static size_t ws_written_len(bool text, const char *data, size_t len)
+{
+    if (!text)
+        return base64_len(len);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        n += c < 0x20                ? 6
+             : c == '"' || c == '\\' ? 2
+             : c < 0x80              ? 1
+             : c >= 0xf0             ? 12
+             : c >= 0xc0             ? 6
+                                     : 0;
+    }
+    return n;
+}
 
 void px_record_ws_begin(struct proxy *p, const struct http_request *req, struct pxws_rec *r)
 {
@@ -184,21 +251,23 @@ static json_t *ws_text(const struct recorder *rc, const char *data, size_t len)
 void px_record_ws_message(struct proxy *p, struct pxws_rec *r, bool from_client, int opcode,
                           const char *data, size_t len, uint64_t at)
 {
-    if (!r->rec)
+    if (!r->rec || r->cut) /* past the cap nothing more: no holes in the list */
         return;
     json_t *msgs = json_object_get(r->rec, "messages");
     if (!msgs) {
         msgs = json_array();
         json_object_set_new(r->rec, "messages", msgs);
     }
+    size_t cost = ws_written_len(opcode != WS_OP_BINARY, data, len) + PX_REC_WS_EACH;
     if (!msgs || json_array_size(msgs) >= RECORDING_EVENTS_MAX ||
-        len > PX_REC_WS_BYTES - r->bytes) {
+        cost > PX_REC_WS_BYTES - r->bytes) {
         r->cut = true;
         return;
     }
-    r->bytes += len;
-    if (at > r->last)
-        r->last = at;
+    r->bytes += cost;
+    if (at < r->last)
+        at = r->last; /* the two sides are timed apart: the list stays in order */
+    r->last = at;
     json_t *m = json_pack("[f,s]", ws_ms(r, at), from_client ? "client" : "server");
     json_t *text = opcode == WS_OP_BINARY ? NULL : ws_text(p->recorder, data, len);
     if (!m) {
@@ -230,8 +299,9 @@ void px_record_ws_close(struct pxws_rec *r, const char *by, unsigned code, uint6
 {
     if (!r->rec || json_object_get(r->rec, "close"))
         return; /* the first close is the one that ended the session */
-    if (at > r->last)
-        r->last = at;
+    if (at < r->last)
+        at = r->last;
+    r->last = at;
     json_object_set_new(r->rec, "close",
                         json_pack("{s:f,s:s,s:o}", "t_ms", ws_ms(r, at), "by", by, "code",
                                   code ? json_integer(code) : json_null()));

@@ -59,8 +59,8 @@ struct pxws {
     bool timer_on, timer_closing;
     struct pxws_q down, up; /* held for the client, for the upstream */
     char accept[WS_ACCEPT_LEN + 1];
-    struct pxws_rec rec; /* --record: the session as it came, before any fault */
-    bool rec_cut;        /* the upstream ended without a close frame */
+    struct pxws_rec rec;     /* --record: the session as it came, before any fault */
+    const char *rec_outcome; /* its outcome: "ok", "cut" or "client_closed" */
 };
 
 static void pxws_flush(struct pxws *s);
@@ -109,7 +109,7 @@ static void pxws_maybe_free(struct pxws *s)
         s->w->ws_sessions = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    px_record_ws_end(s->p, &s->rec, s->rec_cut ? "cut" : "ok");
+    px_record_ws_end(s->p, &s->rec, s->rec_outcome ? s->rec_outcome : "ok");
     ws_tap_release(&s->tap);
     ws_tap_release(&s->utap);
     ws_conn_release(&s->cws);
@@ -219,7 +219,6 @@ static void pxws_client_message(struct ws_conn *ws, int opcode, const uint8_t *d
  * messages still held back (then by the pump). */
 static void pxws_client_closed(struct pxws *s, uint16_t code)
 {
-    px_record_ws_close(&s->rec, "client", code, ts_now_ns());
     if (!s->req || !s->up.head || !s->call || !s->upgraded) {
         pxws_end(s, false, code);
         return;
@@ -244,6 +243,13 @@ static void pxws_on_data(struct http_request *req, const char *data, size_t len)
     struct pxws *s = req->user;
     int rc = ws_conn_feed(&s->cws, data, len);
     if (rc == TS_CLOSED && ws_conn_close_sent(&s->cws)) {
+        /* the client's close as it came, or the one we sent it (an
+         * oversized message, a protocol error) */
+        uint16_t got = ws_conn_close_code(&s->cws);
+        if (ws_conn_close_received(&s->cws))
+            px_record_ws_close(&s->rec, "client", got == WS_CLOSE_NO_STATUS ? 0 : got, ts_now_ns());
+        else
+            px_record_ws_close(&s->rec, "proxy", ws_conn_close_code_sent(&s->cws), ts_now_ns());
         uint16_t code = ws_conn_close_received(&s->cws) ? ws_conn_close_code(&s->cws) : 0;
         if (code == WS_CLOSE_NO_STATUS || code == WS_CLOSE_ABNORMAL)
             code = WS_CLOSE_NORMAL;
@@ -257,6 +263,7 @@ static void pxws_on_data(struct http_request *req, const char *data, size_t len)
 static void pxws_on_abort(struct http_request *req)
 {
     struct pxws *s = req->user;
+    s->rec_outcome = "client_closed"; /* its connection ended without a close */
     pxws_end(s, true, WS_CLOSE_GOING_AWAY);
     pxws_maybe_free(s);
 }
@@ -374,6 +381,7 @@ static void up_on_open(struct ws_call *c, void *user)
     if (!s->req)
         return;
     if (ws_conn_init(&s->cws, true, PXWS_MAX_MESSAGE, 0, &pxws_client_ops, s) != 0) {
+        s->rec_outcome = "cut"; /* the upstream's session, never the client's */
         (void)http_respond(s->req, 500, NULL, NULL, NULL, 0);
         s->req = NULL;
         ws_call_cancel(s->call);
@@ -384,6 +392,7 @@ static void up_on_open(struct ws_call *c, void *user)
              s->accept);
     int rc = http_upgrade(s->req, extra, pxws_on_data);
     if (rc) {
+        s->rec_outcome = "cut";
         if (rc == -EINVAL)
             (void)http_respond(s->req, 400, NULL, NULL, NULL, 0);
         else
@@ -421,7 +430,8 @@ static void up_on_done(struct ws_call *c, const struct ws_call_result *res, void
     s->call = NULL;
     if (s->upgraded) {
         bool closed = res->error == HTTP_CALL_OK && res->close_code != WS_CLOSE_ABNORMAL;
-        s->rec_cut = !closed;
+        if (!closed && !s->rec_outcome)
+            s->rec_outcome = "cut";
         if (closed)
             px_record_ws_close(&s->rec, "server",
                                res->close_code == WS_CLOSE_NO_STATUS ? 0 : res->close_code,

@@ -227,8 +227,7 @@ static json_t *command_line(const struct result_info *info)
     return arr;
 }
 
-/* The query of a URL (q..end) with credential-named values replaced. */
-static int put_query(struct buf *b, const char *q, const char *end)
+int result_put_query(struct buf *b, const char *q, const char *end)
 {
     int rc = 0;
     while (!rc && q < end) {
@@ -270,7 +269,7 @@ static int put_url(struct buf *b, const char *s)
     const char *hash = q ? q + strcspn(q, "#") : NULL;
     rc = rc ? rc : buf_append(b, auth, (size_t)((q ? q + 1 : path + strlen(path)) - auth));
     if (!rc && q) {
-        rc = put_query(b, q + 1, hash);
+        rc = result_put_query(b, q + 1, hash);
         rc = rc ? rc : buf_append_str(b, hash);
     }
     return rc;

@@ -59,6 +59,11 @@
 /* info->secrets shorter than this are not searched for (they would match anything) */
 #define RESULT_SECRET_MIN 4
 
+/* Appends the query of a URL (q..end, after the '?') to b with the values
+ * of credential-named parameters (result_secret_header(), and "sig")
+ * replaced by RESULT_REDACTED. 0 or the buffer's error. */
+int result_put_query(struct buf *b, const char *q, const char *end);
+
 struct option;
 struct host_info;
 

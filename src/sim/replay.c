@@ -43,7 +43,7 @@ int sim_replay_open(const char *dir, struct sim_replay **out, char *err, size_t 
         return rc;
     }
     if (r->rec->websocket)
-        ts_warn("--replay: %llu WebSocket sessions in the recording are not served",
+        ts_warn("--replay: %llu WebSocket sessions in the recording are not replayed",
                 (unsigned long long)r->rec->websocket);
     r->used = ts_calloc(r->rec->n, sizeof *r->used);
     if (!r->used) {

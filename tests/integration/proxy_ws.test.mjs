@@ -275,24 +275,33 @@ test('--record writes each WebSocket session: messages both ways before faults, 
     const res = await fetch(rapi + '/faults', { method: 'POST', body: JSON.stringify(spec),
       headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(10000) });
     assert.equal(res.status, 201);
+    // a browser client's key rides in the subprotocol: never written
     const r = await runBin(['run', '--target', rp.base, '--endpoint', 'realtime', '--requests', '2',
       '--concurrency', '1', '--output-len', 'fixed:4', '--timeout', '5s', '-q',
+      '--header', 'Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.sk-rec-secret-42',
       '--out', path.join(tmp, 'recrun')], { timeoutMs: 60000 });
     assert.equal(r.code, 0, r.stderr);
     const f = await (await fetch(rapi + '/faults/recdrop', { signal: AbortSignal.timeout(10000) })).json();
     assert.equal(f.injected, 2); // one delta of each session never reached the client
+    // a key in the query (Azure's ?api-key=) is redacted in any exchange's path
+    const q = await fetch(rp.base + '/v1/models?api-key=sk-q-secret-7&x=1', { signal: AbortSignal.timeout(10000) });
+    assert.equal(q.status, 200);
+    await q.text();
   } finally {
     await rp.stop('SIGTERM');
   }
-  const lines = fs.readdirSync(dir).filter((f) => /^rec-\d+\.jsonl$/.test(f))
-    .flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter(Boolean))
-    .map((l) => JSON.parse(l));
+  const text = fs.readdirSync(dir).filter((f) => /^rec-\d+\.jsonl$/.test(f))
+    .map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('');
+  assert.doesNotMatch(text, /sk-rec-secret-42|sk-q-secret-7/);
+  const lines = text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  assert.ok(lines.some((l) => l.path === '/v1/models?api-key=<redacted>&x=1'), text.slice(0, 2000));
   const ws = lines.filter((l) => l.websocket === true);
   assert.equal(ws.length, 2);
   for (const s of ws) {
     assert.equal(s.method, 'GET');
     assert.match(s.path, /^\/v1\/realtime/);
     assert.equal(s.status, 101);
+    assert.equal(s.headers['Sec-WebSocket-Protocol'], 'realtime, openai-insecure-api-key.[redacted]');
     assert.equal(s.outcome, 'ok');
     assert.deepEqual([s.close.by, s.close.code], ['client', 1000]);
     const types = s.messages.map((m) => [m[1], JSON.parse(m[2]).type]);
