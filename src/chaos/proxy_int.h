@@ -127,6 +127,7 @@ struct pxreq {
     uint64_t rec_t0, rec_last;
     struct sse_parser rec_sse;
     bool rec_sse_on, rec_body_cut;
+    size_t rec_bytes; /* the events' size in the line (capped: proxy_record.c) */
     struct buf rec_body;
 };
 

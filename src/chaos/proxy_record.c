@@ -108,13 +108,47 @@ void px_record_begin(struct pxreq *x)
     buf_init(&x->rec_body, p->cfg.max_body_bytes);
 }
 
+/* What one exchange's events or one session's messages may take in its
+ * line, as written (escaped, base64), so that the line stays under a
+ * reader's RECORDING_LINE_MAX with 1 MiB left for the request's part; each
+ * event or message also counts PX_REC_EACH for its time, type or direction
+ * and brackets. Past it nothing more is recorded (body_too_large). */
+#define PX_REC_BYTES ((size_t)RECORDING_LINE_MAX - (1u << 20))
+#define PX_REC_EACH  64
+
+/* The bytes data takes in a line: text as the recorder writes it (ASCII
+ * only: a control byte as \u00XX, a code point past U+007F as one \uXXXX,
+ * two past U+FFFF), anything else as base64. */
+static size_t rec_written_len(bool text, const char *data, size_t len)
+{
+    if (!text)
+        return base64_len(len);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        n += c < 0x20                ? 6
+             : c == '"' || c == '\\' ? 2
+             : c < 0x80              ? 1
+             : c >= 0xf0             ? 12
+             : c >= 0xc0             ? 6
+                                     : 0;
+    }
+    return n;
+}
+
 /* One upstream event into the record. */
 static int rec_on_event(void *ctx, const struct sse_event *ev)
 {
     struct pxreq *x = ctx;
     json_t *events = json_object_get(x->rec, "events");
-    if (!events || json_array_size(events) >= RECORDING_EVENTS_MAX)
+    if (!events || x->rec_body_cut)
         return 0;
+    size_t cost = rec_written_len(true, ev->data, ev->data_len) + ev->type_len + PX_REC_EACH;
+    if (json_array_size(events) >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - x->rec_bytes) {
+        x->rec_body_cut = true; /* the line would be past what a reader takes */
+        return 0;
+    }
+    x->rec_bytes += cost;
     double ms = ev->arrival_ns > x->rec_t0 ? (double)(ev->arrival_ns - x->rec_t0) / 1e6 : 0;
     json_t *e = json_pack("[f,s#]", ms, ev->data, (int)ev->data_len);
     if (e && ev->type_len && strncmp(ev->type, "message", ev->type_len) != 0)
@@ -170,7 +204,10 @@ void px_record_end(struct pxreq *x)
         sse_parser_release(&x->rec_sse);
     }
     if (json_object_get(x->rec, "status")) { /* the upstream answered */
-        if (!x->rec_sse_on)
+        if (!x->rec_sse_on && !x->rec_body_cut &&
+            rec_written_len(true, x->rec_body.data, x->rec_body.len) > PX_REC_BYTES)
+            x->rec_body_cut = true; /* the line would be past what a reader takes */
+        if (!x->rec_sse_on && !x->rec_body_cut)
             json_object_set_new(x->rec, "response_body",
                                 body_json(NULL, x->rec_body.data, x->rec_body.len));
         uint64_t end = x->rec_last > x->rec_t0 ? x->rec_last : x->rec_t0;
@@ -189,33 +226,6 @@ void px_record_end(struct pxreq *x)
 }
 
 /* ---- WebSocket sessions ---- */
-
-/* What one session's messages may take in its line, as written (escaped,
- * base64), so that the line stays under a reader's RECORDING_LINE_MAX with
- * 1 MiB left for the request's part; each message also counts
- * PX_REC_WS_EACH for its time, direction and brackets. */
-#define PX_REC_WS_BYTES ((size_t)RECORDING_LINE_MAX - (1u << 20))
-#define PX_REC_WS_EACH  64
-
-/* The bytes data takes in a line: text as the recorder writes it (ASCII
- * only: a control byte as \u00XX, a code point past U+007F as one \uXXXX,
- * two past U+FFFF), anything else as base64. */
-static size_t ws_written_len(bool text, const char *data, size_t len)
-{
-    if (!text)
-        return base64_len(len);
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)data[i];
-        n += c < 0x20                ? 6
-             : c == '"' || c == '\\' ? 2
-             : c < 0x80              ? 1
-             : c >= 0xf0             ? 12
-             : c >= 0xc0             ? 6
-                                     : 0;
-    }
-    return n;
-}
 
 void px_record_ws_begin(struct proxy *p, const struct http_request *req, struct pxws_rec *r)
 {
@@ -258,9 +268,8 @@ void px_record_ws_message(struct proxy *p, struct pxws_rec *r, bool from_client,
         msgs = json_array();
         json_object_set_new(r->rec, "messages", msgs);
     }
-    size_t cost = ws_written_len(opcode != WS_OP_BINARY, data, len) + PX_REC_WS_EACH;
-    if (!msgs || json_array_size(msgs) >= RECORDING_EVENTS_MAX ||
-        cost > PX_REC_WS_BYTES - r->bytes) {
+    size_t cost = rec_written_len(opcode != WS_OP_BINARY, data, len) + PX_REC_EACH;
+    if (!msgs || json_array_size(msgs) >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - r->bytes) {
         r->cut = true;
         return;
     }

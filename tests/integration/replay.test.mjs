@@ -146,3 +146,38 @@ test('run --replay: the recorded requests at their recorded times (--speed, --lo
   const bad = await runBin(['run', '--replay', recorded, '--rate', '5'], { timeoutMs: 20000 });
   assert.equal(bad.code, 2);
 });
+
+test('--record: a stream too big for one line keeps its first events and says body_too_large; the line stays readable', { timeout: 60000 }, async () => {
+  const http = await import('node:http');
+  const big = 'x'.repeat(900 << 10); // 20 events of 900 KiB do not fit one 16-MiB line
+  const up = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let i = 0; i < 20; i++) res.write(`data: {"i":${i},"pad":"${big}"}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  await new Promise((r) => up.listen(0, '127.0.0.1', r));
+  const rec = path.join(tmp, 'recbig');
+  const proxy = await startServer(['proxy', '--upstream', `http://127.0.0.1:${up.address().port}`,
+    '--listen', '127.0.0.1:0', '--no-api', '--record', rec]);
+  procs.push(proxy);
+  try {
+    const res = await fetch(proxy.base + '/v1/chat/completions', { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true,"messages":[]}',
+      signal: AbortSignal.timeout(30000) });
+    const body = await res.text();
+    assert.equal((body.match(/"pad"/g) || []).length, 20); // the client got all of it
+  } finally {
+    await proxy.stop('SIGTERM');
+    up.close();
+  }
+  const lines = readRecording(rec);
+  assert.equal(lines.length, 1);
+  assert.ok(lines[0].length < 16 << 20, `a line of ${lines[0].length} bytes`);
+  const x = JSON.parse(lines[0]);
+  assert.equal(x.outcome, 'body_too_large');
+  assert.ok(x.events.length >= 10 && x.events.length < 20, `${x.events.length} events`);
+  x.events.forEach((e, i) => assert.equal(JSON.parse(e[1]).i, i)); // the first ones, no holes
+});
