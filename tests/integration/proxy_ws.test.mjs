@@ -235,7 +235,10 @@ test('upstream tcp_reset: the server\'s connection is reset, the client\'s cut',
   const { code, result, reqs, fault } = await runUnder({ name: 'tru', type: 'tcp_reset', bytes: 500,
     direction: 'upstream' });
   assert.equal(code, 3);
-  assert.equal(result.outcomes.truncated, 3);
+  // cut mid-stream, or before the server's first event reached the client
+  // (the reset falls while the client's response.create goes up, and
+  // session.created may or may not have been relayed by then)
+  assert.equal(result.outcomes.truncated + result.outcomes.recv, 3, JSON.stringify(result.outcomes));
   assert.equal(result.streams.no_done, 3);
   for (const q of reqs) assert.match(q.error, /connection closed without a close frame/);
   assert.ok(fault.injected >= 3, `${fault.injected}`);
