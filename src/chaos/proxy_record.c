@@ -136,6 +136,16 @@ static size_t rec_written_len(bool text, const char *data, size_t len)
     return n;
 }
 
+/* Whether an event or message of cost bytes still fits a line that holds
+ * count of them in *used bytes (then counted in *used). */
+static bool rec_fits(size_t *used, size_t count, size_t cost)
+{
+    if (count >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - *used)
+        return false;
+    *used += cost;
+    return true;
+}
+
 /* One upstream event into the record. */
 static int rec_on_event(void *ctx, const struct sse_event *ev)
 {
@@ -144,11 +154,10 @@ static int rec_on_event(void *ctx, const struct sse_event *ev)
     if (!events || x->rec_body_cut)
         return 0;
     size_t cost = rec_written_len(true, ev->data, ev->data_len) + ev->type_len + PX_REC_EACH;
-    if (json_array_size(events) >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - x->rec_bytes) {
+    if (!rec_fits(&x->rec_bytes, json_array_size(events), cost)) {
         x->rec_body_cut = true; /* the line would be past what a reader takes */
         return 0;
     }
-    x->rec_bytes += cost;
     double ms = ev->arrival_ns > x->rec_t0 ? (double)(ev->arrival_ns - x->rec_t0) / 1e6 : 0;
     json_t *e = json_pack("[f,s#]", ms, ev->data, (int)ev->data_len);
     if (e && ev->type_len && strncmp(ev->type, "message", ev->type_len) != 0)
@@ -243,6 +252,15 @@ static double ws_ms(const struct pxws_rec *r, uint64_t at)
     return at > r->t0 ? (double)(at - r->t0) / 1e6 : 0.0;
 }
 
+/* at as the session's next time, in ms: never before the last one (the two
+ * sides are timed apart, and the list stays in order). */
+static double ws_stamp(struct pxws_rec *r, uint64_t at)
+{
+    if (at > r->last)
+        r->last = at;
+    return ws_ms(r, r->last);
+}
+
 /* A text message as recorded: as it came, or with --redact pointers, when
  * it is JSON, redacted (and compact again). NULL when it is not UTF-8. */
 static json_t *ws_text(const struct recorder *rc, const char *data, size_t len)
@@ -269,15 +287,11 @@ void px_record_ws_message(struct proxy *p, struct pxws_rec *r, bool from_client,
         json_object_set_new(r->rec, "messages", msgs);
     }
     size_t cost = rec_written_len(opcode != WS_OP_BINARY, data, len) + PX_REC_EACH;
-    if (!msgs || json_array_size(msgs) >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - r->bytes) {
+    if (!msgs || !rec_fits(&r->bytes, json_array_size(msgs), cost)) {
         r->cut = true;
         return;
     }
-    r->bytes += cost;
-    if (at < r->last)
-        at = r->last; /* the two sides are timed apart: the list stays in order */
-    r->last = at;
-    json_t *m = json_pack("[f,s]", ws_ms(r, at), from_client ? "client" : "server");
+    json_t *m = json_pack("[f,s]", ws_stamp(r, at), from_client ? "client" : "server");
     json_t *text = opcode == WS_OP_BINARY ? NULL : ws_text(p->recorder, data, len);
     if (!m) {
         json_decref(text);
@@ -308,11 +322,8 @@ void px_record_ws_close(struct pxws_rec *r, const char *by, unsigned code, uint6
 {
     if (!r->rec || json_object_get(r->rec, "close"))
         return; /* the first close is the one that ended the session */
-    if (at < r->last)
-        at = r->last;
-    r->last = at;
     json_object_set_new(r->rec, "close",
-                        json_pack("{s:f,s:s,s:o}", "t_ms", ws_ms(r, at), "by", by, "code",
+                        json_pack("{s:f,s:s,s:o}", "t_ms", ws_stamp(r, at), "by", by, "code",
                                   code ? json_integer(code) : json_null()));
 }
 

@@ -245,12 +245,13 @@ static void pxws_on_data(struct http_request *req, const char *data, size_t len)
     if (rc == TS_CLOSED && ws_conn_close_sent(&s->cws)) {
         /* the client's close as it came, or the one we sent it (an
          * oversized message, a protocol error) */
-        uint16_t got = ws_conn_close_code(&s->cws);
-        if (ws_conn_close_received(&s->cws))
-            px_record_ws_close(&s->rec, "client", got == WS_CLOSE_NO_STATUS ? 0 : got, ts_now_ns());
-        else
-            px_record_ws_close(&s->rec, "proxy", ws_conn_close_code_sent(&s->cws), ts_now_ns());
-        uint16_t code = ws_conn_close_received(&s->cws) ? ws_conn_close_code(&s->cws) : 0;
+        bool got = ws_conn_close_received(&s->cws);
+        uint16_t code = got ? ws_conn_close_code(&s->cws) : 0;
+        px_record_ws_close(&s->rec, got ? "client" : "proxy",
+                           !got                         ? ws_conn_close_code_sent(&s->cws)
+                           : code == WS_CLOSE_NO_STATUS ? 0
+                                                        : code,
+                           ts_now_ns());
         if (code == WS_CLOSE_NO_STATUS || code == WS_CLOSE_ABNORMAL)
             code = WS_CLOSE_NORMAL;
         pxws_client_closed(s, code);

@@ -11,9 +11,9 @@
 #include <jansson.h>
 
 #include "base/alloc.h"
-#include "base/log.h"
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "llm/recording.h"
 
 struct sim_replay {
