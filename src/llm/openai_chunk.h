@@ -147,6 +147,7 @@ struct openai_decoder {
     bool yajl_only;      /* the fast path parses with yajl even when simdjson is built in (tests) */
     uint64_t n_fast;     /* chunks the fast path decoded */
     uint64_t n_fallback; /* chunks it handed to jansson */
+    uint64_t n_memo;     /* chunks given from a stream's memo (llm/openai_memo.h) */
 };
 
 void openai_decoder_init(struct openai_decoder *d);

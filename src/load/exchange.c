@@ -166,7 +166,7 @@ static int on_sse_event(void *ctx, const struct sse_event *ev)
     struct openai_chunk c;
     if (x->verifier)
         (void)chunk_verify(x->verifier, ev->id, ev->id_len, ev->data, ev->data_len);
-    if (openai_decode_chunk(&x->w->decoder, ev->data, ev->data_len, &c)) {
+    if (openai_decode_chunk_memo(&x->w->decoder, &x->memo, ev->data, ev->data_len, &c)) {
         x->malformed = true;
         exch_set_error(x, "malformed chunk: ", openai_decoder_errmsg(&x->w->decoder));
         return 0; /* go on: later chunks may still be fine */
@@ -1035,6 +1035,7 @@ void exch_finish(struct exch *x)
     if (x->rtdec)
         realtime_decoder_release(x->rtdec);
     ts_free(x->rtdec);
+    openai_memo_free(x->memo);
     buf_release(&x->rx);
     buf_release(&x->answer);
     ts_free(x->verifier);

@@ -10,6 +10,7 @@
 
 #include "base/rng.h"
 #include "llm/openai_chunk.h"
+#include "llm/openai_memo.h"
 #include "llm/realtime.h"
 #include "llm/sign.h"
 #include "analysis/chunktimes.h"
@@ -263,7 +264,8 @@ struct exch {
         uint64_t ns; /* when it arrived */
     } rx_seg[8];
     struct sse_parser sse;
-    char first_id[64]; /* compared with each chunk's */
+    struct openai_memo *memo; /* the stream's chunk template (llm/openai_memo.h) */
+    char first_id[64];        /* compared with each chunk's */
     struct req_record rec;
     /* the rest: per request */
     struct exch *prev, *next;

@@ -1,0 +1,53 @@
+/*
+ * Differential fuzzing of a stream's memo (llm/openai_memo.h): the input is
+ * a stream of chunks, one per line; each goes through
+ * openai_decode_chunk_memo() with the stream's memo, and through
+ * openai_decode_chunk_full() (jansson only), which must give the same
+ * result code, error message and values (openai_chunk_same) for every
+ * chunk of the sequence. A memo lives for one input; the decoders are kept
+ * from input to input, as a worker keeps its own.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm/openai_memo.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_CHUNKS 256
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct openai_decoder d, full;
+    static int ready;
+    if (!ready) {
+        openai_decoder_init(&d);
+        openai_decoder_init(&full);
+        ready = 1;
+    }
+    struct openai_memo *memo = NULL;
+    const char *s = (const char *)data, *end = s + size;
+    for (int i = 0; i < MAX_CHUNKS && s < end; i++) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        struct openai_chunk a, b;
+        int ra = openai_decode_chunk_memo(&d, &memo, s, n, &a);
+        int rb = openai_decode_chunk_full(&full, s, n, &b);
+        if (ra != rb || strcmp(openai_decoder_errmsg(&d), openai_decoder_errmsg(&full)) != 0) {
+            fprintf(stderr, "chunk %d: memo and jansson disagree: rc %d vs %d, '%s' vs '%s'\n", i,
+                    ra, rb, openai_decoder_errmsg(&d), openai_decoder_errmsg(&full));
+            abort();
+        }
+        if (!openai_chunk_same(&a, &b)) {
+            fprintf(stderr, "chunk %d: memo and jansson disagree on the values (%llu from memos)\n",
+                    i, (unsigned long long)d.n_memo);
+            abort();
+        }
+        s += n + 1;
+    }
+    openai_memo_free(memo);
+    return 0;
+}
