@@ -8,9 +8,10 @@
  * `curl -sN` of a chat completion against `tokenstorm sim`; see
  * bench/README.md). Its events are decoded again and again for SECONDS
  * (default 2) each way: the SSE parser alone; the parser and the chunk
- * decoder's fast path (what `tokenstorm run` does per event); the parser
+ * decoder's fast path; the parser, the stream's memo and the fast path
+ * (what `tokenstorm run` does per event: llm/openai_memo.h); the parser
  * and the full (jansson) decoder. It prints nanoseconds per event for each
- * and how many chunks the fast path took. For A/B comparisons of the decode
+ * and how many chunks the fast path and the memo took. For A/B comparisons of the decode
  * path, where a whole-client benchmark's noise (±5%) hides a few percent;
  * the kernel's share is measured by bench/perf_ab.sh. Build: ninja -C
  * build tests/unit/chunk_bench.
@@ -25,12 +26,14 @@
 #include "base/clock.h"
 #include "base/file.h"
 #include "llm/openai_chunk.h"
+#include "llm/openai_memo.h"
 #include "net/sse.h"
 
-enum mode { M_SSE, M_FAST, M_FULL };
+enum mode { M_SSE, M_FAST, M_MEMO, M_FULL };
 
 struct ctx {
     struct openai_decoder d;
+    struct openai_memo *memo; /* the stream's, made again for each pass */
     enum mode mode;
     unsigned long events, failed;
 };
@@ -43,7 +46,9 @@ static int on_event(void *arg, const struct sse_event *ev)
         return 0;
     struct openai_chunk out;
     int rc = c->mode == M_FAST ? openai_decode_chunk(&c->d, ev->data, ev->data_len, &out)
-                               : openai_decode_chunk_full(&c->d, ev->data, ev->data_len, &out);
+             : c->mode == M_MEMO
+                 ? openai_decode_chunk_memo(&c->d, &c->memo, ev->data, ev->data_len, &out)
+                 : openai_decode_chunk_full(&c->d, ev->data, ev->data_len, &out);
     if (rc)
         c->failed++;
     return 0;
@@ -85,6 +90,8 @@ static double run(struct ctx *c, const char *text, const size_t *ends, size_t nr
         }
         (void)sse_parser_finish(&p, NULL);
         sse_parser_release(&p);
+        openai_memo_free(c->memo);
+        c->memo = NULL;
     } while (ts_now_ns() < end);
     return c->events ? (double)(ts_now_ns() - start) / (double)c->events : 0;
 }
@@ -117,7 +124,9 @@ int main(int argc, char **argv)
     size_t nreads = cuts.len / sizeof(size_t);
     struct ctx c;
     openai_decoder_init(&c.d);
-    static const char *const names[] = {"sse only", "sse + fast decode", "sse + full decode"};
+    c.memo = NULL;
+    static const char *const names[] = {"sse only", "sse + fast decode", "sse + memo + fast",
+                                        "sse + full decode"};
     int rc = 0;
     for (int m = M_SSE; m <= M_FULL; m++) {
         c.mode = (enum mode)m;
@@ -127,8 +136,9 @@ int main(int argc, char **argv)
         if (!c.events)
             rc = 1;
     }
-    printf("fast path took %llu chunks, handed %llu to jansson\n", (unsigned long long)c.d.n_fast,
-           (unsigned long long)c.d.n_fallback);
+    printf("fast path took %llu chunks, handed %llu to jansson; memos gave %llu\n",
+           (unsigned long long)c.d.n_fast, (unsigned long long)c.d.n_fallback,
+           (unsigned long long)c.d.n_memo);
     openai_decoder_release(&c.d);
     buf_release(&cuts);
     ts_free(text);

@@ -14,7 +14,9 @@
  * parsed with jansson, except that openai_decode_chunk() first tries a fast
  * path (yajl's callback parser, no DOM) that knows the common shape of a
  * stream chunk and hands anything else to jansson, with the same result on
- * every input. Fields the codec does not know are ignored (logprobs,
+ * every input (a client keeps a memo per stream, llm/openai_memo.h, which
+ * skips the parse of a chunk that differs from the stream's last one only
+ * in its text). Fields the codec does not know are ignored (logprobs,
  * system_fingerprint, stop_reason, ...); known fields of a wrong JSON type
  * make the call fail with TS_PARSE and a message naming the field, e.g.
  * "choices[0].delta.content: expected a string or null, got an integer".

@@ -17,16 +17,26 @@ enum memo_field { MF_CONTENT, MF_REASONING, MF_TEXT };
 #define MEMO_STRIKES    3 /* misses in a row before a stream stops trying */
 #define MEMO_CANDIDATES 4 /* places of the text checked when learning */
 
+/*
+ * What a chunk given from the memo reads, together and before the bytes it
+ * compares: with a thousand streams a stream's memo has left the cache by
+ * its next chunk, and each line read is a miss (a whole struct openai_chunk
+ * and choice kept here made the client slower at 1,000 streams than
+ * parsing, ~9 lines a chunk against ~5 now).
+ */
 struct openai_memo {
-    struct openai_chunk chunk;   /* the template's values; .choices is &choice */
-    struct openai_choice choice; /* its choice; the text is set for each chunk given */
-    uint32_t pre;                /* bytes before the text's string token */
-    uint32_t suf;                /* bytes after it */
-    uint8_t field;               /* enum memo_field: which text varies */
-    uint8_t strikes;             /* misses and failed learns since the last hit */
-    bool ready;                  /* pre, suf and the values are a template */
-    bool off;                    /* gave up on this stream */
-    char bytes[];                /* pre bytes, suf bytes, then the values' strings */
+    uint16_t pre;    /* bytes before the text's string token */
+    uint16_t suf;    /* bytes after it */
+    uint8_t field;   /* enum memo_field: which text varies; the others are absent */
+    uint8_t strikes; /* misses and failed learns since the last hit */
+    bool ready;      /* the fields below and the bytes are a template */
+    bool off;        /* gave up on this stream */
+    unsigned flags;  /* the template's flags but the text's own */
+    int object;      /* enum openai_object */
+    int64_t created; /* -1 if absent */
+    int64_t index;   /* choices[0].index */
+    const char *object_str, *id, *model, *role; /* in bytes, after pre + suf */
+    char bytes[];                               /* pre bytes, suf bytes, then the strings */
 };
 
 /* Whether s[0..n) is the inside of a JSON string without escapes: no '"',
@@ -77,11 +87,57 @@ static void set_text(struct openai_chunk *c, struct openai_choice *ch, unsigned 
     c->flags = (c->flags & ~field_flag(field)) | (tn ? field_flag(field) : 0);
 }
 
+/* The chunk every given one starts from: what decode() clears to. */
+static struct openai_chunk blank_chunk(void)
+{
+    struct openai_chunk c = {.created = -1, .error.code_num = -1};
+    openai_usage_clear(&c.usage);
+    return c;
+}
+
+/* The decoder's first choice, or NULL without memory. */
+static struct openai_choice *first_choice(struct openai_decoder *d)
+{
+    if (!d->choices_cap) {
+        struct openai_choice *c = ts_realloc(d->choices, sizeof(*c));
+        if (!c)
+            return NULL;
+        d->choices = c;
+        d->choices_cap = 1;
+    }
+    return d->choices;
+}
+
+/* The memo's values with text t (tn bytes, NUL after) as *out, its choice
+ * in *ch. */
+static void fill(const struct openai_memo *m, const char *t, size_t tn, struct openai_chunk *out,
+                 struct openai_choice *ch)
+{
+    static const struct openai_choice no_choice = {.index = -1};
+    *ch = no_choice;
+    ch->index = m->index;
+    ch->role = m->role;
+    *out = blank_chunk();
+    out->flags = m->flags;
+    out->object = (enum openai_object)m->object;
+    out->object_str = m->object_str;
+    out->id = m->id;
+    out->model = m->model;
+    out->created = m->created;
+    out->choices = ch;
+    out->n_choices = 1;
+    set_text(out, ch, m->field, t, tn);
+}
+
 /* Gives the memo's values with text t (tn plain bytes) as *out, the text
- * copied to d's arena: what openai_decode_chunk() gives for that chunk. */
-static int give(struct openai_decoder *d, struct openai_memo *m, const char *t, size_t tn,
+ * copied to d's arena and the choice to d's: what openai_decode_chunk()
+ * gives for that chunk. */
+static int give(struct openai_decoder *d, const struct openai_memo *m, const char *t, size_t tn,
                 struct openai_chunk *out)
 {
+    struct openai_choice *ch = first_choice(d);
+    if (!ch)
+        return -ENOMEM;
     if (d->arena_cap < tn + 1) {
         char *a = ts_realloc(d->arena, tn + 1);
         if (!a)
@@ -97,9 +153,7 @@ static int give(struct openai_decoder *d, struct openai_memo *m, const char *t, 
     memcpy(d->arena, t, tn);
     d->arena[tn] = '\0';
     d->arena_used = tn + 1;
-    set_text(&m->chunk, &m->choice, m->field, d->arena, tn);
-    *out = m->chunk;
-    out->choices = &m->choice;
+    fill(m, d->arena, tn, out, ch);
     return 0;
 }
 
@@ -133,78 +187,68 @@ static int template_field(const struct openai_chunk *c, size_t n)
         c->choices[0].n_tool_calls || c->choices[0].finish_reason)
         return -1;
     const struct openai_choice *ch = &c->choices[0];
-    return ch->content ? MF_CONTENT : ch->reasoning ? MF_REASONING : ch->text ? MF_TEXT : -1;
+    if (!!ch->content + !!ch->reasoning + !!ch->text != 1)
+        return -1; /* one text varies; the others are absent */
+    return ch->content ? MF_CONTENT : ch->reasoning ? MF_REASONING : MF_TEXT;
 }
 
 /* Room the strings of c take in a memo. */
 static size_t strings_size(const struct openai_chunk *c)
 {
-    const struct openai_choice *ch = &c->choices[0];
+    const char *s[] = {c->object_str, c->id, c->model, c->choices[0].role};
     size_t z = 0;
-    const char *s[] = {c->object_str, c->id, c->model, ch->role};
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
         z += s[i] ? strlen(s[i]) + 1 : 0;
-    return z + (ch->content ? ch->content_len + 1 : 0) +
-           (ch->reasoning ? ch->reasoning_len + 1 : 0) + (ch->text ? ch->text_len + 1 : 0);
+    return z;
 }
 
-static const char *put(char **at, const char *s, size_t n)
+static const char *put(char **at, const char *s)
 {
     if (!s)
         return NULL;
+    size_t n = strlen(s);
     char *p = *at;
-    memcpy(p, s, n);
-    p[n] = '\0';
+    memcpy(p, s, n + 1);
     *at += n + 1;
     return p;
 }
 
-/* Copies c's values into m, from m->bytes + room on. */
+/* Copies c's values into m, its strings from m->bytes + room on. */
 static void keep_values(struct openai_memo *m, const struct openai_chunk *c, size_t room)
 {
-    const struct openai_choice *ch = &c->choices[0];
     char *at = m->bytes + room;
-    m->chunk = *c;
-    m->choice = *ch;
-    m->chunk.choices = &m->choice;
-    m->chunk.object_str = put(&at, c->object_str, c->object_str ? strlen(c->object_str) : 0);
-    m->chunk.id = put(&at, c->id, c->id ? strlen(c->id) : 0);
-    m->chunk.model = put(&at, c->model, c->model ? strlen(c->model) : 0);
-    m->choice.role = put(&at, ch->role, ch->role ? strlen(ch->role) : 0);
-    m->choice.content = put(&at, ch->content, ch->content_len);
-    m->choice.reasoning = put(&at, ch->reasoning, ch->reasoning_len);
-    m->choice.text = put(&at, ch->text, ch->text_len);
+    m->flags = c->flags;
+    m->object = (int)c->object;
+    m->created = c->created;
+    m->index = c->choices[0].index;
+    m->object_str = put(&at, c->object_str);
+    m->id = put(&at, c->id);
+    m->model = put(&at, c->model);
+    m->role = put(&at, c->choices[0].role);
 }
 
 /*
- * Whether the text's token is at s + at (tn bytes of text between quotes):
+ * Whether the text's token is at s + at (text t, tn bytes between quotes):
  * the chunk decoded with another text there must give m's values with the
  * probe as the text. Uses d (its last result is lost).
  */
-static bool token_at(struct openai_decoder *d, struct openai_memo *m, const char *s, size_t n,
-                     size_t at, size_t tn)
+static bool token_at(struct openai_decoder *d, const struct openai_memo *m, const char *s, size_t n,
+                     size_t at, const char *t, size_t tn)
 {
     char buf[OPENAI_MEMO_MAX_TEXT + 8];
-    const char *probe = tn == 1 && s[at + 1] == '~' ? "~~" : "~";
+    const char *probe = tn == 1 && t[0] == '~' ? "~~" : "~";
     size_t pn = strlen(probe), rest = n - at - tn - 2;
     memcpy(buf, s, at);
     buf[at] = '"';
     memcpy(buf + at + 1, probe, pn);
     buf[at + 1 + pn] = '"';
     memcpy(buf + at + pn + 2, s + at + tn + 2, rest);
-    struct openai_chunk r;
-    if (openai_decode_chunk(d, buf, at + pn + 2 + rest, &r) || r.n_choices != 1)
+    struct openai_chunk r, want;
+    struct openai_choice want_choice;
+    if (openai_decode_chunk(d, buf, at + pn + 2 + rest, &r))
         return false;
-    struct openai_choice ch = r.choices[0];
-    size_t *len;
-    const char **text = field_text(&ch, m->field, &len);
-    if (!*text || *len != pn || memcmp(*text, probe, pn) != 0)
-        return false;
-    size_t *mlen;
-    const char *mtext = *field_text(&m->choice, m->field, &mlen);
-    set_text(&r, &ch, m->field, mtext, *mlen);
-    r.choices = &ch;
-    return openai_chunk_same(&r, &m->chunk);
+    fill(m, probe, pn, &want, &want_choice);
+    return openai_chunk_same(&r, &want);
 }
 
 /* Counts a miss or failed learn; off after MEMO_STRIKES, the memo shrunk. */
@@ -230,8 +274,9 @@ static int learn(struct openai_decoder *d, struct openai_memo **mp, const char *
                  struct openai_chunk *out, int f)
 {
     size_t *tlen;
-    const char *t = *field_text((struct openai_choice *)&out->choices[0], (unsigned)f, &tlen);
-    if (!plain_text(t, *tlen)) { /* its token has escapes: not here */
+    const char *text = *field_text((struct openai_choice *)&out->choices[0], (unsigned)f, &tlen);
+    size_t tn = *tlen;
+    if (!plain_text(text, tn)) { /* its token has escapes: not here */
         if (*mp)
             strike(mp);
         return 0;
@@ -244,8 +289,8 @@ static int learn(struct openai_decoder *d, struct openai_memo **mp, const char *
     *mp = m;
     m->field = (uint8_t)f;
     keep_values(m, out, n);
-    t = *field_text(&m->choice, (unsigned)f, &tlen); /* out's strings go with the checks */
-    size_t tn = *tlen;
+    char t[OPENAI_MEMO_MAX_TEXT + 1]; /* out's strings go with the checks */
+    memcpy(t, text, tn);
     const char *end = s + n, *q = s;
     int tries = 0;
     while (tries < MEMO_CANDIDATES && (q = memchr(q, '"', (size_t)(end - q))) != NULL &&
@@ -256,11 +301,11 @@ static int learn(struct openai_decoder *d, struct openai_memo **mp, const char *
         }
         tries++;
         size_t at = (size_t)(q - s), rest = n - at - tn - 2;
-        if (token_at(d, m, s, n, at, tn)) {
+        if (token_at(d, m, s, n, at, t, tn)) {
             memcpy(m->bytes, s, at);
             memmove(m->bytes + at, s + at + tn + 2, rest);
-            m->pre = (uint32_t)at;
-            m->suf = (uint32_t)rest;
+            m->pre = (uint16_t)at;
+            m->suf = (uint16_t)rest;
             m->ready = true;
             if (give(d, m, s + at + 1, tn, out) == 0)
                 return 0;
