@@ -227,16 +227,13 @@ static void keep_values(struct openai_memo *m, const struct openai_chunk *c, siz
     m->role = put(&at, c->choices[0].role);
 }
 
-/*
- * Whether the text's token is at s + at (text t, tn bytes between quotes):
- * the chunk decoded with another text there must give m's values with the
- * probe as the text. Uses d (its last result is lost).
- */
-static bool token_at(struct openai_decoder *d, const struct openai_memo *m, const char *s, size_t n,
-                     size_t at, const char *t, size_t tn)
+/* Whether the chunk s (n bytes) with probe in place of the string token at
+ * s + at (tn bytes of text between quotes) decodes to m's values with the
+ * probe as the text. Uses d (its last result is lost). */
+static bool probe_gives(struct openai_decoder *d, const struct openai_memo *m, const char *s,
+                        size_t n, size_t at, size_t tn, const char *probe)
 {
     char buf[OPENAI_MEMO_MAX_TEXT + 8];
-    const char *probe = tn == 1 && t[0] == '~' ? "~~" : "~";
     size_t pn = strlen(probe), rest = n - at - tn - 2;
     memcpy(buf, s, at);
     buf[at] = '"';
@@ -249,6 +246,28 @@ static bool token_at(struct openai_decoder *d, const struct openai_memo *m, cons
         return false;
     fill(m, probe, pn, &want, &want_choice);
     return openai_chunk_same(&r, &want);
+}
+
+/*
+ * Whether the text's token is at s + at (text t, tn bytes between quotes):
+ * the chunk decoded with each of two other texts there must give m's
+ * values with that text. Two, because one can pass at a key: with the
+ * key renamed, a duplicate key or a fallback (reasoning for
+ * reasoning_content) may hold the probe already, but not both probes.
+ */
+static bool token_at(struct openai_decoder *d, const struct openai_memo *m, const char *s, size_t n,
+                     size_t at, const char *t, size_t tn)
+{
+    static const char *const probes[] = {"~", "~~", "~~~"};
+    int checked = 0;
+    for (size_t i = 0; i < 3 && checked < 2; i++) {
+        if (strlen(probes[i]) == tn && memcmp(probes[i], t, tn) == 0)
+            continue; /* the text itself */
+        if (!probe_gives(d, m, s, n, at, tn, probes[i]))
+            return false;
+        checked++;
+    }
+    return true;
 }
 
 /* Counts a miss or failed learn; off after MEMO_STRIKES, the memo shrunk. */
@@ -276,11 +295,8 @@ static int learn(struct openai_decoder *d, struct openai_memo **mp, const char *
     size_t *tlen;
     const char *text = *field_text((struct openai_choice *)&out->choices[0], (unsigned)f, &tlen);
     size_t tn = *tlen;
-    if (!plain_text(text, tn)) { /* its token has escapes: not here */
-        if (*mp)
-            strike(mp);
-        return 0;
-    }
+    if (!plain_text(text, tn))
+        return 0; /* its token has escapes: not here (and no check was paid for) */
     struct openai_memo *m = ts_realloc(*mp, sizeof(*m) + n + strings_size(out));
     if (!m)
         return 0;

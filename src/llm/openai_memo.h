@@ -16,11 +16,13 @@
  *
  * How the memo knows where the text is: after a chunk is decoded (by the
  * fast path or jansson), the raw text "<T>" is looked for in its bytes,
- * and each place found is checked by decoding the chunk again with another
- * text of the same kind put there. The place is taken only when that
- * decode gives the same values but the text, and the probe as the text: so
- * the place is the text's string token, whatever else in the chunk reads
- * alike. Only chunks without usage, finish_reason, tool calls or errors,
+ * and each place found is checked by decoding the chunk again, twice, with
+ * another text of the same kind put there. The place is taken only when
+ * both decodes give the same values but the text, and the probe as the
+ * text: so the place is the text's string token, whatever else in the
+ * chunk reads alike (one probe can pass at a key whose renaming lets a
+ * duplicate key or a fallback field give a value that equals the probe;
+ * that value cannot equal both). Only chunks without usage, finish_reason, tool calls or errors,
  * with one choice, at most OPENAI_MEMO_MAX_TEXT bytes, are taken as
  * templates. A stream whose chunks never fit one (a server that puts a
  * varying field in each chunk) stops trying after a few misses, so the
@@ -47,7 +49,9 @@ struct openai_memo;
  * stream's first chunk; made here when a chunk can be a template, and kept
  * for the next). Returns and fills *out as openai_decode_chunk() does; the
  * result's pointers are valid until the next decode on d or with *memo, or
- * openai_memo_free(). An allocation failure only leaves the memo out.
+ * openai_memo_free(). The memo's own allocation failing only leaves it
+ * out; when the checks of a new template fail, the chunk is decoded again,
+ * which can fail for memory as its first decode could.
  */
 TS_MUST_CHECK int openai_decode_chunk_memo(struct openai_decoder *d, struct openai_memo **memo,
                                            const char *data, size_t len, struct openai_chunk *out);

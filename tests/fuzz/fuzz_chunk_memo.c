@@ -1,10 +1,12 @@
 /*
  * Differential fuzzing of a stream's memo (llm/openai_memo.h): the input is
- * a stream of chunks, one per line; each goes through
- * openai_decode_chunk_memo() with the stream's memo, and through
+ * chunks, one per line, of two streams that share one decoder as a
+ * worker's streams do (a line that starts with byte 0x01 is the second
+ * stream's, without that byte); each goes through
+ * openai_decode_chunk_memo() with its stream's memo, and through
  * openai_decode_chunk_full() (jansson only), which must give the same
  * result code, error message and values (openai_chunk_same) for every
- * chunk of the sequence. A memo lives for one input; the decoders are kept
+ * chunk of the sequence. Memos live for one input; the decoders are kept
  * from input to input, as a worker keeps its own.
  */
 #include <stddef.h>
@@ -28,14 +30,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         openai_decoder_init(&full);
         ready = 1;
     }
-    struct openai_memo *memo = NULL;
+    struct openai_memo *memo[2] = {NULL, NULL};
     const char *s = (const char *)data, *end = s + size;
     for (int i = 0; i < MAX_CHUNKS && s < end; i++) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        const char *line = s;
+        int which = n && line[0] == 1;
+        line += which;
         struct openai_chunk a, b;
-        int ra = openai_decode_chunk_memo(&d, &memo, s, n, &a);
-        int rb = openai_decode_chunk_full(&full, s, n, &b);
+        int ra = openai_decode_chunk_memo(&d, &memo[which], line, n - (size_t)which, &a);
+        int rb = openai_decode_chunk_full(&full, line, n - (size_t)which, &b);
         if (ra != rb || strcmp(openai_decoder_errmsg(&d), openai_decoder_errmsg(&full)) != 0) {
             fprintf(stderr, "chunk %d: memo and jansson disagree: rc %d vs %d, '%s' vs '%s'\n", i,
                     ra, rb, openai_decoder_errmsg(&d), openai_decoder_errmsg(&full));
@@ -48,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         s += n + 1;
     }
-    openai_memo_free(memo);
+    openai_memo_free(memo[0]);
+    openai_memo_free(memo[1]);
     return 0;
 }

@@ -165,6 +165,62 @@ static void test_text_elsewhere(void **state)
     }
 }
 
+/* Renaming a key whose name is the text can make a duplicate key or a
+ * fallback field give the probe: each place is checked with two probes, so
+ * no key is taken for the text (a review found these). Each second chunk
+ * renames that key again; feed() checks the memo agrees with jansson,
+ * errors included. */
+static void test_probe_at_key(void **state)
+{
+    static const char *const seqs[][3] = {
+        {"{\"choices\":[{\"delta\":{\"content\":\"~\",\"content\":\"content\"}}]}",
+         "{\"choices\":[{\"delta\":{\"content\":\"~\",\"tool_calls\":\"content\"}}]}",
+         "{\"choices\":[{\"delta\":{\"content\":\"~\",\"role\":\"content\"}}]}"},
+        {"{\"choices\":[{\"delta\":{\"reasoning\":\"~\",\"reasoning_content\":"
+         "\"reasoning_content\"}}]}",
+         "{\"choices\":[{\"delta\":{\"reasoning\":\"~\",\"xyz\":\"reasoning_content\"}}]}",
+         "{\"choices\":[{\"delta\":{\"reasoning\":\"~\",\"\":\"reasoning_content\"}}]}"},
+        {"{\"choices\":[{\"message\":{\"content\":\"~\"},\"delta\":{\"content\":\"delta\"}}]}",
+         "{\"choices\":[{\"message\":{\"content\":\"~\"},\"finish_reason\":{\"content\":"
+         "\"delta\"}}]}",
+         "{\"choices\":[{\"message\":{\"content\":\"~\"},\"zz\":{\"content\":\"delta\"}}]}"},
+        {"{\"choices\":[{\"text\":\"~\",\"text\":\"text\"}],\"object\":\"text_completion\"}",
+         "{\"choices\":[{\"text\":\"~\",\"delta\":\"text\"}],\"object\":\"text_completion\"}",
+         "{\"choices\":[{\"text\":\"~\",\"q\":\"text\"}],\"object\":\"text_completion\"}"},
+        {"{\"choices\":[{\"delta\":{\"content\":\"~~\",\"content\":\"content\"}}]}",
+         "{\"choices\":[{\"delta\":{\"content\":\"~~\",\"x\":\"content\"}}]}",
+         "{\"choices\":[{\"delta\":{\"content\":\"~~\",\"content\":\"y\"}}]}"},
+    };
+    for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
+        struct stream st;
+        struct openai_chunk c;
+        stream_init(&st);
+        for (int k = 0; k < 3; k++)
+            (void)feed(&st, seqs[i][k], &c);
+        stream_release(&st);
+    }
+}
+
+/* A text with escapes costs no strike: a reasoning stream that opens with
+ * newlines keeps its memo for the tokens after them. */
+static void test_escapes_keep_memo(void **state)
+{
+    struct stream st;
+    struct openai_chunk c;
+    char buf[256];
+    stream_init(&st);
+    assert_int_equal(feed(&st, CHAT_PRE "{\"role\":\"assistant\",\"content\":\"\"}" CHAT_SUF, &c),
+                     0);
+    static const char *const tok[] = {"\\n", "\\n\\n", "\\n", "a", "b", "\\n", "c", "d"};
+    for (size_t i = 0; i < sizeof(tok) / sizeof(tok[0]); i++) {
+        snprintf(buf, sizeof(buf), CHAT_PRE "{\"reasoning_content\":\"%s\"}" CHAT_SUF, tok[i]);
+        assert_int_equal(feed(&st, buf, &c), 0);
+    }
+    /* "a" learns; "b", "c", "d" hit ("\n" after "a": decoded, no miss) */
+    assert_int_equal(st.d.n_memo, 3);
+    stream_release(&st);
+}
+
 /* A server that varies a field in every chunk (OpenAI's "obfuscation"):
  * the memo gives up after a few, and each chunk is decoded. */
 static void test_gives_up(void **state)
@@ -226,10 +282,9 @@ static void test_alloc_failure(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vllm_stream),
-        cmocka_unit_test(test_text_elsewhere),
-        cmocka_unit_test(test_gives_up),
-        cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_vllm_stream),  cmocka_unit_test(test_text_elsewhere),
+        cmocka_unit_test(test_probe_at_key), cmocka_unit_test(test_escapes_keep_memo),
+        cmocka_unit_test(test_gives_up),     cmocka_unit_test(test_alloc_failure),
     };
     return cmocka_run_group_tests_name("openai_memo", tests, NULL, NULL);
 }
