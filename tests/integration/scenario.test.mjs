@@ -299,10 +299,14 @@ classes:
   assert.deepEqual(reqs.map((q) => q.max_tokens), [3, 3, 3, 3, 3]);
   // input_length tokens of synthesized text, plus the chat request's 7 tokens of framing
   assert.deepEqual(reqs.map((q) => q.prompt_tokens), [47, 48, 49, 50, 51]);
-  // never early; late by at most 250 ms, a margin for a busy 2-core machine
-  // (a sender that ignored the offsets would be 75-600 ms early or late)
+  // never early (a sender that ignored the offsets would be 75-600 ms
+  // early); late by at most 250 ms for four of the five, and by under 2 s
+  // for all: one send was once 719 ms late in a CI run on a loaded 2-core
+  // machine (a fuzzer beside the tests), the others 0.1 ms
   const lags = reqs.map((q) => q.lag_ms);
-  assert.ok(lags.every((l) => l > -1 && l < 250), `schedule lags ${lags.join(', ')} ms`);
+  const msg = `schedule lags ${lags.join(', ')} ms`;
+  assert.ok(lags.every((l) => l > -1 && l < 2000), msg);
+  assert.ok(lags.filter((l) => l < 250).length >= 4, msg);
 });
 
 const flowYaml = (fallback) => `
