@@ -1266,7 +1266,7 @@ static bool parse_yajl(struct openai_decoder *d, const char *s, size_t n, struct
 }
 
 /* Decodes a stream chunk without a DOM; false when jansson must decode it
- * (out and the decoder are then left for clear()). */
+ * (out and the decoder are then left for openai_decoder_clear()). */
 static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struct openai_chunk *out)
 {
     if (n == 0 || s[0] != '{')
@@ -1295,29 +1295,39 @@ static bool decode_fast(struct openai_decoder *d, const char *s, size_t n, struc
     return true;
 }
 
-static void clear(struct openai_decoder *d, struct openai_chunk *out)
+void openai_chunk_clear(struct openai_chunk *out)
 {
-    if (d->root) {
-        json_decref(d->root);
-        d->root = NULL;
-    }
-    d->err[0] = '\0';
     memset(out, 0, sizeof(*out));
     out->created = -1;
     out->error.code_num = -1;
     openai_usage_clear(&out->usage);
 }
 
+void openai_decoder_clear(struct openai_decoder *d, struct openai_chunk *out)
+{
+    if (d->root) {
+        json_decref(d->root);
+        d->root = NULL;
+    }
+    d->err[0] = '\0';
+    openai_chunk_clear(out);
+}
+
+void openai_chunk_trim(const char **data, size_t *len)
+{
+    while (*len && chars_is_json_space(**data)) {
+        (*data)++;
+        (*len)--;
+    }
+    while (*len && chars_is_json_space((*data)[*len - 1]))
+        (*len)--;
+}
+
 static int decode(struct openai_decoder *d, const char *s, size_t n, bool body, bool fast,
                   struct openai_chunk *out)
 {
-    clear(d, out);
-    while (n && chars_is_json_space(*s)) {
-        s++;
-        n--;
-    }
-    while (n && chars_is_json_space(s[n - 1]))
-        n--;
+    openai_decoder_clear(d, out);
+    openai_chunk_trim(&s, &n);
     int rc;
     if (n == 6 && memcmp(s, "[DONE]", 6) == 0) {
         if (!body) {
@@ -1330,7 +1340,7 @@ static int decode(struct openai_decoder *d, const char *s, size_t n, bool body, 
         return 0;
     } else {
         if (fast) {
-            clear(d, out);
+            openai_decoder_clear(d, out);
             d->n_fallback++;
         }
         rc = decode_json(d, s, n, body, out);
@@ -1340,7 +1350,7 @@ static int decode(struct openai_decoder *d, const char *s, size_t n, bool body, 
             snprintf(d->err, sizeof(d->err), "out of memory");
         char keep[sizeof(d->err)];
         memcpy(keep, d->err, sizeof(keep));
-        clear(d, out);
+        openai_decoder_clear(d, out);
         memcpy(d->err, keep, sizeof(keep));
     }
     return rc;

@@ -182,6 +182,17 @@ TS_MUST_CHECK int openai_decode_chunk_full(struct openai_decoder *d, const char 
 TS_MUST_CHECK int openai_decode_body(struct openai_decoder *d, const char *body, size_t len,
                                      struct openai_chunk *out);
 
+/* Sets *out to the empty result every decode starts from (no flags,
+ * created and error.code_num -1, usage cleared). */
+void openai_chunk_clear(struct openai_chunk *out);
+/* openai_chunk_clear(out), and drops d's last document and error message:
+ * what every decode on d does first (llm/openai_memo.c gives its chunks
+ * from there). */
+void openai_decoder_clear(struct openai_decoder *d, struct openai_chunk *out);
+/* Moves *data and *len past leading and trailing JSON whitespace, as the
+ * decoders read their input. */
+void openai_chunk_trim(const char **data, size_t *len);
+
 /*
  * Whether two decoded chunks carry the same values (strings compared by
  * content, text fields with their lengths; the pointers themselves may

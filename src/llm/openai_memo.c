@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/chars.h"
 #include "base/utf8.h"
 
 enum memo_field { MF_CONTENT, MF_REASONING, MF_TEXT };
@@ -87,14 +86,6 @@ static void set_text(struct openai_chunk *c, struct openai_choice *ch, unsigned 
     c->flags = (c->flags & ~field_flag(field)) | (tn ? field_flag(field) : 0);
 }
 
-/* The chunk every given one starts from: what decode() clears to. */
-static struct openai_chunk blank_chunk(void)
-{
-    struct openai_chunk c = {.created = -1, .error.code_num = -1};
-    openai_usage_clear(&c.usage);
-    return c;
-}
-
 /* The decoder's first choice, or NULL without memory. */
 static struct openai_choice *first_choice(struct openai_decoder *d)
 {
@@ -108,8 +99,8 @@ static struct openai_choice *first_choice(struct openai_decoder *d)
     return d->choices;
 }
 
-/* The memo's values with text t (tn bytes, NUL after) as *out, its choice
- * in *ch. */
+/* The memo's values with text t (tn bytes, NUL after) put in *out (cleared
+ * already), its choice in *ch. */
 static void fill(const struct openai_memo *m, const char *t, size_t tn, struct openai_chunk *out,
                  struct openai_choice *ch)
 {
@@ -117,7 +108,6 @@ static void fill(const struct openai_memo *m, const char *t, size_t tn, struct o
     *ch = no_choice;
     ch->index = m->index;
     ch->role = m->role;
-    *out = blank_chunk();
     out->flags = m->flags;
     out->object = (enum openai_object)m->object;
     out->object_str = m->object_str;
@@ -145,11 +135,7 @@ static int give(struct openai_decoder *d, const struct openai_memo *m, const cha
         d->arena = a;
         d->arena_cap = tn + 1;
     }
-    if (d->root) { /* the last decode's document, as decode() drops it */
-        json_decref(d->root);
-        d->root = NULL;
-    }
-    d->err[0] = '\0';
+    openai_decoder_clear(d, out);
     memcpy(d->arena, t, tn);
     d->arena[tn] = '\0';
     d->arena_used = tn + 1;
@@ -244,6 +230,7 @@ static bool probe_gives(struct openai_decoder *d, const struct openai_memo *m, c
     struct openai_choice want_choice;
     if (openai_decode_chunk(d, buf, at + pn + 2 + rest, &r))
         return false;
+    openai_chunk_clear(&want);
     fill(m, probe, pn, &want, &want_choice);
     return openai_chunk_same(&r, &want);
 }
@@ -339,12 +326,7 @@ int openai_decode_chunk_memo(struct openai_decoder *d, struct openai_memo **memo
 {
     const char *s = data;
     size_t n = len;
-    while (n && chars_is_json_space(*s)) {
-        s++;
-        n--;
-    }
-    while (n && chars_is_json_space(s[n - 1]))
-        n--;
+    openai_chunk_trim(&s, &n);
     struct openai_memo *m = *memo;
     enum hit h = m ? hit(d, m, s, n, out) : MISS;
     if (h == HIT) {
