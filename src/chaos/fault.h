@@ -370,6 +370,14 @@ struct stream_tap *stream_tap_new(struct fault *const *faults, size_t n, uint64_
                                   uint64_t now_ns);
 /* Drops the references and frees. NULL is a no-op. */
 void stream_tap_free(struct stream_tap *tap);
+/*
+ * Lends the tap a decoder for the events it reads without a DOM (see
+ * stream_tap_parsed), to call before its first event; d must outlive the
+ * tap and is used by one thread at a time (a worker's taps can share one).
+ * Without it a tap that needs one makes its own (~5 KB).
+ */
+struct openai_decoder;
+void stream_tap_use_decoder(struct stream_tap *tap, struct openai_decoder *d);
 
 /*
  * One upstream event arrived at now_ns. Emits zero or more events through
@@ -379,10 +387,14 @@ void stream_tap_free(struct stream_tap *tap);
 TS_MUST_CHECK int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev,
                                    uint64_t now_ns, const struct tap_out *out);
 /*
- * How many events' JSON the tap has parsed (one DOM each). A tap whose
- * faults act only on times and framing (sse_jitter, sse_split, sse_reorder,
- * sse_duplicate, sse_drop_done) parses none: the events pass at the cost of
- * their bytes.
+ * How many events' JSON the tap has parsed into a DOM. A tap whose faults
+ * act only on times and framing (sse_jitter, sse_split, sse_reorder,
+ * sse_drop_done; sse_duplicate, sse_stall, sse_truncate, sse_error_event
+ * counted in events) reads nothing of the events: they pass at the cost of
+ * their bytes. One whose faults need only what an event carries (the same
+ * counted in tokens, sse_throttle, sse_ttft_delay) reads its flags with
+ * llm/openai_chunk.h's decoder and the stream's memo, without a DOM either.
+ * Faults that rewrite chunks parse each one.
  */
 uint64_t stream_tap_parsed(const struct stream_tap *tap);
 /* Upstream ended at now_ns: flush buffered events, etc. Returns 0 or < 0. */

@@ -450,6 +450,10 @@ static int px_tap_open(struct pxreq *x, struct fault **tapf, size_t ntap)
     x->tap = stream_tap_new(tapf, ntap, rng_next_u64(&x->rng), ts_now_ns());
     if (!x->tap)
         return -ENOMEM;
+    struct proxy_worker *w = x->w;
+    if (!w->dec && (w->dec = ts_malloc(sizeof(*w->dec))) != NULL)
+        openai_decoder_init(w->dec);
+    stream_tap_use_decoder(x->tap, w->dec); /* without it the tap makes its own */
     if (head_has_sse(x)) {
         x->mode = MODE_SSE;
         sse_parser_init(&x->sse, 1u << 20, sse_on_event, x);

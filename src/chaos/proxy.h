@@ -54,6 +54,7 @@
 #include "base/err.h"
 #include "chaos/chain.h"
 #include "chaos/faultset.h"
+#include "llm/openai_chunk.h"
 #include "chaos/recorder.h"
 #include "chaos/proxy_trace.h"
 #include "net/http_client.h"
@@ -130,6 +131,9 @@ struct proxy_mirror_stats {
 struct proxy_worker {
     struct proxy *p;
     struct quality_scratch *qs; /* --mirror: the similarity's scratch, made on first use */
+    /* the chunk decoder its stream taps share for the faults that need an
+     * event's flags, not its JSON (stream_tap_use_decoder); made on first use */
+    struct openai_decoder *dec;
     int index;
     uv_loop_t *loop;
     struct http_server front;

@@ -204,8 +204,13 @@ static void release_shared(struct proxy *p)
 {
     faultset_release(&p->faults);
     chain_release(&p->chain);
-    for (int i = 0; i < p->n_workers; i++)
+    for (int i = 0; i < p->n_workers; i++) {
         quality_scratch_free(p->workers[i].qs);
+        if (p->workers[i].dec) {
+            openai_decoder_release(p->workers[i].dec);
+            ts_free(p->workers[i].dec);
+        }
+    }
     proxy_mirror_out_stop(p); /* the workers are gone: the last pairs are in */
     pthread_mutex_destroy(&p->mirror.mu);
     if (recorder_close(p->recorder) != 0)

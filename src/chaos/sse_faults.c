@@ -9,6 +9,7 @@
 
 #include "base/buf.h"
 #include "chaos/tap_int.h"
+#include "llm/openai_memo.h"
 
 const char SSE_ERROR_EVENT_DEFAULT[] =
     "{\"error\":{\"message\":\"tokenstorm chaos: injected server error mid-stream\","
@@ -35,17 +36,29 @@ static bool nonempty_string(const json_t *v)
     return json_is_string(v) && json_string_length(v) > 0;
 }
 
+static bool present(const json_t *v)
+{
+    return v && !json_is_null(v);
+}
+
+/* A choice's streamed reasoning: reasoning_content (vLLM, DeepSeek) unless it
+ * is absent or null, then reasoning; as llm/openai_chunk.c reads it. */
+static const json_t *reasoning_of(const json_t *d)
+{
+    const json_t *r = json_object_get(d, "reasoning_content");
+    return present(r) ? r : json_object_get(d, "reasoning");
+}
+
 unsigned tap_chunk_flags(const json_t *chunk)
 {
     unsigned fl = 0;
     if (!json_is_object(chunk))
         return 0;
     const json_t *obj = json_object_get(chunk, "object");
-    if (json_object_get(chunk, "error") ||
+    if (present(json_object_get(chunk, "error")) ||
         (json_is_string(obj) && strcmp(json_string_value(obj), "error") == 0))
         fl |= TAP_CHUNK_ERROR;
-    const json_t *usage = json_object_get(chunk, "usage");
-    if (usage && !json_is_null(usage))
+    if (present(json_object_get(chunk, "usage")))
         fl |= TAP_CHUNK_USAGE;
     const json_t *choices = json_object_get(chunk, "choices");
     size_t i;
@@ -54,8 +67,7 @@ unsigned tap_chunk_flags(const json_t *chunk)
     {
         if (!json_is_object(c))
             continue;
-        const json_t *fr = json_object_get(c, "finish_reason");
-        if (fr && !json_is_null(fr))
+        if (present(json_object_get(c, "finish_reason")))
             fl |= TAP_CHUNK_FINISH;
         if (nonempty_string(json_object_get(c, "text")))
             fl |= TAP_CHUNK_TOKEN;
@@ -64,15 +76,44 @@ unsigned tap_chunk_flags(const json_t *chunk)
             d = json_object_get(c, "message");
         if (!json_is_object(d))
             continue;
-        if (json_object_get(d, "role"))
+        if (present(json_object_get(d, "role")))
             fl |= TAP_CHUNK_ROLE;
         const json_t *tc = json_object_get(d, "tool_calls");
-        if (nonempty_string(json_object_get(d, "content")) ||
-            nonempty_string(json_object_get(d, "reasoning_content")) ||
-            nonempty_string(json_object_get(d, "reasoning")) ||
+        if (nonempty_string(json_object_get(d, "content")) || nonempty_string(reasoning_of(d)) ||
             (json_is_array(tc) && json_array_size(tc) > 0))
             fl |= TAP_CHUNK_TOKEN;
     }
+    return fl;
+}
+
+unsigned tap_flags_of_chunk(const struct openai_chunk *ch)
+{
+    unsigned fl = 0;
+    if (ch->flags & OPENAI_CHUNK_ERROR)
+        fl |= TAP_CHUNK_ERROR;
+    if (ch->flags & OPENAI_CHUNK_USAGE)
+        fl |= TAP_CHUNK_USAGE;
+    if (ch->flags & OPENAI_CHUNK_FINISH)
+        fl |= TAP_CHUNK_FINISH;
+    if (ch->flags & OPENAI_CHUNK_ROLE)
+        fl |= TAP_CHUNK_ROLE;
+    if (ch->flags & (OPENAI_CHUNK_CONTENT | OPENAI_CHUNK_REASONING | OPENAI_CHUNK_TOOL_CALLS |
+                     OPENAI_CHUNK_TEXT))
+        fl |= TAP_CHUNK_TOKEN;
+    return fl;
+}
+
+unsigned tap_event_flags(struct openai_decoder *d, struct openai_memo **memo, const char *data,
+                         size_t len)
+{
+    struct openai_chunk ch;
+    if (openai_decode_chunk_memo(d, memo, data, len, &ch) == 0)
+        return tap_flags_of_chunk(&ch);
+    /* refused (a field of a type the decoder does not take) or out of
+     * memory: what the chunk's JSON says, read leniently */
+    json_t *root = tap_json_load(data, len);
+    unsigned fl = tap_chunk_flags(root);
+    json_decref(root);
     return fl;
 }
 

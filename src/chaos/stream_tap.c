@@ -23,6 +23,7 @@
 #include "base/dist.h"
 #include "chaos/tap_int.h"
 #include "llm/openai_encode.h"
+#include "llm/openai_memo.h"
 
 #define TAP_BUF_MAX    (16u << 20) /* one event or body as written */
 #define TAP_WINDOW_MAX 64          /* events in one reorder window */
@@ -47,6 +48,12 @@ struct tap_fault {
     uint64_t k;      /* the count drawn for this response */
     uint64_t delay;  /* the delay drawn for this response, ns */
     bool fired;      /* injected (counted once) */
+};
+
+enum tap_parse {
+    TAP_PARSE_NONE,  /* nothing: times and framing only */
+    TAP_PARSE_FLAGS, /* what an event carries (tokens, role, finish, ...) */
+    TAP_PARSE_DOM,   /* its JSON, to rewrite or keep */
 };
 
 enum tap_state {
@@ -82,10 +89,14 @@ struct stream_tap {
     /* premature length */
     json_t *usage_seen;
     bool done_seen;
-    /* only faults that act on the events' times and framing: the chunks'
-     * JSON is never parsed (no DOM per event), see timing_only() */
-    bool timing_only;
-    uint64_t parsed; /* events whose JSON was parsed */
+    /* what each event is read for, see tap_parse_of() */
+    enum tap_parse parse;
+    /* TAP_PARSE_FLAGS: the decoder (the driver's, or the tap's own: dec_own)
+     * and the stream's memo */
+    struct openai_decoder *dec;
+    bool dec_own;
+    struct openai_memo *memo;
+    uint64_t parsed; /* events whose JSON was parsed into a DOM */
     struct buf wire, ser, scratch;
 };
 
@@ -191,24 +202,52 @@ static bool tap_family(enum fault_type t)
     return fam == FAULT_SSE || fam == FAULT_LLM || fam == FAULT_RAG;
 }
 
-/* Whether every fault of the tap acts without knowing what an event
- * carries: sse_jitter and sse_split (times and pieces of every event),
- * sse_duplicate and sse_reorder (counted in events, not tokens), sse_drop_done
- * (the [DONE] sentinel, recognised without parsing). Those need neither the
- * chunk's JSON nor its flags; every other fault does (tokens, role, content). */
-static bool timing_only(const struct stream_tap *tap)
+/* Whether fault t of the tap counts in tokens (its "after_tokens"). */
+static bool counts_tokens(const struct stream_tap *tap, int t)
 {
+    return tap->ft[t].f->params.unit == FAULT_UNIT_TOKENS;
+}
+
+/*
+ * What the tap must know of each event, from its faults:
+ *  - nothing (TAP_PARSE_NONE): sse_jitter and sse_split (times and pieces of
+ *    every event), sse_reorder, sse_drop_done (the [DONE] sentinel,
+ *    recognised without parsing), and sse_duplicate, sse_stall,
+ *    sse_truncate and sse_error_event counted in events;
+ *  - its flags (TAP_PARSE_FLAGS): the same counted in tokens, sse_throttle
+ *    (token events) and sse_ttft_delay (the first token or non-role event);
+ *  - its JSON (TAP_PARSE_DOM): every fault that rewrites a chunk or keeps
+ *    one as a template (finish reasons, invalid UTF-8, a malformed cut, the
+ *    LLM and RAG faults).
+ */
+static enum tap_parse tap_parse_of(const struct stream_tap *tap)
+{
+    enum tap_parse need = TAP_PARSE_NONE;
     for (int t = 0; t < FAULT_TYPE_COUNT; t++) {
         if (!tap->ft[t].f)
             continue;
-        if (t == FAULT_SSE_JITTER || t == FAULT_SSE_SPLIT || t == FAULT_SSE_DROP_DONE ||
-            t == FAULT_SSE_REORDER)
-            continue;
-        if (t == FAULT_SSE_DUPLICATE && tap->ft[t].f->params.unit != FAULT_UNIT_TOKENS)
-            continue;
-        return false;
+        switch (t) {
+        case FAULT_SSE_JITTER:
+        case FAULT_SSE_SPLIT:
+        case FAULT_SSE_DROP_DONE:
+        case FAULT_SSE_REORDER:
+            break;
+        case FAULT_SSE_DUPLICATE:
+        case FAULT_SSE_STALL:
+        case FAULT_SSE_TRUNCATE:
+        case FAULT_SSE_ERROR_EVENT:
+            if (counts_tokens(tap, t))
+                need = TAP_PARSE_FLAGS;
+            break;
+        case FAULT_SSE_THROTTLE:
+        case FAULT_SSE_TTFT_DELAY:
+            need = TAP_PARSE_FLAGS;
+            break;
+        default:
+            return TAP_PARSE_DOM;
+        }
     }
-    return true;
+    return need;
 }
 
 struct stream_tap *stream_tap_new(struct fault *const *faults, size_t n, uint64_t seed,
@@ -257,7 +296,7 @@ struct stream_tap *stream_tap_new(struct fault *const *faults, size_t n, uint64_
         uint64_t w = ro->f->params.unit != FAULT_UNIT_NONE ? ro->k : 2;
         tap->win_want = w < 2 ? 2 : w > TAP_WINDOW_MAX ? TAP_WINDOW_MAX : (size_t)w;
     }
-    tap->timing_only = timing_only(tap);
+    tap->parse = tap_parse_of(tap);
     buf_init(&tap->wire, TAP_BUF_MAX);
     buf_init(&tap->ser, TAP_BUF_MAX);
     buf_init(&tap->scratch, TAP_BUF_MAX);
@@ -282,6 +321,11 @@ void stream_tap_free(struct stream_tap *tap)
     json_decref(tap->last_content);
     json_decref(tap->usage_seen);
     ts_free(tap->held_type);
+    openai_memo_free(tap->memo);
+    if (tap->dec_own) {
+        openai_decoder_release(tap->dec);
+        ts_free(tap->dec);
+    }
     for (size_t i = 0; i < tap->n_refs; i++)
         fault_unref(tap->refs[i]);
     ts_free(tap->refs);
@@ -789,6 +833,17 @@ static int tap_process(struct stream_tap *tap, const struct sse_event *ev, json_
     return rc < 0 ? rc : 0;
 }
 
+/* A decoder of the tap's own, when its driver lent none. */
+static int tap_own_decoder(struct stream_tap *tap)
+{
+    tap->dec = ts_malloc(sizeof(*tap->dec));
+    if (!tap->dec)
+        return -ENOMEM;
+    openai_decoder_init(tap->dec);
+    tap->dec_own = true;
+    return 0;
+}
+
 int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev, uint64_t now_ns,
                      const struct tap_out *out)
 {
@@ -796,15 +851,20 @@ int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev, uint64_
         return 0;
     bool done = is_done(ev->data, ev->data_len);
     json_t *root = NULL;
-    if (!done && !tap->timing_only) {
+    unsigned cf = 0;
+    if (!done && tap->parse == TAP_PARSE_DOM) {
         tap->parsed++;
         root = tap_json_load(ev->data, ev->data_len);
         if (root && !json_is_object(root)) {
             json_decref(root);
             root = NULL;
         }
+        cf = tap_chunk_flags(root);
+    } else if (!done && tap->parse == TAP_PARSE_FLAGS) {
+        if (!tap->dec && tap_own_decoder(tap) < 0)
+            return -ENOMEM;
+        cf = tap_event_flags(tap->dec, &tap->memo, ev->data, ev->data_len);
     }
-    unsigned cf = tap_chunk_flags(root);
     int rc = 0;
     if (tap->state == TAP_SWALLOW) {
         if (cf & TAP_CHUNK_USAGE) {
@@ -864,6 +924,13 @@ int stream_tap_event(struct stream_tap *tap, const struct sse_event *ev, uint64_
 out_free_root:
     json_decref(root);
     return rc;
+}
+
+void stream_tap_use_decoder(struct stream_tap *tap, struct openai_decoder *d)
+{
+    if (tap->dec || !d)
+        return;
+    tap->dec = d;
 }
 
 uint64_t stream_tap_parsed(const struct stream_tap *tap)

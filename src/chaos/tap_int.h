@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "chaos/fault.h"
+#include "llm/openai_chunk.h"
 #include "llm/jsonptr.h"
 
 /* ---- JSON output (tap_json.c part of stream_tap.c) ---- */
@@ -43,6 +44,8 @@ json_t *tap_json_load(const char *s, size_t len);
 
 /* ---- SSE chunk rewrites (sse_faults.c) ---- */
 
+struct openai_memo;
+
 /* What a chunk carries, from its JSON (see tap_chunk_flags). */
 enum tap_chunk_flags {
     TAP_CHUNK_TOKEN = 1 << 0,  /* a choice has non-empty content, text, reasoning or tool calls */
@@ -52,8 +55,23 @@ enum tap_chunk_flags {
     TAP_CHUNK_ERROR = 1 << 4,  /* an "error" member or "object":"error" */
 };
 
-/* Classifies a decoded chunk object (NULL gives 0). */
+/* Classifies a decoded chunk object (NULL gives 0). A member that is null
+ * counts as absent, as in llm/openai_chunk.h. */
 unsigned tap_chunk_flags(const json_t *chunk);
+
+/* The same flags from a chunk llm/openai_chunk.h decoded. */
+unsigned tap_flags_of_chunk(const struct openai_chunk *ch);
+
+/*
+ * An event's flags without a DOM, for taps whose faults need no more than
+ * them (stalls, throttles, truncations counted in tokens): decoded with d
+ * and the stream's memo *memo (llm/openai_memo.h, usually no parse at all),
+ * and where the decoder refuses the chunk (a known field of a wrong type),
+ * from its JSON as tap_chunk_flags() reads it. Equal to
+ * tap_chunk_flags(tap_json_load(data, len)) on every input (fuzz_tap_flags).
+ */
+unsigned tap_event_flags(struct openai_decoder *d, struct openai_memo **memo, const char *data,
+                         size_t len);
 
 /*
  * The text member of choice i that carries streamed output: delta.content

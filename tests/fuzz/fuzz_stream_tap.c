@@ -5,7 +5,11 @@
  * input also goes through body_tap. Checks: emit times never go back, nothing
  * is emitted after a close, the output parses as SSE, and when the upstream
  * was well-formed and no fault breaks chunks on purpose, every emitted event
- * decodes as an OpenAI chunk.
+ * decodes as an OpenAI chunk. The same events also go through a second tap
+ * with the same faults and an embeddings fault, which changes no stream and
+ * draws nothing but makes the tap parse every event into a DOM: its output
+ * must be the same bytes at the same times (what a tap reads of an event,
+ * nothing, its flags or its JSON, never changes what it writes).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +28,13 @@ struct sink {
     struct buf all;
     uint64_t last;
     bool closed;
+    uint64_t times; /* a hash of the emits' times and lengths, and the close */
 };
+
+static void sink_mix(struct sink *s, uint64_t v)
+{
+    s->times = (s->times ^ v) * 0x100000001b3ull;
+}
 
 static void sink_emit(void *ctx, const char *b, size_t n, uint64_t at)
 {
@@ -32,6 +42,8 @@ static void sink_emit(void *ctx, const char *b, size_t n, uint64_t at)
     if (at < s->last || s->closed)
         abort();
     s->last = at;
+    sink_mix(s, at);
+    sink_mix(s, n);
     if (buf_append(&s->all, b, n) != 0)
         abort();
 }
@@ -42,6 +54,8 @@ static void sink_close(void *ctx, uint64_t at, enum fault_cut how)
     if (at < s->last || s->closed || (unsigned)how > FAULT_CUT_HANG)
         abort();
     s->closed = true;
+    sink_mix(s, at);
+    sink_mix(s, 1000 + (uint64_t)how);
 }
 
 struct check {
@@ -125,19 +139,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size;
     uint64_t seed = take(&p, &n) | (uint64_t)take(&p, &n) << 8;
     size_t nf = take(&p, &n) % 5;
-    struct fault *fs[4];
+    struct fault *fs[5];
     bool breaks = false;
     for (size_t i = 0; i < nf; i++)
         fs[i] = fuzz_fault(&p, &n, &breaks);
     struct stream_tap *tap = stream_tap_new(fs, nf, seed, 0);
-    for (size_t i = 0; i < nf; i++)
+    struct fault dom_spec;
+    memset(&dom_spec, 0, sizeof(dom_spec));
+    dom_spec.type = FAULT_LLM_EMBEDDING_NOISE;
+    snprintf(dom_spec.name, sizeof dom_spec.name, "dom");
+    dom_spec.dir = FAULT_DIR_DOWNSTREAM;
+    dom_spec.probability = 1;
+    dom_spec.params.norm = 0.1;
+    fs[nf] = fault_new(&dom_spec);
+    struct stream_tap *tap2 = fs[nf] ? stream_tap_new(fs, nf + 1, seed, 0) : NULL;
+    for (size_t i = 0; i <= nf; i++)
         fault_unref(fs[i]);
-    if (!tap)
+    if (!tap || !tap2) {
+        stream_tap_free(tap);
+        stream_tap_free(tap2);
         return 0;
+    }
 
-    struct sink s = {.last = 0};
+    struct sink s = {.last = 0}, s2 = {.last = 0};
     buf_init(&s.all, 64u << 20);
+    buf_init(&s2.all, 64u << 20);
     struct tap_out out = {.emit = sink_emit, .close = sink_close, .ctx = &s};
+    struct tap_out out2 = {.emit = sink_emit, .close = sink_close, .ctx = &s2};
+    bool failed = false, failed2 = false;
     struct openai_stream_enc enc;
     if (openai_stream_enc_init(&enc, (seed & 1) ? OPENAI_CHAT : OPENAI_COMPLETIONS, "id-1", 1,
                                "m") != 0)
@@ -174,8 +203,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             rc = openai_stream_enc_role(&enc, &ev);
             break;
         default:
-            /* raw data: what the SSE parser can hand over (no CR, non-empty) */
-            rc = buf_append(&ev, "data: x", 7);
+            /* raw data: what the SSE parser can hand over (no CR, non-empty);
+             * without the 'x' it can be JSON of any shape */
+            rc = (kind & 8) ? buf_append(&ev, "data: ", 6) : buf_append(&ev, "data: x", 7);
             for (size_t i = 0; i < len && rc == 0; i++)
                 rc = buf_append_char(&ev, p[i] == '\r' ? ' ' : (char)p[i]);
             if (rc == 0)
@@ -198,11 +228,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               .retry_ms = -1};
         ev.data[ev.len - 2] = '\0';
         now += (uint64_t)(kind >> 5) * 1000000;
-        if (stream_tap_event(tap, &e, now, &out) != 0)
+        if (!failed2 && stream_tap_event(tap2, &e, now, &out2) != 0)
+            failed2 = true;
+        if (stream_tap_event(tap, &e, now, &out) != 0) {
+            failed = true;
             break;
+        }
     }
     if (stream_tap_end(tap, now + 1, &out) != 0)
         wellformed = false;
+    if (!failed2 && stream_tap_end(tap2, now + 1, &out2) != 0)
+        failed2 = true;
+    if (!failed && !failed2 &&
+        (s.all.len != s2.all.len || s.times != s2.times || s.closed != s2.closed ||
+         (s.all.len && memcmp(s.all.data, s2.all.data, s.all.len) != 0))) {
+        fprintf(stderr, "a tap that parses every event wrote other bytes or times\n");
+        abort();
+    }
+    stream_tap_free(tap2);
+    buf_release(&s2.all);
 
     struct check c = {.strict = wellformed && !breaks};
     openai_decoder_init(&c.d);

@@ -723,43 +723,77 @@ static void test_jitter(void **state)
     up_free(&u);
 }
 
-/* Faults that act only on times and framing pass the events without
- * parsing their JSON (the proxy's cost per event stays that of the bytes),
- * and the output is the same as through a tap that parses them; a fault
- * that needs the tokens parses every JSON event. */
-static void test_timing_only_no_parse(void **state)
+static struct stream_tap *tap_ofv(uint64_t seed, const char *const *specs, size_t n)
 {
-    (void)state;
-    struct up u;
-    up_chat(&u, 50, true, NULL, 0);
-    const char *jit = "{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"0ms\"}";
-    const char *split = "{\"name\":\"s\",\"type\":\"sse_split\",\"bytes\":7}";
-    /* a throttle far above the upstream's rate: it changes no time, but needs the tokens */
-    const char *thr = "{\"name\":\"t\",\"type\":\"sse_throttle\",\"rate\":1000000}";
-    struct rec *a = ts_calloc(1, sizeof(*a)), *b = ts_calloc(1, sizeof(*b));
-    struct stream_tap *tap = tap_of(3, jit, split, NULL);
-    rec_init(a);
-    run(tap, &u, 1 * MS, a);
-    assert_int_equal(stream_tap_parsed(tap), 0);
-    stream_tap_free(tap);
+    struct fault *fs[8];
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        fs[i] = mk(specs[i]);
+    struct stream_tap *tap = stream_tap_new(fs, n, seed, 0);
+    assert_non_null(tap);
+    for (size_t i = 0; i < n; i++)
+        fault_unref(fs[i]);
+    return tap;
+}
 
-    tap = tap_of(3, jit, split, thr);
-    rec_init(b);
-    run(tap, &u, 1 * MS, b);
-    assert_int_equal(stream_tap_parsed(tap), u.n - 1); /* every event but [DONE] */
-    stream_tap_free(tap);
-    assert_int_equal(a->n_ev, u.n);
-    assert_int_equal(a->n_emits, b->n_emits); /* 7-byte pieces, at the same times */
+static void rec_same(const struct rec *a, const struct rec *b)
+{
+    assert_int_equal(a->n_emits, b->n_emits);
     assert_int_equal(a->all.len, b->all.len);
     assert_memory_equal(a->all.data, b->all.data, a->all.len);
     for (size_t i = 0; i < a->n_emits; i++) {
         assert_true(a->emit_at[i] == b->emit_at[i]);
         assert_int_equal(a->emit_len[i], b->emit_len[i]);
     }
-    rec_release(a);
-    rec_release(b);
-    ts_free(a);
-    ts_free(b);
+}
+
+/* Faults that act only on times and framing pass the events without
+ * reading them (the proxy's cost per event stays that of the bytes); faults
+ * that need an event's flags (tokens, role) read them without a DOM; both
+ * give what a tap that parses every event gives (an embeddings fault, which
+ * changes no stream and draws nothing, makes a tap parse them). */
+static void test_parse_tiers(void **state)
+{
+    (void)state;
+    struct up u;
+    up_chat(&u, 50, true, NULL, 0);
+    const char *specs[] = {
+        "{\"name\":\"a\",\"type\":\"sse_jitter\",\"delay\":\"0ms\"}",
+        "{\"name\":\"s\",\"type\":\"sse_split\",\"bytes\":7}",
+        /* these need the tokens: a throttle far above the upstream's rate
+         * (it changes no time), a stall after the 5th token, a late first token */
+        "{\"name\":\"t\",\"type\":\"sse_throttle\",\"rate\":1000000}",
+        "{\"name\":\"st\",\"type\":\"sse_stall\",\"after_tokens\":5,\"delay\":\"30ms\"}",
+        "{\"name\":\"tt\",\"type\":\"sse_ttft_delay\",\"delay\":\"20ms\"}",
+    };
+    const char *dom = "{\"name\":\"e\",\"type\":\"llm_embedding_noise\",\"norm\":0.1}";
+    const size_t cases[] = {2, 3, 5}; /* specs[0..n) */
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *with[8];
+        memcpy(with, specs, cases[k] * sizeof(*with));
+        with[cases[k]] = dom;
+        struct rec *a = ts_calloc(1, sizeof(*a)), *b = ts_calloc(1, sizeof(*b));
+        struct stream_tap *tap = tap_ofv(3, specs, cases[k]);
+        rec_init(a);
+        run(tap, &u, 1 * MS, a);
+        assert_int_equal(stream_tap_parsed(tap), 0);
+        stream_tap_free(tap);
+
+        tap = tap_ofv(3, with, cases[k] + 1);
+        rec_init(b);
+        run(tap, &u, 1 * MS, b);
+        assert_int_equal(stream_tap_parsed(tap), u.n - 1); /* every event but [DONE] */
+        stream_tap_free(tap);
+        assert_int_equal(a->n_ev, u.n);
+        rec_same(a, b);
+        if (cases[k] == 5) { /* the stall and the late first token moved the times */
+            assert_true(a->emit_at[a->n_emits - 1] >= (u.n - 1) * MS + 30 * MS + 20 * MS);
+        }
+        rec_release(a);
+        rec_release(b);
+        ts_free(a);
+        ts_free(b);
+    }
     up_free(&u);
 }
 
@@ -1333,7 +1367,7 @@ int main(void)
         cmocka_unit_test(test_ttft_and_stall),
         cmocka_unit_test(test_jitter),
         cmocka_unit_test(test_jitter_modes),
-        cmocka_unit_test(test_timing_only_no_parse),
+        cmocka_unit_test(test_parse_tiers),
         cmocka_unit_test(test_throttle),
         cmocka_unit_test(test_hallucinate_stream),
         cmocka_unit_test(test_hallucinate_split_words),
