@@ -115,6 +115,40 @@ static void api_health(struct proxy *p, struct http_request *req)
                 : json_pack("{s:s,s:b,s:s}", "status", "ok", "io_uring", 0, "io_uring_off", why));
 }
 
+/* --record: lines written and dropped, exchanges cut, the budget's use. */
+static int record_metrics(struct proxy *p, struct buf *out)
+{
+    if (!p->recorder)
+        return 0;
+    struct recorder_stats st;
+    recorder_stats(p->recorder, &st);
+    int rc = prom_metric(out, "tokenstorm_proxy_recorded_total",
+                         "Exchanges queued as lines of the recording (--record).", "counter",
+                         (double)st.written);
+    if (!rc)
+        rc = prom_metric(out, "tokenstorm_proxy_record_dropped_total",
+                         "Exchanges left out of the recording: more than 64 MiB of lines waited "
+                         "for the disk.",
+                         "counter", (double)st.dropped);
+    if (!rc)
+        rc = prom_header(out, "tokenstorm_proxy_record_cut_total",
+                         "Exchanges recorded with their events from some point left out: the line "
+                         "would pass what a reader takes (line), or the exchanges in progress held "
+                         "--record-memory-max (memory).",
+                         "counter");
+    const char *why[] = {"line", "memory"};
+    for (int i = 0; i < RECORDER_CUT_COUNT && !rc; i++) {
+        const char *labels[] = {"reason", why[i]};
+        rc = prom_sample(out, "tokenstorm_proxy_record_cut_total", labels, 1, (double)st.cut[i]);
+    }
+    if (!rc)
+        rc = prom_metric(out, "tokenstorm_proxy_record_memory_bytes",
+                         "Bytes (as written) the exchanges being recorded hold; at most "
+                         "--record-memory-max.",
+                         "gauge", (double)st.inflight);
+    return rc;
+}
+
 /* proxy_metrics with faults_mu held. */
 static int metrics_locked(struct proxy *p, struct buf *out)
 {
@@ -150,6 +184,8 @@ static int metrics_locked(struct proxy *p, struct buf *out)
                          "counter", (double)p->header_faults);
     if (!rc)
         rc = ws_metrics(p, out);
+    if (!rc)
+        rc = record_metrics(p, out);
     if (!rc)
         rc = prom_metric(out, "tokenstorm_faults_active", "Faults in the set.", "gauge",
                          (double)p->faults.n);

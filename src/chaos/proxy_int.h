@@ -127,7 +127,10 @@ struct pxreq {
     uint64_t rec_t0, rec_last;
     struct sse_parser rec_sse;
     bool rec_sse_on, rec_body_cut;
-    size_t rec_bytes; /* the events' size in the line (capped: proxy_record.c) */
+    bool rec_full; /* cut because the recordings in progress held their budget */
+    /* the events' size in the line (capped: proxy_record.c), or the body's
+     * bytes: reserved from the recorder's budget until the line is queued */
+    size_t rec_bytes;
     struct buf rec_body;
 };
 
@@ -174,8 +177,9 @@ void px_record_end(struct pxreq *x);
 struct pxws_rec {
     json_t *rec;       /* the line being built */
     uint64_t t0, last; /* the upgrade request's arrival; the last message's */
-    size_t bytes;      /* message bytes recorded (capped: proxy_record.c) */
+    size_t bytes;      /* message bytes recorded (capped: proxy_record.c; reserved) */
     bool cut;          /* messages left out: over the cap or the count */
+    bool full;         /* ... because the recordings in progress held their budget */
 };
 
 /* Starts r for the upgrade request req when p records (else leaves r->rec NULL). */

@@ -137,13 +137,28 @@ static size_t rec_written_len(bool text, const char *data, size_t len)
 }
 
 /* Whether an event or message of cost bytes still fits a line that holds
- * count of them in *used bytes (then counted in *used). */
-static bool rec_fits(size_t *used, size_t count, size_t cost)
+ * count of them in *used bytes, and the recorder's budget for the
+ * exchanges in progress (else *full); then reserved and counted in *used. */
+static bool rec_fits(struct recorder *rc, size_t *used, size_t count, size_t cost, bool *full)
 {
     if (count >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - *used)
         return false;
+    if (!recorder_reserve(rc, cost)) {
+        *full = true;
+        return false;
+    }
     *used += cost;
     return true;
+}
+
+/* An exchange's line is queued or dropped: its bytes go back to the
+ * budget, and a cut is counted. */
+static void rec_done(struct recorder *rc, size_t *used, bool cut, bool full)
+{
+    recorder_unreserve(rc, *used);
+    *used = 0;
+    if (cut)
+        recorder_count_cut(rc, full ? RECORDER_CUT_MEMORY : RECORDER_CUT_LINE);
 }
 
 /* One upstream event into the record. */
@@ -154,8 +169,8 @@ static int rec_on_event(void *ctx, const struct sse_event *ev)
     if (!events || x->rec_body_cut)
         return 0;
     size_t cost = rec_written_len(true, ev->data, ev->data_len) + ev->type_len + PX_REC_EACH;
-    if (!rec_fits(&x->rec_bytes, json_array_size(events), cost)) {
-        x->rec_body_cut = true; /* the line would be past what a reader takes */
+    if (!rec_fits(x->p->recorder, &x->rec_bytes, json_array_size(events), cost, &x->rec_full)) {
+        x->rec_body_cut = true; /* past what a reader takes, or the budget */
         return 0;
     }
     double ms = ev->arrival_ns > x->rec_t0 ? (double)(ev->arrival_ns - x->rec_t0) / 1e6 : 0;
@@ -199,8 +214,12 @@ void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_
     if (x->rec_sse_on) {
         if (sse_parser_feed(&x->rec_sse, data, len, now_ns) != 0)
             x->rec_body_cut = true; /* an event over 1 MiB */
-    } else if (buf_append(&x->rec_body, data, len) != 0)
-        x->rec_body_cut = true;
+    } else if (!x->rec_body_cut) {
+        if (!recorder_reserve(x->p->recorder, len))
+            x->rec_full = x->rec_body_cut = true;
+        else if ((x->rec_bytes += len, buf_append(&x->rec_body, data, len) != 0))
+            x->rec_body_cut = true;
+    }
 }
 
 void px_record_end(struct pxreq *x)
@@ -222,13 +241,16 @@ void px_record_end(struct pxreq *x)
         uint64_t end = x->rec_last > x->rec_t0 ? x->rec_last : x->rec_t0;
         json_object_set_new(x->rec, "end_ms", json_real((double)(end - x->rec_t0) / 1e6));
         json_object_set_new(x->rec, "outcome",
-                            json_string(x->rec_body_cut                      ? "body_too_large"
+                            json_string(x->rec_full                          ? "recorder_full"
+                                        : x->rec_body_cut                    ? "body_too_large"
                                         : x->upstream_done                   ? "ok"
                                         : x->out_code == CHAIN_CLIENT_CLOSED ? "client_closed"
                                                                              : "cut"));
         (void)recorder_write(p->recorder, x->rec);
+        rec_done(p->recorder, &x->rec_bytes, x->rec_body_cut, x->rec_full);
     } else {
         json_decref(x->rec); /* never reached the upstream: nothing to replay */
+        rec_done(p->recorder, &x->rec_bytes, false, false);
     }
     x->rec = NULL;
     buf_release(&x->rec_body);
@@ -287,7 +309,7 @@ void px_record_ws_message(struct proxy *p, struct pxws_rec *r, bool from_client,
         json_object_set_new(r->rec, "messages", msgs);
     }
     size_t cost = rec_written_len(opcode != WS_OP_BINARY, data, len) + PX_REC_EACH;
-    if (!msgs || !rec_fits(&r->bytes, json_array_size(msgs), cost)) {
+    if (!msgs || !rec_fits(p->recorder, &r->bytes, json_array_size(msgs), cost, &r->full)) {
         r->cut = true;
         return;
     }
@@ -333,10 +355,15 @@ void px_record_ws_end(struct proxy *p, struct pxws_rec *r, const char *outcome)
         return;
     if (json_object_get(r->rec, "status")) { /* the upstream answered */
         json_object_set_new(r->rec, "end_ms", json_real(ws_ms(r, r->last)));
-        json_object_set_new(r->rec, "outcome", json_string(r->cut ? "body_too_large" : outcome));
+        json_object_set_new(r->rec, "outcome",
+                            json_string(r->full  ? "recorder_full"
+                                        : r->cut ? "body_too_large"
+                                                 : outcome));
         (void)recorder_write(p->recorder, r->rec);
+        rec_done(p->recorder, &r->bytes, r->cut, r->full);
     } else {
         json_decref(r->rec);
+        rec_done(p->recorder, &r->bytes, false, false);
     }
     r->rec = NULL;
 }

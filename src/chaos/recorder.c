@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,10 @@ struct recorder {
     bool stop;
     uint64_t dropped, written;
     pthread_t thread;
+    /* the exchanges in progress (recorder_reserve) */
+    _Atomic uint64_t inflight;
+    uint64_t max_inflight;
+    _Atomic uint64_t cut[RECORDER_CUT_COUNT];
 
     /* the thread's */
     int fd;
@@ -304,6 +309,7 @@ int recorder_open(const struct recorder_config *cfg, struct recorder **out, char
     r->fd = -1;
     r->max_file = cfg->max_file ? cfg->max_file : 64ull << 20;
     r->max_total = cfg->max_total ? cfg->max_total : 1ull << 30;
+    r->max_inflight = cfg->max_inflight ? cfg->max_inflight : 256ull << 20;
     if (!cfg->dir || !*cfg->dir || strlen(cfg->dir) >= sizeof r->dir) {
         ts_errf(err, errlen, "--record: expected a directory");
         rc = -EINVAL;
@@ -398,4 +404,38 @@ uint64_t recorder_written(struct recorder *r)
     uint64_t v = r->written;
     pthread_mutex_unlock(&r->mu);
     return v;
+}
+
+bool recorder_reserve(struct recorder *r, size_t n)
+{
+    uint64_t cur = atomic_load_explicit(&r->inflight, memory_order_relaxed);
+    do {
+        if (n > r->max_inflight || cur > r->max_inflight - n)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&r->inflight, &cur, cur + n,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return true;
+}
+
+void recorder_unreserve(struct recorder *r, size_t n)
+{
+    atomic_fetch_sub_explicit(&r->inflight, n, memory_order_relaxed);
+}
+
+void recorder_count_cut(struct recorder *r, enum recorder_cut why)
+{
+    if ((unsigned)why < RECORDER_CUT_COUNT)
+        atomic_fetch_add_explicit(&r->cut[why], 1, memory_order_relaxed);
+}
+
+void recorder_stats(struct recorder *r, struct recorder_stats *out)
+{
+    pthread_mutex_lock(&r->mu);
+    out->written = r->written;
+    out->dropped = r->dropped;
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < RECORDER_CUT_COUNT; i++)
+        out->cut[i] = atomic_load_explicit(&r->cut[i], memory_order_relaxed);
+    out->inflight = atomic_load_explicit(&r->inflight, memory_order_relaxed);
+    out->max_inflight = r->max_inflight;
 }

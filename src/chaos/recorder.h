@@ -10,6 +10,13 @@
  * recorder's own thread (at least every 200 ms): no loop ever waits for the
  * disk. When more than 64 MiB wait, lines are dropped and counted.
  *
+ * Memory: the exchanges in progress hold what they will write (a JSON
+ * value each, about twice the bytes as written). Each reserves those bytes
+ * as written from one budget (max_inflight, 256 MiB by default) before it
+ * keeps an event; an exchange that finds the budget spent keeps what it
+ * had and leaves the rest out, as one past a line's cap does, so the
+ * proxy's memory stays bounded however many streams it records at once.
+ *
  * Redaction: request and response headers named Authorization,
  * Proxy-Authorization, Cookie, Set-Cookie, api-key, x-api-key (any case)
  * keep their name with the value "[redacted]"; each --redact pointer (RFC
@@ -36,6 +43,7 @@ struct recorder_config {
     const char *dir;           /* created if missing */
     uint64_t max_file;         /* 0: 64 MiB */
     uint64_t max_total;        /* 0: 1 GiB */
+    uint64_t max_inflight;     /* 0: 256 MiB, the exchanges in progress as written */
     const char *const *redact; /* JSON pointers with "*" segments */
     size_t nredact;            /* <= RECORDER_MAX_REDACT */
 };
@@ -80,5 +88,29 @@ int recorder_write(struct recorder *r, json_t *exchange);
 /* Lines dropped so far; lines written. */
 uint64_t recorder_dropped(struct recorder *r);
 uint64_t recorder_written(struct recorder *r);
+
+/*
+ * Reserves n bytes of the in-progress budget for an exchange: true, or
+ * false (nothing reserved) when they would pass it. Any thread.
+ */
+bool recorder_reserve(struct recorder *r, size_t n);
+/* Gives back n bytes an exchange reserved (when it is written or dropped). */
+void recorder_unreserve(struct recorder *r, size_t n);
+
+/* Why an exchange's events or messages were left out from some point on. */
+enum recorder_cut {
+    RECORDER_CUT_LINE,   /* its line would pass what a reader takes */
+    RECORDER_CUT_MEMORY, /* the exchanges in progress held max_inflight */
+    RECORDER_CUT_COUNT,
+};
+/* Counts an exchange written with a part left out. */
+void recorder_count_cut(struct recorder *r, enum recorder_cut why);
+
+struct recorder_stats {
+    uint64_t written, dropped;        /* lines */
+    uint64_t cut[RECORDER_CUT_COUNT]; /* exchanges written with a part left out */
+    uint64_t inflight, max_inflight;  /* bytes reserved now, and the budget */
+};
+void recorder_stats(struct recorder *r, struct recorder_stats *out);
 
 #endif

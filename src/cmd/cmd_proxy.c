@@ -76,6 +76,9 @@ static void usage(FILE *out)
         "                         matches every element: /messages/*/content)\n"
         "  --record-max SIZE      delete the oldest files past this (default 1G)\n"
         "  --record-file-max SIZE a new file after this (default 64M)\n"
+        "  --record-memory-max SIZE the exchanges being recorded hold at most this, as\n"
+        "                         written (default 256M): past it an exchange keeps its\n"
+        "                         first events, outcome recorder_full\n"
         "  --mirror URL           shadow traffic: also send each request to URL (the client\n"
         "                         only gets the primary's answer); both timed and compared\n"
         "                         in /metrics (tokenstorm_proxy_mirror_*; default none)\n"
@@ -130,6 +133,7 @@ enum {
     OPT_REDACT,
     OPT_RECORD_MAX,
     OPT_RECORD_FILE_MAX,
+    OPT_RECORD_MEMORY_MAX,
     OPT_MIRROR,
     OPT_MIRROR_SHARE,
     OPT_MIRROR_MAX,
@@ -279,12 +283,18 @@ static int take_option(struct proxy_opts *o, int c, const char *arg)
         o->record.redact = o->redact;
         return -1;
     case OPT_RECORD_MAX:
-    case OPT_RECORD_FILE_MAX: {
-        uint64_t *to = c == OPT_RECORD_MAX ? &o->record.max_total : &o->record.max_file;
+    case OPT_RECORD_FILE_MAX:
+    case OPT_RECORD_MEMORY_MAX: {
+        uint64_t *to = c == OPT_RECORD_MAX        ? &o->record.max_total
+                       : c == OPT_RECORD_FILE_MAX ? &o->record.max_file
+                                                  : &o->record.max_inflight;
         if (units_parse_size(arg, to) != 0 || *to < 4096) {
             fprintf(stderr,
                     "tokenstorm proxy: --%s: expected a size of at least 4K (\"64M\"), got '%s'\n",
-                    c == OPT_RECORD_MAX ? "record-max" : "record-file-max", arg);
+                    c == OPT_RECORD_MAX        ? "record-max"
+                    : c == OPT_RECORD_FILE_MAX ? "record-file-max"
+                                               : "record-memory-max",
+                    arg);
             return TS_EXIT_USAGE;
         }
         return -1;
@@ -358,6 +368,7 @@ static int parse_args(int argc, char **argv, struct proxy_opts *o)
         {"redact", required_argument, NULL, OPT_REDACT},
         {"record-max", required_argument, NULL, OPT_RECORD_MAX},
         {"record-file-max", required_argument, NULL, OPT_RECORD_FILE_MAX},
+        {"record-memory-max", required_argument, NULL, OPT_RECORD_MEMORY_MAX},
         {"mirror", required_argument, NULL, OPT_MIRROR},
         {"mirror-share", required_argument, NULL, OPT_MIRROR_SHARE},
         {"mirror-max", required_argument, NULL, OPT_MIRROR_MAX},

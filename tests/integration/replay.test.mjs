@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, startSim, startServer } from './lib.mjs';
+import { runBin, sleep, startSim, startServer } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-replay-'));
 const procs = [];
@@ -180,4 +180,77 @@ test('--record: a stream too big for one line keeps its first events and says bo
   assert.equal(x.outcome, 'body_too_large');
   assert.ok(x.events.length >= 10 && x.events.length < 20, `${x.events.length} events`);
   x.events.forEach((e, i) => assert.equal(JSON.parse(e[1]).i, i)); // the first ones, no holes
+});
+
+test('--record-memory-max: the streams recorded at once share one budget; past it an exchange keeps its first events (recorder_full), and the budget comes back', { timeout: 60000 }, async () => {
+  const http = await import('node:http');
+  const pad = 'y'.repeat(1500);
+  const N = 30; // events of ~1.6 KB as written: one stream (~48 KB) fits 64 KB, four at once do not
+  const open = []; // the responses being streamed, written in lock step
+  let want = 4;
+  let tick = null;
+  const up = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.flushHeaders();
+      open.push({ res, i: 0 });
+      if (open.length < want || tick) return; // the four start together
+      tick = setInterval(() => {
+        for (const o of open) o.res.write(`data: {"i":${o.i++},"pad":"${pad}"}\n\n`);
+        for (const o of open.filter((x) => x.i === N)) o.res.end('data: [DONE]\n\n');
+        for (let k = open.length - 1; k >= 0; k--) if (open[k].i === N) open.splice(k, 1);
+        if (!open.length) { clearInterval(tick); tick = null; }
+      }, 10);
+    });
+  });
+  await new Promise((r) => up.listen(0, '127.0.0.1', r));
+  const rec = path.join(tmp, 'recmem');
+  const proxy = await startServer(['proxy', '--upstream', `http://127.0.0.1:${up.address().port}`,
+    '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0', '--record', rec, '--record-memory-max', '64K']);
+  procs.push(proxy);
+  for (let i = 0; i < 100 && !/control API on http/.test(proxy.output); i++) await sleep(20);
+  const api = proxy.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  const ask = async () => {
+    const res = await fetch(proxy.base + '/v1/chat/completions', { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true,"messages":[]}',
+      signal: AbortSignal.timeout(30000) });
+    return (await res.text()).match(/"pad"/g).length;
+  };
+  let metrics;
+  try {
+    assert.deepEqual(await Promise.all([ask(), ask(), ask(), ask()]), [N, N, N, N]); // clients got everything
+    want = 1;
+    assert.equal(await ask(), N); // alone, after the four were written
+    for (let i = 0; i < 50 && !/^tokenstorm_proxy_recorded_total 5$/m.test(metrics || ''); i++) {
+      metrics = await (await fetch(api + '/metrics')).text();
+      if (i) await sleep(20);
+    }
+  } finally {
+    await proxy.stop('SIGTERM');
+    up.close();
+  }
+  assert.match(metrics, /^tokenstorm_proxy_recorded_total 5$/m);
+  assert.match(metrics, /^tokenstorm_proxy_record_memory_bytes 0$/m); // all given back
+  assert.match(metrics, /^tokenstorm_proxy_record_cut_total\{reason="line"\} 0$/m);
+  const cuts = Number(metrics.match(/^tokenstorm_proxy_record_cut_total\{reason="memory"\} (\d+)$/m)[1]);
+  const xs = readRecording(rec).map((l) => JSON.parse(l)).sort((a, b) => a.id - b.id);
+  assert.equal(xs.length, 5);
+  const full = xs.filter((x) => x.outcome === 'recorder_full');
+  assert.ok(full.length >= 1 && full.length <= 4, xs.map((x) => x.outcome).join(' '));
+  assert.equal(full.length, cuts);
+  let held = 0;
+  for (const x of xs.slice(0, 4)) {
+    const evs = x.events.filter((e) => e[1] !== '[DONE]');
+    evs.forEach((e, i) => assert.equal(JSON.parse(e[1]).i, i)); // the first ones, no holes
+    assert.equal(evs.length < N, x.outcome === 'recorder_full');
+    held += evs.length;
+  }
+  assert.ok(held * 1580 <= 64 * 1024, `${held} events held at once`); // each costs >= 1,516 + 64 bytes
+  const last = xs[4];
+  assert.equal(last.outcome, 'ok'); // the budget came back
+  assert.equal(last.events.length, N + 1);
+  const said = new RegExp(`\\b${cuts} with their later events left out past --record-memory-max`);
+  for (let i = 0; i < 50 && !said.test(proxy.stderr); i++) await sleep(20); // the pipe may lag the exit
+  assert.match(proxy.stderr, said); // the proxy says so when it stops
 });

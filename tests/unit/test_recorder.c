@@ -46,11 +46,41 @@ static void test_options(void **state)
     assert_int_equal(recorder_open(&cfg, &r, err, sizeof err), -EINVAL);
 }
 
+/* The budget of the exchanges in progress: reservations past it are
+ * refused whole, give-backs make room again, cuts are counted by reason. */
+static void test_budget(void **state)
+{
+    (void)state;
+    struct recorder r;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.mu, NULL);
+    r.max_inflight = 10000;
+    assert_true(recorder_reserve(&r, 6000));
+    assert_false(recorder_reserve(&r, 4001)); /* 10,001 */
+    assert_true(recorder_reserve(&r, 4000));  /* exactly the budget */
+    assert_false(recorder_reserve(&r, 1));
+    assert_false(recorder_reserve(&r, SIZE_MAX)); /* no wrap-around */
+    recorder_unreserve(&r, 6000);
+    assert_true(recorder_reserve(&r, 5999));
+    recorder_count_cut(&r, RECORDER_CUT_MEMORY);
+    recorder_count_cut(&r, RECORDER_CUT_MEMORY);
+    recorder_count_cut(&r, RECORDER_CUT_LINE);
+    recorder_count_cut(&r, RECORDER_CUT_COUNT); /* not a reason: ignored */
+    struct recorder_stats st;
+    recorder_stats(&r, &st);
+    assert_int_equal(st.inflight, 9999);
+    assert_int_equal(st.max_inflight, 10000);
+    assert_int_equal(st.cut[RECORDER_CUT_MEMORY], 2);
+    assert_int_equal(st.cut[RECORDER_CUT_LINE], 1);
+    pthread_mutex_destroy(&r.mu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
