@@ -389,7 +389,7 @@ TS_MUST_CHECK int stream_tap_event(struct stream_tap *tap, const struct sse_even
 /*
  * How many events' JSON the tap has parsed into a DOM. A tap whose faults
  * act only on times and framing (sse_jitter, sse_split, sse_reorder,
- * sse_drop_done; sse_duplicate, sse_stall, sse_truncate, sse_error_event
+ * sse_duplicate, sse_drop_done; sse_stall, sse_truncate, sse_error_event
  * counted in events) reads nothing of the events: they pass at the cost of
  * their bytes. One whose faults need only what an event carries (the same
  * counted in tokens, sse_throttle, sse_ttft_delay) reads its flags with

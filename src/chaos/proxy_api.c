@@ -126,10 +126,16 @@ static int record_metrics(struct proxy *p, struct buf *out)
                          "Exchanges queued as lines of the recording (--record).", "counter",
                          (double)st.written);
     if (!rc)
-        rc = prom_metric(out, "tokenstorm_proxy_record_dropped_total",
+        rc = prom_header(out, "tokenstorm_proxy_record_dropped_total",
                          "Exchanges left out of the recording: more than 64 MiB of lines waited "
-                         "for the disk.",
-                         "counter", (double)st.dropped);
+                         "for the disk (disk), or the request alone did not fit "
+                         "--record-memory-max (memory).",
+                         "counter");
+    const char *disk[] = {"reason", "disk"}, *mem[] = {"reason", "memory"};
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_record_dropped_total", disk, 1, (double)st.dropped);
+    if (!rc)
+        rc = prom_sample(out, "tokenstorm_proxy_record_dropped_total", mem, 1, (double)st.skipped);
     if (!rc)
         rc = prom_header(out, "tokenstorm_proxy_record_cut_total",
                          "Exchanges recorded with their events from some point left out: the line "

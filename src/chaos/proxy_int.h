@@ -128,8 +128,9 @@ struct pxreq {
     struct sse_parser rec_sse;
     bool rec_sse_on, rec_body_cut;
     bool rec_full; /* cut because the recordings in progress held their budget */
-    /* the events' size in the line (capped: proxy_record.c), or the body's
-     * bytes: reserved from the recorder's budget until the line is queued */
+    /* the line's size as written so far: the request's part, then the
+     * events (capped: proxy_record.c) or the body; reserved from the
+     * recorder's budget until the line is queued */
     size_t rec_bytes;
     struct buf rec_body;
 };
@@ -177,7 +178,7 @@ void px_record_end(struct pxreq *x);
 struct pxws_rec {
     json_t *rec;       /* the line being built */
     uint64_t t0, last; /* the upgrade request's arrival; the last message's */
-    size_t bytes;      /* message bytes recorded (capped: proxy_record.c; reserved) */
+    size_t bytes;      /* the line's size as written so far (capped: proxy_record.c; reserved) */
     bool cut;          /* messages left out: over the cap or the count */
     bool full;         /* ... because the recordings in progress held their budget */
 };

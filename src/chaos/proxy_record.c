@@ -98,16 +98,6 @@ static json_t *request_json(struct proxy *p, const struct http_request *req, uin
                      "body", body_json(p->recorder, req->body, req->body_len), "body_hash", hash);
 }
 
-void px_record_begin(struct pxreq *x)
-{
-    struct proxy *p = x->p;
-    if (!p->recorder)
-        return;
-    x->rec_t0 = ts_now_ns();
-    x->rec = request_json(p, x->req, x->rec_t0);
-    buf_init(&x->rec_body, p->cfg.max_body_bytes);
-}
-
 /* What one exchange's events or one session's messages may take in its
  * line, as written (escaped, base64), so that the line stays under a
  * reader's RECORDING_LINE_MAX with 1 MiB left for the request's part; each
@@ -141,7 +131,7 @@ static size_t rec_written_len(bool text, const char *data, size_t len)
  * exchanges in progress (else *full); then reserved and counted in *used. */
 static bool rec_fits(struct recorder *rc, size_t *used, size_t count, size_t cost, bool *full)
 {
-    if (count >= RECORDING_EVENTS_MAX || cost > PX_REC_BYTES - *used)
+    if (count >= RECORDING_EVENTS_MAX || *used > PX_REC_BYTES || cost > PX_REC_BYTES - *used)
         return false;
     if (!recorder_reserve(rc, cost)) {
         *full = true;
@@ -151,14 +141,51 @@ static bool rec_fits(struct recorder *rc, size_t *used, size_t count, size_t cos
     return true;
 }
 
-/* An exchange's line is queued or dropped: its bytes go back to the
- * budget, and a cut is counted. */
-static void rec_done(struct recorder *rc, size_t *used, bool cut, bool full)
+/* What a request's part of a line takes, about, as written: its path,
+ * headers and body (escapes counted) and the fields around them. */
+static size_t request_cost(const struct http_request *req)
+{
+    size_t n = 256 + strlen(req->url) + rec_written_len(true, req->body, req->body_len);
+    for (size_t i = 0; i < req->header_count; i++)
+        n += strlen(req->headers[i].name) + strlen(req->headers[i].value) + 8;
+    return n;
+}
+
+/* Reserves the request's part of a line in the recorder's budget: its
+ * cost, or 0 (counted as skipped) when it does not fit. */
+static size_t request_reserve(struct recorder *rc, const struct http_request *req)
+{
+    size_t cost = request_cost(req);
+    if (recorder_reserve(rc, cost))
+        return cost;
+    recorder_count_skip(rc);
+    return 0;
+}
+
+/* An exchange's line is queued (written true) or dropped: its bytes go
+ * back to the budget, and a cut is counted for a line queued with a part
+ * left out (a dropped one is counted as dropped). */
+static void rec_done(struct recorder *rc, size_t *used, bool written, bool cut, bool full)
 {
     recorder_unreserve(rc, *used);
     *used = 0;
-    if (cut)
+    if (written && cut)
         recorder_count_cut(rc, full ? RECORDER_CUT_MEMORY : RECORDER_CUT_LINE);
+}
+
+void px_record_begin(struct pxreq *x)
+{
+    struct proxy *p = x->p;
+    if (!p->recorder || !(x->rec_bytes = request_reserve(p->recorder, x->req)))
+        return;
+    x->rec_t0 = ts_now_ns();
+    x->rec = request_json(p, x->req, x->rec_t0);
+    if (!x->rec) {
+        recorder_unreserve(p->recorder, x->rec_bytes);
+        x->rec_bytes = 0;
+        return;
+    }
+    buf_init(&x->rec_body, p->cfg.max_body_bytes);
 }
 
 /* One upstream event into the record. */
@@ -215,9 +242,10 @@ void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_
         if (sse_parser_feed(&x->rec_sse, data, len, now_ns) != 0)
             x->rec_body_cut = true; /* an event over 1 MiB */
     } else if (!x->rec_body_cut) {
-        if (!recorder_reserve(x->p->recorder, len))
+        size_t cost = rec_written_len(true, data, len);
+        if (!recorder_reserve(x->p->recorder, cost))
             x->rec_full = x->rec_body_cut = true;
-        else if ((x->rec_bytes += len, buf_append(&x->rec_body, data, len) != 0))
+        else if ((x->rec_bytes += cost, buf_append(&x->rec_body, data, len) != 0))
             x->rec_body_cut = true;
     }
 }
@@ -246,11 +274,11 @@ void px_record_end(struct pxreq *x)
                                         : x->upstream_done                   ? "ok"
                                         : x->out_code == CHAIN_CLIENT_CLOSED ? "client_closed"
                                                                              : "cut"));
-        (void)recorder_write(p->recorder, x->rec);
-        rec_done(p->recorder, &x->rec_bytes, x->rec_body_cut, x->rec_full);
+        bool written = recorder_write(p->recorder, x->rec) == 0;
+        rec_done(p->recorder, &x->rec_bytes, written, x->rec_body_cut, x->rec_full);
     } else {
         json_decref(x->rec); /* never reached the upstream: nothing to replay */
-        rec_done(p->recorder, &x->rec_bytes, false, false);
+        rec_done(p->recorder, &x->rec_bytes, false, false, false);
     }
     x->rec = NULL;
     buf_release(&x->rec_body);
@@ -261,12 +289,16 @@ void px_record_end(struct pxreq *x)
 void px_record_ws_begin(struct proxy *p, const struct http_request *req, struct pxws_rec *r)
 {
     memset(r, 0, sizeof *r);
-    if (!p->recorder)
+    if (!p->recorder || !(r->bytes = request_reserve(p->recorder, req)))
         return;
     r->t0 = r->last = ts_now_ns();
     r->rec = request_json(p, req, r->t0);
-    if (r->rec)
+    if (r->rec) {
         json_object_set_new(r->rec, "websocket", json_true());
+    } else {
+        recorder_unreserve(p->recorder, r->bytes);
+        r->bytes = 0;
+    }
 }
 
 static double ws_ms(const struct pxws_rec *r, uint64_t at)
@@ -359,11 +391,11 @@ void px_record_ws_end(struct proxy *p, struct pxws_rec *r, const char *outcome)
                             json_string(r->full  ? "recorder_full"
                                         : r->cut ? "body_too_large"
                                                  : outcome));
-        (void)recorder_write(p->recorder, r->rec);
-        rec_done(p->recorder, &r->bytes, r->cut, r->full);
+        bool written = recorder_write(p->recorder, r->rec) == 0;
+        rec_done(p->recorder, &r->bytes, written, r->cut, r->full);
     } else {
         json_decref(r->rec);
-        rec_done(p->recorder, &r->bytes, false, false);
+        rec_done(p->recorder, &r->bytes, false, false, false);
     }
     r->rec = NULL;
 }

@@ -216,11 +216,12 @@ static void release_shared(struct proxy *p)
     if (p->recorder) {
         struct recorder_stats st;
         recorder_stats(p->recorder, &st);
-        if (st.dropped || st.cut[RECORDER_CUT_MEMORY] || st.cut[RECORDER_CUT_LINE])
-            ts_warn("proxy: --record: %llu exchanges left out (the disk was behind), %llu with "
-                    "their later events left out past --record-memory-max, %llu past a line's "
-                    "cap",
-                    (unsigned long long)st.dropped, (unsigned long long)st.cut[RECORDER_CUT_MEMORY],
+        if (st.dropped || st.skipped || st.cut[RECORDER_CUT_MEMORY] || st.cut[RECORDER_CUT_LINE])
+            ts_warn("proxy: --record: %llu exchanges left out (the disk was behind), %llu left "
+                    "out and %llu with their later events left out past --record-memory-max, "
+                    "%llu past a line's cap",
+                    (unsigned long long)st.dropped, (unsigned long long)st.skipped,
+                    (unsigned long long)st.cut[RECORDER_CUT_MEMORY],
                     (unsigned long long)st.cut[RECORDER_CUT_LINE]);
     }
     if (recorder_close(p->recorder) != 0)

@@ -41,6 +41,7 @@ struct recorder {
     _Atomic uint64_t inflight;
     uint64_t max_inflight;
     _Atomic uint64_t cut[RECORDER_CUT_COUNT];
+    _Atomic uint64_t skipped;
 
     /* the thread's */
     int fd;
@@ -428,6 +429,11 @@ void recorder_count_cut(struct recorder *r, enum recorder_cut why)
         atomic_fetch_add_explicit(&r->cut[why], 1, memory_order_relaxed);
 }
 
+void recorder_count_skip(struct recorder *r)
+{
+    atomic_fetch_add_explicit(&r->skipped, 1, memory_order_relaxed);
+}
+
 void recorder_stats(struct recorder *r, struct recorder_stats *out)
 {
     pthread_mutex_lock(&r->mu);
@@ -436,6 +442,7 @@ void recorder_stats(struct recorder *r, struct recorder_stats *out)
     pthread_mutex_unlock(&r->mu);
     for (int i = 0; i < RECORDER_CUT_COUNT; i++)
         out->cut[i] = atomic_load_explicit(&r->cut[i], memory_order_relaxed);
+    out->skipped = atomic_load_explicit(&r->skipped, memory_order_relaxed);
     out->inflight = atomic_load_explicit(&r->inflight, memory_order_relaxed);
     out->max_inflight = r->max_inflight;
 }

@@ -12,8 +12,9 @@
  *
  * Memory: the exchanges in progress hold what they will write (a JSON
  * value each, about twice the bytes as written). Each reserves those bytes
- * as written from one budget (max_inflight, 256 MiB by default) before it
- * keeps an event; an exchange that finds the budget spent keeps what it
+ * as written from one budget (max_inflight, 256 MiB by default): its
+ * request's part when it starts (not recorded at all if that does not
+ * fit), then each event before it keeps it; an exchange that finds the budget spent keeps what it
  * had and leaves the rest out, as one past a line's cap does, so the
  * proxy's memory stays bounded however many streams it records at once.
  *
@@ -105,9 +106,13 @@ enum recorder_cut {
 };
 /* Counts an exchange written with a part left out. */
 void recorder_count_cut(struct recorder *r, enum recorder_cut why);
+/* Counts an exchange not recorded at all: its request did not fit the
+ * budget. */
+void recorder_count_skip(struct recorder *r);
 
 struct recorder_stats {
-    uint64_t written, dropped;        /* lines */
+    uint64_t written, dropped;        /* lines: queued, and dropped (the disk was behind) */
+    uint64_t skipped;                 /* exchanges not recorded (recorder_count_skip) */
     uint64_t cut[RECORDER_CUT_COUNT]; /* exchanges written with a part left out */
     uint64_t inflight, max_inflight;  /* bytes reserved now, and the budget */
 };

@@ -211,9 +211,10 @@ static bool counts_tokens(const struct stream_tap *tap, int t)
 /*
  * What the tap must know of each event, from its faults:
  *  - nothing (TAP_PARSE_NONE): sse_jitter and sse_split (times and pieces of
- *    every event), sse_reorder, sse_drop_done (the [DONE] sentinel,
- *    recognised without parsing), and sse_duplicate, sse_stall,
- *    sse_truncate and sse_error_event counted in events;
+ *    every event), sse_reorder, sse_duplicate (a rate or a count of
+ *    events), sse_drop_done (the [DONE] sentinel, recognised without
+ *    parsing), and sse_stall, sse_truncate and sse_error_event counted in
+ *    events;
  *  - its flags (TAP_PARSE_FLAGS): the same counted in tokens, sse_throttle
  *    (token events) and sse_ttft_delay (the first token or non-role event);
  *  - its JSON (TAP_PARSE_DOM): every fault that rewrites a chunk or keeps
@@ -231,8 +232,8 @@ static enum tap_parse tap_parse_of(const struct stream_tap *tap)
         case FAULT_SSE_SPLIT:
         case FAULT_SSE_DROP_DONE:
         case FAULT_SSE_REORDER:
-            break;
         case FAULT_SSE_DUPLICATE:
+            break;
         case FAULT_SSE_STALL:
         case FAULT_SSE_TRUNCATE:
         case FAULT_SSE_ERROR_EVENT:

@@ -323,3 +323,41 @@ test('--record writes each WebSocket session: messages both ways before faults, 
     '--out', path.join(tmp, 'recreplay')], { timeoutMs: 30000 });
   assert.match(rr.stderr, /2 WebSocket sessions in the recording are not replayed/);
 });
+
+test('--record-memory-max holds WebSocket sessions too: past it a session keeps its first messages (recorder_full)', async () => {
+  const dir = path.join(tmp, 'recmem');
+  const rp = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
+    '--api', '127.0.0.1:0', '--record', dir, '--record-memory-max', '4K']);
+  for (let i = 0; i < 100 && !/control API on http/.test(rp.output); i++) await sleep(20);
+  const rapi = rp.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  let metrics;
+  try {
+    // with --model no GET /v1/models goes first (it would be a line too); a short prompt
+    const r = await runBin(['run', '--target', rp.base, '--endpoint', 'realtime', '--requests', '1',
+      '--model', 'tokenstorm/tiny', '--input-len', 'fixed:16', '--output-len', 'fixed:100',
+      '--timeout', '10s', '-q', '--out', path.join(tmp, 'recmemrun')],
+    { timeoutMs: 60000 });
+    assert.equal(r.code, 0, r.stderr); // the client got its whole answer
+    for (let i = 0; i < 50 && !/^tokenstorm_proxy_recorded_total 1$/m.test(metrics || ''); i++) {
+      if (i) await sleep(20);
+      metrics = await (await fetch(rapi + '/metrics', { signal: AbortSignal.timeout(10000) })).text();
+    }
+  } finally {
+    await rp.stop('SIGTERM');
+  }
+  assert.match(metrics, /^tokenstorm_proxy_record_cut_total\{reason="memory"\} 1$/m);
+  assert.match(metrics, /^tokenstorm_proxy_record_memory_bytes 0$/m);
+  const text = fs.readdirSync(dir).filter((f) => /^rec-\d+\.jsonl$/.test(f))
+    .map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('');
+  const [s] = text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  assert.equal(s.websocket, true);
+  assert.equal(s.outcome, 'recorder_full');
+  const types = s.messages.map((m) => JSON.parse(m[2]).type);
+  const server = s.messages.filter((m) => m[1] === 'server').map((m) => JSON.parse(m[2]).type);
+  assert.equal(server[0], 'session.created'); // the first ones, in order
+  assert.ok(s.messages.length > 1 && s.messages.length < 100, `${s.messages.length} messages`);
+  assert.ok(!types.includes('response.done'), types.join(' '));
+  const bytes = s.messages.reduce((n, m) => n + m[2].length + 64, 0);
+  assert.ok(bytes <= 4096, `${bytes} bytes kept`);
+  assert.ok(s.close); // the close is still written
+});

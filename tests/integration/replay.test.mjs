@@ -211,9 +211,10 @@ test('--record-memory-max: the streams recorded at once share one budget; past i
   procs.push(proxy);
   for (let i = 0; i < 100 && !/control API on http/.test(proxy.output); i++) await sleep(20);
   const api = proxy.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
-  const ask = async () => {
+  const ask = async (prompt = '') => {
     const res = await fetch(proxy.base + '/v1/chat/completions', { method: 'POST',
-      headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true,"messages":[]}',
+      headers: { 'content-type': 'application/json' },
+      body: `{"model":"m","stream":true,"messages":[{"role":"user","content":"${prompt}"}]}`,
       signal: AbortSignal.timeout(30000) });
     return (await res.text()).match(/"pad"/g).length;
   };
@@ -222,6 +223,7 @@ test('--record-memory-max: the streams recorded at once share one budget; past i
     assert.deepEqual(await Promise.all([ask(), ask(), ask(), ask()]), [N, N, N, N]); // clients got everything
     want = 1;
     assert.equal(await ask(), N); // alone, after the four were written
+    assert.equal(await ask('p'.repeat(70 << 10)), N); // its request alone is past the budget: not recorded
     for (let i = 0; i < 50 && !/^tokenstorm_proxy_recorded_total 5$/m.test(metrics || ''); i++) {
       metrics = await (await fetch(api + '/metrics')).text();
       if (i) await sleep(20);
@@ -233,6 +235,8 @@ test('--record-memory-max: the streams recorded at once share one budget; past i
   assert.match(metrics, /^tokenstorm_proxy_recorded_total 5$/m);
   assert.match(metrics, /^tokenstorm_proxy_record_memory_bytes 0$/m); // all given back
   assert.match(metrics, /^tokenstorm_proxy_record_cut_total\{reason="line"\} 0$/m);
+  assert.match(metrics, /^tokenstorm_proxy_record_dropped_total\{reason="memory"\} 1$/m);
+  assert.match(metrics, /^tokenstorm_proxy_record_dropped_total\{reason="disk"\} 0$/m);
   const cuts = Number(metrics.match(/^tokenstorm_proxy_record_cut_total\{reason="memory"\} (\d+)$/m)[1]);
   const xs = readRecording(rec).map((l) => JSON.parse(l)).sort((a, b) => a.id - b.id);
   assert.equal(xs.length, 5);

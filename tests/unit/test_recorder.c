@@ -66,12 +66,14 @@ static void test_budget(void **state)
     recorder_count_cut(&r, RECORDER_CUT_MEMORY);
     recorder_count_cut(&r, RECORDER_CUT_LINE);
     recorder_count_cut(&r, RECORDER_CUT_COUNT); /* not a reason: ignored */
+    recorder_count_skip(&r);
     struct recorder_stats st;
     recorder_stats(&r, &st);
     assert_int_equal(st.inflight, 9999);
     assert_int_equal(st.max_inflight, 10000);
     assert_int_equal(st.cut[RECORDER_CUT_MEMORY], 2);
     assert_int_equal(st.cut[RECORDER_CUT_LINE], 1);
+    assert_int_equal(st.skipped, 1);
     pthread_mutex_destroy(&r.mu);
 }
 
