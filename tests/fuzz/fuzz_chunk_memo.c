@@ -16,54 +16,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_lines.h"
 #include "llm/openai_memo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_CHUNKS 256
+struct decoders {
+    struct openai_decoder d, full;
+};
+
+static void one_line(void *ctx, int i, struct openai_memo **memo, const char *line, size_t len)
+{
+    struct decoders *x = ctx;
+    struct openai_chunk a, b;
+    /* from a copy scribbled over before the results are compared: no
+     * result may point into the caller's bytes */
+    char *copy = malloc(len ? len : 1);
+    if (!copy)
+        abort();
+    memcpy(copy, line, len);
+    int ra = openai_decode_chunk_memo(&x->d, memo, copy, len, &a);
+    memset(copy, 0xAA, len);
+    free(copy);
+    int rb = openai_decode_chunk_full(&x->full, line, len, &b);
+    if (ra != rb || strcmp(openai_decoder_errmsg(&x->d), openai_decoder_errmsg(&x->full)) != 0) {
+        fprintf(stderr, "chunk %d: memo and jansson disagree: rc %d vs %d, '%s' vs '%s'\n", i, ra,
+                rb, openai_decoder_errmsg(&x->d), openai_decoder_errmsg(&x->full));
+        abort();
+    }
+    if (!openai_chunk_same(&a, &b)) {
+        fprintf(stderr, "chunk %d: memo and jansson disagree on the values (%llu from memos)\n", i,
+                (unsigned long long)x->d.n_memo);
+        abort();
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static struct openai_decoder d, full;
+    static struct decoders x;
     static int ready;
     if (!ready) {
-        openai_decoder_init(&d);
-        openai_decoder_init(&full);
+        openai_decoder_init(&x.d);
+        openai_decoder_init(&x.full);
         ready = 1;
     }
-    struct openai_memo *memo[2] = {NULL, NULL};
-    const char *s = (const char *)data, *end = s + size;
-    for (int i = 0; i < MAX_CHUNKS && s < end; i++) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        const char *line = s;
-        int which = n && line[0] == 1;
-        line += which;
-        struct openai_chunk a, b;
-        /* from a copy scribbled over before the results are compared: no
-         * result may point into the caller's bytes */
-        size_t len = n - (size_t)which;
-        char *copy = malloc(len ? len : 1);
-        if (!copy)
-            abort();
-        memcpy(copy, line, len);
-        int ra = openai_decode_chunk_memo(&d, &memo[which], copy, len, &a);
-        memset(copy, 0xAA, len);
-        free(copy);
-        int rb = openai_decode_chunk_full(&full, line, len, &b);
-        if (ra != rb || strcmp(openai_decoder_errmsg(&d), openai_decoder_errmsg(&full)) != 0) {
-            fprintf(stderr, "chunk %d: memo and jansson disagree: rc %d vs %d, '%s' vs '%s'\n", i,
-                    ra, rb, openai_decoder_errmsg(&d), openai_decoder_errmsg(&full));
-            abort();
-        }
-        if (!openai_chunk_same(&a, &b)) {
-            fprintf(stderr, "chunk %d: memo and jansson disagree on the values (%llu from memos)\n",
-                    i, (unsigned long long)d.n_memo);
-            abort();
-        }
-        s += n + 1;
-    }
-    openai_memo_free(memo[0]);
-    openai_memo_free(memo[1]);
+    fuzz_each_line(data, size, one_line, &x);
     return 0;
 }

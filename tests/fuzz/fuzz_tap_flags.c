@@ -17,11 +17,23 @@
 #include <string.h>
 
 #include "chaos/tap_int.h"
+#include "fuzz_lines.h"
 #include "llm/openai_memo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_CHUNKS 256
+static void one_line(void *ctx, int i, struct openai_memo **memo, const char *line, size_t len)
+{
+    unsigned fast = tap_event_flags(ctx, memo, line, len);
+    json_t *root = tap_json_load(line, len);
+    unsigned dom = tap_chunk_flags(root);
+    json_decref(root);
+    if (fast != dom) {
+        fprintf(stderr, "chunk %d: flags without a DOM 0x%x, from the DOM 0x%x: %.*s\n", i, fast,
+                dom, (int)(len > 300 ? 300 : len), line);
+        abort();
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -31,26 +43,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         openai_decoder_init(&d);
         ready = 1;
     }
-    struct openai_memo *memo[2] = {NULL, NULL};
-    const char *s = (const char *)data, *end = s + size;
-    for (int i = 0; i < MAX_CHUNKS && s < end; i++) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        int which = n && s[0] == 1;
-        const char *line = s + which;
-        size_t len = n - (size_t)which;
-        unsigned fast = tap_event_flags(&d, &memo[which], line, len);
-        json_t *root = tap_json_load(line, len);
-        unsigned dom = tap_chunk_flags(root);
-        json_decref(root);
-        if (fast != dom) {
-            fprintf(stderr, "chunk %d: flags without a DOM 0x%x, from the DOM 0x%x: %.*s\n", i,
-                    fast, dom, (int)(len > 300 ? 300 : len), line);
-            abort();
-        }
-        s += n + 1;
-    }
-    openai_memo_free(memo[0]);
-    openai_memo_free(memo[1]);
+    fuzz_each_line(data, size, one_line, &d);
     return 0;
 }

@@ -73,6 +73,15 @@ export function startServer(argv, timeoutMs = 10000) {
   });
 }
 
+// The control API URL a started proxy printed ("control API on http://..."),
+// waited for up to 2 s.
+export async function controlApi(srv) {
+  for (let i = 0; i < 100 && !/control API on http/.test(srv.output); i++) await sleep(20);
+  const m = srv.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/);
+  if (!m) throw new Error(`no control API in: ${srv.output}`);
+  return m[1];
+}
+
 export async function postJson(base, path, body, headers = {}) {
   const res = await fetch(base + path, {
     method: 'POST',

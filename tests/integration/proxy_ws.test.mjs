@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, startSim, startServer, sleep } from './lib.mjs';
+import { controlApi, runBin, startSim, startServer, sleep } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-proxyws-'));
 let sim;
@@ -20,8 +20,7 @@ before(async () => {
   sim = await startSim(['--profile', 'tiny', '--no-noise', '--admin']);
   proxy = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
     '--api', '127.0.0.1:0', '--seed', '7']);
-  for (let i = 0; i < 100 && !/control API on http/.test(proxy.output); i++) await sleep(20);
-  proxy.api = proxy.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  proxy.api = await controlApi(proxy);
 });
 
 after(async () => {
@@ -270,8 +269,7 @@ test('--record writes each WebSocket session: messages both ways before faults, 
   const dir = path.join(tmp, 'rec');
   const rp = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
     '--api', '127.0.0.1:0', '--record', dir, '--redact', '/response/input/*/content/*/text']);
-  for (let i = 0; i < 100 && !/control API on http/.test(rp.output); i++) await sleep(20);
-  const rapi = rp.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  const rapi = await controlApi(rp);
   try {
     // a downstream fault: the recording still has every delta (it is taken before faults)
     const spec = { name: 'recdrop', type: 'ws_drop', after_events: 2 };
@@ -328,8 +326,7 @@ test('--record-memory-max holds WebSocket sessions too: past it a session keeps 
   const dir = path.join(tmp, 'recmem');
   const rp = await startServer(['proxy', '--upstream', sim.base, '--listen', '127.0.0.1:0',
     '--api', '127.0.0.1:0', '--record', dir, '--record-memory-max', '4K']);
-  for (let i = 0; i < 100 && !/control API on http/.test(rp.output); i++) await sleep(20);
-  const rapi = rp.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  const rapi = await controlApi(rp);
   let metrics;
   try {
     // with --model no GET /v1/models goes first (it would be a line too); a short prompt

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBin, sleep, startSim, startServer } from './lib.mjs';
+import { controlApi, runBin, sleep, startSim, startServer } from './lib.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-replay-'));
 const procs = [];
@@ -209,8 +209,7 @@ test('--record-memory-max: the streams recorded at once share one budget; past i
   const proxy = await startServer(['proxy', '--upstream', `http://127.0.0.1:${up.address().port}`,
     '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0', '--record', rec, '--record-memory-max', '64K']);
   procs.push(proxy);
-  for (let i = 0; i < 100 && !/control API on http/.test(proxy.output); i++) await sleep(20);
-  const api = proxy.output.match(/control API on (http:\/\/127\.0\.0\.1:\d+)/)[1];
+  const api = await controlApi(proxy);
   const ask = async (prompt = '') => {
     const res = await fetch(proxy.base + '/v1/chat/completions', { method: 'POST',
       headers: { 'content-type': 'application/json' },
