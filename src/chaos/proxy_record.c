@@ -151,15 +151,24 @@ static size_t request_cost(const struct http_request *req)
     return n;
 }
 
-/* Reserves the request's part of a line in the recorder's budget: its
- * cost, or 0 (counted as skipped) when it does not fit. */
-static size_t request_reserve(struct recorder *rc, const struct http_request *req)
+/* The request's part of a line, started at *t0, with its cost reserved
+ * in the recorder's budget (in *bytes). NULL when it does not fit (counted
+ * as skipped) or on -ENOMEM; nothing is then reserved. */
+static json_t *request_begin(struct proxy *p, const struct http_request *req, uint64_t *t0,
+                             size_t *bytes)
 {
     size_t cost = request_cost(req);
-    if (recorder_reserve(rc, cost))
-        return cost;
-    recorder_count_skip(rc);
-    return 0;
+    if (!recorder_reserve(p->recorder, cost)) {
+        recorder_count_skip(p->recorder);
+        return NULL;
+    }
+    *t0 = ts_now_ns();
+    json_t *rec = request_json(p, req, *t0);
+    if (!rec)
+        recorder_unreserve(p->recorder, cost);
+    else
+        *bytes = cost;
+    return rec;
 }
 
 /* An exchange's line is queued (written true) or dropped: its bytes go
@@ -176,15 +185,8 @@ static void rec_done(struct recorder *rc, size_t *used, bool written, bool cut, 
 void px_record_begin(struct pxreq *x)
 {
     struct proxy *p = x->p;
-    if (!p->recorder || !(x->rec_bytes = request_reserve(p->recorder, x->req)))
+    if (!p->recorder || !(x->rec = request_begin(p, x->req, &x->rec_t0, &x->rec_bytes)))
         return;
-    x->rec_t0 = ts_now_ns();
-    x->rec = request_json(p, x->req, x->rec_t0);
-    if (!x->rec) {
-        recorder_unreserve(p->recorder, x->rec_bytes);
-        x->rec_bytes = 0;
-        return;
-    }
     buf_init(&x->rec_body, p->cfg.max_body_bytes);
 }
 
@@ -243,9 +245,12 @@ void px_record_body(struct pxreq *x, const char *data, size_t len, uint64_t now_
             x->rec_body_cut = true; /* an event over 1 MiB */
     } else if (!x->rec_body_cut) {
         size_t cost = rec_written_len(true, data, len);
-        if (!recorder_reserve(x->p->recorder, cost))
+        if (!recorder_reserve(x->p->recorder, cost)) {
             x->rec_full = x->rec_body_cut = true;
-        else if ((x->rec_bytes += cost, buf_append(&x->rec_body, data, len) != 0))
+            return;
+        }
+        x->rec_bytes += cost;
+        if (buf_append(&x->rec_body, data, len) != 0)
             x->rec_body_cut = true;
     }
 }
@@ -289,16 +294,10 @@ void px_record_end(struct pxreq *x)
 void px_record_ws_begin(struct proxy *p, const struct http_request *req, struct pxws_rec *r)
 {
     memset(r, 0, sizeof *r);
-    if (!p->recorder || !(r->bytes = request_reserve(p->recorder, req)))
+    if (!p->recorder || !(r->rec = request_begin(p, req, &r->t0, &r->bytes)))
         return;
-    r->t0 = r->last = ts_now_ns();
-    r->rec = request_json(p, req, r->t0);
-    if (r->rec) {
-        json_object_set_new(r->rec, "websocket", json_true());
-    } else {
-        recorder_unreserve(p->recorder, r->bytes);
-        r->bytes = 0;
-    }
+    r->last = r->t0;
+    json_object_set_new(r->rec, "websocket", json_true());
 }
 
 static double ws_ms(const struct pxws_rec *r, uint64_t at)

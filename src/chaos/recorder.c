@@ -391,22 +391,6 @@ int recorder_write(struct recorder *r, json_t *exchange)
     return rc;
 }
 
-uint64_t recorder_dropped(struct recorder *r)
-{
-    pthread_mutex_lock(&r->mu);
-    uint64_t v = r->dropped;
-    pthread_mutex_unlock(&r->mu);
-    return v;
-}
-
-uint64_t recorder_written(struct recorder *r)
-{
-    pthread_mutex_lock(&r->mu);
-    uint64_t v = r->written;
-    pthread_mutex_unlock(&r->mu);
-    return v;
-}
-
 bool recorder_reserve(struct recorder *r, size_t n)
 {
     uint64_t cur = atomic_load_explicit(&r->inflight, memory_order_relaxed);

@@ -86,10 +86,6 @@ void recorder_redact_all(const struct recorder *r, json_t *root);
  * it was dropped (too much pending), -ENOMEM. Any thread. */
 int recorder_write(struct recorder *r, json_t *exchange);
 
-/* Lines dropped so far; lines written. */
-uint64_t recorder_dropped(struct recorder *r);
-uint64_t recorder_written(struct recorder *r);
-
 /*
  * Reserves n bytes of the in-progress budget for an exchange: true, or
  * false (nothing reserved) when they would pass it. Any thread.
